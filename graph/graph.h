@@ -1,0 +1,239 @@
+/*
+ * graph.h — loom's operator graph: tensors with named dims, forward ops, layers.
+ *
+ * The graph is the model as the planner sees it (DESIGN §3). It holds forward
+ * ops only; backward work, its communication and its memory are derived per
+ * op. Every tensor dim has a name ("b", "s", "h", "heads", "dh", "kvh", "f",
+ * "v", "e", …) and a size, so sharding specs and reports speak in names.
+ *
+ * Ownership: a loom_graph (opaque) owns arrays of loom_tensor and loom_op,
+ * referenced by int32_t ids. Ops and tensors are plain structs; read them
+ * through loom_graph_op() / loom_graph_tensor().
+ *
+ * Layers: every op has a layer index. Index 0 is the embedding pseudo-layer,
+ * 1..L the transformer blocks, L+1 the head and loss (when the model has
+ * them). loom_graph_layer_count() returns L+2 for such models. Graphs read
+ * from loom JSON may use any layer indices 0..n-1.
+ *
+ * Einsum operands: an einsum op's subscripts name its inputs first, then its
+ * weights, then "->" and its one output: "bsh,hf->bsf" with in=[x], w=[W].
+ * Letter k of an operand's subscript is that tensor's dim k.
+ *
+ * Units: FLOPs and bytes are int64_t (per forward pass of the whole op at the
+ * graph's batch and sequence); sizes are checked against overflow when the op
+ * is added.
+ */
+#ifndef LOOM_GRAPH_H
+#define LOOM_GRAPH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "graph/error.h"
+
+#define LOOM_MAX_DIMS 6
+#define LOOM_MAX_IO 4        /* inputs, outputs or weights per op */
+#define LOOM_NAME_MAX 96
+#define LOOM_DIM_NAME_MAX 8
+#define LOOM_EINSUM_MAX 48
+
+typedef struct loom_graph loom_graph;
+
+/* ---- dtypes ------------------------------------------------------------ */
+
+#define LOOM_DTYPE_LIST(X) \
+    X(BF16, "bf16", 2)     \
+    X(FP16, "fp16", 2)     \
+    X(FP32, "fp32", 4)     \
+    X(FP8,  "fp8",  1)     \
+    X(INT64, "int64", 8)   \
+    X(INT32, "int32", 4)   \
+    X(U8,   "u8",   1)     /* dropout masks */
+
+typedef enum {
+#define LOOM_X(n, s, b) LOOM_DTYPE_##n,
+    LOOM_DTYPE_LIST(LOOM_X)
+#undef LOOM_X
+    LOOM_DTYPE_COUNT
+} loom_dtype;
+
+const char *loom_dtype_name(loom_dtype t);
+int loom_dtype_bytes(loom_dtype t);
+/* Parses "bf16", "fp16", …; returns false for an unknown name. */
+bool loom_dtype_parse(const char *s, loom_dtype *out);
+
+/* ---- op kinds (DESIGN §3) ---------------------------------------------- */
+
+#define LOOM_OP_KIND_LIST(X)                                                      \
+    X(EINSUM,        "einsum")        /* any matmul, written as subscripts */      \
+    X(ATTENTION,     "attention")     /* fused SDPA: (q, k, v) -> o */             \
+    X(ELEMENTWISE,   "elementwise")   /* add, mul, gelu, silu, swiglu, dropout, rope */ \
+    X(NORM,          "norm")          /* layernorm / rmsnorm over the last dim */  \
+    X(SOFTMAX,       "softmax")       /* over the last dim */                      \
+    X(EMBEDDING,     "embedding")     /* gather rows of a [v, h] table */          \
+    X(CROSS_ENTROPY, "cross_entropy") /* loss over the vocab dim */                \
+    X(MOE_ROUTE,     "moe_route")     /* top-k selection over router logits */     \
+    X(MOE_DISPATCH,  "moe_dispatch")  /* tokens -> per-expert buffers */           \
+    X(MOE_COMBINE,   "moe_combine")   /* per-expert outputs -> tokens (weighted) */\
+    X(RESHAPE,       "reshape")       /* free view */                              \
+    X(TRANSPOSE,     "transpose")     /* free view (permutation) */
+
+typedef enum {
+#define LOOM_X(n, s) LOOM_OP_##n,
+    LOOM_OP_KIND_LIST(LOOM_X)
+#undef LOOM_X
+    LOOM_OP_KIND_COUNT
+} loom_op_kind;
+
+const char *loom_op_kind_name(loom_op_kind k);
+bool loom_op_kind_parse(const char *s, loom_op_kind *out);
+
+/* ---- tensors ------------------------------------------------------------ */
+
+typedef struct {
+    char name[LOOM_DIM_NAME_MAX];
+    int64_t size;
+} loom_dim;
+
+typedef struct {
+    char name[LOOM_NAME_MAX];
+    loom_dtype dtype;
+    int32_t ndim;
+    loom_dim dims[LOOM_MAX_DIMS];
+    int32_t producer;   /* op id, or -1 for graph inputs and weights */
+    bool is_weight;     /* a parameter (counted in params, gets gradients) */
+} loom_tensor;
+
+int64_t loom_tensor_numel(const loom_tensor *t);
+int64_t loom_tensor_bytes(const loom_tensor *t);
+/* Index of the dim called `name`, or -1. */
+int loom_tensor_dim_index(const loom_tensor *t, const char *name);
+
+/* ---- ops ---------------------------------------------------------------- */
+
+/* Bits of loom_op.saves: which operands the op keeps for its backward pass.
+ * Operand numbering: inputs 0..n_in-1, then outputs at LOOM_SAVE_OUT(i).
+ * Weights are always available (they are parameters) and never counted. */
+#define LOOM_SAVE_IN(i)  (1u << (i))
+#define LOOM_SAVE_OUT(i) (1u << (8 + (i)))
+#define LOOM_SAVE_MASK   (1u << 16)   /* a 1-byte-per-element mask of output 0 */
+
+typedef struct {
+    char name[LOOM_NAME_MAX];   /* HF module path, e.g. "model.layers.3.mlp.down_proj" */
+    loom_op_kind kind;
+    int32_t layer;
+    int32_t n_in, n_out, n_w;
+    int32_t in[LOOM_MAX_IO], out[LOOM_MAX_IO], w[LOOM_MAX_IO];
+
+    /* kind-specific attributes */
+    char einsum[LOOM_EINSUM_MAX]; /* EINSUM: "bsh,hf->bsf" (inputs, weights -> output) */
+    char fn[16];                  /* ELEMENTWISE: add|mul|gelu|silu|swiglu|dropout|rope|scale;
+                                     NORM: layernorm|rmsnorm */
+    bool causal;                  /* ATTENTION */
+    int32_t topk;                 /* MOE_ROUTE / MOE_DISPATCH / MOE_COMBINE */
+    uint32_t saves;               /* LOOM_SAVE_* bits */
+
+    /* derived by loom_graph_add_op from kind and shapes */
+    int64_t fwd_flops;
+    int64_t bwd_flops;
+    int64_t bytes_moved;          /* operands read + written, forward */
+} loom_op;
+
+/* Bytes op `id` saves for backward (masks at 1 byte/element), counting each
+ * tensor once even when several ops save it: a tensor is charged to the
+ * first op (lowest id) that saves it. */
+int64_t loom_op_saved_bytes(const loom_graph *g, int32_t id);
+
+/* ---- model summary -------------------------------------------------------- */
+
+/* The transformer hyper-parameters, when the graph came from a model family
+ * (HF config); zero for hand-written graphs. Megatron-style evaluation and the
+ * exporters read these. */
+typedef struct {
+    char arch[32];          /* "gpt2", "llama", "mistral", "qwen2", "mixtral", "deepseek_v3" */
+    int64_t layers;         /* transformer blocks L */
+    int64_t hidden;
+    int64_t heads;
+    int64_t kv_heads;
+    int64_t head_dim;
+    int64_t ffn;            /* dense MLP hidden size */
+    int64_t vocab;
+    int64_t experts;        /* routed experts (0 = dense) */
+    int64_t experts_topk;
+    int64_t shared_experts;
+    int64_t moe_ffn;        /* per-expert hidden size */
+    int64_t first_dense;    /* DeepSeek first_k_dense_replace */
+    int64_t seq;            /* sequence length the graph was built for */
+    int64_t batch;          /* batch (micro-batch) the graph was built for */
+    bool tied_embeddings;
+    bool gated_mlp;         /* SwiGLU */
+    bool qkv_bias;
+    bool flash_attention;   /* fused attention op (else scores/softmax/context) */
+    loom_dtype dtype;
+} loom_model_info;
+
+/* ---- the graph ------------------------------------------------------------ */
+
+loom_status loom_graph_create(const char *name, loom_graph **out, loom_error *err);
+void loom_graph_destroy(loom_graph *g);
+
+const char *loom_graph_name(const loom_graph *g);
+loom_model_info *loom_graph_info(loom_graph *g);
+const loom_model_info *loom_graph_info_c(const loom_graph *g);
+
+int32_t loom_graph_num_tensors(const loom_graph *g);
+int32_t loom_graph_num_ops(const loom_graph *g);
+const loom_tensor *loom_graph_tensor(const loom_graph *g, int32_t id);
+const loom_op *loom_graph_op(const loom_graph *g, int32_t id);
+/* Number of layer slots: max layer index + 1. */
+int32_t loom_graph_layer_count(const loom_graph *g);
+/* Ops of layer `layer` in id order: [*first, *first + *count). Ops are added
+ * layer by layer, so each layer's ops are contiguous; loom_graph_finalize
+ * checks it. */
+void loom_graph_layer_ops(const loom_graph *g, int32_t layer, int32_t *first, int32_t *count);
+
+/* Adds a tensor; dims are copied. Rejects non-positive sizes and element
+ * counts that overflow int64. */
+loom_status loom_graph_add_tensor(loom_graph *g, const char *name, loom_dtype dtype,
+                                  int32_t ndim, const loom_dim *dims, bool is_weight,
+                                  int32_t *out_id, loom_error *err);
+
+/* Adds an op (copied); checks operand ids, that einsum subscripts agree with
+ * operand ranks and sizes, sets each output's producer and computes FLOPs and
+ * bytes. Fails if an output already has a producer. */
+loom_status loom_graph_add_op(loom_graph *g, const loom_op *op, int32_t *out_id,
+                              loom_error *err);
+
+/* Convenience for builders: adds an einsum op and its output tensor, whose
+ * dims are named after the input dims that carry the same letters. */
+loom_status loom_graph_einsum(loom_graph *g, const char *name, int32_t layer,
+                              const char *subscripts, int32_t n_in, const int32_t *in,
+                              int32_t n_w, const int32_t *w, uint32_t saves,
+                              int32_t *out_tensor, loom_error *err);
+
+/* Whole-graph checks once building is done: layers contiguous, no dangling
+ * tensors (every non-weight, non-input tensor has a producer; every tensor is
+ * used), no cycles (naming the ops on one), consistent shapes. */
+loom_status loom_graph_finalize(loom_graph *g, loom_error *err);
+
+/* Ops in a topological order (valid after finalize): fills order[0..n_ops). */
+loom_status loom_graph_topo_order(const loom_graph *g, int32_t *order, loom_error *err);
+
+/* Signature of a layer: a hash of its ops' kinds, attributes, operand shapes
+ * and wiring relative to the layer. Identical layers hash equal. */
+uint64_t loom_graph_layer_signature(const loom_graph *g, int32_t layer);
+
+/* ---- totals --------------------------------------------------------------- */
+
+typedef struct {
+    int64_t params;              /* all parameters (tied weights counted once) */
+    int64_t params_embedding;    /* embedding tables (incl. position tables) */
+    int64_t fwd_flops;           /* whole graph, one forward pass */
+    int64_t bwd_flops;
+    int64_t activation_bytes;    /* saved for backward, whole graph */
+} loom_graph_totals;
+
+void loom_graph_totals_get(const loom_graph *g, loom_graph_totals *out);
+/* Params, forward FLOPs and saved activation bytes of one layer. */
+void loom_graph_layer_totals(const loom_graph *g, int32_t layer, loom_graph_totals *out);
+
+#endif

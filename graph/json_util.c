@@ -1,0 +1,256 @@
+/*
+ * json_util.c — checked JSON parsing and field access (see json_util.h).
+ *
+ * cJSON stays lenient in three ways that matter for hand-edited files; we
+ * close them in one pass over the parsed tree (check_tree): duplicate keys in
+ * an object (cJSON keeps both, GetObjectItem returns the first — a silent
+ * surprise), numbers that overflowed to ±inf, and nesting deeper than a sane
+ * config needs.
+ */
+#include "graph/json_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/fileio.h"
+
+loom_status loom_json_fail(const loom_jctx *c, const char *path, const char *fmt, ...)
+{
+    char body[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(body, sizeof body, fmt, ap);
+    va_end(ap);
+    loom_status s = LOOM_ERR_INVALID;
+    return loom_error_set(c->err, s, "%s: %s: %s", c->file, path, body);
+}
+
+const char *loom_json_type_name(const cJSON *v)
+{
+    if (!v) return "nothing";
+    if (cJSON_IsNull(v)) return "null";
+    if (cJSON_IsBool(v)) return "a boolean";
+    if (cJSON_IsNumber(v)) return "a number";
+    if (cJSON_IsString(v)) return "a string";
+    if (cJSON_IsArray(v)) return "an array";
+    if (cJSON_IsObject(v)) return "an object";
+    return "an invalid value";
+}
+
+/* Appends ".key" or "[i]" to a path buffer. */
+static void path_child(char *dst, size_t n, const char *path, const cJSON *item, int index)
+{
+    if (item->string) snprintf(dst, n, "%s.%s", path, item->string);
+    else snprintf(dst, n, "%s[%d]", path, index);
+}
+
+static loom_status check_tree(const loom_jctx *c, const cJSON *v, const char *path, int depth)
+{
+    if (depth > LOOM_JSON_MAX_DEPTH)
+        return loom_json_fail(c, path, "nesting deeper than %d levels", LOOM_JSON_MAX_DEPTH);
+    if (cJSON_IsNumber(v) && !isfinite(v->valuedouble))
+        return loom_json_fail(c, path, "number out of range (not finite)");
+    if (!cJSON_IsArray(v) && !cJSON_IsObject(v)) return LOOM_OK;
+    int i = 0;
+    for (const cJSON *ch = v->child; ch; ch = ch->next, i++) {
+        char sub[512];
+        path_child(sub, sizeof sub, path, ch, i);
+        if (cJSON_IsObject(v)) {
+            for (const cJSON *o = v->child; o != ch; o = o->next)
+                if (strcmp(o->string, ch->string) == 0)
+                    return loom_json_fail(c, sub, "duplicate key \"%s\"", ch->string);
+        }
+        loom_status s = check_tree(c, ch, sub, depth + 1);
+        if (s) return s;
+    }
+    return LOOM_OK;
+}
+
+loom_status loom_json_parse(const char *file, const char *text, size_t len, cJSON **out,
+                            loom_error *err)
+{
+    *out = NULL;
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    if (!root) {
+        /* cJSON points at (or just after) the offending byte. */
+        const char *at = end ? end : text;
+        if (at < text || at > text + len) at = text + len;
+        int line = 1, col = 1;
+        for (const char *p = text; p < at; p++) {
+            if (*p == '\n') line++, col = 1;
+            else col++;
+        }
+        char near[24] = "";
+        if (at < text + len) {
+            size_t k = 0;
+            for (const char *p = at; p < text + len && k < 16 && *p != '\n'; p++)
+                near[k++] = (*p >= 32 && *p < 127) ? *p : '?';
+            near[k] = '\0';
+        }
+        if (len == 0 || at >= text + len)
+            return loom_error_set(err, LOOM_ERR_PARSE,
+                                  "%s:%d:%d: malformed JSON: unexpected end of input", file,
+                                  line, col);
+        return loom_error_set(err, LOOM_ERR_PARSE, "%s:%d:%d: malformed JSON near '%s'", file,
+                              line, col, near);
+    }
+    loom_jctx c = {file, err};
+    loom_status s = check_tree(&c, root, "$", 0);
+    if (s) {
+        cJSON_Delete(root);
+        return s;
+    }
+    *out = root;
+    return LOOM_OK;
+}
+
+loom_status loom_json_parse_file(const char *path, cJSON **out, loom_error *err)
+{
+    char *text;
+    size_t len;
+    loom_status s = loom_read_file(path, 0, &text, &len, err);
+    if (s) return s;
+    s = loom_json_parse(path, text, len, out, err);
+    free(text);
+    return s;
+}
+
+/* Finds member `key`; reports a missing required one. *v is NULL when absent
+ * or JSON null. */
+static loom_status member(const loom_jctx *c, const cJSON *obj, const char *path,
+                          const char *key, bool required, const cJSON **v)
+{
+    *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (*v && cJSON_IsNull(*v)) *v = NULL;
+    if (!*v && required) return loom_json_fail(c, path, "missing required field \"%s\"", key);
+    return LOOM_OK;
+}
+
+loom_status loom_json_get_int(const loom_jctx *c, const cJSON *obj, const char *path,
+                              const char *key, bool required, int64_t lo, int64_t hi,
+                              int64_t *out)
+{
+    const cJSON *v;
+    loom_status s = member(c, obj, path, key, required, &v);
+    if (s || !v) return s;
+    char sub[512];
+    snprintf(sub, sizeof sub, "%s.%s", path, key);
+    if (!cJSON_IsNumber(v))
+        return loom_json_fail(c, sub, "expected an integer, found %s", loom_json_type_name(v));
+    double d = v->valuedouble;
+    /* 2^63 is exactly representable; anything at or beyond it overflows int64. */
+    if (d != floor(d)) return loom_json_fail(c, sub, "expected an integer, found %g", d);
+    if (d >= 9223372036854775808.0 || d < -9223372036854775808.0 || d < (double)lo ||
+        d > (double)hi)
+        return loom_json_fail(c, sub, "expected an integer in [%lld, %lld], found %.17g",
+                              (long long)lo, (long long)hi, d);
+    *out = (int64_t)d;
+    return LOOM_OK;
+}
+
+loom_status loom_json_get_num(const loom_jctx *c, const cJSON *obj, const char *path,
+                              const char *key, bool required, double lo, double hi,
+                              double *out)
+{
+    const cJSON *v;
+    loom_status s = member(c, obj, path, key, required, &v);
+    if (s || !v) return s;
+    char sub[512];
+    snprintf(sub, sizeof sub, "%s.%s", path, key);
+    if (!cJSON_IsNumber(v))
+        return loom_json_fail(c, sub, "expected a number, found %s", loom_json_type_name(v));
+    if (!(v->valuedouble >= lo && v->valuedouble <= hi))
+        return loom_json_fail(c, sub, "expected a number in [%g, %g], found %g", lo, hi,
+                              v->valuedouble);
+    *out = v->valuedouble;
+    return LOOM_OK;
+}
+
+loom_status loom_json_get_bool(const loom_jctx *c, const cJSON *obj, const char *path,
+                               const char *key, bool required, bool *out)
+{
+    const cJSON *v;
+    loom_status s = member(c, obj, path, key, required, &v);
+    if (s || !v) return s;
+    if (!cJSON_IsBool(v))
+        return loom_json_fail(c, path, "field \"%s\": expected true or false, found %s", key,
+                              loom_json_type_name(v));
+    *out = cJSON_IsTrue(v);
+    return LOOM_OK;
+}
+
+loom_status loom_json_get_str(const loom_jctx *c, const cJSON *obj, const char *path,
+                              const char *key, bool required, const char **out)
+{
+    const cJSON *v;
+    loom_status s = member(c, obj, path, key, required, &v);
+    if (s || !v) return s;
+    if (!cJSON_IsString(v))
+        return loom_json_fail(c, path, "field \"%s\": expected a string, found %s", key,
+                              loom_json_type_name(v));
+    *out = v->valuestring;
+    return LOOM_OK;
+}
+
+loom_status loom_json_get_object(const loom_jctx *c, const cJSON *obj, const char *path,
+                                 const char *key, bool required, const cJSON **out)
+{
+    const cJSON *v;
+    loom_status s = member(c, obj, path, key, required, &v);
+    if (s) return s;
+    if (v && !cJSON_IsObject(v))
+        return loom_json_fail(c, path, "field \"%s\": expected an object, found %s", key,
+                              loom_json_type_name(v));
+    *out = v;
+    return LOOM_OK;
+}
+
+loom_status loom_json_get_array(const loom_jctx *c, const cJSON *obj, const char *path,
+                                const char *key, bool required, const cJSON **out)
+{
+    const cJSON *v;
+    loom_status s = member(c, obj, path, key, required, &v);
+    if (s) return s;
+    if (v && !cJSON_IsArray(v))
+        return loom_json_fail(c, path, "field \"%s\": expected an array, found %s", key,
+                              loom_json_type_name(v));
+    *out = v;
+    return LOOM_OK;
+}
+
+loom_status loom_json_check_keys(const loom_jctx *c, const cJSON *obj, const char *path,
+                                 const char *const *allowed)
+{
+    for (const cJSON *ch = obj->child; ch; ch = ch->next) {
+        int ok = 0;
+        for (const char *const *a = allowed; *a; a++)
+            if (strcmp(*a, ch->string) == 0) ok = 1;
+        if (ok) continue;
+        char list[512] = "";
+        size_t n = 0;
+        for (const char *const *a = allowed; *a && n < sizeof list - 1; a++)
+            n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", a == allowed ? "" : ", ",
+                                  *a);
+        return loom_json_fail(c, path, "unknown field \"%s\" (expected one of: %s)",
+                              ch->string, list);
+    }
+    return LOOM_OK;
+}
+
+char *loom_json_print(const cJSON *v)
+{
+    char *s = cJSON_Print(v);
+    if (!s) return NULL;
+    size_t n = strlen(s);
+    char *r = realloc(s, n + 2);
+    if (!r) {
+        free(s);
+        return NULL;
+    }
+    r[n] = '\n';
+    r[n + 1] = '\0';
+    return r;
+}

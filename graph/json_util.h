@@ -1,0 +1,76 @@
+/*
+ * json_util.h — the one place loom's readers turn cJSON into checked values.
+ *
+ * Every reader (HF config, loom graph, cluster, profile db, plan, calibration)
+ * parses through loom_json_parse, which rejects what cJSON would accept
+ * silently — duplicate keys, non-finite numbers (1e999), nesting deeper than
+ * LOOM_JSON_MAX_DEPTH — and reports malformed JSON as FILE:LINE:COL. Field
+ * getters take the JSON path of the object ("$.stages[2]") so an error reads
+ *
+ *     cluster.json: $.intra_node.bandwidth_GBps: expected a number > 0, found -3
+ *
+ * Integer getters reject fractions and values outside [lo, hi], which is where
+ * user-given sizes get their overflow check.
+ */
+#ifndef LOOM_JSON_UTIL_H
+#define LOOM_JSON_UTIL_H
+
+#include <cJSON.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include "graph/error.h"
+
+#define LOOM_JSON_MAX_DEPTH 64
+
+/* Context shared by one read: the file name used in every message. */
+typedef struct {
+    const char *file;
+    loom_error *err;
+} loom_jctx;
+
+/* Parses text (len bytes) named `file`; on success *out owns the tree. */
+loom_status loom_json_parse(const char *file, const char *text, size_t len, cJSON **out,
+                            loom_error *err);
+/* Reads and parses a file. */
+loom_status loom_json_parse_file(const char *path, cJSON **out, loom_error *err);
+
+/* Field getters. `path` is the JSON path of obj; `key` the member. When
+ * `required` is false and the member is absent (or null) *out is left as is
+ * and LOOM_OK is returned. */
+loom_status loom_json_get_int(const loom_jctx *c, const cJSON *obj, const char *path,
+                              const char *key, bool required, int64_t lo, int64_t hi,
+                              int64_t *out);
+loom_status loom_json_get_num(const loom_jctx *c, const cJSON *obj, const char *path,
+                              const char *key, bool required, double lo, double hi,
+                              double *out);
+loom_status loom_json_get_bool(const loom_jctx *c, const cJSON *obj, const char *path,
+                               const char *key, bool required, bool *out);
+/* *out points into the cJSON tree (valid while it lives). */
+loom_status loom_json_get_str(const loom_jctx *c, const cJSON *obj, const char *path,
+                              const char *key, bool required, const char **out);
+/* Member that must be an object / array (NULL when optional and absent). */
+loom_status loom_json_get_object(const loom_jctx *c, const cJSON *obj, const char *path,
+                                 const char *key, bool required, const cJSON **out);
+loom_status loom_json_get_array(const loom_jctx *c, const cJSON *obj, const char *path,
+                                const char *key, bool required, const cJSON **out);
+
+/* Fails naming the first member of obj not in `allowed` (NULL-terminated),
+ * listing the allowed names. */
+loom_status loom_json_check_keys(const loom_jctx *c, const cJSON *obj, const char *path,
+                                 const char *const *allowed);
+
+/* Error at a path: "FILE: PATH: message". */
+loom_status loom_json_fail(const loom_jctx *c, const char *path, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* Short description of a JSON value's type for messages ("a string", "null"). */
+const char *loom_json_type_name(const cJSON *v);
+
+/* Serialises with stable formatting (2-space indent, keys in insertion
+ * order, shortest round-trip doubles) into a heap string ending in '\n'. */
+char *loom_json_print(const cJSON *v);
+
+#endif

@@ -1,0 +1,52 @@
+/*
+ * cli.h — shared pieces of the `loom` command line: the subcommand table
+ * entry, exit codes, option parsing helpers and name resolution for bundled
+ * models and clusters. Each subcommand lives in its own planner/cmd_*.c.
+ */
+#ifndef LOOM_CLI_H
+#define LOOM_CLI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "graph/error.h"
+
+enum { LOOM_EXIT_OK = 0, LOOM_EXIT_FAIL = 1, LOOM_EXIT_USAGE = 2, LOOM_EXIT_INFEASIBLE = 3 };
+
+typedef struct {
+    const char *name;
+    int (*run)(int argc, char **argv);   /* argv[0] is the subcommand name */
+    const char *help;
+} loom_command;
+
+int loom_cmd_inspect(int argc, char **argv);
+
+/* Prints "loom: MESSAGE" to stderr and returns the exit code for err. */
+int loom_cli_fail(const loom_error *err);
+/* Prints "loom CMD: MESSAGE" (usage problem) and returns LOOM_EXIT_USAGE. */
+int loom_cli_usage_error(const char *cmd, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* If argv[*i] is `name` (as "--name VALUE" or "--name=VALUE"), sets *value,
+ * advances *i past it and returns 1; returns -1 when the value is missing
+ * (message printed), 0 when argv[*i] is another option. */
+int loom_cli_opt(int argc, char **argv, int *i, const char *name, const char **value);
+
+/* Parses an integer option value in [lo, hi]; prints a usage error naming
+ * the option on failure. Accepts K/M/G suffixes (×1024) for sizes when
+ * allow_suffix. */
+bool loom_cli_int(const char *cmd, const char *opt, const char *value, int64_t lo, int64_t hi,
+                  int64_t *out);
+bool loom_cli_num(const char *cmd, const char *opt, const char *value, double lo, double hi,
+                  double *out);
+
+/* Resolves a model or cluster argument: an existing path is used as is;
+ * otherwise a bundled name ("llama-3-8b", "dgx-h100-x2.json") is looked up
+ * under examples/<kind>/ in the source tree, then the installed data dir.
+ * Returns false (out untouched) when nothing matched. */
+bool loom_cli_find_data(const char *arg, const char *kind, char *out, size_t n);
+
+#endif

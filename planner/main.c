@@ -1,0 +1,43 @@
+/*
+ * main.c — the `loom` command: dispatches to one subcommand per file
+ * (planner/cmd_*.c). Only the CLI prints and chooses exit codes:
+ * 0 success, 1 the input or the problem is bad (message on stderr),
+ * 2 usage error, 3 no feasible plan.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "planner/cli.h"
+
+static const loom_command commands[] = {
+    {"inspect", loom_cmd_inspect, "parameter counts, FLOPs, ops and activation bytes of a model"},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: loom COMMAND [ARGS...]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
+    fprintf(f, "\n`loom COMMAND --help` describes each command.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("loom %s\n", LOOM_VERSION);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "loom: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}
