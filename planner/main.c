@@ -11,6 +11,7 @@
 
 static const loom_command commands[] = {
     {"inspect", loom_cmd_inspect, "parameter counts, FLOPs, ops and activation bytes of a model"},
+    /* helpers: add one line per subcommand here, keep the order of the README */
 };
 
 static void usage(FILE *f)

@@ -1,0 +1,32 @@
+/* parallel.c — defaults and names for loom_parallel (see parallel.h). */
+#include "costs/parallel.h"
+
+#include <string.h>
+
+void loom_parallel_init(loom_parallel *p)
+{
+    memset(p, 0, sizeof *p);
+    p->tp = p->pp = p->dp = p->cp = p->ep = 1;
+    p->vpp = 1;
+    p->mbs = p->gbs = 1;
+    p->seq = 2048;
+    p->dtype = LOOM_DTYPE_BF16;
+    p->flash = true;
+}
+
+static const char *const recompute_names[] = {"none", "selective", "full"};
+
+const char *loom_recompute_name(loom_recompute r)
+{
+    return (unsigned)r < 3 ? recompute_names[r] : "?";
+}
+
+bool loom_recompute_parse(const char *s, loom_recompute *out)
+{
+    for (int i = 0; i < 3; i++)
+        if (strcmp(s, recompute_names[i]) == 0) {
+            *out = (loom_recompute)i;
+            return true;
+        }
+    return false;
+}

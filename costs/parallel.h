@@ -1,0 +1,56 @@
+/*
+ * parallel.h — a Megatron-style parallel configuration, as a plain value.
+ *
+ * This is the common language of `loom eval`, the `grid`/`genetic`/`rules`
+ * search algorithms, `loom eval --from-megatron` and the exporters: the
+ * degrees of each kind of parallelism plus batch, recompute and optimizer
+ * sharding choices. The Alpa planner's plans are richer (per-op specs,
+ * per-stage meshes); when such a plan is uniform it maps onto this struct.
+ *
+ * Invariant checked by loom_parallel_check: tp·pp·dp·cp = GPUs, ep divides
+ * dp·cp (experts are spread over data-parallel ranks, as in Megatron), gbs is
+ * a multiple of mbs·dp, and the model's heads, kv heads and layers divide.
+ */
+#ifndef LOOM_PARALLEL_H
+#define LOOM_PARALLEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "graph/graph.h"
+
+typedef enum {
+    LOOM_RECOMPUTE_NONE,
+    LOOM_RECOMPUTE_SELECTIVE,   /* attention core only (Korthikanti et al.) */
+    LOOM_RECOMPUTE_FULL,        /* every layer keeps only its input */
+} loom_recompute;
+
+typedef enum {
+    LOOM_SCHED_1F1B,
+    LOOM_SCHED_INTERLEAVED,     /* 1F1B with vpp virtual stages per device */
+} loom_schedule;
+
+typedef struct {
+    int64_t tp, pp, dp, cp, ep;  /* tensor, pipeline, data, context, expert degrees */
+    int64_t etp;                 /* expert tensor-parallel degree (0 = same as tp) */
+    int64_t vpp;                 /* virtual stages per pipeline rank (1 = plain 1F1B) */
+    int64_t mbs, gbs;            /* micro-batch and global batch, in sequences */
+    int64_t seq;                 /* sequence length, tokens */
+    bool sp;                     /* Megatron sequence parallelism */
+    loom_recompute recompute;
+    int64_t recompute_layers;    /* full recompute: layers per stage recomputed (0 = all) */
+    int zero;                    /* ZeRO stage 0..3 */
+    bool dist_opt;               /* Megatron distributed optimizer (= ZeRO-1) */
+    loom_dtype dtype;            /* compute dtype: bf16, fp16, fp8 */
+    bool flash;                  /* fused attention (no s² activations) */
+    int64_t first_stage_layers;  /* uneven stages: layers on the first / last stage */
+    int64_t last_stage_layers;   /* (0 = even split) */
+} loom_parallel;
+
+/* Defaults: every degree 1, mbs 1, gbs 1, seq 2048, bf16, flash, 1F1B, no SP,
+ * no recompute, ZeRO 0. */
+void loom_parallel_init(loom_parallel *p);
+
+const char *loom_recompute_name(loom_recompute r);
+bool loom_recompute_parse(const char *s, loom_recompute *out);
+
+#endif
