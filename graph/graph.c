@@ -240,10 +240,11 @@ static loom_status einsum_flops(const loom_graph *g, const loom_op *op, int64_t 
         return loom_error_set(err, LOOM_ERR_INVALID, "op %s: einsum \"%s\" has no \"->\"",
                               op->name, sub);
     int64_t size[128] = {0};
+    const char *name[128] = {0};
     int32_t ops_ids[2 * LOOM_MAX_IO];
     int n = 0;
     for (int i = 0; i < op->n_in; i++) ops_ids[n++] = op->in[i];
-    for (int i = 0; i < op->n_w; i++) ops_ids[n++] = op->w[i];
+    for (int i = 0; i < op->n_w - (op->bias ? 1 : 0); i++) ops_ids[n++] = op->w[i];
     const char *p = sub;
     for (int k = 0; k <= n; k++) {
         bool is_out = (k == n);
@@ -272,6 +273,11 @@ static loom_status einsum_flops(const loom_graph *g, const loom_op *op, int64_t 
             if (is_out && size[c] == 0)
                 return loom_error_set(err, LOOM_ERR_INVALID,
                                       "op %s: einsum output letter '%c' appears in no input", op->name, c);
+            if (name[c] && strcmp(name[c], t->dims[d].name) != 0)
+                return loom_error_set(err, LOOM_ERR_INVALID,
+                                      "op %s: einsum letter '%c' names dim \"%s\" in one operand and \"%s\" in %s",
+                                      op->name, c, name[c], t->dims[d].name, t->name);
+            name[c] = t->dims[d].name;
             if (size[c] && size[c] != t->dims[d].size)
                 return loom_error_set(err, LOOM_ERR_INVALID,
                                       "op %s: einsum letter '%c' is %lld in one operand and %lld in %s",
@@ -284,6 +290,19 @@ static loom_status einsum_flops(const loom_graph *g, const loom_op *op, int64_t 
     int64_t f = 2;
     for (int c = 0; c < 128; c++)
         if (size[c]) f = mul_sat(f, size[c]);
+    if (op->bias) {
+        /* The bias covers the output's trailing dims; adding it is one FLOP
+         * per output element. */
+        const loom_tensor *b = &g->tensors[op->w[op->n_w - 1]], *o = &g->tensors[op->out[0]];
+        bool ok = b->ndim <= o->ndim;
+        for (int d = 0; ok && d < b->ndim; d++)
+            ok = b->dims[d].size == o->dims[o->ndim - b->ndim + d].size;
+        if (!ok)
+            return loom_error_set(err, LOOM_ERR_INVALID,
+                                  "op %s: bias %s does not match the output's trailing dims",
+                                  op->name, b->name);
+        f += loom_tensor_numel(o);
+    }
     *flops = f;
     return LOOM_OK;
 }
@@ -319,19 +338,21 @@ static loom_status account(const loom_graph *g, loom_op *op, loom_error *err)
         break;
     }
     case LOOM_OP_ATTENTION: {
-        /* q [b, s, heads, dh], k/v [b, t, kvh, dh] (dims found by position). */
-        if (op->n_in < 3 || op->n_out < 1 || in0->ndim != 4 || g->tensors[op->in[1]].ndim != 4)
+        /* q [b, s, heads, dqk], k [b, t, kvh, dqk], v [b, t, kvh, dv]. */
+        if (op->n_in < 3 || op->n_out < 1 || in0->ndim != 4 || g->tensors[op->in[1]].ndim != 4 ||
+            g->tensors[op->in[2]].ndim != 4)
             return loom_error_set(err, LOOM_ERR_INVALID,
-                                  "op %s: attention takes q [b,s,heads,dh], k and v [b,t,kvh,dh]",
-                                  op->name);
-        const loom_tensor *k = &g->tensors[op->in[1]];
+                                  "op %s: attention takes q [b,s,heads,dqk], k [b,t,kvh,dqk] and "
+                                  "v [b,t,kvh,dv]", op->name);
+        const loom_tensor *k = &g->tensors[op->in[1]], *v = &g->tensors[op->in[2]];
         int64_t heads = in0->dims[2].size, kvh = k->dims[2].size;
         if (kvh <= 0 || heads % kvh != 0)
             return loom_error_set(err, LOOM_ERR_INVALID,
                                   "op %s: %lld query heads are not a multiple of %lld kv heads",
                                   op->name, (long long)heads, (long long)kvh);
-        fwd = mul_sat(mul_sat(mul_sat(4 * in0->dims[0].size, heads), in0->dims[1].size),
-                      mul_sat(k->dims[1].size, in0->dims[3].size));
+        /* QKᵀ: 2·b·heads·s·t·dqk; PV: 2·b·heads·s·t·dv. */
+        fwd = mul_sat(mul_sat(mul_sat(2 * in0->dims[0].size, heads), in0->dims[1].size),
+                      mul_sat(k->dims[1].size, in0->dims[3].size + v->dims[3].size));
         bwd = fwd / 2 * 5;
         break;
     }

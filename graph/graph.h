@@ -17,7 +17,12 @@
  *
  * Einsum operands: an einsum op's subscripts name its inputs first, then its
  * weights, then "->" and its one output: "bsh,hf->bsf" with in=[x], w=[W].
- * Letter k of an operand's subscript is that tensor's dim k.
+ * Letter k of an operand's subscript is that tensor's dim k, and a letter
+ * names the same dim (same name, same size) in every operand. With
+ * op.bias, the last weight is a bias outside the subscripts.
+ *
+ * Attention operands: q [b, s, heads, dqk], k [b, t, kvh, dqk],
+ * v [b, t, kvh, dv] -> o [b, s, heads, dv] (dims by position; names free).
  *
  * Units: FLOPs and bytes are int64_t (per forward pass of the whole op at the
  * graph's batch and sequence); sizes are checked against overflow when the op
@@ -128,6 +133,9 @@ typedef struct {
     char einsum[LOOM_EINSUM_MAX]; /* EINSUM: "bsh,hf->bsf" (inputs, weights -> output) */
     char fn[16];                  /* ELEMENTWISE: add|mul|gelu|silu|swiglu|dropout|rope|scale;
                                      NORM: layernorm|rmsnorm */
+    bool bias;                    /* EINSUM: the last weight is a bias added to the output,
+                                     not named in the subscripts; its dims are the output's
+                                     trailing dims */
     bool causal;                  /* ATTENTION */
     int32_t topk;                 /* MOE_ROUTE / MOE_DISPATCH / MOE_COMBINE */
     uint32_t saves;               /* LOOM_SAVE_* bits */
