@@ -1,0 +1,53 @@
+/*
+ * calib.h — calibrated efficiencies of the cost model (DESIGN §4).
+ *
+ * The roofline and alpha-beta formulas give ideal times; real kernels and
+ * NCCL reach a fraction of peak. These fractions live here, with defaults per
+ * device (loom_calib_default) and a JSON file ("format": "loom-calib/1")
+ * that `loom calibrate` fits from measured runs and `--calib` reads.
+ *
+ * GEMM efficiency rolls off for small GEMMs (fixed per-kernel costs: launch,
+ * tail waves, prologue/epilogue):
+ *     eff(F) = gemm_eff_max · F / (F + gemm_half_flops)
+ * so the time F / (peak · eff) = (F + gemm_half_flops) / (peak · gemm_eff_max):
+ * a linear cost plus a fixed one worth gemm_half_flops of work.
+ *
+ * Units: efficiencies are fractions in (0, 1]; gemm_half_flops in FLOPs;
+ * kernel_overhead_s in seconds.
+ */
+#ifndef LOOM_CALIB_H
+#define LOOM_CALIB_H
+
+#include "costs/device.h"
+#include "graph/error.h"
+
+#define LOOM_CALIB_FORMAT "loom-calib/1"
+
+typedef struct {
+    char device[48];          /* device the values are for ("" = any) */
+    char note[160];           /* provenance: "defaults" or what it was fitted from */
+    double gemm_eff_max;      /* fraction of tensor-core peak large GEMMs reach */
+    double gemm_half_flops;   /* GEMM FLOPs at which efficiency is half of gemm_eff_max */
+    double attn_eff;          /* fraction of peak of fused (flash) attention, fwd and bwd */
+    double mem_eff;           /* fraction of HBM bandwidth memory-bound kernels reach */
+    double vector_eff;        /* fraction of the CUDA-core peak of pointwise math */
+    double intra_link_eff;    /* fraction of NVLink bandwidth NCCL reaches (bus bandwidth) */
+    double inter_link_eff;    /* fraction of NIC bandwidth NCCL reaches across nodes */
+    double kernel_overhead_s; /* per kernel launch gap, added to each kernel */
+    double grad_sync_overlap; /* fraction of data-parallel gradient sync hidden behind backward */
+} loom_calib;
+
+/* Defaults for device d (NULL = generic values). */
+void loom_calib_default(const loom_device *d, loom_calib *out);
+
+/* Checks every field's range; errors name the field ("gemm_eff_max: expected
+ * a number in (0, 1], found 1.5"). */
+loom_status loom_calib_validate(const loom_calib *c, loom_error *err);
+
+/* Reads a "loom-calib/1" file. Fields absent from the file keep the defaults
+ * of the file's "device" (generic if absent). Errors name file + JSON path. */
+loom_status loom_calib_load(const char *path, loom_calib *out, loom_error *err);
+/* Writes c atomically (temp + rename); deterministic text. */
+loom_status loom_calib_save(const char *path, const loom_calib *c, loom_error *err);
+
+#endif

@@ -1,0 +1,63 @@
+/*
+ * cluster.h — a GPU cluster: nodes × GPUs per node, the device, and the two
+ * links the collectives run over (DESIGN §4).
+ *
+ * A cluster comes from a built-in preset name or a "loom-cluster/1" JSON file
+ * (docs/cluster-format.md). Presets (N = number of nodes, 8 GPUs per node):
+ *   dgx-a100-80g-xN  A100-SXM4-80GB, NVLink3 300 GB/s/dir, 200 Gb/s HDR NIC per GPU
+ *   dgx-a100-40g-xN  A100-SXM4-40GB, same fabric
+ *   dgx-h100-xN      H100-SXM5-80GB, NVLink4 450 GB/s/dir, 400 Gb/s NDR NIC per GPU
+ *   dgx-h200-xN      H200-SXM-141GB, as H100
+ *   dgx-b200-xN      B200, NVLink5 900 GB/s/dir, 400 Gb/s NIC per GPU
+ *   dgx1-v100-xN     V100-SXM2-16GB, NVLink2, 4 × 100 Gb/s EDR per 8 GPUs
+ *
+ * Links are per direction, per GPU: `intra` is what one GPU can push to its
+ * peers inside a node (NVLink), `inter` what it can push to other nodes (its
+ * share of the NICs). Bandwidth in bytes/s, latency in seconds.
+ */
+#ifndef LOOM_CLUSTER_H
+#define LOOM_CLUSTER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "costs/device.h"
+#include "graph/error.h"
+
+typedef struct {
+    double bandwidth_Bps;   /* per direction, per GPU */
+    double latency_s;       /* per message step (alpha) */
+} loom_link;
+
+typedef struct {
+    char name[64];
+    int64_t nodes, gpus_per_node;
+    loom_device gpu;
+    loom_link intra, inter;                  /* NVLink inside a node; NIC per GPU across nodes */
+    double price_per_gpu_hour_usd, power_w;  /* 0 when not given; power_w per GPU */
+} loom_cluster;
+
+#define LOOM_CLUSTER_FORMAT "loom-cluster/1"
+#define LOOM_CLUSTER_MAX_NODES 1000000
+#define LOOM_CLUSTER_MAX_GPUS_PER_NODE 1024
+
+/* A preset name (see above; N >= 1) or a loom-cluster/1 file. A name that is
+ * neither gets an error listing the preset patterns. */
+loom_status loom_cluster_load(const char *name_or_path, loom_cluster *out, loom_error *err);
+
+/* Fills out from a preset name; LOOM_ERR_INVALID when the name is not one. */
+loom_status loom_cluster_preset(const char *name, loom_cluster *out, loom_error *err);
+/* True when name has the form of a preset ("dgx-h100-x16"). */
+bool loom_cluster_is_preset_name(const char *name);
+
+/* Reads a loom-cluster/1 file (cluster_json.c); errors name the file and the
+ * JSON path. */
+loom_status loom_cluster_load_file(const char *path, loom_cluster *out, loom_error *err);
+/* Parses loom-cluster/1 text; `file` is used in messages. */
+loom_status loom_cluster_parse(const char *file, const char *text, size_t len, loom_cluster *out,
+                               loom_error *err);
+
+/* nodes × gpus_per_node. */
+int64_t loom_cluster_gpus(const loom_cluster *c);
+
+#endif

@@ -1,0 +1,69 @@
+/*
+ * collective.h — alpha-beta times of NCCL-style collectives (DESIGN §4).
+ *
+ * For n ranks, B bytes, link bandwidth bw (per direction per GPU) and
+ * latency α (ring algorithms; Thakur, Rabenseifner & Gropp 2005,
+ * "Optimization of Collective Communication Operations in MPICH"):
+ *   all-reduce          2(n-1)/n · B/bw + 2(n-1)·α
+ *   all-gather          (n-1)/n · B/bw + (n-1)·α
+ *   reduce-scatter      (n-1)/n · B/bw + (n-1)·α
+ *   all-to-all          (n-1)/n · B/bw + (n-1)·α
+ *   send/recv           B/bw + α
+ * B is the FULL buffer: all-reduce: the buffer each rank holds; all-gather:
+ * the gathered output; reduce-scatter: the input being reduced; all-to-all:
+ * each rank's buffer; send/recv: the message. One rank (n <= 1) costs 0
+ * (except send/recv, which ignores n).
+ *
+ * Groups that span nodes (collective.c): all-reduce is hierarchical
+ * (intra-node reduce-scatter, inter-node all-reduce of B/p, intra-node
+ * all-gather, p = ranks per node); all-gather / reduce-scatter are the
+ * two-level versions; all-to-all is bounded by the slower of its intra and
+ * inter parts. Link bandwidths are scaled by the calibrated efficiencies.
+ *
+ * Units: bytes, seconds.
+ */
+#ifndef LOOM_COLLECTIVE_H
+#define LOOM_COLLECTIVE_H
+
+#include <stdint.h>
+#include "costs/calib.h"
+#include "costs/cluster.h"
+
+typedef enum {
+    LOOM_COLL_ALL_REDUCE,
+    LOOM_COLL_ALL_GATHER,
+    LOOM_COLL_REDUCE_SCATTER,
+    LOOM_COLL_ALL_TO_ALL,
+    LOOM_COLL_SEND_RECV,
+    LOOM_COLL_COUNT
+} loom_collective;
+
+const char *loom_collective_name(loom_collective k);   /* "all-reduce", … */
+
+/* Flat ring time on one link, exactly the table above (no efficiency). */
+double loom_collective_time_s(loom_collective k, int64_t ranks, double bytes, loom_link link);
+
+/* A group of `ranks` GPUs, `ranks_per_node` of them in each node (1 = every
+ * rank in a different node; ranks_per_node >= ranks = all in one node). For
+ * send/recv, ranks is 2 and ranks_per_node >= 2 means both ends share a node. */
+typedef struct {
+    int64_t ranks, ranks_per_node;
+} loom_group;
+
+/* Time of collective k over group g on cluster c: intra link inside a node,
+ * inter link across nodes, hierarchical when spanning nodes with > 1 rank per
+ * node; bandwidths × cal's link efficiencies (cal NULL = defaults for c's gpu). */
+double loom_group_collective_time_s(const loom_cluster *c, const loom_calib *cal,
+                                    loom_collective k, loom_group g, double bytes);
+
+/* Logical 2-D mesh (n0, n1) over a sub-mesh of n0·n1 GPUs placed node-major
+ * from a node boundary: axis 1 is the fastest-varying (inside a node when
+ * n1 <= gpus_per_node); axis 0 is strided by n1. */
+typedef struct {
+    int64_t n0, n1;
+} loom_mesh_shape;
+
+/* The group of ranks along `axis` (0 or 1) of mesh m on c. */
+loom_group loom_mesh_axis_group(const loom_cluster *c, loom_mesh_shape m, int axis);
+
+#endif

@@ -1,0 +1,68 @@
+/*
+ * compute.h — compute time of one op on its shard (DESIGN §4).
+ *
+ * A loom_cost_model (opaque; one per planning run) holds the cluster, the
+ * calibrated efficiencies and, optionally, a profile db. loom_cost_op_time
+ * divides the op's operand dims by the given splits and answers, in order:
+ *   1. the profile db (costs/profile_db.h): exact shard shape (measured),
+ *      else log-space interpolation between measured neighbours;
+ *   2. the roofline: t = max(flops / (peak · eff_c), bytes / (hbm_bw · eff_m))
+ *      + kernel overhead, with eff_c the size-dependent GEMM efficiency for
+ *      einsums, the attention efficiency for fused attention, and the
+ *      CUDA-core peak × vector_eff for pointwise / norm / softmax / loss.
+ * Causal attention: the graph counts full attention FLOPs (model FLOPs, as
+ * in Korthikanti et al.); flash kernels skip the masked blocks, so the
+ * roofline charges about half (compute.c).
+ *
+ * Units: seconds; the op's FLOPs and bytes come from graph.h.
+ */
+#ifndef LOOM_COMPUTE_H
+#define LOOM_COMPUTE_H
+
+#include <stdint.h>
+#include "costs/calib.h"
+#include "costs/cluster.h"
+#include "costs/profile_db.h"
+#include "graph/graph.h"
+
+typedef struct {
+    double fwd_s, bwd_s;
+    loom_time_source source;
+} loom_op_time;
+
+/* Every operand dim with this name is divided into `parts` (must divide). */
+typedef struct {
+    const char *dim;
+    int64_t parts;
+} loom_dim_split;
+
+typedef struct loom_cost_model loom_cost_model;
+
+/* cal NULL = loom_calib_default(&c->gpu); profile_db_path NULL = none. The
+ * model copies the cluster and calib. */
+loom_status loom_cost_model_create(const loom_cluster *c, const loom_calib *cal,
+                                   const char *profile_db_path, loom_cost_model **out,
+                                   loom_error *err);
+void loom_cost_model_destroy(loom_cost_model *m);
+const loom_cluster *loom_cost_model_cluster(const loom_cost_model *m);
+const loom_calib *loom_cost_model_calib(const loom_cost_model *m);
+/* The profile db in use, or NULL. */
+const loom_profile_db *loom_cost_model_profile_db(const loom_cost_model *m);
+
+/* Time of op `op` of g when its dims are split as given (n_splits may be 0).
+ * LOOM_ERR_INVALID when a split does not divide a dim it names or parts < 1;
+ * LOOM_ERR_UNSUPPORTED when the device lacks the op's dtype (fp8 on A100). */
+loom_status loom_cost_op_time(const loom_cost_model *m, const loom_graph *g, int32_t op,
+                              const loom_dim_split *splits, int n_splits, loom_op_time *out,
+                              loom_error *err);
+
+/* Roofline building blocks for callers outside the graph (step time,
+ * optimizer, benches): */
+/* One GEMM of `flops` in dtype t: flops / (peak_t · eff(flops)) + overhead. */
+double loom_cost_gemm_time_s(const loom_cost_model *m, double flops, loom_dtype t);
+/* Streaming `bytes` through HBM: bytes / (hbm_bw · mem_eff). */
+double loom_cost_memory_time_s(const loom_cost_model *m, double bytes);
+/* GEMM efficiency eff(F) = gemm_eff_max · F / (F + gemm_half_flops). */
+double loom_calib_gemm_eff(const loom_calib *cal, double flops);
+
+#endif
