@@ -37,12 +37,29 @@ typedef struct {
     double grad_sync_overlap; /* fraction of data-parallel gradient sync hidden behind backward */
 } loom_calib;
 
+/* The numeric fields with their valid ranges (lo, hi, whether lo itself is
+ * excluded), in file order: one list for validation, the JSON reader and
+ * writer, and the fitter's bounds. X(name, lo, hi, lo_open). */
+#define LOOM_CALIB_FIELDS(X)                \
+    X(gemm_eff_max, 0, 1, true)             \
+    X(gemm_half_flops, 0, 1e18, false)      \
+    X(attn_eff, 0, 1, true)                 \
+    X(mem_eff, 0, 1, true)                  \
+    X(vector_eff, 0, 1, true)               \
+    X(intra_link_eff, 0, 1, true)           \
+    X(inter_link_eff, 0, 1, true)           \
+    X(kernel_overhead_s, 0, 1e-2, false)    \
+    X(grad_sync_overlap, 0, 1, false)
+
 /* Defaults for device d (NULL = generic values). */
 void loom_calib_default(const loom_device *d, loom_calib *out);
 
 /* Checks every field's range; errors name the field ("gemm_eff_max: expected
  * a number in (0, 1], found 1.5"). */
 loom_status loom_calib_validate(const loom_calib *c, loom_error *err);
+
+/* GEMM efficiency eff(F) = gemm_eff_max · F / (F + gemm_half_flops). */
+double loom_calib_gemm_eff(const loom_calib *cal, double flops);
 
 /* Reads a "loom-calib/1" file. Fields absent from the file keep the defaults
  * of the file's "device" (generic if absent). Errors name file + JSON path. */

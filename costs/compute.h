@@ -62,7 +62,5 @@ loom_status loom_cost_op_time(const loom_cost_model *m, const loom_graph *g, int
 double loom_cost_gemm_time_s(const loom_cost_model *m, double flops, loom_dtype t);
 /* Streaming `bytes` through HBM: bytes / (hbm_bw · mem_eff). */
 double loom_cost_memory_time_s(const loom_cost_model *m, double bytes);
-/* GEMM efficiency eff(F) = gemm_eff_max · F / (F + gemm_half_flops). */
-double loom_calib_gemm_eff(const loom_calib *cal, double flops);
 
 #endif

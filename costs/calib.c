@@ -1,0 +1,86 @@
+/*
+ * calib.c — default efficiencies per device, range checks, and the
+ * size-dependent GEMM efficiency.
+ *
+ * The defaults are the starting point before `loom calibrate` fits a device
+ * from measured runs; they are deliberately round numbers with a stated
+ * basis, not fits:
+ *   gemm_eff_max   large cuBLAS GEMMs: ~0.85 of peak on A100 (~265 of 312
+ *                  TF), ~0.78 on H100/H200 (~770 of 989 TF; 700 W clocks),
+ *                  0.75 assumed on B200, 0.8 on V100 (~100 of 125 TF).
+ *   gemm_half_flops  the work a GEMM loses to fixed per-kernel costs: 3 us at
+ *                  peak (launch + prologue + tail wave), i.e. 3e-6 · peak.
+ *   attn_eff       flash attention fwd+bwd: FlashAttention-2 reaches ~0.55-
+ *                  0.7 of A100 peak forward and less backward (Dao 2023);
+ *                  on Hopper FA2/cuDNN reach ~0.45-0.6.
+ *   mem_eff        streaming kernels reach ~0.8-0.9 of HBM bandwidth.
+ *   link effs      NCCL bus bandwidth / wire rate: NCCL's own model caps
+ *                  A100 NVLink at 235 of 300 GB/s = 0.78 (tuning.cc); ~0.8
+ *                  on H100 NVLink4; ~0.9 of an InfiniBand NIC.
+ *   kernel_overhead_s  2 us of idle GPU between dependent kernels.
+ *   grad_sync_overlap  0: no overlap assumed until fitted.
+ * Units: fractions, FLOPs, seconds.
+ */
+#include "costs/calib.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define HALF_S 3e-6
+
+void loom_calib_default(const loom_device *d, loom_calib *out)
+{
+    memset(out, 0, sizeof *out);
+    snprintf(out->note, sizeof out->note, "defaults");
+    out->gemm_eff_max = 0.75;
+    out->attn_eff = 0.5;
+    out->mem_eff = 0.8;
+    out->vector_eff = 0.5;
+    out->intra_link_eff = 0.8;
+    out->inter_link_eff = 0.9;
+    out->kernel_overhead_s = 2e-6;
+    out->grad_sync_overlap = 0;
+    out->gemm_half_flops = 3e9;   /* generic: 3 us at ~1 PFLOP/s */
+    if (!d) return;
+    snprintf(out->device, sizeof out->device, "%s", d->name);
+    double peak = d->peak_flops[LOOM_DTYPE_BF16] > d->peak_flops[LOOM_DTYPE_FP16]
+                      ? d->peak_flops[LOOM_DTYPE_BF16]
+                      : d->peak_flops[LOOM_DTYPE_FP16];
+    if (peak > 0) out->gemm_half_flops = HALF_S * peak;
+    if (strncmp(d->name, "A100", 4) == 0) {
+        out->gemm_eff_max = 0.85;
+        out->attn_eff = 0.55;
+        out->intra_link_eff = 0.78;
+    } else if (strncmp(d->name, "H100", 4) == 0 || strncmp(d->name, "H200", 4) == 0) {
+        out->gemm_eff_max = 0.78;
+        out->attn_eff = 0.5;
+        out->mem_eff = 0.85;
+    } else if (strncmp(d->name, "V100", 4) == 0) {
+        out->gemm_eff_max = 0.8;
+        out->intra_link_eff = 0.7;   /* DGX-1 hybrid cube-mesh: rings share links */
+    }
+}
+
+loom_status loom_calib_validate(const loom_calib *c, loom_error *err)
+{
+    const struct { const char *name; double v, lo, hi; bool lo_open; } f[] = {
+#define LOOM_X(name, lo, hi, open) {#name, c->name, lo, hi, open},
+        LOOM_CALIB_FIELDS(LOOM_X)
+#undef LOOM_X
+    };
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+        double v = f[i].v;
+        if (!isfinite(v) || v > f[i].hi || v < f[i].lo || (f[i].lo_open && v == f[i].lo))
+            return loom_error_set(err, LOOM_ERR_INVALID,
+                                  "calibration %s: expected a number in %c%g, %g], found %g",
+                                  f[i].name, f[i].lo_open ? '(' : '[', f[i].lo, f[i].hi, v);
+    }
+    return LOOM_OK;
+}
+
+double loom_calib_gemm_eff(const loom_calib *cal, double flops)
+{
+    if (!(flops > 0)) return cal->gemm_eff_max;
+    return cal->gemm_eff_max * flops / (flops + cal->gemm_half_flops);
+}

@@ -1,0 +1,132 @@
+/*
+ * collective.c — alpha-beta collective times, flat and across nodes.
+ *
+ * Flat ring (one link, n ranks, B bytes; Thakur et al. 2005; the same step
+ * counts as NCCL's tuning model, src/graph/tuning.cc):
+ *   all-reduce      2(n-1) steps of B/n each:  2(n-1)/n · B/bw + 2(n-1)·α
+ *   all-gather /    (n-1) steps of B/n:         (n-1)/n · B/bw + (n-1)·α
+ *   reduce-scatter
+ *   all-to-all      every rank sends B/n to each of n-1 peers, pairwise
+ *                   exchanges:                  (n-1)/n · B/bw + (n-1)·α
+ *   send/recv       one message:                B/bw + α
+ *
+ * A group of n ranks spanning m = n/p nodes with p ranks in each (p > 1):
+ *   all-reduce      hierarchical (as NCCL's tree/ring-of-rings and
+ *                   Megatron's two-level DP): reduce-scatter inside the node
+ *                   over p ranks (B), all-reduce across nodes over m ranks of
+ *                   the B/p shard each GPU owns (all p GPUs of a node do this
+ *                   at once, each through its own NIC), all-gather inside the
+ *                   node (B):
+ *                     RS_intra(p, B) + AR_inter(m, B/p) + AG_intra(p, B)
+ *   all-gather      inter-node all-gather among same-local-rank GPUs (their
+ *                   gathered output is B/p), then intra-node all-gather of B:
+ *                     AG_inter(m, B/p) + AG_intra(p, B)
+ *   reduce-scatter  the mirror: RS_intra(p, B) + RS_inter(m, B/p)
+ *   all-to-all      each rank sends B/n to each peer: (p-1) of them over
+ *                   NVLink, (n-p) over its NIC, concurrently, so the slower
+ *                   part bounds it:
+ *                     max((p-1)/n · B/bw_i + (p-1)α_i, (n-p)/n · B/bw_e + (n-p)α_e)
+ * With p = 1 every formula reduces to the flat one on the inter link, and
+ * with p >= n to the flat one on the intra link.
+ *
+ * Effective bandwidth = link bandwidth × calibrated link efficiency (NCCL's
+ * bus bandwidth is below the wire rate: its model caps A100 NVLink at
+ * 235 of 300 GB/s, tuning.cc). Units: bytes, seconds.
+ */
+#include "costs/collective.h"
+
+#include <math.h>
+
+static const char *const coll_names[LOOM_COLL_COUNT] = {
+    "all-reduce", "all-gather", "reduce-scatter", "all-to-all", "send/recv",
+};
+
+const char *loom_collective_name(loom_collective k)
+{
+    return (int)k >= 0 && k < LOOM_COLL_COUNT ? coll_names[k] : "?";
+}
+
+double loom_collective_time_s(loom_collective k, int64_t ranks, double bytes, loom_link link)
+{
+    if (!(bytes > 0)) return 0;
+    if (k != LOOM_COLL_SEND_RECV && ranks <= 1) return 0;
+    if (!(link.bandwidth_Bps > 0)) return HUGE_VAL;   /* no such link */
+    double n = (double)ranks, b = bytes / link.bandwidth_Bps, a = link.latency_s;
+    switch (k) {
+    case LOOM_COLL_ALL_REDUCE: return 2 * (n - 1) / n * b + 2 * (n - 1) * a;
+    case LOOM_COLL_ALL_GATHER:
+    case LOOM_COLL_REDUCE_SCATTER:
+    case LOOM_COLL_ALL_TO_ALL: return (n - 1) / n * b + (n - 1) * a;
+    case LOOM_COLL_SEND_RECV: return b + a;
+    default: return HUGE_VAL;
+    }
+}
+
+/* A link with its bandwidth scaled by a calibrated efficiency. */
+static loom_link scaled(loom_link l, double eff)
+{
+    l.bandwidth_Bps *= eff > 0 ? eff : 1;
+    return l;
+}
+
+double loom_group_collective_time_s(const loom_cluster *c, const loom_calib *cal,
+                                    loom_collective k, loom_group g, double bytes)
+{
+    loom_calib def;
+    if (!cal) {
+        loom_calib_default(&c->gpu, &def);
+        cal = &def;
+    }
+    loom_link intra = scaled(c->intra, cal->intra_link_eff);
+    loom_link inter = scaled(c->inter, cal->inter_link_eff);
+    if (k == LOOM_COLL_SEND_RECV)
+        return loom_collective_time_s(k, 2, bytes, g.ranks_per_node >= 2 ? intra : inter);
+    int64_t n = g.ranks, p = g.ranks_per_node < 1 ? 1 : g.ranks_per_node;
+    if (n <= 1 || !(bytes > 0)) return 0;
+    if (p >= n) return loom_collective_time_s(k, n, bytes, intra);
+    if (p == 1) return loom_collective_time_s(k, n, bytes, inter);
+    /* m nodes of p ranks; a group whose size is not a multiple of p is
+     * charged as if its last node were full (ceil). */
+    int64_t m = (n + p - 1) / p;
+    double shard = bytes / (double)p;
+    switch (k) {
+    case LOOM_COLL_ALL_REDUCE:
+        return loom_collective_time_s(LOOM_COLL_REDUCE_SCATTER, p, bytes, intra) +
+               loom_collective_time_s(LOOM_COLL_ALL_REDUCE, m, shard, inter) +
+               loom_collective_time_s(LOOM_COLL_ALL_GATHER, p, bytes, intra);
+    case LOOM_COLL_ALL_GATHER:
+        return loom_collective_time_s(LOOM_COLL_ALL_GATHER, m, shard, inter) +
+               loom_collective_time_s(LOOM_COLL_ALL_GATHER, p, bytes, intra);
+    case LOOM_COLL_REDUCE_SCATTER:
+        return loom_collective_time_s(LOOM_COLL_REDUCE_SCATTER, p, bytes, intra) +
+               loom_collective_time_s(LOOM_COLL_REDUCE_SCATTER, m, shard, inter);
+    case LOOM_COLL_ALL_TO_ALL: {
+        double nn = (double)n, pp = (double)p;
+        double t_in = (pp - 1) / nn * bytes / intra.bandwidth_Bps + (pp - 1) * intra.latency_s;
+        double t_out = inter.bandwidth_Bps > 0
+                           ? (nn - pp) / nn * bytes / inter.bandwidth_Bps +
+                                 (nn - pp) * inter.latency_s
+                           : HUGE_VAL;
+        return t_in > t_out ? t_in : t_out;
+    }
+    default: return HUGE_VAL;
+    }
+}
+
+/* Ranks of the group that contains global GPU 0 along an axis: `count` GPUs
+ * at ids 0, stride, 2·stride, …; ranks_per_node is how many of them share
+ * GPU 0's node (nodes hold consecutive ids). */
+static loom_group strided_group(int64_t count, int64_t stride, int64_t gpn)
+{
+    /* k · stride < gpn  <=>  k < ceil(gpn / stride) */
+    int64_t in_node = (gpn + stride - 1) / stride;
+    loom_group g = {count, count < in_node ? count : in_node};
+    return g;
+}
+
+loom_group loom_mesh_axis_group(const loom_cluster *c, loom_mesh_shape m, int axis)
+{
+    int64_t gpn = c->gpus_per_node > 0 ? c->gpus_per_node : 1;
+    if (axis == 1) return strided_group(m.n1, 1, gpn);
+    return strided_group(m.n0, m.n1 > 0 ? m.n1 : 1, gpn);
+}

@@ -1,0 +1,127 @@
+/*
+ * device.c — the GPU presets and their lookup by name.
+ *
+ * Every figure is from ../shared/data/hardware.json unless its comment says
+ * otherwise; that file cites, per GPU, the vendor datasheet and the MLPerf
+ * system descriptions it was checked against. Conventions:
+ *   - peak_flops are DENSE tensor-core FLOP/s (datasheets headline 2:4-sparse
+ *     figures, twice these: "specifications 1/2 lower without sparsity");
+ *   - fp32 is the TF32 tensor-core figure (what cuBLAS uses for fp32 GEMMs
+ *     under PyTorch's default allow_tf32 for matmul on Ampere+);
+ *   - nvlink_Bps is per direction: half the "bidirectional per GPU" figure;
+ *   - HBM capacities are nominal GB read as GiB (HBM stacks are binary-sized:
+ *     an 80 GB A100/H100 has five 16 GiB stacks).
+ * GB in the sources are 10^9 bytes for bandwidths.
+ */
+#include "costs/device.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#define T 1e12   /* tera */
+#define G 1e9    /* giga */
+#define GIB ((int64_t)1 << 30)
+
+/* Dtype order of loom_dtype: BF16, FP16, FP32, FP8, INT64, INT32, U8. */
+#define PEAKS(bf16, fp16, fp32, fp8) {(bf16), (fp16), (fp32), (fp8), 0, 0, 0}
+
+_Static_assert(LOOM_DTYPE_BF16 == 0 && LOOM_DTYPE_FP16 == 1 && LOOM_DTYPE_FP32 == 2 &&
+                   LOOM_DTYPE_FP8 == 3 && LOOM_DTYPE_COUNT == 7,
+               "PEAKS() lists dtypes in loom_dtype order");
+
+static const loom_device presets[] = {
+    /* A100 datasheet: 312 TF dense bf16/fp16, 156 TF TF32, no fp8; 19.5 TF
+     * FP32 CUDA-core (datasheet "FP32 19.5 TFLOPS"); 1,555 GB/s HBM2; NVLink3
+     * 600 GB/s bidirectional; 400 W. */
+    {"A100-SXM4-40GB", PEAKS(312 * T, 312 * T, 156 * T, 0), 19.5 * T, 1555 * G, 40 * GIB,
+     300 * G, 400},
+    /* A100 80GB: same compute; 2,039 GB/s HBM2e (datasheet; MLPerf v2.0
+     * dgxa100 system JSON for NVLink/NICs). */
+    {"A100-SXM4-80GB", PEAKS(312 * T, 312 * T, 156 * T, 0), 19.5 * T, 2039 * G, 80 * GIB,
+     300 * G, 400},
+    /* H100 SXM5 datasheet (dense = sparse / 2): 989.4 TF bf16/fp16, 494.7
+     * TF32, 1,978.9 fp8; 66.9 TF FP32 CUDA-core (datasheet "FP32 67
+     * TFLOPS"); 3.35 TB/s HBM3; NVLink4 900 GB/s bidirectional; 700 W. */
+    {"H100-SXM5-80GB", PEAKS(989.4 * T, 989.4 * T, 494.7 * T, 1978.9 * T), 66.9 * T, 3350 * G,
+     80 * GIB, 450 * G, 700},
+    /* H200 SXM: H100's compute (hardware.json: "same compute as H100 SXM"),
+     * 141 GB HBM3e at 4.8 TB/s, NVLink4, 700 W. */
+    {"H200-SXM-141GB", PEAKS(989.4 * T, 989.4 * T, 494.7 * T, 1978.9 * T), 66.9 * T, 4800 * G,
+     141 * GIB, 450 * G, 700},
+    /* HGX B200 spec table (per GPU, 1000 W): 2,250 TF bf16 dense, 1,100
+     * TF32, 4,500 fp8; 180 GB at 7.7 TB/s (the HGX table; the GTC-2024
+     * announcement said 192 GB / 8 TB/s); NVLink5 1,800 GB/s bidirectional.
+     * FP32 CUDA-core 75 TF: HGX B200 table "FP32 600 TFLOPS" per 8 GPUs
+     * (not in hardware.json; medium confidence). */
+    {"B200-HGX-180GB", PEAKS(2250 * T, 2250 * T, 1100 * T, 4500 * T), 75 * T, 7700 * G,
+     180 * GIB, 900 * G, 1000},
+    /* V100 SXM2 16GB: 125 TF fp16 tensor cores, no bf16, no TF32 (fp32 is
+     * the 15.7 TF CUDA-core peak), no fp8; 900 GB/s HBM2; NVLink2 300 GB/s
+     * bidirectional. 300 W is the V100 SXM2 datasheet TDP (not in
+     * hardware.json). */
+    {"V100-SXM2-16GB", PEAKS(0, 125 * T, 15.7 * T, 0), 15.7 * T, 900 * G, 16 * GIB, 150 * G,
+     300},
+};
+
+#define N_PRESETS (sizeof presets / sizeof presets[0])
+
+/* Other spellings users and tools write: short names, the DESIGN §4 example
+ * ("H100-SXM-80GB") and the device strings nvidia-smi / CUDA report, which a
+ * profile db records. */
+static const struct {
+    const char *alias;
+    int preset;
+} aliases[] = {
+    {"A100-40GB", 0},        {"A100-SXM-40GB", 0},       {"A100-40G", 0},
+    {"NVIDIA A100-SXM4-40GB", 0},
+    {"A100", 1},             {"A100-80GB", 1},           {"A100-SXM-80GB", 1},
+    {"A100-80G", 1},         {"NVIDIA A100-SXM4-80GB", 1},
+    {"H100", 2},             {"H100-SXM", 2},            {"H100-SXM5", 2},
+    {"H100-SXM-80GB", 2},    {"H100-80GB", 2},           {"NVIDIA H100 80GB HBM3", 2},
+    {"H200", 3},             {"H200-SXM", 3},            {"H200-141GB", 3},
+    {"NVIDIA H200", 3},
+    {"B200", 4},             {"HGX-B200", 4},            {"B200-180GB", 4},
+    {"NVIDIA B200", 4},
+    {"V100", 5},             {"V100-SXM2", 5},           {"V100-16GB", 5},
+    {"Tesla V100-SXM2-16GB", 5},
+};
+
+const loom_device *loom_device_find(const char *name)
+{
+    if (!name) return NULL;
+    for (size_t i = 0; i < N_PRESETS; i++)
+        if (strcasecmp(name, presets[i].name) == 0) return &presets[i];
+    for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
+        if (strcasecmp(name, aliases[i].alias) == 0) return &presets[aliases[i].preset];
+    return NULL;
+}
+
+size_t loom_device_count(void)
+{
+    return N_PRESETS;
+}
+
+const loom_device *loom_device_at(size_t i)
+{
+    return i < N_PRESETS ? &presets[i] : NULL;
+}
+
+char *loom_device_list_names(char *buf, size_t n)
+{
+    if (!buf || n == 0) return buf;
+    buf[0] = '\0';
+    size_t used = 0;
+    for (size_t i = 0; i < N_PRESETS && used < n; i++) {
+        int w = snprintf(buf + used, n - used, "%s%s", i ? ", " : "", presets[i].name);
+        if (w < 0) break;
+        used += (size_t)w;
+    }
+    return buf;
+}
+
+double loom_device_peak_flops(const loom_device *d, loom_dtype t)
+{
+    if (!d || (int)t < 0 || t >= LOOM_DTYPE_COUNT) return 0;
+    return d->peak_flops[t];
+}
