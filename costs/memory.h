@@ -1,0 +1,122 @@
+/*
+ * memory.h — per-GPU memory of a pipeline stage under a Megatron-style
+ * configuration (DESIGN §4 "Memory"; the model is explained in memory.c).
+ *
+ *   total = params + grads + optimizer            (model state, ZeRO / dist-opt)
+ *         + activations × micro-batches in flight (1F1B / interleaved)
+ *         + recompute working set                 (one layer, one micro-batch)
+ *         + KV cache                              (inference)
+ *         + workspace allowance                   (CUDA context, NCCL, cuBLAS,
+ *                                                  allocator fragmentation)
+ *
+ * The building blocks are exported because the stage DP of the planner uses
+ * them too: model-state bytes for a parameter count, micro-batches in flight
+ * on a stage, the per-GPU bytes of one tensor under a configuration, and the
+ * saved-activation bytes of every layer.
+ *
+ * Units: bytes (int64_t), parameter counts (int64_t), micro-batches (double:
+ * the interleaved schedule holds fractional stage-equivalents).
+ */
+#ifndef LOOM_MEMORY_H
+#define LOOM_MEMORY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "costs/parallel.h"
+#include "graph/graph.h"
+
+/* Mixed-precision Adam (Rajbhandari et al. 2020 "ZeRO", §3.1; Megatron-LM's
+ * distributed-optimizer table): per parameter, 2 bytes of bf16/fp16 weights,
+ * 4 bytes of fp32 gradient accumulation (Megatron's main_grad), 12 bytes of
+ * optimizer state (fp32 master weights, Adam m and v). */
+#define LOOM_MEM_PARAM_BYTES 2
+#define LOOM_MEM_GRAD_BYTES 4
+#define LOOM_MEM_OPTIM_BYTES 12
+
+/* Workspace allowance: a fixed reserve for the CUDA context, cuBLAS / NCCL
+ * workspaces and communication buffers, plus a fraction of the activations
+ * for the caching allocator's fragmentation. */
+#define LOOM_MEM_RESERVED_BYTES ((int64_t)1 << 30)
+#define LOOM_MEM_FRAGMENTATION 0.10
+
+typedef struct {
+    int64_t params_bytes;
+    int64_t grads_bytes;
+    int64_t optimizer_bytes;
+} loom_model_state;
+
+/* Model state of n_params parameters that are replicated over `dp`
+ * data-parallel ranks: ZeRO-1 and Megatron's distributed optimizer divide
+ * the optimizer state by dp, ZeRO-2 also the gradients, ZeRO-3 also the
+ * parameters (each rounded up). Inference (training false): weights only. */
+void loom_memory_model_state(int64_t n_params, int64_t dp, int zero, bool dist_opt,
+                             bool training, loom_model_state *out);
+
+/* Micro-batches whose activations stage `stage` (0-based) of `pp` holds at
+ * its peak, out of m per step, in units of the stage's full layer set:
+ *   1F1B (vpp = 1):  min(m, pp - stage)       (Narayanan et al. 2021, §2.2)
+ *   interleaved:     min(m·v, 2(pp-stage-1) + (v-1)·pp + 1) / v
+ * (Megatron's interleaved warm-up plus the one in steady state, counted in
+ * model chunks of 1/v of the stage; for stage 0 this is Megatron's
+ * pp·(1 + (pp-1)/(pp·v)), Korthikanti et al. 2022 §4.2.3). */
+double loom_memory_inflight_microbatches(int64_t pp, int64_t stage, int64_t vpp, int64_t m);
+
+/* KV cache of inference: 2 (K and V) · layers · kv_heads · head_dim ·
+ * dtype bytes · tokens, with kv heads split over min(tp, kv_heads) GPUs
+ * (Megatron/vLLM replicate kv heads when tp exceeds them). */
+int64_t loom_memory_kv_cache_bytes(int64_t layers, int64_t kv_heads, int64_t head_dim,
+                                   loom_dtype dtype, int64_t tokens, int64_t tp);
+
+/* Into how many parts a tensor is split on one GPU under p: activations
+ * (weight false) and weights (weight true). See memory.c for the rules. */
+int64_t loom_memory_tensor_parts(const loom_tensor *t, const loom_parallel *p, bool weight);
+/* ceil(bytes / parts). */
+int64_t loom_memory_tensor_shard_bytes(const loom_tensor *t, const loom_parallel *p, bool weight);
+
+/* True for the transformer blocks of a model graph (layers 1..L of an HF
+ * model); every layer of a hand-written graph (model info layers == 0). */
+bool loom_memory_is_block(const loom_graph *g, int32_t layer);
+
+/* Per-layer activation figures for one micro-batch (the graph's batch), per
+ * GPU, under p's tp / cp / sp / recompute: */
+typedef struct {
+    int64_t saved_bytes;   /* kept until the backward under p->recompute */
+    int64_t full_bytes;    /* what the layer saves without recompute */
+    int64_t work_bytes;    /* re-materialised transiently when recomputing it */
+    int64_t input_bytes;   /* the layer's inputs from earlier layers */
+} loom_layer_act;
+
+/* Fills acts[0 .. layer_count) (caller-allocated). The graph must be
+ * finalized. Full recompute keeps only each block's input (non-block
+ * layers keep everything); selective drops the attention core's s×t
+ * tensors; p->recompute_layers > 0 limits full recompute to that many
+ * blocks per stage, which is the caller's business (see
+ * loom_memory_stage). */
+void loom_memory_layer_acts(const loom_graph *g, const loom_parallel *p, loom_layer_act *acts);
+
+/* Memory of one GPU holding a stage. */
+typedef struct {
+    int64_t params;              /* parameter count held (after tp/ep, before ZeRO-3) */
+    int64_t params_bytes, grads_bytes, optimizer_bytes;
+    int64_t activations_bytes;   /* saved × in-flight + recompute working set */
+    int64_t kv_cache_bytes;
+    int64_t other_bytes;         /* workspace allowance */
+    int64_t total_bytes;
+    double inflight;             /* micro-batches in flight used */
+} loom_memory_breakdown;
+
+typedef struct {
+    const bool *in_stage;    /* [layer_count]: the layers this GPU holds */
+    double inflight;         /* training: loom_memory_inflight_microbatches() */
+    bool inference;          /* no grads / optimizer / stored activations; KV cache */
+    int64_t kv_tokens;       /* inference: tokens cached (batch × context) */
+} loom_stage_memory_opts;
+
+/* Memory of one GPU of a stage. Dense parameters are data-parallel over
+ * dp·cp ranks, expert parameters (dims e) over dp·cp/ep (Megatron's
+ * expert-data-parallel group). Fails only on invalid arguments. */
+loom_status loom_memory_stage(const loom_graph *g, const loom_parallel *p,
+                              const loom_stage_memory_opts *o, loom_memory_breakdown *out,
+                              loom_error *err);
+
+#endif

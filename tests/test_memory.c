@@ -1,0 +1,375 @@
+/*
+ * test_memory.c — the memory model (costs/memory.c) against Korthikanti et
+ * al. 2022, "Reducing Activation Recomputation in Large Transformer Models"
+ * (arXiv 2205.05198), Table 2 / §4, per-layer activation bytes in 16-bit:
+ *
+ *   no parallelism          sbh(34 + 5as/h)
+ *   tensor parallel         sbh(10 + 24/t + 5as/(ht))
+ *   tensor + sequence par.  sbh/t · (34 + 5as/h)
+ *   selective recompute+SP  34 · sbh/t
+ *   full recompute          2sbh
+ *
+ * on a GPT-3-175B layer (s 2048, h 12288, a 96, t 8) built here by hand in
+ * the graph conventions (graph.h), and through the ingest path when the
+ * bundled gpt3-175b config is present; plus ZeRO-1/2/3 model-state bytes,
+ * micro-batches in flight and the KV cache, all computed by hand.
+ */
+#include <stdlib.h>
+
+#include "check.h"
+#include "costs/memory.h"
+#include "graph/graph.h"
+
+#define S 2048
+#define H 12288
+#define A 96
+#define T 8
+
+static int32_t tensor(loom_graph *g, const char *name, int nd, const char *const *dn,
+                      const int64_t *sz, bool w)
+{
+    loom_dim d[LOOM_MAX_DIMS];
+    for (int i = 0; i < nd; i++) {
+        snprintf(d[i].name, sizeof d[i].name, "%s", dn[i]);
+        d[i].size = sz[i];
+    }
+    int32_t id = -1;
+    loom_error e;
+    if (loom_graph_add_tensor(g, name, LOOM_DTYPE_BF16, nd, d, w, &id, &e)) {
+        fprintf(stderr, "add_tensor %s: %s\n", name, e.msg);
+        exit(2);
+    }
+    return id;
+}
+
+static int32_t op(loom_graph *g, loom_op_kind kind, const char *name, int layer, const char *fn,
+                  int n_in, const int32_t *in, int32_t out, uint32_t saves)
+{
+    loom_op o = {.kind = kind, .layer = layer, .n_in = n_in, .n_out = 1, .saves = saves};
+    snprintf(o.name, sizeof o.name, "%s", name);
+    snprintf(o.fn, sizeof o.fn, "%s", fn);
+    for (int i = 0; i < n_in; i++) o.in[i] = in[i];
+    o.out[0] = out;
+    loom_error e;
+    if (loom_graph_add_op(g, &o, NULL, &e)) {
+        fprintf(stderr, "add_op %s: %s\n", name, e.msg);
+        exit(2);
+    }
+    return out;
+}
+
+static int32_t einsum(loom_graph *g, const char *name, int layer, const char *sub, int n_in,
+                      const int32_t *in, int n_w, const int32_t *w, uint32_t saves)
+{
+    int32_t out;
+    loom_error e;
+    if (loom_graph_einsum(g, name, layer, sub, n_in, in, n_w, w, saves, &out, &e)) {
+        fprintf(stderr, "einsum %s: %s\n", name, e.msg);
+        exit(2);
+    }
+    return out;
+}
+
+/* `layers` GPT-3 blocks (layernorm, q/k/v/o projections, attention, dropouts,
+ * gelu MLP with f = 4h), with unfused or fused attention, batch b. */
+static loom_graph *gpt_layers(int layers, int64_t b, bool fused)
+{
+    loom_graph *g;
+    loom_error e;
+    if (loom_graph_create("gpt3-layers", &g, &e)) exit(2);
+    const int64_t dh = H / A;
+    const char *bsh[] = {"b", "s", "h"};
+    int64_t bsh_sz[] = {b, S, H};
+    int32_t x = tensor(g, "x", 3, bsh, bsh_sz, false);
+    for (int l = 0; l < layers; l++) {
+        char n[96];
+#define NAME(s) (snprintf(n, sizeof n, "l%d.%s", l, s), n)
+        const char *hnd[] = {"h", "heads", "dh"}, *ndh[] = {"heads", "dh", "h"};
+        const char *hf[] = {"h", "f"}, *fh[] = {"f", "h"}, *hh[] = {"h"};
+        int64_t hnd_sz[] = {H, A, dh}, ndh_sz[] = {A, dh, H}, hf_sz[] = {H, 4 * H},
+                fh_sz[] = {4 * H, H}, h_sz[] = {H};
+        int32_t wq = tensor(g, NAME("wq"), 3, hnd, hnd_sz, true);
+        int32_t wk = tensor(g, NAME("wk"), 3, hnd, hnd_sz, true);
+        int32_t wv = tensor(g, NAME("wv"), 3, hnd, hnd_sz, true);
+        int32_t wo = tensor(g, NAME("wo"), 3, ndh, ndh_sz, true);
+        int32_t w1 = tensor(g, NAME("w1"), 2, hf, hf_sz, true);
+        int32_t w2 = tensor(g, NAME("w2"), 2, fh, fh_sz, true);
+        int32_t g1 = tensor(g, NAME("ln1.w"), 1, hh, h_sz, true);
+        int32_t g2 = tensor(g, NAME("ln2.w"), 1, hh, h_sz, true);
+
+        /* ln1 saves its input: 2sbh */
+        loom_op ln = {.kind = LOOM_OP_NORM, .layer = l, .n_in = 1, .n_w = 1, .n_out = 1,
+                      .saves = LOOM_SAVE_IN(0)};
+        snprintf(ln.name, sizeof ln.name, "l%d.ln1", l);
+        snprintf(ln.fn, sizeof ln.fn, "layernorm");
+        ln.in[0] = x;
+        ln.w[0] = g1;
+        ln.out[0] = tensor(g, NAME("ln1.out"), 3, bsh, bsh_sz, false);
+        if (loom_graph_add_op(g, &ln, NULL, &e)) exit(2);
+        int32_t y = ln.out[0];
+        /* q, k, v projections save their (shared) input once: 2sbh */
+        int32_t q = einsum(g, NAME("q"), l, "bsh,hnd->bsnd", 1, &y, 1, &wq, LOOM_SAVE_IN(0));
+        int32_t k = einsum(g, NAME("k"), l, "bsh,hnd->bsnd", 1, &y, 1, &wk, LOOM_SAVE_IN(0));
+        int32_t v = einsum(g, NAME("v"), l, "bsh,hnd->bsnd", 1, &y, 1, &wv, LOOM_SAVE_IN(0));
+        const char *bnd_s[] = {"b", "s", "heads", "dh"}, *bnd_t[] = {"b", "t", "heads", "dh"};
+        int64_t bnd_sz[] = {b, S, A, dh};
+        int32_t ctx;
+        if (fused) {
+            /* fused attention saves q, k, v and its output: 8sbh */
+            int32_t kt = op(g, LOOM_OP_RESHAPE, NAME("k.t"), l, "", 1, &k,
+                            tensor(g, NAME("kt"), 4, bnd_t, bnd_sz, false), 0);
+            int32_t vt = op(g, LOOM_OP_RESHAPE, NAME("v.t"), l, "", 1, &v,
+                            tensor(g, NAME("vt"), 4, bnd_t, bnd_sz, false), 0);
+            loom_op at = {.kind = LOOM_OP_ATTENTION, .layer = l, .n_in = 3, .n_out = 1,
+                          .causal = true,
+                          .saves = LOOM_SAVE_IN(0) | LOOM_SAVE_IN(1) | LOOM_SAVE_IN(2) |
+                                   LOOM_SAVE_OUT(0)};
+            snprintf(at.name, sizeof at.name, "l%d.attn", l);
+            at.in[0] = q, at.in[1] = kt, at.in[2] = vt;
+            at.out[0] = tensor(g, NAME("attn.out"), 4, bnd_s, bnd_sz, false);
+            if (loom_graph_add_op(g, &at, NULL, &e)) {
+                fprintf(stderr, "%s\n", e.msg);
+                exit(2);
+            }
+            ctx = at.out[0];
+        } else {
+            int32_t kt = op(g, LOOM_OP_RESHAPE, NAME("k.t"), l, "", 1, &k,
+                            tensor(g, NAME("kt"), 4, bnd_t, bnd_sz, false), 0);
+            int32_t vt = op(g, LOOM_OP_RESHAPE, NAME("v.t"), l, "", 1, &v,
+                            tensor(g, NAME("vt"), 4, bnd_t, bnd_sz, false), 0);
+            /* scores save q and k: 4sbh; softmax its output: 2as²b; dropout a
+             * mask: as²b; context einsum probs and v: 2as²b + 2sbh */
+            int32_t qk[] = {q, kt};
+            int32_t sc = einsum(g, NAME("scores"), l, "bsnd,btnd->bnst", 2, qk, 0, NULL,
+                                LOOM_SAVE_IN(0) | LOOM_SAVE_IN(1));
+            const char *bnst[] = {"b", "heads", "s", "t"};
+            int64_t bnst_sz[] = {b, A, S, S};
+            int32_t pr = op(g, LOOM_OP_SOFTMAX, NAME("softmax"), l, "", 1, &sc,
+                            tensor(g, NAME("probs"), 4, bnst, bnst_sz, false), LOOM_SAVE_OUT(0));
+            int32_t pd = op(g, LOOM_OP_ELEMENTWISE, NAME("attn_drop"), l, "dropout", 1, &pr,
+                            tensor(g, NAME("probs_d"), 4, bnst, bnst_sz, false), LOOM_SAVE_MASK);
+            int32_t pv[] = {pd, vt};
+            ctx = einsum(g, NAME("context"), l, "bnst,btnd->bsnd", 2, pv, 0, NULL,
+                         LOOM_SAVE_IN(0) | LOOM_SAVE_IN(1));
+        }
+        /* o_proj saves its input: 2sbh; dropout mask sbh */
+        int32_t o = einsum(g, NAME("o"), l, "bsnd,ndh->bsh", 1, &ctx, 1, &wo, LOOM_SAVE_IN(0));
+        int32_t od = op(g, LOOM_OP_ELEMENTWISE, NAME("resid_drop1"), l, "dropout", 1, &o,
+                        tensor(g, NAME("o_d"), 3, bsh, bsh_sz, false), LOOM_SAVE_MASK);
+        int32_t r1in[] = {x, od};
+        int32_t r1 = op(g, LOOM_OP_ELEMENTWISE, NAME("add1"), l, "add", 2, r1in,
+                        tensor(g, NAME("r1"), 3, bsh, bsh_sz, false), 0);
+        /* ln2 input 2sbh; fc1 input 2sbh; gelu input 8sbh; fc2 input 8sbh;
+         * dropout mask sbh */
+        loom_op ln2 = ln;
+        snprintf(ln2.name, sizeof ln2.name, "l%d.ln2", l);
+        ln2.in[0] = r1;
+        ln2.w[0] = g2;
+        ln2.out[0] = tensor(g, NAME("ln2.out"), 3, bsh, bsh_sz, false);
+        if (loom_graph_add_op(g, &ln2, NULL, &e)) exit(2);
+        int32_t m1 = einsum(g, NAME("fc1"), l, "bsh,hf->bsf", 1, &ln2.out[0], 1, &w1,
+                            LOOM_SAVE_IN(0));
+        const char *bsf[] = {"b", "s", "f"};
+        int64_t bsf_sz[] = {b, S, 4 * H};
+        int32_t ge = op(g, LOOM_OP_ELEMENTWISE, NAME("gelu"), l, "gelu", 1, &m1,
+                        tensor(g, NAME("gelu.out"), 3, bsf, bsf_sz, false), LOOM_SAVE_IN(0));
+        int32_t m2 = einsum(g, NAME("fc2"), l, "bsf,fh->bsh", 1, &ge, 1, &w2, LOOM_SAVE_IN(0));
+        int32_t md = op(g, LOOM_OP_ELEMENTWISE, NAME("resid_drop2"), l, "dropout", 1, &m2,
+                        tensor(g, NAME("m_d"), 3, bsh, bsh_sz, false), LOOM_SAVE_MASK);
+        int32_t r2in[] = {r1, md};
+        x = op(g, LOOM_OP_ELEMENTWISE, NAME("add2"), l, "add", 2, r2in,
+               tensor(g, NAME("r2"), 3, bsh, bsh_sz, false), 0);
+#undef NAME
+    }
+    if (loom_graph_finalize(g, &e)) {
+        fprintf(stderr, "finalize: %s\n", e.msg);
+        exit(2);
+    }
+    return g;
+}
+
+static loom_parallel cfg(int64_t tp, bool sp, loom_recompute rc)
+{
+    loom_parallel p;
+    loom_parallel_init(&p);
+    p.tp = tp;
+    p.sp = sp;
+    p.recompute = rc;
+    return p;
+}
+
+static int64_t layer_saved(const loom_graph *g, loom_parallel p, int layer)
+{
+    loom_layer_act acts[4];
+    loom_memory_layer_acts(g, &p, acts);
+    return acts[layer].saved_bytes;
+}
+
+static void test_korthikanti(void)
+{
+    const double s = S, h = H, a = A, t = T, b = 1;
+    const double sbh = s * b * h;
+    loom_graph *g = gpt_layers(2, 1, false);
+
+    /* The independent per-op count in graph.c agrees with ours. */
+    loom_graph_totals tot;
+    loom_graph_layer_totals(g, 1, &tot);
+    CHECK_INT_EQ(layer_saved(g, cfg(1, false, LOOM_RECOMPUTE_NONE), 1), tot.activation_bytes);
+
+    for (int l = 0; l < 2; l++) {
+        CHECK_NEAR_REL(layer_saved(g, cfg(1, false, LOOM_RECOMPUTE_NONE), l),
+                       sbh * (34 + 5 * a * s / h), 0.02);
+        CHECK_NEAR_REL(layer_saved(g, cfg(T, false, LOOM_RECOMPUTE_NONE), l),
+                       sbh * (10 + 24 / t + 5 * a * s / (h * t)), 0.02);
+        CHECK_NEAR_REL(layer_saved(g, cfg(T, true, LOOM_RECOMPUTE_NONE), l),
+                       sbh / t * (34 + 5 * a * s / h), 0.02);
+        CHECK_NEAR_REL(layer_saved(g, cfg(T, true, LOOM_RECOMPUTE_SELECTIVE), l), 34 * sbh / t,
+                       0.02);
+        /* selective without SP: Table 2 row "TP + selective", sbh(10 + 24/t) */
+        CHECK_NEAR_REL(layer_saved(g, cfg(T, false, LOOM_RECOMPUTE_SELECTIVE), l),
+                       sbh * (10 + 24 / t), 0.02);
+        CHECK_NEAR_REL(layer_saved(g, cfg(T, false, LOOM_RECOMPUTE_FULL), l), 2 * sbh, 0.02);
+        CHECK_NEAR_REL(layer_saved(g, cfg(T, true, LOOM_RECOMPUTE_FULL), l), 2 * sbh / t, 0.02);
+    }
+    /* Exact values: the formulas are exact for this layer (no biases). */
+    CHECK_INT_EQ(layer_saved(g, cfg(1, false, LOOM_RECOMPUTE_NONE), 0),
+                 (int64_t)(34 * sbh + 5 * a * s * s * b));
+    /* Context parallel (cp 2) halves every sequence-carrying tensor. */
+    loom_parallel cp = cfg(1, false, LOOM_RECOMPUTE_NONE);
+    cp.cp = 2;
+    CHECK_INT_EQ(layer_saved(g, cp, 0), (int64_t)(34 * sbh + 5 * a * s * s * b) / 2);
+    /* The recompute working set: the attention core (selective, 5as²b/t) or
+     * the whole layer (full). */
+    loom_layer_act acts[2];
+    loom_parallel sel = cfg(T, true, LOOM_RECOMPUTE_SELECTIVE);
+    loom_memory_layer_acts(g, &sel, acts);
+    CHECK_NEAR_REL(acts[0].work_bytes, 5 * a * s * s * b / t, 1e-9);
+    loom_parallel full = cfg(T, true, LOOM_RECOMPUTE_FULL);
+    loom_memory_layer_acts(g, &full, acts);
+    CHECK_NEAR_REL(acts[0].work_bytes, sbh / t * (34 + 5 * a * s / h), 0.02);
+    loom_graph_destroy(g);
+
+    /* Flash (fused) attention: no s×t tensors, 34sbh; selective changes nothing. */
+    g = gpt_layers(1, 2, true);
+    CHECK_NEAR_REL(layer_saved(g, cfg(1, false, LOOM_RECOMPUTE_NONE), 0), 34 * sbh * 2, 0.02);
+    CHECK_INT_EQ(layer_saved(g, cfg(T, true, LOOM_RECOMPUTE_SELECTIVE), 0),
+                 layer_saved(g, cfg(T, true, LOOM_RECOMPUTE_NONE), 0));
+    CHECK_NEAR_REL(layer_saved(g, cfg(T, true, LOOM_RECOMPUTE_NONE), 0), 34 * sbh * 2 / t, 0.02);
+    loom_graph_destroy(g);
+}
+
+static void test_zero(void)
+{
+    /* 1e9 parameters over dp = 8, by hand (bytes: 2 weights, 4 grads, 12 Adam). */
+    const int64_t n = 1000000000;
+    const int64_t want[4][3] = {
+        {2 * n, 4 * n, 12 * n},          /* ZeRO-0: replicated           */
+        {2 * n, 4 * n, 12 * n / 8},      /* ZeRO-1: optimizer / dp        */
+        {2 * n, 4 * n / 8, 12 * n / 8},  /* ZeRO-2: + gradients / dp      */
+        {2 * n / 8, 4 * n / 8, 12 * n / 8},  /* ZeRO-3: + parameters / dp */
+    };
+    for (int z = 0; z < 4; z++) {
+        loom_model_state m;
+        loom_memory_model_state(n, 8, z, false, true, &m);
+        CHECK_INT_EQ(m.params_bytes, want[z][0]);
+        CHECK_INT_EQ(m.grads_bytes, want[z][1]);
+        CHECK_INT_EQ(m.optimizer_bytes, want[z][2]);
+    }
+    /* Megatron's distributed optimizer = ZeRO-1: 6 + 12/d bytes per param. */
+    loom_model_state m;
+    loom_memory_model_state(n, 8, 0, true, true, &m);
+    CHECK_INT_EQ(m.params_bytes + m.grads_bytes + m.optimizer_bytes, 6 * n + 12 * n / 8);
+    /* Inference: weights only. */
+    loom_memory_model_state(n, 8, 3, false, false, &m);
+    CHECK_INT_EQ(m.params_bytes, 2 * n);
+    CHECK_INT_EQ(m.grads_bytes + m.optimizer_bytes, 0);
+}
+
+/* A whole stage, by hand: two fused-attention GPT-3 blocks at b = 1 under
+ * tp 8 + SP, dp 4, ZeRO-2, 3 micro-batches in flight. */
+static void test_stage(void)
+{
+    loom_graph *g = gpt_layers(2, 1, true);
+    loom_parallel p = cfg(T, true, LOOM_RECOMPUTE_NONE);
+    p.dp = 4;
+    p.zero = 2;
+    bool in_stage[2] = {true, true};
+    loom_stage_memory_opts o = {.in_stage = in_stage, .inflight = 3};
+    loom_memory_breakdown m;
+    loom_error e;
+    CHECK_INT_EQ(loom_memory_stage(g, &p, &o, &m, &e), LOOM_OK);
+    /* per layer 12h² weights split 8 ways plus 2h of layernorm weights */
+    int64_t params = 2 * (12LL * H * H / T + 2 * H);
+    CHECK_INT_EQ(m.params, params);
+    CHECK_INT_EQ(m.params_bytes, 2 * params);
+    CHECK_INT_EQ(m.grads_bytes, (4 * params + 3) / 4);
+    CHECK_INT_EQ(m.optimizer_bytes, 12 * params / 4);
+    int64_t act = 2 * 34LL * S * H / T;   /* exact for this layer with SP */
+    CHECK_INT_EQ(m.activations_bytes, 3 * act);
+    CHECK_INT_EQ(m.other_bytes, LOOM_MEM_RESERVED_BYTES + (int64_t)(3 * act * 0.1 + 0.5));
+    CHECK_INT_EQ(m.total_bytes, m.params_bytes + m.grads_bytes + m.optimizer_bytes +
+                                    m.activations_bytes + m.other_bytes);
+    /* only the second layer */
+    in_stage[0] = false;
+    CHECK_INT_EQ(loom_memory_stage(g, &p, &o, &m, &e), LOOM_OK);
+    CHECK_INT_EQ(m.params, params / 2);
+
+    /* full recompute of only the first block of the stage (recompute_layers 1) */
+    in_stage[0] = true;
+    p.recompute = LOOM_RECOMPUTE_FULL;
+    p.recompute_layers = 1;
+    CHECK_INT_EQ(loom_memory_stage(g, &p, &o, &m, &e), LOOM_OK);
+    int64_t input = 2LL * S * H / T;
+    CHECK_INT_EQ(m.activations_bytes, 3 * (input + act / 2) + act / 2);
+
+    /* bad arguments */
+    o.inflight = -1;
+    CHECK_INT_EQ(loom_memory_stage(g, &p, &o, &m, &e), LOOM_ERR_INVALID);
+    CHECK_STR_CONTAINS(e.msg, "in-flight");
+    o.in_stage = NULL;
+    CHECK_INT_EQ(loom_memory_stage(g, &p, &o, &m, &e), LOOM_ERR_INVALID);
+    loom_graph_destroy(g);
+}
+
+static void test_inflight_and_kv(void)
+{
+    /* 1F1B: stage i of S holds min(M, S - i). */
+    CHECK(loom_memory_inflight_microbatches(4, 0, 1, 16) == 4);
+    CHECK(loom_memory_inflight_microbatches(4, 3, 1, 16) == 1);
+    CHECK(loom_memory_inflight_microbatches(4, 0, 1, 2) == 2);
+    /* Interleaved, stage 0: p(1 + (p-1)/(pv)); p 4, v 2: 5.5. Stage 3:
+     * ((v-1)p + 1)/v = 2.5. */
+    CHECK_NEAR_REL(loom_memory_inflight_microbatches(4, 0, 2, 16), 4 * (1 + 3.0 / 8), 1e-12);
+    CHECK_NEAR_REL(loom_memory_inflight_microbatches(4, 3, 2, 16), 2.5, 1e-12);
+    CHECK_NEAR_REL(loom_memory_inflight_microbatches(8, 0, 3, 64), 8 * (1 + 7.0 / 24), 1e-12);
+    CHECK_NEAR_REL(loom_memory_inflight_microbatches(4, 0, 2, 1), 1.0, 1e-12);
+
+    /* Llama-3-8B: 32 layers, 8 kv heads of 128, bf16: 128 KiB per token. */
+    CHECK_INT_EQ(loom_memory_kv_cache_bytes(32, 8, 128, LOOM_DTYPE_BF16, 1, 1), 131072);
+    CHECK_INT_EQ(loom_memory_kv_cache_bytes(32, 8, 128, LOOM_DTYPE_BF16, 8192, 2),
+                 131072LL * 8192 / 2);
+    /* tp 16 > 8 kv heads: each GPU still holds one kv head */
+    CHECK_INT_EQ(loom_memory_kv_cache_bytes(32, 8, 128, LOOM_DTYPE_BF16, 1, 16), 131072 / 8);
+
+    /* Inference stage: weights, the KV cache from the attention ops, one layer. */
+    loom_graph *g = gpt_layers(2, 1, true);
+    loom_parallel p = cfg(1, false, LOOM_RECOMPUTE_NONE);
+    bool in_stage[2] = {true, true};
+    loom_stage_memory_opts o = {.in_stage = in_stage, .inference = true, .kv_tokens = 1000};
+    loom_memory_breakdown m;
+    loom_error e;
+    CHECK_INT_EQ(loom_memory_stage(g, &p, &o, &m, &e), LOOM_OK);
+    CHECK_INT_EQ(m.kv_cache_bytes, 2LL * 2 * H * 2 * 1000);
+    CHECK_INT_EQ(m.grads_bytes + m.optimizer_bytes, 0);
+    CHECK_NEAR_REL(m.activations_bytes, 34.0 * S * H, 0.02);
+    loom_graph_destroy(g);
+}
+
+int main(void)
+{
+    test_korthikanti();
+    test_zero();
+    test_stage();
+    test_inflight_and_kv();
+    return check_done();
+}
