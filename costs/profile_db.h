@@ -35,8 +35,10 @@
  *
  * Lookup (loom_profile_db_lookup): an entry with the same key gives the
  * measured times. Otherwise, among entries with the same op, sig, dtype and
- * dim names, each dim whose size was not measured is bracketed by the nearest
- * measured sizes below and above it (lo_d < q_d < hi_d); when all 2^k corners
+ * dim names, dims are held at q's size greedily (the dim that most remaining
+ * entries measured at exactly q's size first, keeping only those entries);
+ * each other dim is bracketed by the nearest sizes below and above it among
+ * the entries left (lo_d < q_d < hi_d); when all 2^k corners
  * of that box are in the db (k <= LOOM_PROFILE_MAX_INTERP_DIMS), the time is
  * the multilinear interpolation of log(time) over log(size):
  *     w_d = (ln q_d - ln lo_d) / (ln hi_d - ln lo_d)
