@@ -1,0 +1,119 @@
+/*
+ * pipeline.c — 1F1B / interleaved step time (pipeline.h).
+ *
+ * Compute and bubble. In 1F1B every rank runs M forward and M backward
+ * passes; the slowest rank (time t_max per micro-batch) is busy M·t_max,
+ * and the first micro-batch must first reach it and the last one must drain
+ * back through the others: Σ t_i - t_max of fill and drain, the "bubble"
+ * (for uniform stages (S-1)·t, Narayanan et al. 2021 §2.2). With v model
+ * chunks per rank (interleaved schedule) the fill and drain move in steps
+ * of 1/v of a stage, so the bubble shrinks to (Σ t_i - t_max)/v (ibid.
+ * §2.2.2).
+ *
+ * Point-to-point transfers. Each micro-batch crosses every stage boundary
+ * forward (activations) and backward (their gradients); each rank sends and
+ * receives concurrently (Megatron batches isend/irecv), so a rank pays
+ * c = 2 transfers per chunk per micro-batch, 2v·p2p_s in all. The critical
+ * path sees them as part of each t_i: T = Σ t'_i + (M-1)·max t'_i with
+ * t'_i = t_i + c, and the p2p share of that is c·(M + (S-1)/v). With one
+ * stage there is nothing to send.
+ *
+ * Gradient synchronisation. With overlapped gradient reduction (Megatron's
+ * --overlap-grad-reduce, PyTorch DDP buckets) a rank starts reducing
+ * gradient buckets while its last micro-batch's backward still runs, so
+ * only the part of its sync that does not fit behind that backward is
+ * exposed. Ranks later in the pipeline finish their last backward earlier
+ * — the last micro-batch's gradient still has to travel back through ranks
+ * i-1 … 0 — so rank i also hides its sync behind Σ_{j<i} bwd_j. A fraction
+ * (1 - sync_overlap) of every sync is never hidden (the last bucket, launch
+ * gaps, contention with compute):
+ *     exposed_i = sync_i - min(sync_overlap · sync_i, window_i + Σ_{j<i} bwd_j)
+ * and the step waits for the worst rank.
+ *
+ * Optimizer. All ranks step at once; the slowest one counts. (Its time is
+ * memory-bound: LOOM_OPTIM_STEP_BYTES_PER_PARAM per local parameter.)
+ *
+ * Units: seconds.
+ */
+#include "costs/pipeline.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <string.h>
+
+double loom_pipeline_bubble_fraction(int64_t stages, int64_t microbatches, int64_t vpp)
+{
+    if (stages < 1 || microbatches < 1 || vpp < 1) return 0;
+    return (double)(stages - 1) / ((double)vpp * (double)microbatches);
+}
+
+static loom_status check_times(const char *name, const double *t, int64_t n, bool required,
+                               loom_error *err)
+{
+    if (!t) {
+        if (required)
+            return loom_error_set(err, LOOM_ERR_INVALID, "pipeline: %s is missing", name);
+        return LOOM_OK;
+    }
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(t[i]) || t[i] < 0)
+            return loom_error_set(err, LOOM_ERR_INVALID,
+                                  "pipeline: %s[%lld] must be a finite time >= 0, found %g", name,
+                                  (long long)i, t[i]);
+    return LOOM_OK;
+}
+
+loom_status loom_pipeline_step(const loom_pipeline_in *in, loom_pipeline_out *out,
+                               loom_error *err)
+{
+    memset(out, 0, sizeof *out);
+    if (in->stages < 1 || in->microbatches < 1 || in->vpp < 1)
+        return loom_error_set(err, LOOM_ERR_INVALID,
+                              "pipeline: stages (%lld), micro-batches (%lld) and virtual stages "
+                              "(%lld) must all be >= 1", (long long)in->stages,
+                              (long long)in->microbatches, (long long)in->vpp);
+    if (!isfinite(in->p2p_s) || in->p2p_s < 0 || !(in->sync_overlap >= 0) ||
+        in->sync_overlap > 1)
+        return loom_error_set(err, LOOM_ERR_INVALID,
+                              "pipeline: p2p_s must be >= 0 (found %g) and sync_overlap in [0, 1] "
+                              "(found %g)", in->p2p_s, in->sync_overlap);
+    const int64_t S = in->stages;
+    loom_status s;
+    if ((s = check_times("stage_s", in->stage_s, S, true, err)) ||
+        (s = check_times("bwd_s", in->bwd_s, S, false, err)) ||
+        (s = check_times("grad_sync_s", in->grad_sync_s, S, false, err)) ||
+        (s = check_times("sync_window_s", in->sync_window_s, S, false, err)) ||
+        (s = check_times("optimizer_s", in->optimizer_s, S, false, err)))
+        return s;
+
+    double sum = 0, max = -1;
+    for (int64_t i = 0; i < S; i++) {
+        sum += in->stage_s[i];
+        if (in->stage_s[i] > max) {
+            max = in->stage_s[i];
+            out->bottleneck = i;
+        }
+    }
+    const double M = (double)in->microbatches, v = (double)in->vpp;
+    out->compute_s = M * max;
+    out->bubble_s = (sum - max) / v;
+    if (S > 1) out->p2p_s = 2.0 * v * in->p2p_s * (M + (double)(S - 1) / v);
+
+    double drained = 0;   /* Σ_{j<i} bwd_j: how much earlier rank i finishes */
+    for (int64_t i = 0; i < S; i++) {
+        double window = in->sync_window_s ? in->sync_window_s[i] : in->bwd_s ? in->bwd_s[i] : 0;
+        if (in->grad_sync_s) {
+            double sync = in->grad_sync_s[i];
+            double hidden = fmin(in->sync_overlap * sync, window + drained);
+            double exposed = sync - hidden;
+            if (exposed > out->grad_sync_s) out->grad_sync_s = exposed;
+        }
+        if (in->optimizer_s && in->optimizer_s[i] > out->optimizer_s)
+            out->optimizer_s = in->optimizer_s[i];
+        drained += in->bwd_s ? in->bwd_s[i] : 0;
+    }
+    out->step_s = out->compute_s + out->bubble_s + out->p2p_s + out->grad_sync_s +
+                  out->optimizer_s;
+    return LOOM_OK;
+}

@@ -1,0 +1,64 @@
+/*
+ * pipeline.h — step time of a synchronous pipeline-parallel training step
+ * (DESIGN §4 "Pipeline and step time"; derivation in pipeline.c).
+ *
+ * For S pipeline ranks with per-micro-batch forward+backward times t_i and
+ * M micro-batches, 1F1B (Narayanan et al. 2021, "Efficient Large-Scale
+ * Language Model Training on GPU Clusters Using Megatron-LM", §2.2):
+ *
+ *     T = Σ t_i + (M - 1) · max t_i
+ *       = M · max t_i            (compute: the bottleneck rank's work)
+ *       + (Σ t_i - max t_i)      (bubble; ÷ v with v interleaved chunks)
+ *
+ * plus stage-to-stage transfers, the exposed part of the data-parallel
+ * gradient synchronisation and the optimizer step. The parts are returned
+ * separately and add up to the step time.
+ *
+ * Units: seconds.
+ */
+#ifndef LOOM_PIPELINE_H
+#define LOOM_PIPELINE_H
+
+#include <stdint.h>
+#include "graph/error.h"
+
+/* Bytes an Adam step streams through HBM per local parameter: reads the
+ * fp32 gradient, master weight, m and v (16), writes master, m, v (12) and
+ * the bf16 weight (2), plus one more read of the gradient for the global
+ * gradient norm of clipping (4). */
+#define LOOM_OPTIM_STEP_BYTES_PER_PARAM 34
+
+typedef struct {
+    int64_t stages;             /* S: pipeline ranks (>= 1) */
+    int64_t microbatches;       /* M: micro-batches per step per replica (>= 1) */
+    int64_t vpp;                /* v: model chunks per rank (1 = plain 1F1B) */
+    const double *stage_s;      /* [S] fwd+bwd of one micro-batch on rank i (all its chunks) */
+    const double *bwd_s;        /* [S] backward part of stage_s (NULL = none) */
+    double p2p_s;               /* one activation (or gradient) transfer between
+                                   adjacent ranks, one micro-batch, one chunk */
+    const double *grad_sync_s;  /* [S] data-parallel gradient sync of rank i (NULL = none) */
+    const double *sync_window_s;/* [S] compute the sync can hide behind on rank i
+                                   (NULL = its last micro-batch's backward, bwd_s) */
+    double sync_overlap;        /* at most this fraction of a sync is hidden (0..1) */
+    const double *optimizer_s;  /* [S] optimizer step of rank i (NULL = none) */
+} loom_pipeline_in;
+
+typedef struct {
+    double step_s;
+    double compute_s;      /* M · max t_i */
+    double bubble_s;       /* (Σ t_i - max t_i) / v */
+    double p2p_s;          /* 2v transfers per micro-batch on the critical path */
+    double grad_sync_s;    /* exposed part */
+    double optimizer_s;    /* slowest rank */
+    int64_t bottleneck;    /* rank with max t_i */
+} loom_pipeline_out;
+
+/* Step time; LOOM_ERR_INVALID naming the bad field when S, M or v < 1, a
+ * time is negative or not finite, or a required array is NULL. */
+loom_status loom_pipeline_step(const loom_pipeline_in *in, loom_pipeline_out *out,
+                               loom_error *err);
+
+/* Pipeline bubble fraction of the ideal (uniform stages): (S-1) / (v·M). */
+double loom_pipeline_bubble_fraction(int64_t stages, int64_t microbatches, int64_t vpp);
+
+#endif
