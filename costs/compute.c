@@ -1,0 +1,336 @@
+/*
+ * compute.c — forward and backward time of one op on its shard.
+ *
+ * Shard. A split {dim, parts} divides every operand dim with that name by
+ * parts (it must divide). The shard's FLOPs are the op's FLOPs (graph.c)
+ * scaled by its work ratio:
+ *   einsum     Π parts over the split dims among its letters (FLOPs are
+ *              2·Π letter sizes, and every operand dim is a letter);
+ *   attention  recomputed from the shard sizes, 2·b·heads·s·t·(dqk + dv):
+ *              kvh is not a factor (the heads already count the work);
+ *   others     the ratio of their largest non-weight operand (pointwise work
+ *              follows the elements; a vocab-split embedding still gathers
+ *              every token, its output is not divided by v).
+ * The shard's bytes are its operands' shard bytes (embedding: 2 × output,
+ * as graph.c: it reads only the gathered rows).
+ *
+ * Time. The profile db answers first (costs/profile_db.h: measured, else
+ * interpolated). Otherwise the roofline, per kernel:
+ *     t = max(F / (peak · eff), bytes / (hbm_bw · mem_eff)) + kernel_overhead
+ *   einsum     tensor-core peak of its dtype, eff(F) = gemm_eff_max ·
+ *              F/(F + gemm_half_flops) per GEMM; forward is one GEMM, backward
+ *              one GEMM per operand gradient (dX, dW: bwd_flops / kernels
+ *              each);
+ *   attention  tensor-core peak × attn_eff with the same roll-off; a causal
+ *              mask makes flash kernels skip the tiles above the diagonal:
+ *              with nb = ceil(s / 128) blocks of 128 (FlashAttention-2's
+ *              tile, Dao 2023) and s = t they compute (nb + 1) / (2·nb) of
+ *              the full work, ≈ 1/2 for long sequences, while the graph
+ *              counts the full work (model FLOPs, Korthikanti et al.);
+ *              queries that come last (s < t, decoding) see more keys;
+ *              backward is one fused
+ *              kernel plus its dq/preprocess pass (2 kernels);
+ *   others     the CUDA-core peak × vector_eff (they are memory-bound).
+ * Backward moves about twice the forward bytes: for y = xW, dX = dY·Wᵀ
+ * reads dY, W and writes dX; dW = Xᵀ·dY reads X, dY and writes dW, i.e.
+ * 2·(|X| + |W| + |Y|); pointwise backward reads x and dy and writes dx.
+ * Views (reshape, transpose) cost nothing.
+ *
+ * Units: seconds, FLOPs, bytes.
+ */
+#include "costs/compute.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define FLASH_BLOCK 128
+
+struct loom_cost_model {
+    loom_cluster cluster;
+    loom_calib cal;
+    loom_profile_db *db;   /* owned; NULL = roofline only */
+};
+
+/* Same GPU: canonical names equal, or both names resolve to one preset. */
+static bool same_device(const char *a, const char *b)
+{
+    if (strcasecmp(a, b) == 0) return true;
+    const loom_device *da = loom_device_find(a), *db = loom_device_find(b);
+    return da && da == db;
+}
+
+loom_status loom_cost_model_create(const loom_cluster *c, const loom_calib *cal,
+                                   const char *profile_db_path, loom_cost_model **out,
+                                   loom_error *err)
+{
+    *out = NULL;
+    loom_cost_model *m = calloc(1, sizeof *m);
+    if (!m) return loom_error_set(err, LOOM_ERR_NOMEM, "cost model: out of memory");
+    loom_status s = LOOM_OK;
+    m->cluster = *c;
+    if (cal) m->cal = *cal;
+    else loom_calib_default(&c->gpu, &m->cal);
+    if ((s = loom_calib_validate(&m->cal, err))) goto fail;
+    if (profile_db_path) {
+        if ((s = loom_profile_db_load(profile_db_path, &m->db, err))) goto fail;
+        const char *dev = loom_profile_db_device(m->db);
+        if (!same_device(dev, c->gpu.name)) {
+            s = loom_error_set(err, LOOM_ERR_INVALID,
+                               "%s: the profile db was measured on \"%s\", but cluster %s has "
+                               "%s GPUs (a db is only valid for the GPU it was measured on)",
+                               profile_db_path, dev, c->name, c->gpu.name);
+            goto fail;
+        }
+    }
+    *out = m;
+    return LOOM_OK;
+fail:
+    loom_cost_model_destroy(m);
+    return s;
+}
+
+void loom_cost_model_destroy(loom_cost_model *m)
+{
+    if (!m) return;
+    loom_profile_db_destroy(m->db);
+    free(m);
+}
+
+const loom_cluster *loom_cost_model_cluster(const loom_cost_model *m)
+{
+    return &m->cluster;
+}
+
+const loom_calib *loom_cost_model_calib(const loom_cost_model *m)
+{
+    return &m->cal;
+}
+
+const loom_profile_db *loom_cost_model_profile_db(const loom_cost_model *m)
+{
+    return m->db;
+}
+
+/* ---- shards ---------------------------------------------------------------- */
+
+/* Divides tensor t's dims by the splits naming them into shard[]; returns
+ * the product of the parts applied (numel ratio full / shard). */
+static loom_status shard_dims(const loom_op *op, const loom_tensor *t,
+                              const loom_dim_split *splits, int n_splits, int64_t *shard,
+                              int64_t *ratio, loom_error *err)
+{
+    *ratio = 1;
+    for (int d = 0; d < t->ndim; d++) {
+        shard[d] = t->dims[d].size;
+        for (int i = 0; i < n_splits; i++) {
+            if (strcmp(splits[i].dim, t->dims[d].name) != 0) continue;
+            if (shard[d] % splits[i].parts != 0)
+                return loom_error_set(err, LOOM_ERR_INVALID,
+                                      "op %s: dim \"%s\" of %s has %lld, not divisible into %lld "
+                                      "parts",
+                                      op->name, t->dims[d].name, t->name, (long long)shard[d],
+                                      (long long)splits[i].parts);
+            shard[d] /= splits[i].parts;
+            *ratio *= splits[i].parts;
+        }
+    }
+    return LOOM_OK;
+}
+
+/* Everything the roofline needs about the op's shard. */
+typedef struct {
+    double fwd_flops, bwd_flops;   /* hardware FLOPs of the shard */
+    double bytes;                  /* forward bytes of the shard */
+    loom_dtype dtype;              /* compute dtype */
+} shard_work;
+
+/* Fraction of the (query block, key block) tiles a causal flash kernel
+ * computes for s queries at the last s of t key positions (query i sits at
+ * position t - s + i; decoding, s = 1, sees every key). Tiles are
+ * FLASH_BLOCK square; a tile is computed when its first key is not after the
+ * last query of the block. For s = t with nb blocks this is
+ * Σ_{j=1..nb} j / nb² = (nb + 1) / (2·nb). */
+static double causal_fraction(int64_t s, int64_t t)
+{
+    if (s <= 0 || t <= 0 || s > t) return 1;
+    int64_t nq = (s + FLASH_BLOCK - 1) / FLASH_BLOCK, nk = (t + FLASH_BLOCK - 1) / FLASH_BLOCK;
+    double tiles = 0;
+    for (int64_t j = 0; j < nq; j++) {
+        int64_t last_q = t - s + ((j + 1) * FLASH_BLOCK < s ? (j + 1) * FLASH_BLOCK : s) - 1;
+        tiles += (double)(last_q / FLASH_BLOCK + 1);
+    }
+    return tiles / ((double)nq * (double)nk);
+}
+
+static loom_status shard_of(const loom_graph *g, const loom_op *op, const loom_dim_split *splits,
+                            int n_splits, shard_work *w, loom_error *err)
+{
+    int32_t ids[3 * LOOM_MAX_IO];
+    bool weight[3 * LOOM_MAX_IO];
+    int n = 0;
+    for (int i = 0; i < op->n_in; i++) weight[n] = false, ids[n++] = op->in[i];
+    for (int i = 0; i < op->n_w; i++) weight[n] = true, ids[n++] = op->w[i];
+    for (int i = 0; i < op->n_out; i++) weight[n] = false, ids[n++] = op->out[i];
+
+    int64_t shard[3 * LOOM_MAX_IO][LOOM_MAX_DIMS];
+    double bytes = 0, largest = -1, big_ratio = 1;
+    for (int k = 0; k < n; k++) {
+        const loom_tensor *t = loom_graph_tensor(g, ids[k]);
+        int64_t ratio;
+        loom_status s = shard_dims(op, t, splits, n_splits, shard[k], &ratio, err);
+        if (s) return s;
+        bytes += (double)loom_tensor_bytes(t) / (double)ratio;
+        double numel = (double)loom_tensor_numel(t);
+        if (!weight[k] && numel > largest) largest = numel, big_ratio = (double)ratio;
+    }
+
+    const loom_tensor *in0 = op->n_in ? loom_graph_tensor(g, op->in[0]) : NULL;
+    const loom_tensor *out0 = op->n_out ? loom_graph_tensor(g, op->out[0]) : NULL;
+    double ratio = big_ratio;
+    if (op->kind == LOOM_OP_EINSUM) {
+        /* Distinct split names among the operand dims: each letter once. */
+        ratio = 1;
+        for (int i = 0; i < n_splits; i++) {
+            bool present = false;
+            for (int k = 0; k < n && !present; k++) {
+                const loom_tensor *t = loom_graph_tensor(g, ids[k]);
+                present = loom_tensor_dim_index(t, splits[i].dim) >= 0;
+            }
+            if (present) ratio *= (double)splits[i].parts;
+        }
+    } else if (op->kind == LOOM_OP_ATTENTION) {
+        /* q [b,s,heads,dqk] = shard[0], k [b,t,kvh,dqk] = shard[1], v = shard[2]. */
+        const loom_tensor *kt = loom_graph_tensor(g, op->in[1]), *vt = loom_graph_tensor(g, op->in[2]);
+        double full = (double)in0->dims[0].size * (double)in0->dims[1].size *
+                      (double)in0->dims[2].size * (double)kt->dims[1].size *
+                      (double)(in0->dims[3].size + vt->dims[3].size);
+        double part = (double)shard[0][0] * (double)shard[0][1] * (double)shard[0][2] *
+                      (double)shard[1][1] * (double)(shard[0][3] + shard[2][3]);
+        ratio = full / part;
+        if (op->causal) ratio /= causal_fraction(shard[0][1], shard[1][1]);
+    }
+    if (op->kind == LOOM_OP_EMBEDDING && out0) {
+        int64_t r;
+        int64_t tmp[LOOM_MAX_DIMS];
+        loom_status s = shard_dims(op, out0, splits, n_splits, tmp, &r, err);
+        if (s) return s;
+        bytes = 2.0 * (double)loom_tensor_bytes(out0) / (double)r;
+    }
+    w->fwd_flops = (double)op->fwd_flops / ratio;
+    w->bwd_flops = (double)op->bwd_flops / ratio;
+    w->bytes = bytes;
+    /* Compute dtype: the table's for an embedding (its input is token ids),
+     * else the first input's (the output's when that is an integer). */
+    w->dtype = in0 ? in0->dtype : (out0 ? out0->dtype : LOOM_DTYPE_BF16);
+    if (op->kind == LOOM_OP_EMBEDDING && op->n_w) w->dtype = loom_graph_tensor(g, op->w[0])->dtype;
+    else if (in0 && out0 && (in0->dtype == LOOM_DTYPE_INT64 || in0->dtype == LOOM_DTYPE_INT32 ||
+                             in0->dtype == LOOM_DTYPE_U8))
+        w->dtype = out0->dtype;
+    return LOOM_OK;
+}
+
+/* ---- roofline -------------------------------------------------------------- */
+
+double loom_cost_memory_time_s(const loom_cost_model *m, double bytes)
+{
+    if (!(bytes > 0)) return 0;
+    return bytes / (m->cluster.gpu.hbm_bw_Bps * m->cal.mem_eff);
+}
+
+/* One tensor-core kernel of F FLOPs at peak × eff_max × roll-off. */
+static double tensor_kernel_s(const loom_cost_model *m, double flops, double peak, double eff_max)
+{
+    if (!(flops > 0)) return 0;
+    double eff = eff_max * flops / (flops + m->cal.gemm_half_flops);
+    return flops / (peak * eff);
+}
+
+double loom_cost_gemm_time_s(const loom_cost_model *m, double flops, loom_dtype t)
+{
+    double peak = loom_device_peak_flops(&m->cluster.gpu, t);
+    if (!(peak > 0)) return HUGE_VAL;
+    return tensor_kernel_s(m, flops, peak, m->cal.gemm_eff_max) + m->cal.kernel_overhead_s;
+}
+
+static double maxd(double a, double b)
+{
+    return a > b ? a : b;
+}
+
+loom_status loom_cost_op_time(const loom_cost_model *m, const loom_graph *g, int32_t op_id,
+                              const loom_dim_split *splits, int n_splits, loom_op_time *out,
+                              loom_error *err)
+{
+    if (op_id < 0 || op_id >= loom_graph_num_ops(g))
+        return loom_error_set(err, LOOM_ERR_INVALID, "op id %d is not in graph %s (it has %d ops)",
+                              (int)op_id, loom_graph_name(g), (int)loom_graph_num_ops(g));
+    const loom_op *op = loom_graph_op(g, op_id);
+    if (n_splits < 0 || (n_splits > 0 && !splits))
+        return loom_error_set(err, LOOM_ERR_INVALID, "op %s: %d splits given", op->name, n_splits);
+    for (int i = 0; i < n_splits; i++)
+        if (!splits[i].dim || splits[i].parts < 1)
+            return loom_error_set(err, LOOM_ERR_INVALID,
+                                  "op %s: split %d: expected a dim name and parts >= 1, found %s "
+                                  "into %lld",
+                                  op->name, i, splits[i].dim ? splits[i].dim : "(null)",
+                                  (long long)splits[i].parts);
+    *out = (loom_op_time){0, 0, LOOM_SRC_ROOFLINE};
+    if (op->kind == LOOM_OP_RESHAPE || op->kind == LOOM_OP_TRANSPOSE) return LOOM_OK;
+
+    shard_work w;
+    loom_status s = shard_of(g, op, splits, n_splits, &w, err);
+    if (s) return s;
+
+    if (m->db && n_splits <= LOOM_PROFILE_MAX_DIMS) {
+        loom_dim div[LOOM_PROFILE_MAX_DIMS];
+        for (int i = 0; i < n_splits; i++) {
+            snprintf(div[i].name, sizeof div[i].name, "%s", splits[i].dim);
+            div[i].size = splits[i].parts;
+        }
+        loom_profile_key key;
+        loom_error ignore;
+        double f, b;
+        loom_time_source src;
+        /* A key that cannot be formed (e.g. a dim name longer than a
+         * loom_dim holds) simply is not in the db: fall back. */
+        if (loom_profile_key_from_op(g, op_id, div, n_splits, &key, &ignore) == LOOM_OK &&
+            loom_profile_db_lookup(m->db, key.op, key.sig, key.dtype, key.shape, key.n_dims, &f,
+                                   &b, &src)) {
+            *out = (loom_op_time){f, b, src};
+            return LOOM_OK;
+        }
+    }
+
+    const loom_device *d = &m->cluster.gpu;
+    const loom_calib *cal = &m->cal;
+    double mem_f = loom_cost_memory_time_s(m, w.bytes), mem_b = 2 * mem_f;
+    double cf = 0, cb = 0;
+    int kf = 1, kb = 1;
+    if (op->kind == LOOM_OP_EINSUM || op->kind == LOOM_OP_ATTENTION) {
+        double peak = loom_device_peak_flops(d, w.dtype);
+        if (!(peak > 0))
+            return loom_error_set(err, LOOM_ERR_UNSUPPORTED,
+                                  "op %s: %s has no %s tensor cores (peak 0 FLOP/s)", op->name,
+                                  d->name, loom_dtype_name(w.dtype));
+        if (op->kind == LOOM_OP_EINSUM) {
+            kb = op->n_in + op->n_w - (op->bias ? 1 : 0);
+            if (kb < 1) kb = 1;
+            cf = tensor_kernel_s(m, w.fwd_flops, peak, cal->gemm_eff_max);
+            cb = kb * tensor_kernel_s(m, w.bwd_flops / kb, peak, cal->gemm_eff_max);
+        } else {
+            kb = 2;
+            cf = tensor_kernel_s(m, w.fwd_flops, peak, cal->attn_eff);
+            cb = tensor_kernel_s(m, w.bwd_flops, peak, cal->attn_eff);
+        }
+    } else {
+        double peak = d->vector_flops * cal->vector_eff;
+        cf = peak > 0 ? w.fwd_flops / peak : 0;
+        cb = peak > 0 ? w.bwd_flops / peak : 0;
+    }
+    out->fwd_s = maxd(cf, mem_f) + kf * cal->kernel_overhead_s;
+    out->bwd_s = maxd(cb, mem_b) + kb * cal->kernel_overhead_s;
+    return LOOM_OK;
+}

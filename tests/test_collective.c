@@ -1,0 +1,170 @@
+/*
+ * test_collective.c — alpha-beta collective times against hand-computed
+ * values (DESIGN §4 table), intra vs inter node, the hierarchical
+ * all-reduce, and the rank groups of logical mesh axes.
+ *
+ * Hand values use round links so the arithmetic is checkable on paper:
+ *   flat link: bw = 100 GB/s, α = 5 us, B = 1 GB, n = 4
+ *     all-reduce 2·3/4 · 0.01 s + 2·3 · 5 us = 0.015 + 30e-6 = 0.015030 s
+ *     all-gather 3/4 · 0.01 + 3 · 5 us = 0.007515 s (= reduce-scatter = all-to-all)
+ *     send/recv  0.01 + 5 us = 0.010005 s
+ *   dgx-h100-x2 with link efficiencies 1: intra 450 GB/s, 3 us; inter 50 GB/s, 8 us.
+ */
+#include "costs/collective.h"
+#include "check.h"
+
+static loom_calib unit_calib(const loom_cluster *c)
+{
+    loom_calib cal;
+    loom_calib_default(&c->gpu, &cal);
+    cal.intra_link_eff = 1;
+    cal.inter_link_eff = 1;
+    return cal;
+}
+
+static void flat_formulas(void)
+{
+    loom_link l = {100e9, 5e-6};
+    double B = 1e9;
+    CHECK_NEAR_REL(loom_collective_time_s(LOOM_COLL_ALL_REDUCE, 4, B, l), 0.015030, 1e-12);
+    CHECK_NEAR_REL(loom_collective_time_s(LOOM_COLL_ALL_GATHER, 4, B, l), 0.007515, 1e-12);
+    CHECK_NEAR_REL(loom_collective_time_s(LOOM_COLL_REDUCE_SCATTER, 4, B, l), 0.007515, 1e-12);
+    CHECK_NEAR_REL(loom_collective_time_s(LOOM_COLL_ALL_TO_ALL, 4, B, l), 0.007515, 1e-12);
+    CHECK_NEAR_REL(loom_collective_time_s(LOOM_COLL_SEND_RECV, 2, B, l), 0.010005, 1e-12);
+    /* n = 2 all-reduce: 2·1/2 · 0.01 + 2 · 5 us = 0.01001 */
+    CHECK_NEAR_REL(loom_collective_time_s(LOOM_COLL_ALL_REDUCE, 2, B, l), 0.010010, 1e-12);
+    /* Large n: the bandwidth term tends to 2·B/bw, latency grows linearly:
+     * n = 1000: 2·999/1000 · 0.01 + 1998 · 5 us = 0.01998 + 0.00999 */
+    CHECK_NEAR_REL(loom_collective_time_s(LOOM_COLL_ALL_REDUCE, 1000, B, l), 0.02997, 1e-12);
+    /* Degenerate: one rank or nothing to send costs nothing. */
+    CHECK(loom_collective_time_s(LOOM_COLL_ALL_REDUCE, 1, B, l) == 0);
+    CHECK(loom_collective_time_s(LOOM_COLL_ALL_GATHER, 8, 0, l) == 0);
+    /* A missing link (bandwidth 0) is never chosen: infinite time. */
+    loom_link none = {0, 8e-6};
+    CHECK(isinf(loom_collective_time_s(LOOM_COLL_ALL_REDUCE, 2, B, none)));
+    CHECK(strcmp(loom_collective_name(LOOM_COLL_REDUCE_SCATTER), "reduce-scatter") == 0);
+}
+
+static void intra_vs_inter(void)
+{
+    loom_cluster c;
+    loom_error err;
+    CHECK_INT_EQ(loom_cluster_load("dgx-h100-x2", &c, &err), LOOM_OK);
+    loom_calib cal = unit_calib(&c);
+    double B = 1e9;
+    /* 8 ranks in one node: 2·7/8 · 1e9/450e9 + 14 · 3 us */
+    double intra8 = 1.75e9 / 450e9 + 14 * 3e-6;
+    CHECK_NEAR_REL(loom_group_collective_time_s(&c, &cal, LOOM_COLL_ALL_REDUCE,
+                                                (loom_group){8, 8}, B), intra8, 1e-12);
+    /* ranks_per_node >= ranks means one node, whatever the excess. */
+    CHECK_NEAR_REL(loom_group_collective_time_s(&c, &cal, LOOM_COLL_ALL_REDUCE,
+                                                (loom_group){8, 64}, B), intra8, 1e-12);
+    /* 2 ranks on 2 nodes: 2·1/2 · 1e9/50e9 + 2 · 8 us = 0.020016 */
+    double inter2 = 0.020016;
+    CHECK_NEAR_REL(loom_group_collective_time_s(&c, &cal, LOOM_COLL_ALL_REDUCE,
+                                                (loom_group){2, 1}, B), inter2, 1e-12);
+    /* the same pair inside a node: 1e9/450e9 + 2 · 3 us */
+    CHECK_NEAR_REL(loom_group_collective_time_s(&c, &cal, LOOM_COLL_ALL_REDUCE,
+                                                (loom_group){2, 2}, B), 1e9 / 450e9 + 6e-6,
+                   1e-12);
+    /* send/recv: same node over NVLink, across nodes over the NIC. */
+    CHECK_NEAR_REL(loom_group_collective_time_s(&c, &cal, LOOM_COLL_SEND_RECV,
+                                                (loom_group){2, 2}, B), 1e9 / 450e9 + 3e-6, 1e-12);
+    CHECK_NEAR_REL(loom_group_collective_time_s(&c, &cal, LOOM_COLL_SEND_RECV,
+                                                (loom_group){2, 1}, B), 0.020008, 1e-12);
+
+    /* Calibrated efficiency scales the bandwidth only: with the default
+     * H100 NVLink efficiency e, 2·7/8 · B/(450e9 · e) + 14 · 3 us. */
+    loom_calib def;
+    loom_calib_default(&c.gpu, &def);
+    CHECK(def.intra_link_eff > 0 && def.intra_link_eff < 1);
+    CHECK_NEAR_REL(loom_group_collective_time_s(&c, NULL, LOOM_COLL_ALL_REDUCE,
+                                                (loom_group){8, 8}, B),
+                   1.75e9 / (450e9 * def.intra_link_eff) + 42e-6, 1e-12);
+}
+
+static void hierarchical(void)
+{
+    loom_cluster c;
+    loom_error err;
+    CHECK_INT_EQ(loom_cluster_load("dgx-h100-x2", &c, &err), LOOM_OK);
+    loom_calib cal = unit_calib(&c);
+    double B = 1e9;
+    loom_group g16 = {16, 8};   /* 2 nodes × 8 */
+    /* all-reduce = RS_intra(8, B) + AR_inter(2, B/8) + AG_intra(8, B):
+     *   RS/AG intra: 7/8 · 1e9/450e9 + 7 · 3 us = 0.0019444… + 21e-6
+     *   AR inter:    2·1/2 · 1.25e8/50e9 + 2 · 8 us = 0.0025 + 16e-6      */
+    double rs_intra = 0.875e9 / 450e9 + 21e-6;
+    double ar_inter = 0.0025 + 16e-6;
+    double hier = 2 * rs_intra + ar_inter;
+    CHECK_NEAR_REL(loom_group_collective_time_s(&c, &cal, LOOM_COLL_ALL_REDUCE, g16, B), hier,
+                   1e-12);
+    /* …which beats a flat ring over the NICs: 2·15/16 · 0.02 + 30 · 8 us */
+    double flat = 2.0 * 15 / 16 * 0.02 + 30 * 8e-6;
+    CHECK(hier < flat / 5);
+    CHECK_NEAR_REL(loom_group_collective_time_s(&c, &cal, LOOM_COLL_ALL_REDUCE,
+                                                (loom_group){16, 1}, B), flat, 1e-12);
+    /* all-gather = AG_inter(2, B/8) + AG_intra(8, B); reduce-scatter mirrors it. */
+    double ag_inter = 0.5 * 1.25e8 / 50e9 + 8e-6;
+    CHECK_NEAR_REL(loom_group_collective_time_s(&c, &cal, LOOM_COLL_ALL_GATHER, g16, B),
+                   ag_inter + rs_intra, 1e-12);
+    CHECK_NEAR_REL(loom_group_collective_time_s(&c, &cal, LOOM_COLL_REDUCE_SCATTER, g16, B),
+                   ag_inter + rs_intra, 1e-12);
+    /* all-to-all: 7 peers over NVLink, 8 over the NIC, concurrently:
+     *   max(7/16 · 1e9/450e9 + 7 · 3 us, 8/16 · 1e9/50e9 + 8 · 8 us) = 0.010064 */
+    CHECK_NEAR_REL(loom_group_collective_time_s(&c, &cal, LOOM_COLL_ALL_TO_ALL, g16, B),
+                   0.010064, 1e-12);
+    /* Brute force over (p, m): the hierarchical all-reduce with p ranks per
+     * node equals the sum of its three flat phases for every split of 16. */
+    for (int64_t p = 2; p < 16; p *= 2) {
+        int64_t m = 16 / p;
+        double want = loom_collective_time_s(LOOM_COLL_REDUCE_SCATTER, p, B, c.intra) +
+                      loom_collective_time_s(LOOM_COLL_ALL_REDUCE, m, B / (double)p, c.inter) +
+                      loom_collective_time_s(LOOM_COLL_ALL_GATHER, p, B, c.intra);
+        CHECK_NEAR_REL(loom_group_collective_time_s(&c, &cal, LOOM_COLL_ALL_REDUCE,
+                                                    (loom_group){16, p}, B), want, 1e-12);
+    }
+}
+
+static void mesh_axes(void)
+{
+    loom_cluster c;
+    loom_error err;
+    CHECK_INT_EQ(loom_cluster_load("dgx-h100-x4", &c, &err), LOOM_OK);
+    struct { int64_t n0, n1; int axis; int64_t ranks, rpn; } cases[] = {
+        {4, 8, 1, 8, 8},    /* axis 1 = a whole node */
+        {4, 8, 0, 4, 1},    /* axis 0 strided by a node: one rank per node */
+        {2, 4, 1, 4, 4},    /* half a node */
+        {2, 4, 0, 2, 2},    /* GPUs 0 and 4: same node */
+        {1, 16, 1, 16, 8},  /* axis 1 spans 2 nodes of 8 */
+        {8, 2, 0, 8, 4},    /* GPUs 0,2,4,…,14: 4 per node, 2 nodes */
+        {8, 2, 1, 2, 2},
+        {2, 16, 0, 2, 1},   /* stride 16 > node */
+        {1, 1, 0, 1, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        loom_group g = loom_mesh_axis_group(&c, (loom_mesh_shape){cases[i].n0, cases[i].n1},
+                                            cases[i].axis);
+        CHECK_INT_EQ(g.ranks, cases[i].ranks);
+        CHECK_INT_EQ(g.ranks_per_node, cases[i].rpn);
+    }
+    /* Mesh (4, 8) on 4 nodes: all-reduce along axis 1 runs on NVLink, along
+     * axis 0 on the NICs, and costs accordingly (effs 1, B = 1 GB). */
+    loom_calib cal = unit_calib(&c);
+    loom_mesh_shape m = {4, 8};
+    double t1 = loom_group_collective_time_s(&c, &cal, LOOM_COLL_ALL_REDUCE,
+                                             loom_mesh_axis_group(&c, m, 1), 1e9);
+    double t0 = loom_group_collective_time_s(&c, &cal, LOOM_COLL_ALL_REDUCE,
+                                             loom_mesh_axis_group(&c, m, 0), 1e9);
+    CHECK_NEAR_REL(t1, 1.75e9 / 450e9 + 42e-6, 1e-12);
+    CHECK_NEAR_REL(t0, 1.5e9 / 50e9 + 6 * 8e-6, 1e-12);
+}
+
+int main(void)
+{
+    flat_formulas();
+    intra_vs_inter();
+    hierarchical();
+    mesh_axes();
+    return check_done();
+}
