@@ -237,7 +237,8 @@ static void range_cost(const dp_state *st, int32_t k, int32_t j, int32_t m, int3
     *t = missing ? INFINITY : st->pt[pidx(st, m, o, j + 1)] - st->pt[pidx(st, m, o, k)];
     int64_t stat = st->ps[pidx(st, m, o, j + 1)] - st->ps[pidx(st, m, o, k)];
     int64_t act = st->pa[pidx(st, m, o, j + 1)] - st->pa[pidx(st, m, o, k)];
-    *mem = sat_add(stat, sat_mul(in_flight, act));
+    int64_t once = st->p->stage_bytes ? st->p->stage_bytes[m * st->NO + o] : 0;
+    *mem = sat_add(sat_add(once > 0 ? once : 0, stat), sat_mul(in_flight, act));
 }
 
 static size_t tidx(const dp_state *st, int32_t f, int32_t k, int32_t j, int32_t m)
@@ -597,6 +598,7 @@ void loom_stage_range_cost(const loom_stage_problem *p, int32_t first, int32_t l
         stat = sat_add(stat, c->static_bytes > 0 ? c->static_bytes : 0);
         act = sat_add(act, c->act_bytes > 0 ? c->act_bytes : 0);
     }
+    int64_t once = p->stage_bytes ? p->stage_bytes[mesh * p->n_options + option] : 0;
     *time_s = t;
-    *mem_bytes = sat_add(stat, sat_mul(in_flight, act));
+    *mem_bytes = sat_add(sat_add(once > 0 ? once : 0, stat), sat_mul(in_flight, act));
 }

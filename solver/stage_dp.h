@@ -29,11 +29,14 @@
  * mesh per stage, as in Alpa), so
  *
  *     t(i, j, m, s) = min over options o with
- *                     Σ_l static(l,m,o) + min(s, M) · Σ_l act(l,m,o) ≤ capacity
+ *                     once(m,o) + Σ_l static(l,m,o) + min(s, M) · Σ_l act(l,m,o)
+ *                     ≤ capacity
  *                     of Σ_{l=i..j} time(l, m, o)
  *
- * where s is the number of micro-batches the stage keeps in flight. Prefix
- * sums make each entry O(options).
+ * where s is the number of micro-batches the stage keeps in flight and once()
+ * is paid once per stage whatever its length (full recompute re-materialises
+ * one layer at a time: its working set). Prefix sums make each entry
+ * O(options).
  *
  * THE DYNAMIC PROGRAM
  *
@@ -154,6 +157,8 @@ typedef struct {
     int32_t n_options;              /* options per (layer, mesh) */
     const int64_t *mesh_devices;    /* [n_meshes] GPUs of each sub-mesh */
     const loom_stage_cost *cost;    /* [(layer * n_meshes + mesh) * n_options + option] */
+    const int64_t *stage_bytes;     /* [mesh * n_options + option]: bytes added once per
+                                       stage (e.g. recompute's working set); NULL = none */
     int64_t devices;                /* D: the stages use exactly this many GPUs */
     int64_t micro_batches;          /* M ≥ 1 */
     int64_t capacity_bytes;         /* per GPU, for static + in-flight activations */
@@ -168,7 +173,7 @@ typedef struct {
     int32_t mesh, option;
     int64_t in_flight;      /* micro-batches whose activations it holds */
     double time_s;
-    int64_t mem_bytes;      /* static + in_flight · act */
+    int64_t mem_bytes;      /* once + static + in_flight · act */
 } loom_stage_choice;
 
 typedef struct {

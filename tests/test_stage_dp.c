@@ -59,7 +59,7 @@ static void stage_best(const loom_stage_problem *p, int32_t i, int32_t S, int32_
             stat += c->static_bytes;
             act += c->act_bytes;
         }
-        int64_t mem = stat + fl * act;
+        int64_t mem = stat + fl * act + (p->stage_bytes ? p->stage_bytes[m * p->n_options + o] : 0);
         if (t == INFINITY) continue;
         if (mem < bm) bm = mem;
         if (mem <= p->capacity_bytes && t < bt) bt = t;
@@ -193,6 +193,9 @@ static void test_random_vs_brute(void)
         loom_stage_problem p;
         random_problem(&p, cost, devs, L, NO, g, D, trial % 4 != 0);
         p.one_in_flight = trial % 7 == 0;
+        static int64_t once[16 * 3];
+        for (int q = 0; q < p.n_meshes * NO; q++) once[q] = irand(0, 8) << 20;
+        if (trial % 3 == 2) p.stage_bytes = once;
         if (trial % 5 == 0) p.max_stages = (int32_t)irand(1, 4);
         double ref;
         int64_t ref_mem;
