@@ -170,6 +170,11 @@ typedef struct {
     int64_t shared_experts;
     int64_t moe_ffn;        /* per-expert hidden size */
     int64_t first_dense;    /* DeepSeek first_k_dense_replace */
+    int64_t q_lora_rank;    /* DeepSeek MLA: query / kv low-rank sizes, rope and */
+    int64_t kv_lora_rank;   /* value head dims (0 for other families); the MLA */
+    int64_t qk_rope_head_dim; /* KV cache holds kv_lora_rank + qk_rope_head_dim */
+    int64_t v_head_dim;     /* numbers per token and layer */
+    int64_t max_positions;  /* context length the config declares (0 = unknown) */
     int64_t seq;            /* sequence length the graph was built for */
     int64_t batch;          /* batch (micro-batch) the graph was built for */
     bool tied_embeddings;

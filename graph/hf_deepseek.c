@@ -1,0 +1,237 @@
+/*
+ * hf_deepseek.c — DeepSeek-V2 / V3 from an HF config.json: multi-head latent
+ * attention (MLA) and a mixture of routed + shared experts.
+ *
+ * MLA (DeepSeek-V2 paper, §2.1; HF DeepseekV3Attention), training form:
+ *
+ *   q:  x ─ q_a_proj [h, ql] ─ q_a_layernorm ─ q_b_proj [ql, heads, dn+dr]
+ *       (or q_proj [h, heads, dn+dr] when q_lora_rank is null)
+ *   kv: x ─ kv_a_proj_with_mqa [h, kvl+dr] ─ split: c_kv [kvl] and k_pe [dr]
+ *       c_kv ─ kv_a_layernorm ─ kv_b_proj [kvl, heads, dn+dv] ─ split: k_nope, v
+ *   RoPE on q and on k_pe (one rope key shared by all heads), k = [k_nope, k_pe]
+ *   attention over heads with q/k head dim dn+dr and value head dim dv,
+ *   o_proj [heads, dv, h].
+ *
+ * MLP: layers before first_k_dense_replace (and off the moe_layer_freq grid)
+ * are dense SwiGLU of intermediate_size; the others route each token to
+ * num_experts_per_tok of n_routed_experts experts of moe_intermediate_size
+ * and add n_shared_experts always-on experts (one SwiGLU of
+ * n_shared · moe_intermediate_size). V3's router carries an
+ * e_score_correction_bias [e] used for top-k selection.
+ *
+ * DeepSeek-V3 (h 7168, 61 layers, 3 dense): MLA 187.1M, dense MLP 396.4M,
+ * MoE 256·44.04M + 44.04M + 1.84M per layer, embeddings 2·926.6M:
+ * 671.0B in all — the published 671B (the 14B multi-token-prediction module,
+ * num_nextn_predict_layers, is not part of the trained model's forward pass
+ * and is left out).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "graph/hf_build.h"
+
+typedef struct {
+    int64_t hidden, layers, heads, ffn, vocab, max_pos;
+    int64_t q_lora, kv_lora, nope, rope, vdim;
+    int64_t experts, topk, shared, moe_ffn, first_dense, freq;
+    bool tied, route_bias;
+} ds_cfg;
+
+static loom_status read_cfg(const loom_jctx *c, const cJSON *cfg, const char *arch, ds_cfg *m)
+{
+    const int64_t big = (int64_t)1 << 40;
+    memset(m, 0, sizeof *m);
+    m->freq = 1;
+    loom_status s;
+    if ((s = loom_hf_size(c, cfg, "hidden_size", true, big, &m->hidden)) ||
+        (s = loom_hf_size(c, cfg, "num_hidden_layers", true, 100000, &m->layers)) ||
+        (s = loom_hf_size(c, cfg, "num_attention_heads", true, big, &m->heads)) ||
+        (s = loom_hf_size(c, cfg, "intermediate_size", true, big, &m->ffn)) ||
+        (s = loom_hf_size(c, cfg, "vocab_size", true, big, &m->vocab)) ||
+        (s = loom_hf_size(c, cfg, "kv_lora_rank", true, big, &m->kv_lora)) ||
+        (s = loom_hf_size(c, cfg, "qk_nope_head_dim", true, big, &m->nope)) ||
+        (s = loom_hf_size(c, cfg, "qk_rope_head_dim", true, big, &m->rope)) ||
+        (s = loom_hf_size(c, cfg, "v_head_dim", true, big, &m->vdim)) ||
+        (s = loom_hf_size(c, cfg, "q_lora_rank", false, big, &m->q_lora)) ||
+        (s = loom_hf_size(c, cfg, "max_position_embeddings", false, big, &m->max_pos)) ||
+        (s = loom_hf_size(c, cfg, "n_routed_experts", false, 1 << 20, &m->experts)) ||
+        (s = loom_json_get_bool(c, cfg, "$", "tie_word_embeddings", false, &m->tied)))
+        return s;
+    if (m->experts > 0) {
+        if ((s = loom_hf_size(c, cfg, "num_experts_per_tok", true, 1 << 20, &m->topk)) ||
+            (s = loom_hf_size(c, cfg, "moe_intermediate_size", true, big, &m->moe_ffn)) ||
+            (s = loom_json_get_int(c, cfg, "$", "n_shared_experts", false, 0, 1 << 20, &m->shared)) ||
+            (s = loom_json_get_int(c, cfg, "$", "first_k_dense_replace", false, 0, 100000,
+                                   &m->first_dense)) ||
+            (s = loom_hf_size(c, cfg, "moe_layer_freq", false, 100000, &m->freq)))
+            return s;
+        if (m->topk > m->experts)
+            return loom_json_fail(c, "$", "num_experts_per_tok = %lld exceeds n_routed_experts = %lld",
+                                  (long long)m->topk, (long long)m->experts);
+    }
+    m->route_bias = strcmp(arch, "deepseek_v3") == 0;
+    return LOOM_OK;
+}
+
+/* MLA of layer i (loom layer L) on the normed input xn. */
+static loom_status mla(loom_hf_builder *hb, const ds_cfg *m, const char *a, int32_t L, int32_t xn,
+                       int32_t *o)
+{
+    char n[256], n2[256];
+    loom_dim h = {"h", m->hidden}, nh = {"heads", m->heads}, dh = {"dh", m->nope + m->rope},
+             ql = {"ql", m->q_lora}, kva = {"kva", m->kv_lora + m->rope}, kvl = {"kvl", m->kv_lora},
+             dr = {"dr", m->rope}, dkv = {"dkv", m->nope + m->vdim}, dn = {"dn", m->nope},
+             dv = {"dv", m->vdim};
+    int32_t q, qa, qan, kvp, parts[2], ckv, kvb, kv[2], qr, kpe, k;
+    loom_status s;
+    if (m->q_lora > 0) {
+        loom_hf_name(n, "%s.q_a_proj", a);
+        if ((s = loom_hf_linear(hb, n, L, xn, "bsh,hq->bsq", LOOM_HF_DIMS(h, ql), 0, &qa))) return s;
+        loom_hf_name(n, "%s.q_a_layernorm", a);
+        if ((s = loom_hf_norm(hb, n, L, "rmsnorm", qa, &qan))) return s;
+        loom_hf_name(n, "%s.q_b_proj", a);
+        if ((s = loom_hf_linear(hb, n, L, qan, "bsq,qnd->bsnd", LOOM_HF_DIMS(ql, nh, dh), 0, &q)))
+            return s;
+    } else {
+        loom_hf_name(n, "%s.q_proj", a);
+        if ((s = loom_hf_linear(hb, n, L, xn, "bsh,hnd->bsnd", LOOM_HF_DIMS(h, nh, dh), 0, &q)))
+            return s;
+    }
+    loom_hf_name(n, "%s.kv_a_proj_with_mqa", a);
+    if ((s = loom_hf_linear(hb, n, L, xn, "bsh,hr->bsr", LOOM_HF_DIMS(h, kva), 0, &kvp))) return s;
+    const loom_tensor *t = loom_graph_tensor(hb->g, kvp);
+    loom_dim b = t->dims[0], sq = t->dims[1];
+    {
+        loom_dim d0[3] = {b, sq, kvl}, d1[3] = {b, sq, dr};
+        const loom_dim *pd[2] = {d0, d1};
+        int32_t nd[2] = {3, 3};
+        loom_hf_name(n, "%s.kv_a_split", a);
+        if ((s = loom_hf_view(hb, n, L, 1, &kvp, 2, nd, pd, parts))) return s;
+    }
+    loom_hf_name(n, "%s.kv_a_layernorm", a);
+    if ((s = loom_hf_norm(hb, n, L, "rmsnorm", parts[0], &ckv))) return s;
+    loom_hf_name(n, "%s.kv_b_proj", a);
+    if ((s = loom_hf_linear(hb, n, L, ckv, "bsc,cnd->bsnd", LOOM_HF_DIMS(kvl, nh, dkv), 0, &kvb)))
+        return s;
+    {
+        loom_dim d0[4] = {b, sq, nh, dn}, d1[4] = {b, sq, nh, dv};
+        const loom_dim *pd[2] = {d0, d1};
+        int32_t nd[2] = {4, 4};
+        loom_hf_name(n, "%s.kv_b_split", a);
+        if ((s = loom_hf_view(hb, n, L, 1, &kvb, 2, nd, pd, kv))) return s;
+    }
+    loom_hf_name(n, "%s.q_rope", a);
+    loom_hf_name(n2, "%s.k_rope", a);
+    if ((s = loom_hf_elementwise(hb, n, L, "rope", 1, &q, 0, &qr)) ||
+        (s = loom_hf_elementwise(hb, n2, L, "rope", 1, &parts[1], 0, &kpe)))
+        return s;
+    /* k = [k_nope, k_pe broadcast over heads]: modelled as a view (the copy
+     * is cheap next to the projections and is not saved). */
+    {
+        loom_dim d[4] = {b, sq, nh, dh};
+        const loom_dim *pd = d;
+        int32_t nd = 4, in[2] = {kv[0], kpe};
+        loom_hf_name(n, "%s.k_concat", a);
+        if ((s = loom_hf_view(hb, n, L, 2, in, 1, &nd, &pd, &k))) return s;
+    }
+    return loom_hf_attention(hb, a, L, qr, k, kv[1], 0.0, o);
+}
+
+static loom_status layer(loom_hf_builder *hb, const ds_cfg *m, int64_t i, int32_t x, int32_t *y)
+{
+    char p[256], a[256], n[256], nm[8][256];
+    int32_t L = (int32_t)i + 1, xn, o, attn, x2, xn2, mlp;
+    loom_dim h = {"h", m->hidden}, nh = {"heads", m->heads}, dv = {"dv", m->vdim};
+    loom_status s;
+    loom_hf_name(p, "model.layers.%lld", (long long)i);
+    loom_hf_name(a, "%s.self_attn", p);
+    loom_hf_name(n, "%s.input_layernorm", p);
+    if ((s = loom_hf_norm(hb, n, L, "rmsnorm", x, &xn)) || (s = mla(hb, m, a, L, xn, &o))) return s;
+    loom_hf_name(n, "%s.o_proj", a);
+    if ((s = loom_hf_linear(hb, n, L, o, "bsnd,ndh->bsh", LOOM_HF_DIMS(nh, dv, h), 0, &attn))) return s;
+    int32_t r1[2] = {x, attn};
+    loom_hf_name(n, "%s.attn_residual", p);
+    if ((s = loom_hf_elementwise(hb, n, L, "add", 2, r1, 0, &x2))) return s;
+    loom_hf_name(n, "%s.post_attention_layernorm", p);
+    if ((s = loom_hf_norm(hb, n, L, "rmsnorm", x2, &xn2))) return s;
+
+    bool moe = m->experts > 0 && i >= m->first_dense && i % m->freq == 0;
+    const char *sfx[8] = {"gate_proj", "up_proj", "down_proj", "act_fn"};
+    const char *grp = moe ? "mlp.shared_experts" : "mlp";
+    int64_t f = moe ? m->moe_ffn * m->shared : m->ffn;
+    int32_t dense = -1;
+    if (f > 0) {
+        for (int j = 0; j < 4; j++) loom_hf_name(nm[j], "%s.%s.%s", p, grp, sfx[j]);
+        loom_dim fd = {"f", f};
+        loom_hf_swiglu ml = {.gate = nm[0], .up = nm[1], .down = nm[2], .act = nm[3],
+                             .sub_in = "bsh,hf->bsf", .sub_out = "bsf,fh->bsh", .wndim = 2,
+                             .w_in = (loom_dim[]){h, fd}, .w_out = (loom_dim[]){fd, h}};
+        if ((s = loom_hf_swiglu_mlp(hb, L, &ml, xn2, &dense))) return s;
+    }
+    mlp = dense;
+    if (moe) {
+        const char *ms[8] = {"gate", "route", "dispatch", "combine", "experts.gate_proj",
+                             "experts.up_proj", "experts.down_proj", "experts.act_fn"};
+        for (int j = 0; j < 8; j++) loom_hf_name(nm[j], "%s.mlp.%s", p, ms[j]);
+        loom_hf_moe mb = {.gate = nm[0], .route = nm[1], .dispatch = nm[2], .combine = nm[3],
+                          .w_gate = nm[4], .w_up = nm[5], .w_down = nm[6], .act = nm[7],
+                          .experts = m->experts, .topk = m->topk, .f = m->moe_ffn,
+                          .route_bias = m->route_bias};
+        int32_t routed;
+        if ((s = loom_hf_moe_block(hb, L, &mb, xn2, &routed))) return s;
+        mlp = routed;
+        if (dense >= 0) {
+            int32_t two[2] = {routed, dense};
+            loom_hf_name(n, "%s.mlp.shared_add", p);
+            if ((s = loom_hf_elementwise(hb, n, L, "add", 2, two, 0, &mlp))) return s;
+        }
+    }
+    int32_t r2[2] = {x2, mlp};
+    loom_hf_name(n, "%s.mlp_residual", p);
+    return loom_hf_elementwise(hb, n, L, "add", 2, r2, 0, y);
+}
+
+loom_status loom_hf_build_deepseek(const loom_jctx *c, const cJSON *cfg, const char *name,
+                                   const char *arch, const loom_model_opts *o, loom_graph **out)
+{
+    ds_cfg m;
+    int64_t seq, batch;
+    *out = NULL;
+    loom_status s = read_cfg(c, cfg, arch, &m);
+    if (s == LOOM_OK) s = loom_hf_shape(c, o, m.max_pos, false, &seq, &batch);
+    if (s) return s;
+
+    loom_hf_builder hb;
+    if ((s = loom_hf_begin(&hb, name, o, seq, batch, c->err))) return s;
+    loom_model_info *info = loom_graph_info(hb.g);
+    snprintf(info->arch, sizeof info->arch, "%s", arch);
+    info->layers = m.layers;
+    info->hidden = m.hidden;
+    info->heads = info->kv_heads = m.heads;
+    info->head_dim = m.nope + m.rope;
+    info->ffn = m.ffn;
+    info->vocab = m.vocab;
+    info->experts = m.experts;
+    info->experts_topk = m.topk;
+    info->shared_experts = m.shared;
+    info->moe_ffn = m.moe_ffn;
+    info->first_dense = m.experts ? m.first_dense : 0;
+    info->q_lora_rank = m.q_lora;
+    info->kv_lora_rank = m.kv_lora;
+    info->qk_rope_head_dim = m.rope;
+    info->v_head_dim = m.vdim;
+    info->max_positions = m.max_pos;
+    info->tied_embeddings = m.tied;
+    info->gated_mlp = true;
+
+    int32_t ids, table, x, loss;
+    s = loom_hf_ids(&hb, "input_ids", &ids);
+    if (s == LOOM_OK)
+        s = loom_hf_embedding(&hb, "model.embed_tokens", 0, ids, (loom_dim){"v", m.vocab}, m.hidden,
+                              &table, &x);
+    for (int64_t i = 0; s == LOOM_OK && i < m.layers; i++) s = layer(&hb, &m, i, x, &x);
+    if (s == LOOM_OK)
+        s = loom_hf_head(&hb, (int32_t)m.layers + 1, "model.norm", "rmsnorm", x, m.tied ? table : -1,
+                         m.vocab, &loss);
+    return loom_hf_end(&hb, s, c->file, out);
+}

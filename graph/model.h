@@ -1,0 +1,61 @@
+/*
+ * model.h — loading a model file into an operator graph.
+ *
+ * One entry point, loom_model_load, reads a JSON file and decides from its
+ * content what it is:
+ *
+ *   "format": "loom-graph/1"      an explicit loom graph (graph_json.h;
+ *                                 schema in docs/graph-format.md)
+ *   "architectures" / "model_type" a Hugging Face config.json: the graph of
+ *                                 the named family is built (hf_*.c)
+ *
+ * Sequence length, batch and dtype are not in a config.json; they come from
+ * loom_model_opts (DESIGN §3 "Ingestion"). A loom graph file carries its own
+ * shapes, so the options do not apply to it.
+ *
+ * HF graphs follow the house conventions: layer 0 is the embedding
+ * pseudo-layer, 1..L the transformer blocks, L+1 the final norm, lm_head and
+ * loss; op names are HF module paths; loom_graph_info() holds the family's
+ * hyper-parameters. Every error names the file, and the JSON field or
+ * line:column where it applies.
+ */
+#ifndef LOOM_MODEL_H
+#define LOOM_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <cJSON.h>
+#include "graph/error.h"
+#include "graph/graph.h"
+
+typedef struct {
+    int64_t seq;            /* tokens per sequence; 0 = the model's default: 2048,
+                               capped at n_positions for learned position tables */
+    int64_t batch;          /* sequences per (micro-)batch */
+    loom_dtype dtype;       /* weights and activations */
+    bool flash_attention;   /* one fused attention op (else scores/softmax/context) */
+} loom_model_opts;
+
+/* seq 2048, batch 1, bf16, flash attention. */
+void loom_model_opts_init(loom_model_opts *o);
+
+/* Largest accepted seq and batch (their product must stay far from int64
+ * overflow once multiplied by hidden sizes). */
+#define LOOM_MODEL_MAX_SEQ   ((int64_t)1 << 24)
+#define LOOM_MODEL_MAX_BATCH ((int64_t)1 << 20)
+
+/* Reads `path` (a loom graph or an HF config.json) and builds its finalized
+ * graph. o may be NULL (defaults). On failure *out is NULL. */
+loom_status loom_model_load(const char *path, const loom_model_opts *o, loom_graph **out,
+                            loom_error *err);
+
+/* Builds the graph of an already-parsed HF config; `file` names it in errors
+ * and `name` becomes the graph name. */
+loom_status loom_model_build_hf(const char *file, const cJSON *config, const char *name,
+                                const loom_model_opts *o, loom_graph **out, loom_error *err);
+
+/* "GPT2LMHeadModel, LlamaForCausalLM, …": the architectures HF loading
+ * supports, for messages and --help. */
+const char *loom_model_supported(void);
+
+#endif
