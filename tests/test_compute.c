@@ -1,0 +1,322 @@
+/*
+ * test_compute.c — compute time of an op on its shard: the roofline against
+ * hand computations (compute-bound and memory-bound), splits dividing FLOPs,
+ * the GEMM roll-off, causal flash attention, unsupported dtypes, and the
+ * profile db taking precedence over the roofline.
+ *
+ * The calibration is set to round values so the expected times can be
+ * written from datasheet figures alone (H100 SXM: 989.4 TFLOP/s bf16,
+ * 3,350 GB/s HBM, 66.9 TFLOP/s FP32 CUDA-core):
+ *   gemm_eff_max 0.5, attn_eff 0.4, mem_eff 0.5, vector_eff 0.5,
+ *   gemm_half_flops 0 (no roll-off), kernel_overhead 0.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "costs/compute.h"
+
+#define H100_BF16 989.4e12
+#define H100_HBM 3350e9
+#define H100_VEC 66.9e12
+
+static loom_calib round_calib(const loom_cluster *c)
+{
+    loom_calib cal;
+    loom_calib_default(&c->gpu, &cal);
+    cal.gemm_eff_max = 0.5;
+    cal.attn_eff = 0.4;
+    cal.mem_eff = 0.5;
+    cal.vector_eff = 0.5;
+    cal.gemm_half_flops = 0;
+    cal.kernel_overhead_s = 0;
+    return cal;
+}
+
+static int32_t tensor(loom_graph *g, const char *name, loom_dtype dt, int nd, const char *names,
+                      const int64_t *sizes, bool weight)
+{
+    loom_dim dims[LOOM_MAX_DIMS];
+    for (int i = 0; i < nd; i++) {
+        dims[i].name[0] = names[i];
+        dims[i].name[1] = '\0';
+        dims[i].size = sizes[i];
+    }
+    int32_t id = -1;
+    loom_error err;
+    if (loom_graph_add_tensor(g, name, dt, nd, dims, weight, &id, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        exit(2);
+    }
+    return id;
+}
+
+static int32_t op(loom_graph *g, loom_op *o)
+{
+    int32_t id = -1;
+    loom_error err;
+    if (loom_graph_add_op(g, o, &id, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        exit(2);
+    }
+    return id;
+}
+
+/* y[s,f] = x[s,h] · W[h,f] with bf16 (or dt) operands. */
+static int32_t gemm(loom_graph *g, const char *name, loom_dtype dt, int64_t s, int64_t h,
+                    int64_t f)
+{
+    char n1[64], n2[64], n3[64];
+    snprintf(n1, sizeof n1, "%s.x", name);
+    snprintf(n2, sizeof n2, "%s.W", name);
+    snprintf(n3, sizeof n3, "%s.y", name);
+    int32_t x = tensor(g, n1, dt, 2, "sh", (int64_t[]){s, h}, false);
+    int32_t w = tensor(g, n2, dt, 2, "hf", (int64_t[]){h, f}, true);
+    int32_t y = tensor(g, n3, dt, 2, "sf", (int64_t[]){s, f}, false);
+    loom_op o = {.kind = LOOM_OP_EINSUM, .n_in = 1, .n_w = 1, .n_out = 1,
+                 .in = {x}, .w = {w}, .out = {y}};
+    snprintf(o.name, sizeof o.name, "%s", name);
+    snprintf(o.einsum, sizeof o.einsum, "sh,hf->sf");
+    return op(g, &o);
+}
+
+/* o = attention(q [b,s,n,d], k [b,t,n,d], v [b,t,n,d]); the letters are dim names. */
+static int32_t attention(loom_graph *g, const char *name, int64_t s, int64_t t, bool causal)
+{
+    char nq[64], nk[64], nv[64], no[64];
+    snprintf(nq, sizeof nq, "%s.q", name);
+    snprintf(nk, sizeof nk, "%s.k", name);
+    snprintf(nv, sizeof nv, "%s.v", name);
+    snprintf(no, sizeof no, "%s.o", name);
+    int32_t q = tensor(g, nq, LOOM_DTYPE_BF16, 4, "bsnd", (int64_t[]){1, s, 16, 128}, false);
+    int32_t k = tensor(g, nk, LOOM_DTYPE_BF16, 4, "btnd", (int64_t[]){1, t, 16, 128}, false);
+    int32_t v = tensor(g, nv, LOOM_DTYPE_BF16, 4, "btnd", (int64_t[]){1, t, 16, 128}, false);
+    int32_t o = tensor(g, no, LOOM_DTYPE_BF16, 4, "bsnd", (int64_t[]){1, s, 16, 128}, false);
+    loom_op a = {.kind = LOOM_OP_ATTENTION, .n_in = 3, .n_out = 1, .in = {q, k, v}, .out = {o},
+                 .causal = causal};
+    snprintf(a.name, sizeof a.name, "%s", name);
+    return op(g, &a);
+}
+
+static int32_t add(loom_graph *g, const char *name, int64_t s, int64_t h)
+{
+    char n1[64], n2[64], n3[64];
+    snprintf(n1, sizeof n1, "%s.a", name);
+    snprintf(n2, sizeof n2, "%s.b", name);
+    snprintf(n3, sizeof n3, "%s.y", name);
+    int32_t a = tensor(g, n1, LOOM_DTYPE_BF16, 2, "sh", (int64_t[]){s, h}, false);
+    int32_t b = tensor(g, n2, LOOM_DTYPE_BF16, 2, "sh", (int64_t[]){s, h}, false);
+    int32_t y = tensor(g, n3, LOOM_DTYPE_BF16, 2, "sh", (int64_t[]){s, h}, false);
+    loom_op o = {.kind = LOOM_OP_ELEMENTWISE, .n_in = 2, .n_out = 1, .in = {a, b}, .out = {y}};
+    snprintf(o.name, sizeof o.name, "%s", name);
+    snprintf(o.fn, sizeof o.fn, "add");
+    return op(g, &o);
+}
+
+static loom_op_time time_of(const loom_cost_model *m, const loom_graph *g, int32_t id,
+                            const loom_dim_split *sp, int n)
+{
+    loom_op_time t = {-1, -1, LOOM_SRC_MEASURED};
+    loom_error err;
+    loom_status s = loom_cost_op_time(m, g, id, sp, n, &t, &err);
+    if (s) fprintf(stderr, "unexpected: %s\n", err.msg);
+    CHECK_INT_EQ(s, LOOM_OK);
+    return t;
+}
+
+int main(void)
+{
+    loom_error err;
+    loom_cluster c;
+    CHECK_INT_EQ(loom_cluster_load("dgx-h100-x1", &c, &err), LOOM_OK);
+    loom_calib cal = round_calib(&c);
+    loom_cost_model *m = NULL;
+    CHECK_INT_EQ(loom_cost_model_create(&c, &cal, NULL, &m, &err), LOOM_OK);
+    CHECK(loom_cost_model_profile_db(m) == NULL);
+    CHECK(strcmp(loom_cost_model_cluster(m)->name, "dgx-h100-x1") == 0);
+    CHECK_NEAR_REL(loom_cost_model_calib(m)->gemm_eff_max, 0.5, 0);
+
+    loom_graph *g = NULL;
+    CHECK_INT_EQ(loom_graph_create("t", &g, &err), LOOM_OK);
+    int32_t big = gemm(g, "big", LOOM_DTYPE_BF16, 4096, 4096, 16384);
+    int32_t gemv = gemm(g, "gemv", LOOM_DTYPE_BF16, 1, 8192, 8192);
+    int32_t ew = add(g, "add", 4096, 4096);
+    int32_t full = attention(g, "attn", 2048, 2048, false);
+    int32_t causal = attention(g, "causal", 2048, 2048, true);
+    int32_t decode = attention(g, "decode", 1, 2048, true);
+
+    /* Compute-bound GEMM: F = 2·4096·4096·16384 = 5.4976e11 FLOPs,
+     * bytes = 2·(4096·4096 + 2·4096·16384) = 301,989,888.
+     * compute 5.4976e11 / (989.4e12 · 0.5) = 1.1113 ms >> memory
+     * 3.02e8 / (3350e9 · 0.5) = 0.18 ms. Backward: dX and dW, each F. */
+    double F = 2.0 * 4096 * 4096 * 16384;
+    double bytes = 2.0 * (4096.0 * 4096 + 2 * 4096.0 * 16384);
+    CHECK_NEAR_REL((double)loom_graph_op(g, big)->bytes_moved, bytes, 0);
+    double tc = F / (H100_BF16 * 0.5);
+    CHECK(tc > bytes / (H100_HBM * 0.5) * 5);
+    loom_op_time t = time_of(m, g, big, NULL, 0);
+    CHECK_NEAR_REL(t.fwd_s, tc, 1e-12);
+    CHECK_NEAR_REL(t.bwd_s, 2 * tc, 1e-12);
+    CHECK_INT_EQ(t.source, LOOM_SRC_ROOFLINE);
+
+    /* Splits divide the FLOPs: f into 4 (column-parallel), s into 2 and f
+     * into 4, the contracted h into 2 (row-parallel); a dim the op does not
+     * have changes nothing. Still compute-bound at 1/8. */
+    t = time_of(m, g, big, (loom_dim_split[]){{"f", 4}}, 1);
+    CHECK_NEAR_REL(t.fwd_s, tc / 4, 1e-12);
+    t = time_of(m, g, big, (loom_dim_split[]){{"s", 2}, {"f", 4}}, 2);
+    CHECK_NEAR_REL(t.fwd_s, tc / 8, 1e-12);
+    CHECK_NEAR_REL(t.bwd_s, tc / 4, 1e-12);
+    t = time_of(m, g, big, (loom_dim_split[]){{"h", 2}}, 1);
+    CHECK_NEAR_REL(t.fwd_s, tc / 2, 1e-12);
+    t = time_of(m, g, big, (loom_dim_split[]){{"heads", 8}}, 1);
+    CHECK_NEAR_REL(t.fwd_s, tc, 1e-12);
+    /* A split that does not divide is an error naming the op and the dim. */
+    loom_op_time bad;
+    CHECK_INT_EQ(loom_cost_op_time(m, g, big, (loom_dim_split[]){{"f", 3}}, 1, &bad, &err),
+                 LOOM_ERR_INVALID);
+    CHECK_STR_CONTAINS(err.msg, "big");
+    CHECK_STR_CONTAINS(err.msg, "\"f\"");
+    CHECK_STR_CONTAINS(err.msg, "3 parts");
+    CHECK_INT_EQ(loom_cost_op_time(m, g, big, (loom_dim_split[]){{"f", 0}}, 1, &bad, &err),
+                 LOOM_ERR_INVALID);
+    CHECK_INT_EQ(loom_cost_op_time(m, g, 99, NULL, 0, &bad, &err), LOOM_ERR_INVALID);
+
+    /* Memory-bound GEMV: F = 2·8192² = 1.34e8 -> 0.27 us of compute; the
+     * 8192² bf16 weight (134 MB) plus x and y take
+     * 2·(8192 + 8192² + 8192) / (3350e9 · 0.5) = 80.2 us. */
+    double gbytes = 2.0 * (8192 + 8192.0 * 8192 + 8192);
+    t = time_of(m, g, gemv, NULL, 0);
+    CHECK_NEAR_REL(t.fwd_s, gbytes / (H100_HBM * 0.5), 1e-12);
+    CHECK_NEAR_REL(t.bwd_s, 2 * gbytes / (H100_HBM * 0.5), 1e-12);
+    /* Row-parallel split of h by 8 divides the weight bytes (x too; y not):
+     * 2·(1024 + 1024·8192 + 8192). */
+    t = time_of(m, g, gemv, (loom_dim_split[]){{"h", 8}}, 1);
+    CHECK_NEAR_REL(t.fwd_s, 2.0 * (1024 + 1024.0 * 8192 + 8192) / (H100_HBM * 0.5), 1e-12);
+
+    /* Pointwise add of two 4096² bf16 tensors: 16.8 MFLOP on CUDA cores
+     * (0.5 us) vs 3 · 32 MiB = 100.7 MB through HBM (60.1 us): memory-bound.
+     * Backward (linear): reads dy, writes two grads: 2× the bytes. */
+    double ebytes = 3.0 * 4096 * 4096 * 2;
+    CHECK(4096.0 * 4096 / (H100_VEC * 0.5) < ebytes / (H100_HBM * 0.5) / 50);
+    t = time_of(m, g, ew, NULL, 0);
+    CHECK_NEAR_REL(t.fwd_s, ebytes / (H100_HBM * 0.5), 1e-12);
+    CHECK_NEAR_REL(t.bwd_s, 2 * ebytes / (H100_HBM * 0.5), 1e-12);
+    t = time_of(m, g, ew, (loom_dim_split[]){{"s", 4}}, 1);
+    CHECK_NEAR_REL(t.fwd_s, ebytes / 4 / (H100_HBM * 0.5), 1e-12);
+
+    /* Attention, full: 4·b·heads·s·t·d = 4·16·2048²·128 = 3.436e10 FLOPs,
+     * compute 3.436e10 / (989.4e12 · 0.4) = 86.8 us (bytes 16.8 MB: 10 us).
+     * Causal with 16 blocks of 128: the flash kernel computes 136 of 256
+     * tiles = 17/32 of the work. Decoding one query sees every key. */
+    double af = 4.0 * 16 * 2048 * 2048 * 128;
+    CHECK_NEAR_REL((double)loom_graph_op(g, full)->fwd_flops, af, 0);
+    CHECK_NEAR_REL((double)loom_graph_op(g, causal)->fwd_flops, af, 0);   /* model FLOPs */
+    double ta = af / (H100_BF16 * 0.4);
+    t = time_of(m, g, full, NULL, 0);
+    CHECK_NEAR_REL(t.fwd_s, ta, 1e-12);
+    CHECK_NEAR_REL(t.bwd_s, 2.5 * ta, 1e-12);
+    t = time_of(m, g, causal, NULL, 0);
+    CHECK_NEAR_REL(t.fwd_s, ta * 17 / 32, 1e-12);
+    CHECK_NEAR_REL(t.bwd_s, 2.5 * ta * 17 / 32, 1e-12);
+    /* Heads split 4 ways (tensor parallel): a quarter. */
+    t = time_of(m, g, causal, (loom_dim_split[]){{"n", 4}}, 1);
+    CHECK_NEAR_REL(t.fwd_s, ta * 17 / 32 / 4, 1e-12);
+    /* Decode: 4·16·1·2048·128 FLOPs is tiny; memory dominates: bytes =
+     * q + o (2·16·128·2) + k + v (2·2048·16·128·2). */
+    double dbytes = 2.0 * (2 * 16 * 128) + 2.0 * (2 * 2048 * 16 * 128);
+    t = time_of(m, g, decode, NULL, 0);
+    CHECK_NEAR_REL(t.fwd_s, dbytes / (H100_HBM * 0.5), 1e-12);
+
+    /* GEMM roll-off: with gemm_half_flops = F the GEMM reaches half of
+     * gemm_eff_max, so it takes twice as long; kernel overhead adds per kernel
+     * (1 forward, 2 backward). */
+    loom_calib cal2 = cal;
+    cal2.gemm_half_flops = F;
+    cal2.kernel_overhead_s = 1e-6;
+    loom_cost_model *m2 = NULL;
+    CHECK_INT_EQ(loom_cost_model_create(&c, &cal2, NULL, &m2, &err), LOOM_OK);
+    t = time_of(m2, g, big, NULL, 0);
+    CHECK_NEAR_REL(t.fwd_s, 2 * tc + 1e-6, 1e-12);
+    CHECK_NEAR_REL(t.bwd_s, 4 * tc + 2e-6, 1e-12);
+    CHECK_NEAR_REL(loom_cost_gemm_time_s(m2, F, LOOM_DTYPE_BF16), 2 * tc + 1e-6, 1e-12);
+    CHECK_NEAR_REL(loom_cost_memory_time_s(m2, 1e9), 1e9 / (H100_HBM * 0.5), 1e-12);
+    /* Splitting f by 4 with the roll-off: F/4 at eff 0.5·(1/4)/(1/4 + 1) -> 5× the linear time. */
+    t = time_of(m2, g, big, (loom_dim_split[]){{"f", 4}}, 1);
+    CHECK_NEAR_REL(t.fwd_s, tc / 4 * 5 + 1e-6, 1e-12);
+    loom_cost_model_destroy(m2);
+
+    /* Views cost nothing. */
+    int32_t src = tensor(g, "view.x", LOOM_DTYPE_BF16, 2, "sh", (int64_t[]){64, 64}, false);
+    int32_t dst = tensor(g, "view.y", LOOM_DTYPE_BF16, 2, "hs", (int64_t[]){64, 64}, false);
+    loom_op tr = {.kind = LOOM_OP_TRANSPOSE, .n_in = 1, .n_out = 1, .in = {src}, .out = {dst}};
+    snprintf(tr.name, sizeof tr.name, "view");
+    int32_t view = op(g, &tr);
+    t = time_of(m, g, view, NULL, 0);
+    CHECK(t.fwd_s == 0 && t.bwd_s == 0 && t.source == LOOM_SRC_ROOFLINE);
+
+    /* fp8 on an A100: no fp8 tensor cores -> unsupported, named. */
+    int32_t f8 = gemm(g, "f8", LOOM_DTYPE_FP8, 128, 128, 128);
+    loom_cluster a100;
+    CHECK_INT_EQ(loom_cluster_load("dgx-a100-80g-x1", &a100, &err), LOOM_OK);
+    loom_cost_model *ma = NULL;
+    CHECK_INT_EQ(loom_cost_model_create(&a100, NULL, NULL, &ma, &err), LOOM_OK);
+    CHECK_INT_EQ(loom_cost_op_time(ma, g, f8, NULL, 0, &bad, &err), LOOM_ERR_UNSUPPORTED);
+    CHECK_STR_CONTAINS(err.msg, "f8");
+    CHECK_STR_CONTAINS(err.msg, "fp8");
+    CHECK_STR_CONTAINS(err.msg, "A100");
+    /* …while the H100 runs it at its fp8 peak (1978.9 TFLOP/s). */
+    t = time_of(m, g, f8, NULL, 0);
+    double f8_flops = 2.0 * 128 * 128 * 128, f8_bytes = 3.0 * 128 * 128;
+    double want = f8_flops / (1978.9e12 * 0.5);
+    if (f8_bytes / (H100_HBM * 0.5) > want) want = f8_bytes / (H100_HBM * 0.5);
+    CHECK_NEAR_REL(t.fwd_s, want, 1e-12);
+    /* A100 defaults (NULL calib) are the device's own. */
+    CHECK(strcmp(loom_cost_model_calib(ma)->device, "A100-SXM4-80GB") == 0);
+    loom_cost_model_destroy(ma);
+
+    /* Profile db: a measured shard wins over the roofline; other shards fall
+     * back. The db is written with the profile-db API itself. */
+    char dir[] = "/tmp/loom_test_compute_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char dbpath[128];
+    snprintf(dbpath, sizeof dbpath, "%s/db.json", dir);
+    loom_profile_db *db = NULL;
+    CHECK_INT_EQ(loom_profile_db_create("NVIDIA H100 80GB HBM3", "13.0", "", "", &db, &err),
+                 LOOM_OK);
+    loom_profile_entry e;
+    memset(&e, 0, sizeof e);
+    CHECK_INT_EQ(loom_profile_key_from_op(g, big, (loom_dim[]){{"f", 4}}, 1, &e.key, &err),
+                 LOOM_OK);
+    e.fwd_ns = 123456;
+    e.bwd_ns = 234567;
+    CHECK_INT_EQ(loom_profile_db_put(db, &e, &err), LOOM_OK);
+    CHECK_INT_EQ(loom_profile_db_save(db, dbpath, &err), LOOM_OK);
+    loom_profile_db_destroy(db);
+    loom_cost_model *mp = NULL;
+    CHECK_INT_EQ(loom_cost_model_create(&c, &cal, dbpath, &mp, &err), LOOM_OK);
+    CHECK(loom_cost_model_profile_db(mp) != NULL);
+    t = time_of(mp, g, big, (loom_dim_split[]){{"f", 4}}, 1);
+    CHECK_INT_EQ(t.source, LOOM_SRC_MEASURED);
+    CHECK_NEAR_REL(t.fwd_s, 123456e-9, 1e-12);
+    CHECK_NEAR_REL(t.bwd_s, 234567e-9, 1e-12);
+    t = time_of(mp, g, big, (loom_dim_split[]){{"f", 8}}, 1);   /* not measured, no box */
+    CHECK_INT_EQ(t.source, LOOM_SRC_ROOFLINE);
+    CHECK_NEAR_REL(t.fwd_s, tc / 8, 1e-12);
+    loom_cost_model_destroy(mp);
+    /* …and a db from another GPU is refused, naming both. */
+    loom_cost_model *mx = (loom_cost_model *)&err;   /* must be reset to NULL */
+    CHECK_INT_EQ(loom_cost_model_create(&a100, NULL, dbpath, &mx, &err), LOOM_ERR_INVALID);
+    CHECK(mx == NULL);
+    CHECK_STR_CONTAINS(err.msg, "NVIDIA H100 80GB HBM3");
+    CHECK_STR_CONTAINS(err.msg, "A100-SXM4-80GB");
+    unlink(dbpath);
+    rmdir(dir);
+
+    loom_cost_model_destroy(NULL);
+    loom_cost_model_destroy(m);
+    loom_graph_destroy(g);
+    return check_done();
+}
