@@ -104,6 +104,10 @@ void loom_ilp_solution_free(loom_ilp_solution *s);
 loom_status loom_ilp_solve_glpk(const loom_ilp *p, const loom_ilp_opts *o, loom_ilp_solution *out,
                                 loom_error *err);
 
+/* Test hook: when set, the next GLPK solve makes a call GLPK treats as fatal,
+ * to exercise the error-hook path. Used by tests only. */
+extern int loom_ilp_glpk_fault_next;
+
 /* Exact references (exact.c). Brute force enumerates every assignment
  * (fails with LOOM_ERR_LIMIT above max_assignments). The chain DP applies when
  * every edge joins node i to node i+1 (any number of parallel edges, no
