@@ -64,17 +64,21 @@ static int32_t op(loom_graph *g, loom_op *o)
     return id;
 }
 
+/* "NAME.SUFFIX" in buf (tensor names of a test op). */
+static const char *nm(char *buf, const char *name, const char *suffix)
+{
+    snprintf(buf, 64, "%s.%s", name, suffix);
+    return buf;
+}
+
 /* y[s,f] = x[s,h] · W[h,f] with bf16 (or dt) operands. */
 static int32_t gemm(loom_graph *g, const char *name, loom_dtype dt, int64_t s, int64_t h,
                     int64_t f)
 {
-    char n1[64], n2[64], n3[64];
-    snprintf(n1, sizeof n1, "%s.x", name);
-    snprintf(n2, sizeof n2, "%s.W", name);
-    snprintf(n3, sizeof n3, "%s.y", name);
-    int32_t x = tensor(g, n1, dt, 2, "sh", (int64_t[]){s, h}, false);
-    int32_t w = tensor(g, n2, dt, 2, "hf", (int64_t[]){h, f}, true);
-    int32_t y = tensor(g, n3, dt, 2, "sf", (int64_t[]){s, f}, false);
+    char b[64];
+    int32_t x = tensor(g, nm(b, name, "x"), dt, 2, "sh", (int64_t[]){s, h}, false);
+    int32_t w = tensor(g, nm(b, name, "W"), dt, 2, "hf", (int64_t[]){h, f}, true);
+    int32_t y = tensor(g, nm(b, name, "y"), dt, 2, "sf", (int64_t[]){s, f}, false);
     loom_op o = {.kind = LOOM_OP_EINSUM, .n_in = 1, .n_w = 1, .n_out = 1,
                  .in = {x}, .w = {w}, .out = {y}};
     snprintf(o.name, sizeof o.name, "%s", name);
@@ -85,15 +89,12 @@ static int32_t gemm(loom_graph *g, const char *name, loom_dtype dt, int64_t s, i
 /* o = attention(q [b,s,n,d], k [b,t,n,d], v [b,t,n,d]); the letters are dim names. */
 static int32_t attention(loom_graph *g, const char *name, int64_t s, int64_t t, bool causal)
 {
-    char nq[64], nk[64], nv[64], no[64];
-    snprintf(nq, sizeof nq, "%s.q", name);
-    snprintf(nk, sizeof nk, "%s.k", name);
-    snprintf(nv, sizeof nv, "%s.v", name);
-    snprintf(no, sizeof no, "%s.o", name);
-    int32_t q = tensor(g, nq, LOOM_DTYPE_BF16, 4, "bsnd", (int64_t[]){1, s, 16, 128}, false);
-    int32_t k = tensor(g, nk, LOOM_DTYPE_BF16, 4, "btnd", (int64_t[]){1, t, 16, 128}, false);
-    int32_t v = tensor(g, nv, LOOM_DTYPE_BF16, 4, "btnd", (int64_t[]){1, t, 16, 128}, false);
-    int32_t o = tensor(g, no, LOOM_DTYPE_BF16, 4, "bsnd", (int64_t[]){1, s, 16, 128}, false);
+    char b[64];
+    const loom_dtype bf = LOOM_DTYPE_BF16;
+    int32_t q = tensor(g, nm(b, name, "q"), bf, 4, "bsnd", (int64_t[]){1, s, 16, 128}, false);
+    int32_t k = tensor(g, nm(b, name, "k"), bf, 4, "btnd", (int64_t[]){1, t, 16, 128}, false);
+    int32_t v = tensor(g, nm(b, name, "v"), bf, 4, "btnd", (int64_t[]){1, t, 16, 128}, false);
+    int32_t o = tensor(g, nm(b, name, "o"), bf, 4, "bsnd", (int64_t[]){1, s, 16, 128}, false);
     loom_op a = {.kind = LOOM_OP_ATTENTION, .n_in = 3, .n_out = 1, .in = {q, k, v}, .out = {o},
                  .causal = causal};
     snprintf(a.name, sizeof a.name, "%s", name);
@@ -102,13 +103,10 @@ static int32_t attention(loom_graph *g, const char *name, int64_t s, int64_t t, 
 
 static int32_t add(loom_graph *g, const char *name, int64_t s, int64_t h)
 {
-    char n1[64], n2[64], n3[64];
-    snprintf(n1, sizeof n1, "%s.a", name);
-    snprintf(n2, sizeof n2, "%s.b", name);
-    snprintf(n3, sizeof n3, "%s.y", name);
-    int32_t a = tensor(g, n1, LOOM_DTYPE_BF16, 2, "sh", (int64_t[]){s, h}, false);
-    int32_t b = tensor(g, n2, LOOM_DTYPE_BF16, 2, "sh", (int64_t[]){s, h}, false);
-    int32_t y = tensor(g, n3, LOOM_DTYPE_BF16, 2, "sh", (int64_t[]){s, h}, false);
+    char buf[64];
+    int32_t a = tensor(g, nm(buf, name, "a"), LOOM_DTYPE_BF16, 2, "sh", (int64_t[]){s, h}, false);
+    int32_t b = tensor(g, nm(buf, name, "b"), LOOM_DTYPE_BF16, 2, "sh", (int64_t[]){s, h}, false);
+    int32_t y = tensor(g, nm(buf, name, "y"), LOOM_DTYPE_BF16, 2, "sh", (int64_t[]){s, h}, false);
     loom_op o = {.kind = LOOM_OP_ELEMENTWISE, .n_in = 2, .n_out = 1, .in = {a, b}, .out = {y}};
     snprintf(o.name, sizeof o.name, "%s", name);
     snprintf(o.fn, sizeof o.fn, "add");
