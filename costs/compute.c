@@ -175,16 +175,15 @@ static loom_status shard_of(const loom_graph *g, const loom_op *op, const loom_d
     for (int i = 0; i < op->n_w; i++) weight[n] = true, ids[n++] = op->w[i];
     for (int i = 0; i < op->n_out; i++) weight[n] = false, ids[n++] = op->out[i];
 
-    int64_t shard[3 * LOOM_MAX_IO][LOOM_MAX_DIMS];
+    int64_t shard[3 * LOOM_MAX_IO][LOOM_MAX_DIMS], parts[3 * LOOM_MAX_IO];
     double bytes = 0, largest = -1, big_ratio = 1;
     for (int k = 0; k < n; k++) {
         const loom_tensor *t = loom_graph_tensor(g, ids[k]);
-        int64_t ratio;
-        loom_status s = shard_dims(op, t, splits, n_splits, shard[k], &ratio, err);
+        loom_status s = shard_dims(op, t, splits, n_splits, shard[k], &parts[k], err);
         if (s) return s;
-        bytes += (double)loom_tensor_bytes(t) / (double)ratio;
+        bytes += (double)loom_tensor_bytes(t) / (double)parts[k];
         double numel = (double)loom_tensor_numel(t);
-        if (!weight[k] && numel > largest) largest = numel, big_ratio = (double)ratio;
+        if (!weight[k] && numel > largest) largest = numel, big_ratio = (double)parts[k];
     }
 
     const loom_tensor *in0 = op->n_in ? loom_graph_tensor(g, op->in[0]) : NULL;
@@ -212,13 +211,8 @@ static loom_status shard_of(const loom_graph *g, const loom_op *op, const loom_d
         ratio = full / part;
         if (op->causal) ratio /= causal_fraction(shard[0][1], shard[1][1]);
     }
-    if (op->kind == LOOM_OP_EMBEDDING && out0) {
-        int64_t r;
-        int64_t tmp[LOOM_MAX_DIMS];
-        loom_status s = shard_dims(op, out0, splits, n_splits, tmp, &r, err);
-        if (s) return s;
-        bytes = 2.0 * (double)loom_tensor_bytes(out0) / (double)r;
-    }
+    if (op->kind == LOOM_OP_EMBEDDING && out0)   /* reads only the gathered rows */
+        bytes = 2.0 * (double)loom_tensor_bytes(out0) / (double)parts[op->n_in + op->n_w];
     w->fwd_flops = (double)op->fwd_flops / ratio;
     w->bwd_flops = (double)op->bwd_flops / ratio;
     w->bytes = bytes;

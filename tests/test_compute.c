@@ -246,6 +246,26 @@ int main(void)
     CHECK_NEAR_REL(t.fwd_s, tc / 4 * 5 + 1e-6, 1e-12);
     loom_cost_model_destroy(m2);
 
+    /* Embedding: token ids [s] gather rows of a [v, h] table into [s, h];
+     * it reads only the gathered rows: bytes = 2 · |out| = 2·1024·4096·2.
+     * A vocab-split table (Megatron's vocab-parallel embedding) still
+     * writes every token's row, so splitting v changes nothing; splitting h
+     * divides it. */
+    int32_t ids = tensor(g, "emb.ids", LOOM_DTYPE_INT64, 1, "s", (int64_t[]){1024}, false);
+    int32_t tab = tensor(g, "emb.W", LOOM_DTYPE_BF16, 2, "vh", (int64_t[]){32000, 4096}, true);
+    int32_t eo = tensor(g, "emb.y", LOOM_DTYPE_BF16, 2, "sh", (int64_t[]){1024, 4096}, false);
+    loom_op eop = {.kind = LOOM_OP_EMBEDDING, .n_in = 1, .n_w = 1, .n_out = 1, .in = {ids},
+                   .w = {tab}, .out = {eo}};
+    snprintf(eop.name, sizeof eop.name, "emb");
+    int32_t emb = op(g, &eop);
+    double emb_s = 2.0 * 1024 * 4096 * 2 / (H100_HBM * 0.5);
+    t = time_of(m, g, emb, NULL, 0);
+    CHECK_NEAR_REL(t.fwd_s, emb_s, 1e-12);
+    t = time_of(m, g, emb, (loom_dim_split[]){{"v", 8}}, 1);
+    CHECK_NEAR_REL(t.fwd_s, emb_s, 1e-12);
+    t = time_of(m, g, emb, (loom_dim_split[]){{"h", 8}}, 1);
+    CHECK_NEAR_REL(t.fwd_s, emb_s / 8, 1e-12);
+
     /* Views cost nothing. */
     int32_t src = tensor(g, "view.x", LOOM_DTYPE_BF16, 2, "sh", (int64_t[]){64, 64}, false);
     int32_t dst = tensor(g, "view.y", LOOM_DTYPE_BF16, 2, "hs", (int64_t[]){64, 64}, false);
