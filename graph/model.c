@@ -102,6 +102,7 @@ loom_status loom_model_build_hf(const char *file, const cJSON *config, const cha
     loom_model_opts def;
     if (!o) {
         loom_model_opts_init(&def);
+        def.seq = 0;   /* the model's default (GPT-2: n_positions) */
         o = &def;
     }
     *out = NULL;

@@ -45,7 +45,8 @@ void loom_model_opts_init(loom_model_opts *o);
 #define LOOM_MODEL_MAX_BATCH ((int64_t)1 << 20)
 
 /* Reads `path` (a loom graph or an HF config.json) and builds its finalized
- * graph. o may be NULL (defaults). On failure *out is NULL. */
+ * graph. o may be NULL: the defaults with seq 0 (the model's own default).
+ * On failure *out is NULL. */
 loom_status loom_model_load(const char *path, const loom_model_opts *o, loom_graph **out,
                             loom_error *err);
 

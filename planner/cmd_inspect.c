@@ -77,7 +77,24 @@ static void fmt_count(char *b, size_t n, int64_t v)
     else snprintf(b, n, "%" PRId64, v);
 }
 
-static double mib(int64_t b) { return (double)b / (1024.0 * 1024.0); }
+/* FLOPs with a unit that keeps 3-4 significant digits: "962.3 GFLOP". */
+static void fmt_flops(char *b, size_t n, double f)
+{
+    static const char *const unit[] = {"FLOP", "KFLOP", "MFLOP", "GFLOP", "TFLOP", "PFLOP"};
+    int u = 0;
+    while (f >= 1000.0 && u < 5) f /= 1000.0, u++;
+    snprintf(b, n, u ? "%.1f %s" : "%.0f %s", f, unit[u]);
+}
+
+/* Bytes in binary units: "272.0 MiB". */
+static void fmt_bytes(char *b, size_t n, int64_t v)
+{
+    static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double x = (double)v;
+    int u = 0;
+    while (x >= 1024.0 && u < 4) x /= 1024.0, u++;
+    snprintf(b, n, u ? "%.1f %s" : "%.0f %s", x, unit[u]);
+}
 
 /* "[b 1, s 2048, h 4096]" */
 static void fmt_shape(char *b, size_t n, const loom_tensor *t)
@@ -118,29 +135,29 @@ static void print_text(const char *path, const loom_graph *g, const loom_graph_t
                " kv, head dim %" PRId64 "), ffn %" PRId64 ", vocab %" PRId64 "\n",
                m->arch, m->layers, m->hidden, m->heads, m->kv_heads, m->head_dim, m->ffn, m->vocab);
         if (m->experts)
-            printf("experts       %" PRId64 " routed (top-%" PRId64 ", ffn %" PRId64 ")%s%s\n",
-                   m->experts, m->experts_topk, m->moe_ffn, m->shared_experts ? ", shared " : "",
-                   m->shared_experts ? (m->shared_experts == 1 ? "1" : "several") : "");
+            printf("experts       %" PRId64 " routed (top-%" PRId64 ", ffn %" PRId64 "), %" PRId64
+                   " shared, first %" PRId64 " layers dense\n", m->experts, m->experts_topk,
+                   m->moe_ffn, m->shared_experts, m->first_dense);
     }
     if (m->seq && m->batch)
-        printf("shape         batch %" PRId64 " x seq %" PRId64 ", %s, %s attention\n", m->batch, m->seq,
-               loom_dtype_name(m->dtype), m->flash_attention ? "fused (flash)" : "unfused");
+        printf("shape         batch %" PRId64 " x seq %" PRId64 ", %s%s\n", m->batch, m->seq,
+               loom_dtype_name(m->dtype),
+               !m->arch[0] ? "" : m->flash_attention ? ", fused (flash) attention" : ", unfused attention");
     fmt_count(a, sizeof a, tot->params);
     fmt_count(b, sizeof b, tot->params_embedding);
     printf("\nparameters    %s total, %s in embeddings%s\n", a, b,
            m->arch[0] ? (m->tied_embeddings ? " (lm_head tied)" : " (lm_head untied)") : "");
-    if (tokens > 0)
-        printf("FLOPs/token   %.2f GFLOP forward, %.2f GFLOP training (forward + backward)\n",
-               (double)tot->fwd_flops / (double)tokens / 1e9,
-               (double)(tot->fwd_flops + tot->bwd_flops) / (double)tokens / 1e9);
-    else
-        printf("FLOPs         %.3f GFLOP forward, %.3f GFLOP training (per pass; no seq/batch given)\n",
-               (double)tot->fwd_flops / 1e9, (double)(tot->fwd_flops + tot->bwd_flops) / 1e9);
-    printf("activations   %.2f MiB saved per layer (largest block), %.2f MiB for the whole model\n",
-           mib(act_max), mib(tot->activation_bytes));
+    double per = tokens > 0 ? (double)tokens : 1.0;
+    fmt_flops(a, sizeof a, (double)tot->fwd_flops / per);
+    fmt_flops(b, sizeof b, (double)(tot->fwd_flops + tot->bwd_flops) / per);
+    printf("%s%s forward, %s training (forward + backward)\n",
+           tokens > 0 ? "FLOPs/token   " : "FLOPs/pass    ", a, b);
+    fmt_bytes(a, sizeof a, act_max);
+    fmt_bytes(b, sizeof b, tot->activation_bytes);
+    printf("activations   %s saved per layer (largest block), %s for the whole model\n", a, b);
     printf("signatures    %d distinct over %d layer slots\n", (int)n_sigs, (int)nl);
 
-    printf("\n%-14s %5s %12s %14s %14s  %s\n", "layer", "ops", "params", "fwd GFLOP", "saved MiB",
+    printf("\n%-14s %5s %12s %14s %12s  %s\n", "layer", "ops", "params", "forward", "saved",
            "signature");
     for (int32_t r = 0; r < n_runs; r++) {
         char range[32];
@@ -149,8 +166,10 @@ static void print_text(const char *path, const loom_graph *g, const loom_graph_t
             snprintf(range, sizeof range, "%d-%d (x%d)", (int)runs[r].first, (int)runs[r].last,
                      (int)(runs[r].last - runs[r].first + 1));
         fmt_count(c, sizeof c, runs[r].t.params);
-        printf("%-14s %5d %12s %14.3f %14.2f  %016" PRIx64 "\n", range, (int)runs[r].ops, c,
-               (double)runs[r].t.fwd_flops / 1e9, mib(runs[r].t.activation_bytes), runs[r].sig);
+        fmt_flops(a, sizeof a, (double)runs[r].t.fwd_flops);
+        fmt_bytes(b, sizeof b, runs[r].t.activation_bytes);
+        printf("%-14s %5d %12s %14s %12s  %016" PRIx64 "\n", range, (int)runs[r].ops, c, a, b,
+               runs[r].sig);
     }
 
     int32_t first, count;
@@ -165,17 +184,18 @@ static void print_text(const char *path, const loom_graph *g, const loom_graph_t
         if ((int)strlen(det) > wdet) wdet = (int)strlen(det);
         if ((int)strlen(shape) > wshape) wshape = (int)strlen(shape);
     }
-    printf("\nops of layer %d (FLOPs for the whole batch, forward)\n", (int)fb);
-    printf("%-*s  %-13s %-*s %-*s %10s %12s %10s\n", wname, "op", "kind", wdet, "detail", wshape,
-           "output", "params", "GFLOP", "saved MiB");
+    printf("\nops of layer %d (forward FLOPs of the whole batch; bytes saved for backward)\n", (int)fb);
+    printf("%-*s  %-13s %-*s %-*s %10s %14s %12s\n", wname, "op", "kind", wdet, "detail", wshape,
+           "output", "params", "forward", "saved");
     for (int32_t i = first; i < first + count; i++) {
         const loom_op *op = loom_graph_op(g, i);
         op_detail(det, sizeof det, op);
         fmt_shape(shape, sizeof shape, loom_graph_tensor(g, op->out[0]));
         fmt_count(c, sizeof c, op_params(g, op));
-        printf("%-*s  %-13s %-*s %-*s %10s %12.4f %10.2f\n", wname, op->name,
-               loom_op_kind_name(op->kind), wdet, det, wshape, shape, c, (double)op->fwd_flops / 1e9,
-               mib(loom_op_saved_bytes(g, i)));
+        fmt_flops(a, sizeof a, (double)op->fwd_flops);
+        fmt_bytes(b, sizeof b, loom_op_saved_bytes(g, i));
+        printf("%-*s  %-13s %-*s %-*s %10s %14s %12s\n", wname, op->name,
+               loom_op_kind_name(op->kind), wdet, det, wshape, shape, c, a, b);
     }
 }
 
