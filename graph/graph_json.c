@@ -127,6 +127,19 @@ static loom_status item_str(const loom_jctx *c, const cJSON *it, const char *pat
     return LOOM_OK;
 }
 
+/* Checks that v is an object with only the `keys` members and a required
+ * "name" of 1 to LOOM_NAME_MAX - 1 characters. */
+static loom_status named_object(const loom_jctx *c, const cJSON *v, const char *path,
+                                const char *const *keys, const char **name)
+{
+    if (!cJSON_IsObject(v)) return loom_json_fail(c, path, "expected an object, found %s", loom_json_type_name(v));
+    loom_status s = loom_json_check_keys(c, v, path, keys);
+    if (s == LOOM_OK) s = loom_json_get_str(c, v, path, "name", true, name);
+    if (s == LOOM_OK && ((*name)[0] == '\0' || strlen(*name) >= LOOM_NAME_MAX))
+        s = loom_json_fail(c, path, "field \"name\": expected 1 to %d characters", LOOM_NAME_MAX - 1);
+    return s;
+}
+
 static loom_status read_tensor(const loom_jctx *c, loom_graph *g, name_map *map, const cJSON *t,
                                const char *path, loom_dtype def)
 {
@@ -136,9 +149,7 @@ static loom_status read_tensor(const loom_jctx *c, loom_graph *g, name_map *map,
     loom_dtype dt = def;
     char sub[SUB_MAX_LEN];
     loom_status s;
-    if (!cJSON_IsObject(t)) return loom_json_fail(c, path, "expected an object, found %s", loom_json_type_name(t));
-    if ((s = loom_json_check_keys(c, t, path, tensor_keys)) ||
-        (s = loom_json_get_str(c, t, path, "name", true, &name)) ||
+    if ((s = named_object(c, t, path, tensor_keys, &name)) ||
         (s = loom_json_get_array(c, t, path, "dims", true, &dims)) ||
         (s = loom_json_get_array(c, t, path, "shape", true, &shape)) ||
         (s = read_dtype(c, t, path, &dt)) ||
@@ -150,8 +161,6 @@ static loom_status read_tensor(const loom_jctx *c, loom_graph *g, name_map *map,
                               cJSON_GetArraySize(shape));
     if (nd > LOOM_MAX_DIMS)
         return loom_json_fail(c, path, "%d dims (at most %d)", nd, LOOM_MAX_DIMS);
-    if (name[0] == '\0' || strlen(name) >= LOOM_NAME_MAX)
-        return loom_json_fail(c, path, "field \"name\": expected 1 to %d characters", LOOM_NAME_MAX - 1);
     loom_dim d[LOOM_MAX_DIMS];
     const cJSON *dn = dims->child, *sz = shape->child;
     for (int i = 0; i < nd; i++, dn = dn->next, sz = sz->next) {
@@ -253,14 +262,10 @@ static loom_status read_op(const loom_jctx *c, loom_graph *g, name_map *map, con
     int64_t layer = 0, topk = 0;
     char sub[SUB_MAX_LEN];
     loom_status s;
-    if (!cJSON_IsObject(o)) return loom_json_fail(c, path, "expected an object, found %s", loom_json_type_name(o));
-    if ((s = loom_json_check_keys(c, o, path, op_keys)) ||
-        (s = loom_json_get_str(c, o, path, "name", true, &name)) ||
+    if ((s = named_object(c, o, path, op_keys, &name)) ||
         (s = loom_json_get_str(c, o, path, "kind", true, &kind)) ||
         (s = loom_json_get_int(c, o, path, "layer", true, 0, 1000000, &layer)))
         return s;
-    if (name[0] == '\0' || strlen(name) >= LOOM_NAME_MAX)
-        return loom_json_fail(c, path, "field \"name\": expected 1 to %d characters", LOOM_NAME_MAX - 1);
     if (!loom_op_kind_parse(kind, &op.kind)) {
         char list[256] = "";
         size_t n = 0;

@@ -70,70 +70,6 @@ loom_status loom_hf_heads(const loom_jctx *c, int64_t hidden, int64_t heads, int
     return LOOM_OK;
 }
 
-loom_status loom_hf_shape(const loom_jctx *c, const loom_model_opts *o, int64_t max_pos,
-                          bool learned_positions, int64_t *seq, int64_t *batch)
-{
-    int64_t s = o->seq;
-    if (s == 0) {
-        s = 2048;
-        if (learned_positions && max_pos > 0 && s > max_pos) s = max_pos;
-    }
-    if (s < 1 || s > LOOM_MODEL_MAX_SEQ)
-        return loom_error_set(c->err, LOOM_ERR_INVALID, "%s: sequence length %lld is outside [1, %lld]",
-                              c->file, (long long)s, (long long)LOOM_MODEL_MAX_SEQ);
-    if (learned_positions && s > max_pos)
-        return loom_error_set(c->err, LOOM_ERR_INVALID,
-                              "%s: sequence length %lld exceeds the learned position table "
-                              "(n_positions = %lld); use a sequence of at most %lld",
-                              c->file, (long long)s, (long long)max_pos, (long long)max_pos);
-    if (o->batch < 1 || o->batch > LOOM_MODEL_MAX_BATCH)
-        return loom_error_set(c->err, LOOM_ERR_INVALID, "%s: batch %lld is outside [1, %lld]",
-                              c->file, (long long)o->batch, (long long)LOOM_MODEL_MAX_BATCH);
-    if (o->dtype != LOOM_DTYPE_BF16 && o->dtype != LOOM_DTYPE_FP16 && o->dtype != LOOM_DTYPE_FP32 &&
-        o->dtype != LOOM_DTYPE_FP8)
-        return loom_error_set(c->err, LOOM_ERR_INVALID,
-                              "%s: dtype %s cannot hold weights (expected bf16, fp16, fp32 or fp8)",
-                              c->file, loom_dtype_name(o->dtype));
-    *seq = s;
-    *batch = o->batch;
-    return LOOM_OK;
-}
-
-/* ---- build lifecycle ----------------------------------------------------------- */
-
-loom_status loom_hf_begin(loom_hf_builder *hb, const char *name, const loom_model_opts *o,
-                          int64_t seq, int64_t batch, loom_error *err)
-{
-    memset(hb, 0, sizeof *hb);
-    loom_status s = loom_graph_create(name, &hb->g, err);
-    if (s) return s;
-    hb->err = err;
-    hb->dt = o->dtype;
-    hb->b = batch;
-    hb->s = seq;
-    hb->flash = o->flash_attention;
-    loom_model_info *info = loom_graph_info(hb->g);
-    info->seq = seq;
-    info->batch = batch;
-    info->dtype = o->dtype;
-    info->flash_attention = o->flash_attention;
-    return LOOM_OK;
-}
-
-loom_status loom_hf_end(loom_hf_builder *hb, loom_status s, const char *file, loom_graph **out)
-{
-    *out = NULL;
-    if (s == LOOM_OK) s = loom_graph_finalize(hb->g, hb->err);
-    if (s) {
-        loom_error_prefix(hb->err, "%s", file);
-        loom_graph_destroy(hb->g);
-        hb->g = NULL;
-        return s;
-    }
-    *out = hb->g;
-    return LOOM_OK;
-}
-
 /* ---- tensors and generic ops ------------------------------------------------------ */
 
 loom_status loom_hf_tensor(loom_hf_builder *hb, const char *name, loom_dtype dt, int32_t ndim,
@@ -162,6 +98,20 @@ static loom_status op_init(loom_hf_builder *hb, loom_op *op, const char *name, l
     op->kind = kind;
     op->layer = layer;
     return LOOM_OK;
+}
+
+/* Sets op's operands (inputs, weights and one output) and adds it. */
+static loom_status add_op(loom_hf_builder *hb, loom_op *op, int32_t n_in, const int32_t *in,
+                          int32_t n_w, const int32_t *w, int32_t out, uint32_t saves)
+{
+    op->n_in = n_in;
+    op->n_w = n_w;
+    op->n_out = 1;
+    op->out[0] = out;
+    op->saves = saves;
+    if (n_in) memcpy(op->in, in, (size_t)n_in * sizeof *in);
+    if (n_w) memcpy(op->w, w, (size_t)n_w * sizeof *w);
+    return loom_graph_add_op(hb->g, op, NULL, hb->err);
 }
 
 /* Output tensor "<name>.out" shaped like `like`, of dtype dt. */
@@ -217,27 +167,20 @@ loom_status loom_hf_einsum(loom_hf_builder *hb, const char *name, int32_t layer,
     }
     char tn[HF_NAME_BUF];
     loom_hf_name(tn, "%s.out", name);
-    int32_t out;
+    int32_t out, wb[LOOM_MAX_IO];
     if ((s = loom_hf_tensor(hb, tn, loom_graph_tensor(hb->g, in[0])->dtype, nd, dims, &out)))
         return s;
     snprintf(op.einsum, sizeof op.einsum, "%s", sub);
-    op.n_in = n_in;
-    op.n_w = n_w;
-    op.n_out = 1;
-    op.out[0] = out;
-    op.saves = saves;
-    for (int32_t i = 0; i < n_in; i++) op.in[i] = in[i];
-    for (int32_t i = 0; i < n_w; i++) op.w[i] = w[i];
+    if (n_w > 0) memcpy(wb, w, (size_t)n_w * sizeof *w);   /* w may be NULL when n_w == 0 */
     if (bias_ndim > 0) {
         if (bias_ndim > nd)
             return loom_error_set(hb->err, LOOM_ERR_INVALID, "op %s: bias has more dims than the output",
                                   name);
-        if ((s = loom_hf_weight(hb, name, "bias", bias_ndim, dims + nd - bias_ndim, &op.w[op.n_w])))
+        if ((s = loom_hf_weight(hb, name, "bias", bias_ndim, dims + nd - bias_ndim, &wb[n_w++])))
             return s;
-        op.n_w++;
         op.bias = true;
     }
-    if ((s = loom_graph_add_op(hb->g, &op, NULL, hb->err))) return s;
+    if ((s = add_op(hb, &op, n_in, in, n_w, wb, out, saves))) return s;
     *y = out;
     return LOOM_OK;
 }
@@ -263,14 +206,7 @@ static loom_status unary(loom_hf_builder *hb, const char *name, int32_t layer, l
     int32_t out;
     if ((s = out_like(hb, name, in[0], loom_graph_tensor(hb->g, in[0])->dtype, &out))) return s;
     snprintf(op.fn, sizeof op.fn, "%s", fn ? fn : "");
-    op.n_in = n_in;
-    op.n_w = n_w;
-    op.n_out = 1;
-    op.out[0] = out;
-    op.saves = saves;
-    for (int32_t i = 0; i < n_in; i++) op.in[i] = in[i];
-    for (int32_t i = 0; i < n_w; i++) op.w[i] = w[i];
-    if ((s = loom_graph_add_op(hb->g, &op, NULL, hb->err))) return s;
+    if ((s = add_op(hb, &op, n_in, in, n_w, w, out, saves))) return s;
     *y = out;
     return LOOM_OK;
 }
@@ -280,6 +216,15 @@ loom_status loom_hf_elementwise(loom_hf_builder *hb, const char *name, int32_t l
                                 int32_t *y)
 {
     return unary(hb, name, layer, LOOM_OP_ELEMENTWISE, fn, n_in, in, 0, NULL, saves, y);
+}
+
+loom_status loom_hf_residual(loom_hf_builder *hb, const char *block, const char *what,
+                             int32_t layer, int32_t x, int32_t r, int32_t *y)
+{
+    char name[HF_NAME_BUF];
+    int32_t two[2] = {x, r};
+    loom_hf_name(name, "%s.%s_residual", block, what);
+    return loom_hf_elementwise(hb, name, layer, "add", 2, two, 0, y);
 }
 
 loom_status loom_hf_dropout(loom_hf_builder *hb, const char *name, int32_t layer, double p,
@@ -524,8 +469,11 @@ loom_status loom_hf_embedding(loom_hf_builder *hb, const char *name, int32_t lay
     return loom_graph_add_op(hb->g, &op, NULL, hb->err);
 }
 
-loom_status loom_hf_head(loom_hf_builder *hb, int32_t layer, const char *norm, const char *fn,
-                         int32_t x, int32_t table, int64_t v, int32_t *loss)
+/* Final norm, lm_head "bsh,vh->bsv" (weight `table` when tied, else a new
+ * [v, h] "lm_head.weight") and a cross-entropy "loss" against labels [b, s]
+ * that keeps the logits for backward. */
+static loom_status head(loom_hf_builder *hb, int32_t layer, const char *norm, const char *fn,
+                        int32_t x, int32_t table, int64_t v, int32_t *loss)
 {
     int32_t xn, logits, labels;
     loom_status s = loom_hf_norm(hb, norm, layer, fn, x, &xn);
@@ -546,4 +494,70 @@ loom_status loom_hf_head(loom_hf_builder *hb, int32_t layer, const char *norm, c
     op.n_out = 1, op.out[0] = *loss;
     op.saves = LOOM_SAVE_IN(0);   /* softmax(logits) - onehot needs the logits */
     return loom_graph_add_op(hb->g, &op, NULL, hb->err);
+}
+
+/* ---- the decoder driver ------------------------------------------------------------------- */
+
+/* Resolves and checks seq and batch (see loom_model_opts). */
+static loom_status shape(const loom_jctx *c, const loom_model_opts *o, const loom_hf_family *f,
+                         int64_t *seq)
+{
+    int64_t max_pos = f->info.max_positions, s = o->seq;
+    if (s == 0) {
+        s = 2048;
+        if (f->learned_positions && s > max_pos) s = max_pos;
+    }
+    if (s < 1 || s > LOOM_MODEL_MAX_SEQ)
+        return loom_error_set(c->err, LOOM_ERR_INVALID, "%s: sequence length %lld is outside [1, %lld]",
+                              c->file, (long long)s, (long long)LOOM_MODEL_MAX_SEQ);
+    if (f->learned_positions && s > max_pos)
+        return loom_error_set(c->err, LOOM_ERR_INVALID,
+                              "%s: sequence length %lld exceeds the learned position table "
+                              "(n_positions = %lld); use a sequence of at most %lld",
+                              c->file, (long long)s, (long long)max_pos, (long long)max_pos);
+    if (o->batch < 1 || o->batch > LOOM_MODEL_MAX_BATCH)
+        return loom_error_set(c->err, LOOM_ERR_INVALID, "%s: batch %lld is outside [1, %lld]",
+                              c->file, (long long)o->batch, (long long)LOOM_MODEL_MAX_BATCH);
+    if (o->dtype != LOOM_DTYPE_BF16 && o->dtype != LOOM_DTYPE_FP16 && o->dtype != LOOM_DTYPE_FP32 &&
+        o->dtype != LOOM_DTYPE_FP8)
+        return loom_error_set(c->err, LOOM_ERR_INVALID,
+                              "%s: dtype %s cannot hold weights (expected bf16, fp16, fp32 or fp8)",
+                              c->file, loom_dtype_name(o->dtype));
+    *seq = s;
+    return LOOM_OK;
+}
+
+loom_status loom_hf_build(const loom_jctx *c, const char *name, const loom_model_opts *o,
+                          const loom_hf_family *f, loom_graph **out)
+{
+    loom_hf_builder hb = {.err = c->err, .dt = o->dtype, .b = o->batch, .flash = o->flash_attention};
+    *out = NULL;
+    loom_status s = shape(c, o, f, &hb.s);
+    if (s == LOOM_OK) s = loom_graph_create(name, &hb.g, c->err);
+    if (s) return s;
+    loom_model_info *info = loom_graph_info(hb.g);
+    *info = f->info;
+    info->seq = hb.s;
+    info->batch = hb.b;
+    info->dtype = o->dtype;
+    info->flash_attention = o->flash_attention;
+
+    int32_t ids, table, x, loss, L = (int32_t)f->info.layers;
+    s = loom_hf_ids(&hb, "input_ids", &ids);
+    if (s == LOOM_OK)
+        s = f->embed ? f->embed(&hb, f->cfg, ids, &table, &x)
+                     : loom_hf_embedding(&hb, "model.embed_tokens", 0, ids,
+                                         (loom_dim){"v", f->info.vocab}, f->info.hidden, &table, &x);
+    for (int32_t i = 0; s == LOOM_OK && i < L; i++) s = f->block(&hb, f->cfg, i, x, &x);
+    if (s == LOOM_OK)
+        s = head(&hb, L + 1, f->final_norm, f->norm_fn, x, f->info.tied_embeddings ? table : -1,
+                 f->info.vocab, &loss);
+    if (s == LOOM_OK) s = loom_graph_finalize(hb.g, c->err);
+    if (s) {
+        loom_error_prefix(c->err, "%s", c->file);
+        loom_graph_destroy(hb.g);
+        return s;
+    }
+    *out = hb.g;
+    return LOOM_OK;
 }

@@ -50,21 +50,37 @@ loom_status loom_hf_size(const loom_jctx *c, const cJSON *cfg, const char *key, 
                          int64_t hi, int64_t *out);
 /* A probability in [0, 1) (dropout rates). */
 loom_status loom_hf_prob(const loom_jctx *c, const cJSON *cfg, const char *key, double *out);
-/* head_dim = hidden / heads when the config does not give it; checks that
- * heads divide hidden, that kv heads divide heads. */
+/* Checks that heads divide hidden (unless hidden_key is NULL: the config
+ * gives head_dim) and that kv heads divide heads. */
 loom_status loom_hf_heads(const loom_jctx *c, int64_t hidden, int64_t heads, int64_t kv_heads,
                           const char *hidden_key, const char *heads_key,
                           const char *kv_key);
-/* Resolves opts.seq (0 = 2048, capped at max_pos when positions are learned)
- * and checks seq, batch and dtype. */
-loom_status loom_hf_shape(const loom_jctx *c, const loom_model_opts *o, int64_t max_pos,
-                          bool learned_positions, int64_t *seq, int64_t *batch);
 
-/* Starts a build: creates the graph and fills hb. */
-loom_status loom_hf_begin(loom_hf_builder *hb, const char *name, const loom_model_opts *o,
-                          int64_t seq, int64_t batch, loom_error *err);
-/* Finalizes; on failure destroys the graph. Prefixes graph errors with file. */
-loom_status loom_hf_end(loom_hf_builder *hb, loom_status s, const char *file, loom_graph **out);
+/* ---- the decoder driver ------------------------------------------------------ */
+
+/* A model family for loom_hf_build: its hyper-parameters and how to build its
+ * embedding and one block. Every family is embedding (layer 0), L blocks
+ * (layers 1..L), then final norm, lm_head and loss (layer L+1). */
+typedef struct {
+    loom_model_info info;      /* arch, sizes and flags from the config; seq, batch,
+                                  dtype and flash_attention are set by the build */
+    bool learned_positions;    /* info.max_positions bounds the sequence (GPT-2) */
+    const char *final_norm;    /* module of the final norm: "model.norm" */
+    const char *norm_fn;       /* "rmsnorm" or "layernorm" */
+    /* Layer 0 from the token ids; NULL: "model.embed_tokens". *table is the
+     * [v, h] token table (the lm_head weight when tied). */
+    loom_status (*embed)(loom_hf_builder *hb, const void *cfg, int32_t ids, int32_t *table,
+                         int32_t *x);
+    /* Block with HF index i (loom layer i + 1) from x to *y. */
+    loom_status (*block)(loom_hf_builder *hb, const void *cfg, int64_t i, int32_t x, int32_t *y);
+    const void *cfg;           /* the family's parsed config, passed to embed and block */
+} loom_hf_family;
+
+/* Resolves opts.seq (0 = 2048, capped at max_positions for learned position
+ * tables), checks seq, batch and dtype, builds and finalizes the graph. Graph
+ * errors are prefixed with the file name. */
+loom_status loom_hf_build(const loom_jctx *c, const char *name, const loom_model_opts *o,
+                          const loom_hf_family *f, loom_graph **out);
 
 /* ---- tensors and generic ops ------------------------------------------------ */
 
@@ -90,6 +106,9 @@ loom_status loom_hf_linear(loom_hf_builder *hb, const char *name, int32_t layer,
 loom_status loom_hf_elementwise(loom_hf_builder *hb, const char *name, int32_t layer,
                                 const char *fn, int32_t n_in, const int32_t *in, uint32_t saves,
                                 int32_t *y);
+/* Residual connection "<block>.<what>_residual": *y = x + r. */
+loom_status loom_hf_residual(loom_hf_builder *hb, const char *block, const char *what,
+                             int32_t layer, int32_t x, int32_t r, int32_t *y);
 /* Dropout with rate p (saves a 1-byte mask); p == 0 adds nothing, *y = x. */
 loom_status loom_hf_dropout(loom_hf_builder *hb, const char *name, int32_t layer, double p,
                             int32_t x, int32_t *y);
@@ -149,12 +168,6 @@ loom_status loom_hf_embedding(loom_hf_builder *hb, const char *name, int32_t lay
                               loom_dim rows, int64_t h, int32_t *table, int32_t *y);
 /* Token ids [b,s] (int64) named `name`. */
 loom_status loom_hf_ids(loom_hf_builder *hb, const char *name, int32_t *id);
-
-/* Head: final norm `norm` (fn), lm_head "bsh,vh->bsv" with `table` as its
- * weight when tied (else a new [v,h] "lm_head.weight"), and a cross-entropy
- * loss "loss" against labels [b,s] that saves the logits. */
-loom_status loom_hf_head(loom_hf_builder *hb, int32_t layer, const char *norm, const char *fn,
-                         int32_t x, int32_t table, int64_t v, int32_t *loss);
 
 /* snprintf into a fixed op-name buffer. */
 void loom_hf_name(char *dst, const char *fmt, ...)

@@ -31,60 +31,69 @@
 #include "graph/hf_build.h"
 
 typedef struct {
-    int64_t hidden, layers, heads, ffn, vocab, max_pos;
-    int64_t q_lora, kv_lora, nope, rope, vdim;
-    int64_t experts, topk, shared, moe_ffn, first_dense, freq;
-    bool tied, route_bias;
+    loom_model_info m;     /* sizes copied into the graph (head_dim = nope + rope) */
+    int64_t nope, freq;    /* qk_nope_head_dim, moe_layer_freq */
+    bool route_bias;       /* V3's e_score_correction_bias */
 } ds_cfg;
 
-static loom_status read_cfg(const loom_jctx *c, const cJSON *cfg, const char *arch, ds_cfg *m)
+static loom_status read_cfg(const loom_jctx *c, const cJSON *cfg, const char *arch, ds_cfg *dc)
 {
     const int64_t big = (int64_t)1 << 40;
-    memset(m, 0, sizeof *m);
-    m->freq = 1;
+    loom_model_info *m = &dc->m;
+    memset(dc, 0, sizeof *dc);
+    snprintf(m->arch, sizeof m->arch, "%s", arch);
+    m->gated_mlp = true;
+    dc->freq = 1;
     loom_status s;
     if ((s = loom_hf_size(c, cfg, "hidden_size", true, big, &m->hidden)) ||
         (s = loom_hf_size(c, cfg, "num_hidden_layers", true, 100000, &m->layers)) ||
         (s = loom_hf_size(c, cfg, "num_attention_heads", true, big, &m->heads)) ||
         (s = loom_hf_size(c, cfg, "intermediate_size", true, big, &m->ffn)) ||
         (s = loom_hf_size(c, cfg, "vocab_size", true, big, &m->vocab)) ||
-        (s = loom_hf_size(c, cfg, "kv_lora_rank", true, big, &m->kv_lora)) ||
-        (s = loom_hf_size(c, cfg, "qk_nope_head_dim", true, big, &m->nope)) ||
-        (s = loom_hf_size(c, cfg, "qk_rope_head_dim", true, big, &m->rope)) ||
-        (s = loom_hf_size(c, cfg, "v_head_dim", true, big, &m->vdim)) ||
-        (s = loom_hf_size(c, cfg, "q_lora_rank", false, big, &m->q_lora)) ||
-        (s = loom_hf_size(c, cfg, "max_position_embeddings", false, big, &m->max_pos)) ||
+        (s = loom_hf_size(c, cfg, "kv_lora_rank", true, big, &m->kv_lora_rank)) ||
+        (s = loom_hf_size(c, cfg, "qk_nope_head_dim", true, big, &dc->nope)) ||
+        (s = loom_hf_size(c, cfg, "qk_rope_head_dim", true, big, &m->qk_rope_head_dim)) ||
+        (s = loom_hf_size(c, cfg, "v_head_dim", true, big, &m->v_head_dim)) ||
+        (s = loom_hf_size(c, cfg, "q_lora_rank", false, big, &m->q_lora_rank)) ||
+        (s = loom_hf_size(c, cfg, "max_position_embeddings", false, big, &m->max_positions)) ||
         (s = loom_hf_size(c, cfg, "n_routed_experts", false, 1 << 20, &m->experts)) ||
-        (s = loom_json_get_bool(c, cfg, "$", "tie_word_embeddings", false, &m->tied)))
+        (s = loom_json_get_bool(c, cfg, "$", "tie_word_embeddings", false, &m->tied_embeddings)))
         return s;
+    /* MLA attends with as many kv heads as query heads (the latent is shared,
+     * the per-head keys and values are not). */
+    m->kv_heads = m->heads;
+    m->head_dim = dc->nope + m->qk_rope_head_dim;
     if (m->experts > 0) {
-        if ((s = loom_hf_size(c, cfg, "num_experts_per_tok", true, 1 << 20, &m->topk)) ||
+        if ((s = loom_hf_size(c, cfg, "num_experts_per_tok", true, 1 << 20, &m->experts_topk)) ||
             (s = loom_hf_size(c, cfg, "moe_intermediate_size", true, big, &m->moe_ffn)) ||
-            (s = loom_json_get_int(c, cfg, "$", "n_shared_experts", false, 0, 1 << 20, &m->shared)) ||
+            (s = loom_json_get_int(c, cfg, "$", "n_shared_experts", false, 0, 1 << 20,
+                                   &m->shared_experts)) ||
             (s = loom_json_get_int(c, cfg, "$", "first_k_dense_replace", false, 0, 100000,
                                    &m->first_dense)) ||
-            (s = loom_hf_size(c, cfg, "moe_layer_freq", false, 100000, &m->freq)))
+            (s = loom_hf_size(c, cfg, "moe_layer_freq", false, 100000, &dc->freq)))
             return s;
-        if (m->topk > m->experts)
+        if (m->experts_topk > m->experts)
             return loom_json_fail(c, "$", "num_experts_per_tok = %lld exceeds n_routed_experts = %lld",
-                                  (long long)m->topk, (long long)m->experts);
+                                  (long long)m->experts_topk, (long long)m->experts);
     }
-    m->route_bias = strcmp(arch, "deepseek_v3") == 0;
+    dc->route_bias = strcmp(arch, "deepseek_v3") == 0;
     return LOOM_OK;
 }
 
 /* MLA of layer i (loom layer L) on the normed input xn. */
-static loom_status mla(loom_hf_builder *hb, const ds_cfg *m, const char *a, int32_t L, int32_t xn,
+static loom_status mla(loom_hf_builder *hb, const ds_cfg *dc, const char *a, int32_t L, int32_t xn,
                        int32_t *o)
 {
+    const loom_model_info *m = &dc->m;
+    int64_t rope = m->qk_rope_head_dim;
     char n[256], n2[256];
-    loom_dim h = {"h", m->hidden}, nh = {"heads", m->heads}, dh = {"dh", m->nope + m->rope},
-             ql = {"ql", m->q_lora}, kva = {"kva", m->kv_lora + m->rope}, kvl = {"kvl", m->kv_lora},
-             dr = {"dr", m->rope}, dkv = {"dkv", m->nope + m->vdim}, dn = {"dn", m->nope},
-             dv = {"dv", m->vdim};
+    loom_dim h = {"h", m->hidden}, nh = {"heads", m->heads}, dh = {"dh", m->head_dim},
+             ql = {"ql", m->q_lora_rank}, kva = {"kva", m->kv_lora_rank + rope},
+             kvl = {"kvl", m->kv_lora_rank}, dr = {"dr", rope}, dkv = {"dkv", dc->nope + m->v_head_dim},
+             dn = {"dn", dc->nope}, dv = {"dv", m->v_head_dim};
     int32_t q, qa, qan, kvp, parts[2], ckv, kvb, kv[2], qr, kpe, k;
     loom_status s;
-    if (m->q_lora > 0) {
+    if (m->q_lora_rank > 0) {
         loom_hf_name(n, "%s.q_a_proj", a);
         if ((s = loom_hf_linear(hb, n, L, xn, "bsh,hq->bsq", LOOM_HF_DIMS(h, ql), 0, &qa))) return s;
         loom_hf_name(n, "%s.q_a_layernorm", a);
@@ -137,28 +146,28 @@ static loom_status mla(loom_hf_builder *hb, const ds_cfg *m, const char *a, int3
     return loom_hf_attention(hb, a, L, qr, k, kv[1], 0.0, o);
 }
 
-static loom_status layer(loom_hf_builder *hb, const ds_cfg *m, int64_t i, int32_t x, int32_t *y)
+static loom_status layer(loom_hf_builder *hb, const void *cfg, int64_t i, int32_t x, int32_t *y)
 {
+    const ds_cfg *dc = cfg;
+    const loom_model_info *m = &dc->m;
     char p[256], a[256], n[256], nm[8][256];
     int32_t L = (int32_t)i + 1, xn, o, attn, x2, xn2, mlp;
-    loom_dim h = {"h", m->hidden}, nh = {"heads", m->heads}, dv = {"dv", m->vdim};
+    loom_dim h = {"h", m->hidden}, nh = {"heads", m->heads}, dv = {"dv", m->v_head_dim};
     loom_status s;
     loom_hf_name(p, "model.layers.%lld", (long long)i);
     loom_hf_name(a, "%s.self_attn", p);
     loom_hf_name(n, "%s.input_layernorm", p);
-    if ((s = loom_hf_norm(hb, n, L, "rmsnorm", x, &xn)) || (s = mla(hb, m, a, L, xn, &o))) return s;
+    if ((s = loom_hf_norm(hb, n, L, "rmsnorm", x, &xn)) || (s = mla(hb, dc, a, L, xn, &o))) return s;
     loom_hf_name(n, "%s.o_proj", a);
     if ((s = loom_hf_linear(hb, n, L, o, "bsnd,ndh->bsh", LOOM_HF_DIMS(nh, dv, h), 0, &attn))) return s;
-    int32_t r1[2] = {x, attn};
-    loom_hf_name(n, "%s.attn_residual", p);
-    if ((s = loom_hf_elementwise(hb, n, L, "add", 2, r1, 0, &x2))) return s;
+    if ((s = loom_hf_residual(hb, p, "attn", L, x, attn, &x2))) return s;
     loom_hf_name(n, "%s.post_attention_layernorm", p);
     if ((s = loom_hf_norm(hb, n, L, "rmsnorm", x2, &xn2))) return s;
 
-    bool moe = m->experts > 0 && i >= m->first_dense && i % m->freq == 0;
+    bool moe = m->experts > 0 && i >= m->first_dense && i % dc->freq == 0;
     const char *sfx[8] = {"gate_proj", "up_proj", "down_proj", "act_fn"};
     const char *grp = moe ? "mlp.shared_experts" : "mlp";
-    int64_t f = moe ? m->moe_ffn * m->shared : m->ffn;
+    int64_t f = moe ? m->moe_ffn * m->shared_experts : m->ffn;
     int32_t dense = -1;
     if (f > 0) {
         for (int j = 0; j < 4; j++) loom_hf_name(nm[j], "%s.%s.%s", p, grp, sfx[j]);
@@ -175,8 +184,8 @@ static loom_status layer(loom_hf_builder *hb, const ds_cfg *m, int64_t i, int32_
         for (int j = 0; j < 8; j++) loom_hf_name(nm[j], "%s.mlp.%s", p, ms[j]);
         loom_hf_moe mb = {.gate = nm[0], .route = nm[1], .dispatch = nm[2], .combine = nm[3],
                           .w_gate = nm[4], .w_up = nm[5], .w_down = nm[6], .act = nm[7],
-                          .experts = m->experts, .topk = m->topk, .f = m->moe_ffn,
-                          .route_bias = m->route_bias};
+                          .experts = m->experts, .topk = m->experts_topk, .f = m->moe_ffn,
+                          .route_bias = dc->route_bias};
         int32_t routed;
         if ((s = loom_hf_moe_block(hb, L, &mb, xn2, &routed))) return s;
         mlp = routed;
@@ -186,52 +195,17 @@ static loom_status layer(loom_hf_builder *hb, const ds_cfg *m, int64_t i, int32_
             if ((s = loom_hf_elementwise(hb, n, L, "add", 2, two, 0, &mlp))) return s;
         }
     }
-    int32_t r2[2] = {x2, mlp};
-    loom_hf_name(n, "%s.mlp_residual", p);
-    return loom_hf_elementwise(hb, n, L, "add", 2, r2, 0, y);
+    return loom_hf_residual(hb, p, "mlp", L, x2, mlp, y);
 }
 
 loom_status loom_hf_build_deepseek(const loom_jctx *c, const cJSON *cfg, const char *name,
                                    const char *arch, const loom_model_opts *o, loom_graph **out)
 {
-    ds_cfg m;
-    int64_t seq, batch;
+    ds_cfg dc;
     *out = NULL;
-    loom_status s = read_cfg(c, cfg, arch, &m);
-    if (s == LOOM_OK) s = loom_hf_shape(c, o, m.max_pos, false, &seq, &batch);
+    loom_status s = read_cfg(c, cfg, arch, &dc);
     if (s) return s;
-
-    loom_hf_builder hb;
-    if ((s = loom_hf_begin(&hb, name, o, seq, batch, c->err))) return s;
-    loom_model_info *info = loom_graph_info(hb.g);
-    snprintf(info->arch, sizeof info->arch, "%s", arch);
-    info->layers = m.layers;
-    info->hidden = m.hidden;
-    info->heads = info->kv_heads = m.heads;
-    info->head_dim = m.nope + m.rope;
-    info->ffn = m.ffn;
-    info->vocab = m.vocab;
-    info->experts = m.experts;
-    info->experts_topk = m.topk;
-    info->shared_experts = m.shared;
-    info->moe_ffn = m.moe_ffn;
-    info->first_dense = m.experts ? m.first_dense : 0;
-    info->q_lora_rank = m.q_lora;
-    info->kv_lora_rank = m.kv_lora;
-    info->qk_rope_head_dim = m.rope;
-    info->v_head_dim = m.vdim;
-    info->max_positions = m.max_pos;
-    info->tied_embeddings = m.tied;
-    info->gated_mlp = true;
-
-    int32_t ids, table, x, loss;
-    s = loom_hf_ids(&hb, "input_ids", &ids);
-    if (s == LOOM_OK)
-        s = loom_hf_embedding(&hb, "model.embed_tokens", 0, ids, (loom_dim){"v", m.vocab}, m.hidden,
-                              &table, &x);
-    for (int64_t i = 0; s == LOOM_OK && i < m.layers; i++) s = layer(&hb, &m, i, x, &x);
-    if (s == LOOM_OK)
-        s = loom_hf_head(&hb, (int32_t)m.layers + 1, "model.norm", "rmsnorm", x, m.tied ? table : -1,
-                         m.vocab, &loss);
-    return loom_hf_end(&hb, s, c->file, out);
+    loom_hf_family f = {.info = dc.m, .final_norm = "model.norm", .norm_fn = "rmsnorm",
+                        .block = layer, .cfg = &dc};
+    return loom_hf_build(c, name, o, &f, out);
 }

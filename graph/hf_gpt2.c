@@ -25,40 +25,47 @@
 #include "graph/hf_build.h"
 
 typedef struct {
-    int64_t hidden, layers, heads, ffn, vocab, positions;
-    double resid_p, attn_p, embd_p;
-    bool tied;
+    loom_model_info m;               /* sizes copied into the graph */
+    double resid_p, attn_p, embd_p;  /* dropout rates */
 } gpt2_cfg;
 
-static loom_status read_cfg(const loom_jctx *c, const cJSON *cfg, gpt2_cfg *m)
+static loom_status read_cfg(const loom_jctx *c, const cJSON *cfg, gpt2_cfg *gc)
 {
     const int64_t big = (int64_t)1 << 40;
-    memset(m, 0, sizeof *m);
+    loom_model_info *m = &gc->m;
+    memset(gc, 0, sizeof *gc);
+    snprintf(m->arch, sizeof m->arch, "gpt2");
+    m->qkv_bias = true;
     /* HF GPT2Config defaults for the optional fields. */
-    m->resid_p = m->attn_p = m->embd_p = 0.1;
-    m->tied = true;
+    gc->resid_p = gc->attn_p = gc->embd_p = 0.1;
+    m->tied_embeddings = true;
     loom_status s;
     if ((s = loom_hf_size(c, cfg, "n_embd", true, big, &m->hidden)) ||
         (s = loom_hf_size(c, cfg, "n_layer", true, 100000, &m->layers)) ||
         (s = loom_hf_size(c, cfg, "n_head", true, big, &m->heads)) ||
         (s = loom_hf_size(c, cfg, "vocab_size", true, big, &m->vocab)) ||
-        (s = loom_hf_size(c, cfg, "n_positions", true, big, &m->positions)))
+        (s = loom_hf_size(c, cfg, "n_positions", true, big, &m->max_positions)))
         return s;
     m->ffn = 4 * m->hidden;   /* n_inner: null means 4 · n_embd */
     if ((s = loom_hf_size(c, cfg, "n_inner", false, big, &m->ffn)) ||
-        (s = loom_hf_prob(c, cfg, "resid_pdrop", &m->resid_p)) ||
-        (s = loom_hf_prob(c, cfg, "attn_pdrop", &m->attn_p)) ||
-        (s = loom_hf_prob(c, cfg, "embd_pdrop", &m->embd_p)) ||
-        (s = loom_json_get_bool(c, cfg, "$", "tie_word_embeddings", false, &m->tied)))
+        (s = loom_hf_prob(c, cfg, "resid_pdrop", &gc->resid_p)) ||
+        (s = loom_hf_prob(c, cfg, "attn_pdrop", &gc->attn_p)) ||
+        (s = loom_hf_prob(c, cfg, "embd_pdrop", &gc->embd_p)) ||
+        (s = loom_json_get_bool(c, cfg, "$", "tie_word_embeddings", false, &m->tied_embeddings)) ||
+        (s = loom_hf_heads(c, m->hidden, m->heads, m->heads, "n_embd", "n_head", "n_head")))
         return s;
-    return loom_hf_heads(c, m->hidden, m->heads, m->heads, "n_embd", "n_head", "n_head");
+    m->kv_heads = m->heads;
+    m->head_dim = m->hidden / m->heads;
+    return LOOM_OK;
 }
 
-static loom_status block(loom_hf_builder *hb, const gpt2_cfg *m, int64_t i, int32_t x, int32_t *y)
+static loom_status block(loom_hf_builder *hb, const void *cfg, int64_t i, int32_t x, int32_t *y)
 {
+    const gpt2_cfg *gc = cfg;
+    const loom_model_info *m = &gc->m;
     char p[256], n[256];
     int32_t L = (int32_t)i + 1, xn, qkv, parts[3], o, proj, dr, x2, xn2, fc, act, fc2, dr2;
-    int64_t dh = m->hidden / m->heads;
+    int64_t dh = m->head_dim;
     loom_dim h = {"h", m->hidden}, three = {"qkv", 3}, nh = {"heads", m->heads}, d = {"dh", dh},
              f = {"f", m->ffn};
     loom_status s;
@@ -77,14 +84,12 @@ static loom_status block(loom_hf_builder *hb, const gpt2_cfg *m, int64_t i, int3
     loom_hf_name(n, "%s.attn.split", p);
     if ((s = loom_hf_view(hb, n, L, 1, &qkv, 3, nd, pd, parts))) return s;
     loom_hf_name(n, "%s.attn", p);
-    if ((s = loom_hf_attention(hb, n, L, parts[0], parts[1], parts[2], m->attn_p, &o))) return s;
+    if ((s = loom_hf_attention(hb, n, L, parts[0], parts[1], parts[2], gc->attn_p, &o))) return s;
     loom_hf_name(n, "%s.attn.c_proj", p);
     if ((s = loom_hf_linear(hb, n, L, o, "bsnd,ndh->bsh", LOOM_HF_DIMS(nh, d, h), 1, &proj))) return s;
     loom_hf_name(n, "%s.attn.resid_dropout", p);
-    if ((s = loom_hf_dropout(hb, n, L, m->resid_p, proj, &dr))) return s;
-    int32_t r1[2] = {x, dr};
-    loom_hf_name(n, "%s.attn_residual", p);
-    if ((s = loom_hf_elementwise(hb, n, L, "add", 2, r1, 0, &x2))) return s;
+    if ((s = loom_hf_dropout(hb, n, L, gc->resid_p, proj, &dr))) return s;
+    if ((s = loom_hf_residual(hb, p, "attn", L, x, dr, &x2))) return s;
 
     loom_hf_name(n, "%s.ln_2", p);
     if ((s = loom_hf_norm(hb, n, L, "layernorm", x2, &xn2))) return s;
@@ -95,51 +100,35 @@ static loom_status block(loom_hf_builder *hb, const gpt2_cfg *m, int64_t i, int3
     loom_hf_name(n, "%s.mlp.c_proj", p);
     if ((s = loom_hf_linear(hb, n, L, act, "bsf,fh->bsh", LOOM_HF_DIMS(f, h), 1, &fc2))) return s;
     loom_hf_name(n, "%s.mlp.dropout", p);
-    if ((s = loom_hf_dropout(hb, n, L, m->resid_p, fc2, &dr2))) return s;
-    int32_t r2[2] = {x2, dr2};
-    loom_hf_name(n, "%s.mlp_residual", p);
-    return loom_hf_elementwise(hb, n, L, "add", 2, r2, 0, y);
+    if ((s = loom_hf_dropout(hb, n, L, gc->resid_p, fc2, &dr2))) return s;
+    return loom_hf_residual(hb, p, "mlp", L, x2, dr2, y);
+}
+
+/* wte(input_ids) + wpe(position_ids), then transformer.drop. */
+static loom_status embed(loom_hf_builder *hb, const void *cfg, int32_t ids, int32_t *wte, int32_t *x)
+{
+    const gpt2_cfg *gc = cfg;
+    int32_t pos, wpe, te, pe, sum;
+    loom_status s;
+    if ((s = loom_hf_ids(hb, "position_ids", &pos)) ||
+        (s = loom_hf_embedding(hb, "transformer.wte", 0, ids, (loom_dim){"v", gc->m.vocab},
+                               gc->m.hidden, wte, &te)) ||
+        (s = loom_hf_embedding(hb, "transformer.wpe", 0, pos, (loom_dim){"pos", gc->m.max_positions},
+                               gc->m.hidden, &wpe, &pe)))
+        return s;
+    int32_t two[2] = {te, pe};
+    if ((s = loom_hf_elementwise(hb, "transformer.embed_add", 0, "add", 2, two, 0, &sum))) return s;
+    return loom_hf_dropout(hb, "transformer.drop", 0, gc->embd_p, sum, x);
 }
 
 loom_status loom_hf_build_gpt2(const loom_jctx *c, const cJSON *cfg, const char *name,
                                const loom_model_opts *o, loom_graph **out)
 {
-    gpt2_cfg m;
-    int64_t seq, batch;
+    gpt2_cfg gc;
     *out = NULL;
-    loom_status s = read_cfg(c, cfg, &m);
-    if (s == LOOM_OK) s = loom_hf_shape(c, o, m.positions, true, &seq, &batch);
+    loom_status s = read_cfg(c, cfg, &gc);
     if (s) return s;
-
-    loom_hf_builder hb;
-    if ((s = loom_hf_begin(&hb, name, o, seq, batch, c->err))) return s;
-    loom_model_info *info = loom_graph_info(hb.g);
-    snprintf(info->arch, sizeof info->arch, "gpt2");
-    info->layers = m.layers;
-    info->hidden = m.hidden;
-    info->heads = info->kv_heads = m.heads;
-    info->head_dim = m.hidden / m.heads;
-    info->ffn = m.ffn;
-    info->vocab = m.vocab;
-    info->tied_embeddings = m.tied;
-    info->qkv_bias = true;
-    info->max_positions = m.positions;
-
-    int32_t ids, pos, wte, wpe, te, pe, sum, x, loss;
-    if ((s = loom_hf_ids(&hb, "input_ids", &ids)) || (s = loom_hf_ids(&hb, "position_ids", &pos)) ||
-        (s = loom_hf_embedding(&hb, "transformer.wte", 0, ids, (loom_dim){"v", m.vocab}, m.hidden,
-                               &wte, &te)) ||
-        (s = loom_hf_embedding(&hb, "transformer.wpe", 0, pos, (loom_dim){"pos", m.positions},
-                               m.hidden, &wpe, &pe)))
-        goto done;
-    int32_t two[2] = {te, pe};
-    if ((s = loom_hf_elementwise(&hb, "transformer.embed_add", 0, "add", 2, two, 0, &sum)) ||
-        (s = loom_hf_dropout(&hb, "transformer.drop", 0, m.embd_p, sum, &x)))
-        goto done;
-    for (int64_t i = 0; s == LOOM_OK && i < m.layers; i++) s = block(&hb, &m, i, x, &x);
-    if (s == LOOM_OK)
-        s = loom_hf_head(&hb, (int32_t)m.layers + 1, "transformer.ln_f", "layernorm", x,
-                         m.tied ? wte : -1, m.vocab, &loss);
-done:
-    return loom_hf_end(&hb, s, c->file, out);
+    loom_hf_family f = {.info = gc.m, .learned_positions = true, .final_norm = "transformer.ln_f",
+                        .norm_fn = "layernorm", .embed = embed, .block = block, .cfg = &gc};
+    return loom_hf_build(c, name, o, &f, out);
 }

@@ -22,16 +22,18 @@
 #include "graph/hf_build.h"
 
 typedef struct {
-    int64_t hidden, layers, heads, kv_heads, head_dim, ffn, vocab, max_pos;
-    int64_t experts, topk;
-    bool tied, qkv_bias, attn_bias, mlp_bias;
+    loom_model_info m;          /* sizes and flags, copied into the graph */
+    bool attn_bias, mlp_bias;   /* Llama's attention_bias (q/k/v/o) and mlp_bias */
 } llama_cfg;
 
 /* Reads and checks the config fields this family uses. */
-static loom_status read_cfg(const loom_jctx *c, const cJSON *cfg, const char *arch, llama_cfg *m)
+static loom_status read_cfg(const loom_jctx *c, const cJSON *cfg, const char *arch, llama_cfg *lc)
 {
     const int64_t big = (int64_t)1 << 40, max_layers = 100000;
-    memset(m, 0, sizeof *m);
+    loom_model_info *m = &lc->m;
+    memset(lc, 0, sizeof *lc);
+    snprintf(m->arch, sizeof m->arch, "%s", arch);
+    m->gated_mlp = true;
     loom_status s;
     if ((s = loom_hf_size(c, cfg, "hidden_size", true, big, &m->hidden)) ||
         (s = loom_hf_size(c, cfg, "num_hidden_layers", true, max_layers, &m->layers)) ||
@@ -42,10 +44,10 @@ static loom_status read_cfg(const loom_jctx *c, const cJSON *cfg, const char *ar
     m->kv_heads = m->heads;
     if ((s = loom_hf_size(c, cfg, "num_key_value_heads", false, big, &m->kv_heads)) ||
         (s = loom_hf_size(c, cfg, "head_dim", false, big, &m->head_dim)) ||
-        (s = loom_hf_size(c, cfg, "max_position_embeddings", false, big, &m->max_pos)) ||
-        (s = loom_json_get_bool(c, cfg, "$", "tie_word_embeddings", false, &m->tied)) ||
-        (s = loom_json_get_bool(c, cfg, "$", "attention_bias", false, &m->attn_bias)) ||
-        (s = loom_json_get_bool(c, cfg, "$", "mlp_bias", false, &m->mlp_bias)))
+        (s = loom_hf_size(c, cfg, "max_position_embeddings", false, big, &m->max_positions)) ||
+        (s = loom_json_get_bool(c, cfg, "$", "tie_word_embeddings", false, &m->tied_embeddings)) ||
+        (s = loom_json_get_bool(c, cfg, "$", "attention_bias", false, &lc->attn_bias)) ||
+        (s = loom_json_get_bool(c, cfg, "$", "mlp_bias", false, &lc->mlp_bias)))
         return s;
     /* An explicit head_dim (Mistral-Nemo, Qwen3) need not equal hidden/heads. */
     bool derive = m->head_dim == 0;
@@ -53,21 +55,24 @@ static loom_status read_cfg(const loom_jctx *c, const cJSON *cfg, const char *ar
                            "num_attention_heads", "num_key_value_heads")))
         return s;
     if (derive) m->head_dim = m->hidden / m->heads;
-    m->qkv_bias = m->attn_bias || strcmp(arch, "qwen2") == 0;
+    m->qkv_bias = lc->attn_bias || strcmp(arch, "qwen2") == 0;
     if (strcmp(arch, "mixtral") == 0) {
         if ((s = loom_hf_size(c, cfg, "num_local_experts", true, 1 << 20, &m->experts)) ||
-            (s = loom_hf_size(c, cfg, "num_experts_per_tok", true, 1 << 20, &m->topk)))
+            (s = loom_hf_size(c, cfg, "num_experts_per_tok", true, 1 << 20, &m->experts_topk)))
             return s;
-        if (m->topk > m->experts)
+        if (m->experts_topk > m->experts)
             return loom_json_fail(c, "$", "num_experts_per_tok = %lld exceeds num_local_experts = %lld",
-                                  (long long)m->topk, (long long)m->experts);
+                                  (long long)m->experts_topk, (long long)m->experts);
+        m->moe_ffn = m->ffn;   /* Mixtral's intermediate_size is each expert's */
     }
     return LOOM_OK;
 }
 
 /* One decoder layer: HF index i, loom layer i + 1. */
-static loom_status layer(loom_hf_builder *hb, const llama_cfg *m, int64_t i, int32_t x, int32_t *y)
+static loom_status layer(loom_hf_builder *hb, const void *cfg, int64_t i, int32_t x, int32_t *y)
 {
+    const llama_cfg *lc = cfg;
+    const loom_model_info *m = &lc->m;
     char p[256], a[256], n[256], n2[256], n3[256], n4[256];
     int32_t L = (int32_t)i + 1, xn, q, k, v, qr, kr, o, attn, x2, xn2, mlp;
     loom_dim h = {"h", m->hidden}, nh = {"heads", m->heads}, kvh = {"kvh", m->kv_heads},
@@ -95,11 +100,9 @@ static loom_status layer(loom_hf_builder *hb, const llama_cfg *m, int64_t i, int
         return s;
     loom_hf_name(n, "%s.o_proj", a);
     if ((s = loom_hf_linear(hb, n, L, o, "bsnd,ndh->bsh", LOOM_HF_DIMS(nh, dh, h),
-                            m->attn_bias ? 1 : 0, &attn)))
+                            lc->attn_bias ? 1 : 0, &attn)))
         return s;
-    int32_t r1[2] = {x, attn};
-    loom_hf_name(n, "%s.attn_residual", p);
-    if ((s = loom_hf_elementwise(hb, n, L, "add", 2, r1, 0, &x2))) return s;
+    if ((s = loom_hf_residual(hb, p, "attn", L, x, attn, &x2))) return s;
     loom_hf_name(n, "%s.post_attention_layernorm", p);
     if ((s = loom_hf_norm(hb, n, L, "rmsnorm", x2, &xn2))) return s;
 
@@ -109,8 +112,10 @@ static loom_status layer(loom_hf_builder *hb, const llama_cfg *m, int64_t i, int
         const char *sfx[8] = {"gate", "route", "dispatch", "combine", "experts.w1", "experts.w3",
                               "experts.w2", "experts.act_fn"};
         for (int j = 0; j < 8; j++) loom_hf_name(names[j], "%s.%s", moe, sfx[j]);
-        loom_hf_moe mb = {names[0], names[1], names[2], names[3], names[4], names[5], names[6],
-                          names[7], m->experts, m->topk, m->ffn, false};
+        loom_hf_moe mb = {.gate = names[0], .route = names[1], .dispatch = names[2],
+                          .combine = names[3], .w_gate = names[4], .w_up = names[5],
+                          .w_down = names[6], .act = names[7], .experts = m->experts,
+                          .topk = m->experts_topk, .f = m->ffn};
         if ((s = loom_hf_moe_block(hb, L, &mb, xn2, &mlp))) return s;
     } else {
         loom_hf_name(n, "%s.mlp.gate_proj", p);
@@ -120,50 +125,20 @@ static loom_status layer(loom_hf_builder *hb, const llama_cfg *m, int64_t i, int
         loom_hf_swiglu ml = {.gate = n, .up = n2, .down = n3, .act = n4,
                              .sub_in = "bsh,hf->bsf", .sub_out = "bsf,fh->bsh", .wndim = 2,
                              .w_in = (loom_dim[]){h, f}, .w_out = (loom_dim[]){f, h},
-                             .bias_ndim = m->mlp_bias ? 1 : 0};
+                             .bias_ndim = lc->mlp_bias ? 1 : 0};
         if ((s = loom_hf_swiglu_mlp(hb, L, &ml, xn2, &mlp))) return s;
     }
-    int32_t r2[2] = {x2, mlp};
-    loom_hf_name(n, "%s.mlp_residual", p);
-    return loom_hf_elementwise(hb, n, L, "add", 2, r2, 0, y);
+    return loom_hf_residual(hb, p, "mlp", L, x2, mlp, y);
 }
 
 loom_status loom_hf_build_llama(const loom_jctx *c, const cJSON *cfg, const char *name,
                                 const char *arch, const loom_model_opts *o, loom_graph **out)
 {
-    llama_cfg m;
-    int64_t seq, batch;
+    llama_cfg lc;
     *out = NULL;
-    loom_status s = read_cfg(c, cfg, arch, &m);
-    if (s == LOOM_OK) s = loom_hf_shape(c, o, m.max_pos, false, &seq, &batch);
+    loom_status s = read_cfg(c, cfg, arch, &lc);
     if (s) return s;
-
-    loom_hf_builder hb;
-    if ((s = loom_hf_begin(&hb, name, o, seq, batch, c->err))) return s;
-    loom_model_info *info = loom_graph_info(hb.g);
-    snprintf(info->arch, sizeof info->arch, "%s", arch);
-    info->layers = m.layers;
-    info->hidden = m.hidden;
-    info->heads = m.heads;
-    info->kv_heads = m.kv_heads;
-    info->head_dim = m.head_dim;
-    info->ffn = m.ffn;
-    info->vocab = m.vocab;
-    info->experts = m.experts;
-    info->experts_topk = m.topk;
-    info->moe_ffn = m.experts ? m.ffn : 0;
-    info->tied_embeddings = m.tied;
-    info->gated_mlp = true;
-    info->qkv_bias = m.qkv_bias;
-    info->max_positions = m.max_pos;
-
-    int32_t ids, table, x, loss;
-    s = loom_hf_ids(&hb, "input_ids", &ids);
-    if (s == LOOM_OK) s = loom_hf_embedding(&hb, "model.embed_tokens", 0, ids, (loom_dim){"v", m.vocab},
-                                               m.hidden, &table, &x);
-    for (int64_t i = 0; s == LOOM_OK && i < m.layers; i++) s = layer(&hb, &m, i, x, &x);
-    if (s == LOOM_OK)
-        s = loom_hf_head(&hb, (int32_t)m.layers + 1, "model.norm", "rmsnorm", x, m.tied ? table : -1,
-                         m.vocab, &loss);
-    return loom_hf_end(&hb, s, c->file, out);
+    loom_hf_family f = {.info = lc.m, .final_norm = "model.norm", .norm_fn = "rmsnorm",
+                        .block = layer, .cfg = &lc};
+    return loom_hf_build(c, name, o, &f, out);
 }
