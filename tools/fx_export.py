@@ -188,12 +188,7 @@ def run(a):
 
     L = Lowerer(graph, model, roles, fuse_attention=a.fuse_attention).run()
     if L.problems:
-        print("%s: %s uses %d call%s that loom cannot represent (nothing written):"
-              % (PROG, a.model, len(L.problems), "" if len(L.problems) == 1 else "s"),
-              file=sys.stderr)
-        for p in L.problems:
-            print("  %s at %s, module %s: %s" % (p["call"], p["where"], p["module"], p["why"]),
-                  file=sys.stderr)
+        report_problems(a.model, L.problems)
         return 1
     try:
         doc = build(L, a.name or type(model).__name__, a.dtype, a.blocks)
@@ -202,6 +197,20 @@ def run(a):
         return 1
     write_atomic(a.output, dumps(doc))
     return 0
+
+
+def report_problems(model, problems):
+    """One line per distinct (call, source line, reason), with the module
+    paths where it happens (a problem inside a block repeats per block)."""
+    groups = {}
+    for p in problems:
+        groups.setdefault((p["call"], p["where"], p["why"]), []).append(p["module"])
+    print("%s: %s uses %d call%s that loom cannot represent (nothing written):"
+          % (PROG, model, len(groups), "" if len(groups) == 1 else "s"), file=sys.stderr)
+    for (call, where, why), mods in groups.items():
+        more = " (+%d more)" % (len(mods) - 3) if len(mods) > 3 else ""
+        print("  %s at %s, module %s%s: %s" % (call, where, ", ".join(mods[:3]), more, why),
+              file=sys.stderr)
 
 
 def _trace_location(e):

@@ -126,7 +126,7 @@ def einsum(L, base, operands, out_labels, out_shape, store=None, bias=None, save
                 first[lab] = (v.t, e)
     groups = []
     for lab, n in zip(out_labels, out_shape):
-        if n == 1 or lab not in first:
+        if lab not in first:
             groups.append([])
         else:
             ft, fe = first[lab]
@@ -209,6 +209,13 @@ def h_transpose(L, args, kwargs):
 def h_t(L, args, kwargs):
     x = _as_val(L, args[0])
     return L.st.permute(x, list(reversed(range(len(x.shape)))))
+
+
+def h_mT(L, args, kwargs):
+    x = _as_val(L, args[0])
+    perm = list(range(len(x.shape)))
+    perm[-1], perm[-2] = perm[-2], perm[-1]
+    return L.st.permute(x, perm)
 
 
 def h_expand(L, args, kwargs):
@@ -343,6 +350,7 @@ h_stack = h_cat
 
 
 def _numel(shape):
+    """Product of sizes (an iterable of ints)."""
     n = 1
     for s in shape:
         n *= s
@@ -361,10 +369,10 @@ def _broadcast_groups(L, vals, shape):
         have = []
         for v in vals:
             j = i - (nd - len(v.shape))
-            if n != 1 and j >= 0 and v.shape[j] == n and v.entries[j]:
+            if j >= 0 and v.shape[j] == n and v.entries[j]:
                 have.append((v, v.entries[j]))
         if n == 1:
-            groups.append([])
+            groups.append(L.st.entry_atoms(have[0][0].t, have[0][1]) if have else [])
         elif not have:
             groups.append([L.alg.new(n)])
         else:
@@ -765,7 +773,9 @@ def h_sdpa(L, args, kwargs):
     for x, e, role in ((q, 1, "heads"), (k, 1, "kvh"), (q, 3, "dh"), (v, 3, "dh")):
         for a in st.entry_atoms(x.t, x.entries[e]):
             alg.set_role(a, role, PRIO[role])
-    if q.shape[1] == k.shape[1]:    # multi-head: one kv head per query head
+    def heads(x):
+        return _numel(L.alg.find(a).size for a in st.entry_atoms(x.t, x.entries[1]))
+    if heads(q) == heads(k):    # multi-head: one kv head per query head
         st.unify_entries(q.t, q.entries[1], k.t, k.entries[1])
     q = fx_ordered(L, q, [0, 2, 1, 3], "q_layout")
     k = fx_ordered(L, k, [0, 2, 1, 3], "k_layout")

@@ -43,6 +43,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .dims import Algebra, DimError
+from .trace import ensure_sdpa
 from .values import (POISON, Const, ParamRef, Poison, Store, Val, is_bcast)
 
 # Role priorities: when two atoms meet, the better-evidenced role wins.
@@ -59,6 +60,7 @@ class Unsupported(Exception):
 
 
 def _fn_table():
+    ensure_sdpa()
     t = {
         F.linear: "linear", torch.matmul: "matmul", operator.matmul: "matmul",
         torch.bmm: "matmul", torch.mm: "matmul", torch.einsum: "einsum",
@@ -95,7 +97,7 @@ METHOD = {
     "contiguous": "alias", "float": "alias", "half": "alias", "bfloat16": "alias",
     "to": "alias", "type_as": "alias", "type": "alias", "clone": "alias", "detach": "alias",
 }
-ALIAS_FNS = {"alias"}
+ATTRS = {"T": "t", "mT": "mT", "real": "alias", "data": "alias"}
 
 
 def call_name(node, root):
@@ -109,6 +111,8 @@ def call_name(node, root):
     if node.op == "call_method":
         return "Tensor." + str(node.target)
     t = node.target
+    if t is getattr and len(node.args) > 1:
+        return "Tensor." + str(node.args[1])
     if getattr(t, "__module__", None) == "_operator":
         return "operator." + t.__name__
     name = getattr(t, "__name__", str(t))
@@ -152,14 +156,29 @@ class Lowerer:
                 v = self.lower(node)
             except Unsupported as e:
                 self.report(node, e.why)
-                v = POISON
+                v = self.stand_in(node)
             except (DimError, ValueError) as e:
                 self.report(node, "cannot follow the shapes: %s" % e)
-                v = POISON
+                v = self.stand_in(node)
             self.vals[node] = v
         from .patterns import run_patterns
         run_patterns(self)
         return self
+
+    def stand_in(self, node):
+        """After a reported problem, a fresh tensor of the call's shape lets
+        the walk go on, so that later problems are reported too (nothing is
+        written once anything was reported)."""
+        t = self.meta(node)
+        if not isinstance(t, torch.Tensor):
+            return POISON
+        atoms = [self.alg.new(n) for n in t.shape if n != 1]
+        pt = self.st.tensor(atoms)
+        entries, k = [], 0
+        for n in t.shape:
+            entries.append([] if n == 1 else [(k,)])
+            k += n != 1
+        return Val(pt, entries, t.shape)
 
     def report(self, node, why):
         self.problems.append({
@@ -318,6 +337,10 @@ class Lowerer:
             return Const(self.meta(node))
         if node.op == "call_method":
             key = METHOD.get(node.target)
+        elif node.target is getattr:
+            # tensor attributes read as values: x.T, x.mT, x.real, ...
+            key = ATTRS.get(args[1])
+            args = (args[0],)
         else:
             key = FN.get(node.target)
         if key is None:
@@ -332,8 +355,7 @@ class Lowerer:
         roles = self.input_roles.get(node.target)
         atoms = []
         for i, n in enumerate(t.shape):
-            if n == 1:
-                continue
+            # size-1 input dims are kept: a batch of 1 is still the batch axis
             a = self.alg.new(n)
             if roles and i < len(roles) and roles[i]:
                 r, prio = roles[i]
@@ -343,14 +365,7 @@ class Lowerer:
                  torch.uint8: "u8"}.get(t.dtype)
         pt = self.st.tensor(atoms, dtype=dtype, hint=node.target)
         pt.is_input = True
-        entries, k = [], 0
-        for n in t.shape:
-            if n == 1:
-                entries.append([])
-            else:
-                entries.append([(k,)])
-                k += 1
-        return Val(pt, entries, t.shape)
+        return Val(pt, [[(k,)] for k in range(len(atoms))], t.shape)
 
     def call_module(self, node, args, kwargs):
         m = self.root.get_submodule(node.target)

@@ -66,6 +66,40 @@ def meta_device():
             yield
 
 
+def _sdpa_reference(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
+                    scale=None):
+    """F.scaled_dot_product_attention for torch < 2.0 (Debian bookworm ships
+    1.13), so that models written for torch 2 trace. It dispatches through
+    __torch_function__, hence traces as one call (lowered to loom's fused
+    attention op); on meta tensors it computes the result's shape."""
+    args = (query, key, value)
+    if torch.overrides.has_torch_function(args):
+        return torch.overrides.handle_torch_function(
+            _sdpa_reference, args, query, key, value, attn_mask=attn_mask,
+            dropout_p=dropout_p, is_causal=is_causal, scale=scale)
+    s = scale if scale is not None else query.shape[-1] ** -0.5
+    w = torch.matmul(query, key.transpose(-2, -1)) * s
+    if attn_mask is not None:
+        w = w + attn_mask
+    return torch.matmul(torch.softmax(w, dim=-1), value)
+
+
+_sdpa_reference.__name__ = "scaled_dot_product_attention"
+_sdpa_reference.__module__ = "torch.nn.functional"
+
+
+def ensure_sdpa():
+    """Installs the reference SDPA where torch lacks one; returns it or the
+    real one."""
+    import torch.nn.functional as F
+    if not hasattr(F, "scaled_dot_product_attention"):
+        F.scaled_dot_product_attention = _sdpa_reference
+    return F.scaled_dot_product_attention
+
+
+ensure_sdpa()
+
+
 def _torch_major():
     try:
         return int(torch.__version__.split(".")[0])

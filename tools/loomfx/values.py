@@ -191,7 +191,8 @@ class Store:
     # --- view algebra -----------------------------------------------------------
     def reshape(self, v, shape):
         """v viewed with a new shape: atoms are cut at the new boundaries and
-        regrouped (row-major, outermost first)."""
+        regrouped (row-major, outermost first). Size-1 atoms (a batch of 1)
+        ride along with the next dim, or fill a size-1 dim of the new shape."""
         if v.kind in NO_ENTRIES:
             return v.with_entries([], shape)
         flat = [p for e in v.entries for p in e]
@@ -201,14 +202,18 @@ class Store:
         leaves = []
         for p in flat:
             leaves.extend(self.expand(v.t, p))
+        size = [self.alg.find(self.atom_at(v.t, p)).size for p in leaves]
         entries, k = [], 0
         for n in shape:
             e, prod = [], 1
+            if n == 1:
+                if k < len(leaves) and size[k] == 1:
+                    e.append(leaves[k])
+                    k += 1
             while prod < n:
-                p = leaves[k]
+                e.append(leaves[k])
+                prod *= size[k]
                 k += 1
-                e.append(p)
-                prod *= self.alg.find(self.atom_at(v.t, p)).size
             if prod != n:
                 raise ValueError("reshape does not line up with the axes")
             entries.append(e)
@@ -223,5 +228,5 @@ class Store:
         xs, ys = self.entry_atoms(ta, ea), self.entry_atoms(tb, eb)
         if xs and ys:
             self.alg.unify_lists(xs, ys)
-        elif xs or ys:
+        elif any(self.alg.find(a).size != 1 for a in xs + ys):
             raise ValueError("a dim of size 1 meets one that is not")
