@@ -1,0 +1,640 @@
+/*
+ * merge.c — builds one layer's sharding ILP: union-find follow-merge,
+ * per-set strategy tables, fan-out nodes, periodic links and the class
+ * cost matrices of every edge (merge.h).
+ *
+ * Node order in the ILP: op sets in the order of their roots' op ids, then
+ * fan-out nodes in the order of their tensors' first use — deterministic, so
+ * identical inputs give identical plans.
+ */
+#include "solver/merge.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "solver/strategy_impl.h"
+
+typedef struct {
+    int32_t set;          /* ILP node */
+    int main_in;          /* followed input slot, -1 for a root */
+    int32_t main_prod;    /* relative producer of that input */
+    loom_strategy *st;    /* [k of the set] */
+} lop;
+
+typedef struct {
+    int32_t root;         /* relative op, or -1 for a fan-out node */
+    int32_t k;            /* choices */
+    double *cost, *mem;   /* [k]: members' costs (self edges folded in), memory */
+    loom_spec *fspec;     /* fan-out choices */
+    uint8_t *fpart;
+    int32_t nk;           /* choices that survive pruning: keep[0..nk) */
+    int32_t *keep;
+} lnode;
+
+typedef struct {
+    int32_t tensor, src, dst;       /* nodes (src == dst: folded into the node) */
+    int32_t nsrc, ndst;
+    int32_t *src_cls, *dst_cls;     /* per choice of src / dst */
+    double *fwd_s, *bwd_s, *fwd_bytes;   /* [nsrc * ndst] */
+} ledge;
+
+struct loom_layer_problem {
+    const loom_strategy_ctx *c;
+    int32_t first, n_ops, n_sets;
+    lop *ops;
+    lnode *nodes;
+    int32_t n_nodes, cap_nodes;
+    ledge *edges;
+    int32_t n_edges, cap_edges;
+    loom_layer_weights w;
+    loom_ilp *ilp;
+};
+
+/* A use of a produced tensor: op `cons` input `slot` reads output `oslot`
+ * of op `prod` (relative indices). */
+typedef struct {
+    int32_t prod, oslot, cons, slot;
+} use;
+
+static int cmp_use(const void *a, const void *b)
+{
+    const use *x = a, *y = b;
+    if (x->prod != y->prod) return x->prod < y->prod ? -1 : 1;
+    if (x->oslot != y->oslot) return x->oslot < y->oslot ? -1 : 1;
+    if (x->cons != y->cons) return x->cons < y->cons ? -1 : 1;
+    return (x->slot > y->slot) - (x->slot < y->slot);
+}
+
+static int32_t find(int32_t *parent, int32_t i)
+{
+    while (parent[i] != i) i = parent[i] = parent[parent[i]];
+    return i;
+}
+
+static int out_slot_of(const loom_op *o, int32_t tensor)
+{
+    for (int k = 0; k < o->n_out; k++)
+        if (o->out[k] == tensor) return k;
+    return -1;
+}
+
+/* The relative producer of input `slot` of relative op `rel`, or -1. */
+static int32_t internal_producer(const loom_layer_problem *p, int32_t rel, int slot, int *oslot)
+{
+    const loom_op *o = loom_graph_op(p->c->g, p->first + rel);
+    int32_t prod = loom_graph_tensor(p->c->g, o->in[slot])->producer;
+    if (prod < p->first || prod >= p->first + p->n_ops) return -1;
+    *oslot = out_slot_of(loom_graph_op(p->c->g, prod), o->in[slot]);
+    return prod - p->first;
+}
+
+void loom_layer_problem_destroy(loom_layer_problem *p)
+{
+    if (!p) return;
+    for (int32_t i = 0; p->ops && i < p->n_ops; i++) free(p->ops[i].st);
+    for (int32_t i = 0; i < p->n_nodes; i++) {
+        lnode *n = &p->nodes[i];
+        free(n->fspec), free(n->fpart), free(n->cost), free(n->mem), free(n->keep);
+    }
+    for (int32_t i = 0; i < p->n_edges; i++) {
+        ledge *e = &p->edges[i];
+        free(e->src_cls), free(e->dst_cls), free(e->fwd_s), free(e->bwd_s), free(e->fwd_bytes);
+    }
+    free(p->ops);
+    free(p->nodes);
+    free(p->edges);
+    loom_ilp_destroy(p->ilp);
+    free(p);
+}
+
+static bool grow(void **arr, int32_t *cap, int32_t need, size_t elem)
+{
+    if (need <= *cap) return true;
+    int32_t nc = *cap ? *cap * 2 : 16;
+    while (nc < need) nc *= 2;
+    void *q = realloc(*arr, (size_t)nc * elem);
+    if (!q) return false;
+    *arr = q;
+    *cap = nc;
+    return true;
+}
+
+static lnode *add_node(loom_layer_problem *p)
+{
+    if (!grow((void **)&p->nodes, &p->cap_nodes, p->n_nodes + 1, sizeof *p->nodes)) return NULL;
+    lnode *n = &p->nodes[p->n_nodes++];
+    memset(n, 0, sizeof *n);
+    return n;
+}
+
+/* Derives member `rel`'s strategy table from its producer's (recursively). */
+static loom_status derive(loom_layer_problem *p, int32_t rel, loom_error *err)
+{
+    lop *m = &p->ops[rel];
+    if (m->st) return LOOM_OK;
+    loom_status s = derive(p, m->main_prod, err);
+    if (s) return s;
+    const lop *prod = &p->ops[m->main_prod];
+    const loom_op *o = loom_graph_op(p->c->g, p->first + rel);
+    int oslot = out_slot_of(loom_graph_op(p->c->g, p->first + m->main_prod), o->in[m->main_in]);
+    int32_t k = p->nodes[m->set].k;
+    m->st = malloc((size_t)k * sizeof(loom_strategy));
+    if (!m->st) return loom_error_set(err, LOOM_ERR_NOMEM, "out of memory (merged strategies)");
+    for (int32_t i = 0; i < k; i++) {
+        s = loom_strategy_follow(p->c, p->first + rel, m->main_in, &prod->st[i].out[oslot],
+                                 &m->st[i], err);
+        if (s) return s;
+    }
+    return LOOM_OK;
+}
+
+/* One end of an edge: the distinct (spec, partial) classes of its node's
+ * choices. */
+typedef struct {
+    int32_t n;
+    loom_spec *spec;
+    uint8_t *part;
+    int32_t *cls;     /* per choice */
+} end_classes;
+
+static void free_end(end_classes *e)
+{
+    free(e->spec), free(e->part), free(e->cls);
+}
+
+static bool classify(end_classes *e, int32_t k, int nd, const loom_spec *const *specs,
+                     const uint8_t *parts)
+{
+    e->n = 0;
+    e->spec = malloc((size_t)k * sizeof(loom_spec));
+    e->part = malloc((size_t)k);
+    e->cls = malloc((size_t)k * sizeof(int32_t));
+    if (!e->spec || !e->part || !e->cls) return false;
+    for (int32_t i = 0; i < k; i++) {
+        int32_t c = 0;
+        while (c < e->n && !(loom_spec_eq(&e->spec[c], specs[i], nd) && e->part[c] == parts[i])) c++;
+        if (c == e->n) {
+            e->spec[c] = *specs[i];
+            e->part[c] = parts[i];
+            e->n++;
+        }
+        e->cls[i] = c;
+    }
+    return true;
+}
+
+/* Fills end classes for node `node` seen as the producer (out slot) or the
+ * consumer (in slot) of tensor t at op `rel`; rel < 0 means a fan-out node. */
+static bool node_end(const loom_layer_problem *p, int32_t node, int32_t rel, bool consumer,
+                     int slot, int nd, end_classes *e)
+{
+    const lnode *n = &p->nodes[node];
+    const loom_spec **specs = malloc((size_t)n->k * sizeof *specs);
+    uint8_t *parts = malloc((size_t)n->k);
+    bool ok = specs && parts;
+    for (int32_t i = 0; ok && i < n->k; i++) {
+        if (rel < 0) {
+            specs[i] = &n->fspec[i];
+            parts[i] = n->fpart[i];
+        } else {
+            const loom_strategy *s = &p->ops[rel].st[i];
+            specs[i] = consumer ? &s->in[slot] : &s->out[slot];
+            parts[i] = consumer ? s->in_partial[slot] : 0;
+        }
+    }
+    ok = ok && classify(e, n->k, nd, specs, parts);
+    free((void *)specs);
+    free(parts);
+    return ok;
+}
+
+/* Adds the edge src -> dst carrying tensor t, with its cost matrices. */
+static loom_status add_edge(loom_layer_problem *p, int32_t tensor, int32_t src, const end_classes *a,
+                            int32_t dst, const end_classes *b, loom_error *err)
+{
+    const loom_tensor *t = loom_graph_tensor(p->c->g, tensor);
+    const loom_mesh_ctx *m = &p->c->mesh;
+    bool grad = p->c->train && loom_strategy_float(t->dtype);
+    if (!grow((void **)&p->edges, &p->cap_edges, p->n_edges + 1, sizeof *p->edges))
+        return loom_error_set(err, LOOM_ERR_NOMEM, "out of memory (ILP edges)");
+    ledge *e = &p->edges[p->n_edges];
+    memset(e, 0, sizeof *e);
+    e->tensor = tensor, e->src = src, e->dst = dst, e->nsrc = a->n, e->ndst = b->n;
+    size_t cells = (size_t)a->n * (size_t)b->n;
+    int32_t ks = p->nodes[src].k, kd = p->nodes[dst].k;
+    e->src_cls = malloc((size_t)ks * sizeof(int32_t));
+    e->dst_cls = malloc((size_t)kd * sizeof(int32_t));
+    e->fwd_s = malloc(cells * sizeof(double));
+    e->bwd_s = malloc(cells * sizeof(double));
+    e->fwd_bytes = malloc(cells * sizeof(double));
+    if (!e->src_cls || !e->dst_cls || !e->fwd_s || !e->bwd_s || !e->fwd_bytes) {
+        free(e->src_cls), free(e->dst_cls), free(e->fwd_s), free(e->bwd_s), free(e->fwd_bytes);
+        return loom_error_set(err, LOOM_ERR_NOMEM, "out of memory (ILP edges)");
+    }
+    p->n_edges++;
+    memcpy(e->src_cls, a->cls, (size_t)ks * sizeof(int32_t));
+    memcpy(e->dst_cls, b->cls, (size_t)kd * sizeof(int32_t));
+    for (int32_t i = 0; i < a->n; i++)
+        for (int32_t j = 0; j < b->n; j++) {
+            size_t c = (size_t)i * (size_t)b->n + (size_t)j;
+            loom_comm f = loom_reshard_fwd(m, t, &a->spec[i], &b->spec[j]);
+            loom_comm g = {0, 0};
+            if (grad) g = loom_reshard_bwd(m, t, &b->spec[j], b->part[j], &a->spec[i], a->part[i]);
+            e->fwd_s[c] = f.time_s;
+            e->fwd_bytes[c] = f.bytes;
+            e->bwd_s[c] = g.time_s;
+        }
+    if (src == dst) {   /* both ends see the same choice: a node cost */
+        lnode *n = &p->nodes[src];
+        for (int32_t i = 0; i < n->k; i++) {
+            size_t c = (size_t)e->src_cls[i] * (size_t)e->ndst + (size_t)e->dst_cls[i];
+            n->cost[i] += e->fwd_s[c] + e->bwd_s[c];
+        }
+    }
+    return LOOM_OK;
+}
+
+/* The fan-out node of tensor t (produced by `prod`, read by uses[0..n)):
+ * choices = distinct specs of its ends × partial-gradient sets. */
+static loom_status add_fanout(loom_layer_problem *p, int32_t tensor, const use *uses, int n,
+                              int32_t *node, loom_error *err)
+{
+    const loom_tensor *t = loom_graph_tensor(p->c->g, tensor);
+    int32_t cap = 0;
+    const lop *pr = &p->ops[uses[0].prod];
+    cap += p->nodes[pr->set].k;
+    for (int u = 0; u < n; u++) cap += p->nodes[p->ops[uses[u].cons].set].k;
+    loom_spec *sig = malloc((size_t)cap * sizeof(loom_spec));
+    if (!sig) return loom_error_set(err, LOOM_ERR_NOMEM, "out of memory (fan-out)");
+    int32_t ns = 0;
+    unsigned uni = 0;
+    for (int u = -1; u < n; u++) {
+        const lop *o = u < 0 ? pr : &p->ops[uses[u].cons];
+        for (int32_t i = 0; i < p->nodes[o->set].k; i++) {
+            const loom_spec *s = u < 0 ? &o->st[i].out[uses[0].oslot] : &o->st[i].in[uses[u].slot];
+            if (u >= 0) uni |= o->st[i].in_partial[uses[u].slot];
+            int32_t c = 0;
+            while (c < ns && !loom_spec_eq(&sig[c], s, t->ndim)) c++;
+            if (c == ns) sig[ns++] = *s;
+        }
+    }
+    if (!p->c->train || !loom_strategy_float(t->dtype)) uni = 0;
+    lnode *f = add_node(p);
+    if (!f) {
+        free(sig);
+        return loom_error_set(err, LOOM_ERR_NOMEM, "out of memory (fan-out)");
+    }
+    f->root = -1;
+    f->fspec = malloc((size_t)ns * 4 * sizeof(loom_spec));
+    f->fpart = malloc((size_t)ns * 4);
+    if (!f->fspec || !f->fpart) {
+        free(sig);
+        return loom_error_set(err, LOOM_ERR_NOMEM, "out of memory (fan-out)");
+    }
+    for (int32_t i = 0; i < ns; i++)
+        for (unsigned P = 0; P < 4; P++) {
+            /* partial sums only over axes some consumer leaves partial and
+             * the layout does not split */
+            if ((P & ~uni) || (P & loom_spec_axes(&sig[i], t->ndim))) continue;
+            f->fspec[f->k] = sig[i];
+            f->fpart[f->k] = (uint8_t)P;
+            f->k++;
+        }
+    free(sig);
+    f->cost = calloc((size_t)f->k + 1, sizeof(double));
+    f->mem = calloc((size_t)f->k + 1, sizeof(double));
+    if (!f->cost || !f->mem) return loom_error_set(err, LOOM_ERR_NOMEM, "out of memory (fan-out)");
+    *node = p->n_nodes - 1;
+    return LOOM_OK;
+}
+
+/* Edges for all uses of one produced tensor. */
+static loom_status connect(loom_layer_problem *p, const use *uses, int n, loom_error *err)
+{
+    const loom_op *po = loom_graph_op(p->c->g, p->first + uses[0].prod);
+    int32_t tensor = po->out[uses[0].oslot];
+    int nd = loom_graph_tensor(p->c->g, tensor)->ndim;
+    int32_t psrc = p->ops[uses[0].prod].set;
+    end_classes a = {0}, b = {0};
+    loom_status s = LOOM_OK;
+    if (!node_end(p, psrc, uses[0].prod, false, uses[0].oslot, nd, &a)) goto oom;
+    if (n == 1) {
+        if (!node_end(p, p->ops[uses[0].cons].set, uses[0].cons, true, uses[0].slot, nd, &b)) goto oom;
+        s = add_edge(p, tensor, psrc, &a, p->ops[uses[0].cons].set, &b, err);
+        goto done;
+    }
+    int32_t fan = -1;
+    if ((s = add_fanout(p, tensor, uses, n, &fan, err))) goto done;
+    /* producer -> fan-out: the fan-out is a consumer with partial P */
+    if (!node_end(p, fan, -1, true, 0, nd, &b)) goto oom;
+    if ((s = add_edge(p, tensor, psrc, &a, fan, &b, err))) goto done;
+    free_end(&a);
+    a = b;   /* fan-out as the source: accepts partial P */
+    memset(&b, 0, sizeof b);
+    for (int u = 0; u < n && !s; u++) {
+        free_end(&b);
+        memset(&b, 0, sizeof b);
+        int32_t dst = p->ops[uses[u].cons].set;
+        if (!node_end(p, dst, uses[u].cons, true, uses[u].slot, nd, &b)) goto oom;
+        s = add_edge(p, tensor, fan, &a, dst, &b, err);
+    }
+    goto done;
+oom:
+    s = loom_error_set(err, LOOM_ERR_NOMEM, "out of memory (ILP edges)");
+done:
+    free_end(&a);
+    free_end(&b);
+    return s;
+}
+
+static double member_cost(const loom_layer_weights *w, const loom_strategy *s)
+{
+    return s->compute_s + s->comm_s + s->grad_sync_s * w->grad_sync_weight;
+}
+
+static double member_mem(const loom_layer_weights *w, const loom_strategy *s)
+{
+    return w->mem_param_bytes * s->param_bytes + w->mem_param_count * (double)s->param_count +
+           w->mem_act * s->act_bytes;
+}
+
+/* Dominance pruning (merge.h): drops choice i of a node when a surviving
+ * choice j costs at most as much in its worst context as i in its best
+ * (and uses no more memory when that matters). Ties go to the lower index,
+ * so two interchangeable choices never remove each other. */
+static bool prune(loom_layer_problem *p)
+{
+    bool ok = true;
+    int32_t V = p->n_nodes, maxk = 1, maxc = 1;
+    for (int32_t v = 0; v < V; v++) maxk = p->nodes[v].k > maxk ? p->nodes[v].k : maxk;
+    for (int32_t i = 0; i < p->n_edges; i++) {
+        maxc = p->edges[i].nsrc > maxc ? p->edges[i].nsrc : maxc;
+        maxc = p->edges[i].ndst > maxc ? p->edges[i].ndst : maxc;
+    }
+    bool **alive = calloc((size_t)V + 1, sizeof *alive);
+    double *lo = malloc((size_t)maxk * sizeof(double)), *hi = malloc((size_t)maxk * sizeof(double));
+    double *clo = malloc((size_t)maxc * sizeof(double)), *chi = malloc((size_t)maxc * sizeof(double));
+    bool *seen = malloc((size_t)maxc);
+    ok = alive && lo && hi && clo && chi && seen;
+    for (int32_t v = 0; ok && v < V; v++) {
+        alive[v] = malloc((size_t)p->nodes[v].k);
+        if (!alive[v]) ok = false;
+        else memset(alive[v], 1, (size_t)p->nodes[v].k);
+    }
+    for (int round = 0, changed = 1; ok && changed && round < 8; round++) {
+        changed = 0;
+        for (int32_t v = 0; v < V; v++) {
+            const lnode *n = &p->nodes[v];
+            for (int32_t i = 0; i < n->k; i++) lo[i] = hi[i] = n->cost[i];
+            for (int32_t ei = 0; ei < p->n_edges; ei++) {
+                const ledge *e = &p->edges[ei];
+                if (e->src == e->dst || (e->src != v && e->dst != v)) continue;
+                bool at_src = e->src == v;
+                int32_t other = at_src ? e->dst : e->src, mine = at_src ? e->nsrc : e->ndst;
+                const int32_t *ocls = at_src ? e->dst_cls : e->src_cls;
+                const int32_t *mcls = at_src ? e->src_cls : e->dst_cls;
+                int32_t ncls_other = at_src ? e->ndst : e->nsrc;
+                memset(seen, 0, (size_t)ncls_other);
+                for (int32_t j = 0; j < p->nodes[other].k; j++)
+                    if (alive[other][j]) seen[ocls[j]] = true;
+                for (int32_t c = 0; c < mine; c++) {
+                    clo[c] = INFINITY, chi[c] = -INFINITY;
+                    for (int32_t q = 0; q < ncls_other; q++) {
+                        if (!seen[q]) continue;
+                        size_t cell = at_src ? (size_t)c * (size_t)e->ndst + (size_t)q
+                                             : (size_t)q * (size_t)e->ndst + (size_t)c;
+                        double r = e->fwd_s[cell] + e->bwd_s[cell];
+                        clo[c] = fmin(clo[c], r), chi[c] = fmax(chi[c], r);
+                    }
+                }
+                for (int32_t i = 0; i < n->k; i++) lo[i] += clo[mcls[i]], hi[i] += chi[mcls[i]];
+            }
+            for (int32_t i = 0; i < n->k; i++) {
+                if (!alive[v][i]) continue;
+                for (int32_t j = 0; j < n->k; j++) {
+                    if (j == i || !alive[v][j]) continue;
+                    if (!(hi[j] < lo[i] || (hi[j] == lo[i] && j < i))) continue;
+                    if (p->w.memory_matters && n->mem[j] > n->mem[i]) continue;
+                    alive[v][i] = false;
+                    changed = 1;
+                    break;
+                }
+            }
+        }
+    }
+    for (int32_t v = 0; ok && v < V; v++) {
+        lnode *n = &p->nodes[v];
+        n->keep = malloc((size_t)n->k * sizeof(int32_t));
+        if (!n->keep) {
+            ok = false;
+            break;
+        }
+        n->nk = 0;
+        for (int32_t i = 0; i < n->k; i++)
+            if (alive[v][i]) n->keep[n->nk++] = i;
+    }
+    for (int32_t v = 0; alive && v < V; v++) free(alive[v]);
+    free(alive), free(lo), free(hi), free(clo), free(chi), free(seen);
+    return ok;
+}
+
+/* The ILP over the surviving choices. */
+static loom_status emit_ilp(loom_layer_problem *p, loom_error *err)
+{
+    loom_status s = LOOM_OK;
+    int32_t maxk = 1;
+    for (int32_t v = 0; v < p->n_nodes; v++) maxk = p->nodes[v].k > maxk ? p->nodes[v].k : maxk;
+    double *c = malloc((size_t)maxk * sizeof(double)), *m = malloc((size_t)maxk * sizeof(double));
+    int32_t *cu = malloc((size_t)maxk * sizeof(int32_t)), *cv = malloc((size_t)maxk * sizeof(int32_t));
+    if (!c || !m || !cu || !cv) s = loom_error_set(err, LOOM_ERR_NOMEM, "out of memory (ILP)");
+    for (int32_t v = 0; !s && v < p->n_nodes; v++) {
+        const lnode *n = &p->nodes[v];
+        for (int32_t i = 0; i < n->nk; i++) c[i] = n->cost[n->keep[i]], m[i] = n->mem[n->keep[i]];
+        s = loom_ilp_add_node(p->ilp, n->nk, c, m, NULL, err);
+    }
+    for (int32_t i = 0; !s && i < p->n_edges; i++) {
+        const ledge *e = &p->edges[i];
+        if (e->src == e->dst) continue;
+        const lnode *a = &p->nodes[e->src], *b = &p->nodes[e->dst];
+        for (int32_t j = 0; j < a->nk; j++) cu[j] = e->src_cls[a->keep[j]];
+        for (int32_t j = 0; j < b->nk; j++) cv[j] = e->dst_cls[b->keep[j]];
+        size_t cells = (size_t)e->nsrc * (size_t)e->ndst;
+        double *R = malloc(cells * sizeof(double));
+        if (!R) {
+            s = loom_error_set(err, LOOM_ERR_NOMEM, "out of memory (ILP)");
+            break;
+        }
+        for (size_t q = 0; q < cells; q++) R[q] = e->fwd_s[q] + e->bwd_s[q];
+        s = loom_ilp_add_edge(p->ilp, e->src, e->dst, e->nsrc, cu, e->ndst, cv, R, err);
+        free(R);
+    }
+    free(c), free(m), free(cu), free(cv);
+    return s;
+}
+
+loom_status loom_layer_problem_build(const loom_strategy_ctx *c, int32_t first_op, int32_t n_ops,
+                                     const loom_periodic_link *links, int32_t n_links,
+                                     const loom_layer_weights *w, loom_layer_problem **out,
+                                     loom_error *err)
+{
+    *out = NULL;
+    loom_status s = LOOM_OK;
+    loom_layer_problem *p = calloc(1, sizeof *p);
+    int32_t *parent = malloc(((size_t)n_ops + 1) * sizeof(int32_t));
+    use *uses = NULL;
+    if (!p || !parent) goto oom;
+    p->c = c, p->first = first_op, p->n_ops = n_ops, p->w = *w;
+    p->ops = calloc((size_t)n_ops + 1, sizeof *p->ops);
+    if (!p->ops) goto oom;
+    if ((s = loom_ilp_create(&p->ilp, err))) goto fail;
+
+    /* Union-find: each follower joins the producer of its main input. */
+    for (int32_t i = 0; i < n_ops; i++) parent[i] = i, p->ops[i].main_in = -1;
+    for (int32_t i = 0; i < n_ops; i++) {
+        const loom_op *o = loom_graph_op(c->g, first_op + i);
+        if (!loom_strategy_is_follower(o->kind)) continue;
+        int pref = loom_strategy_default_main(c->g, first_op + i), oslot;
+        int order[LOOM_MAX_IO + 1], no = 0;
+        if (pref >= 0) order[no++] = pref;
+        for (int k = 0; k < o->n_in; k++)
+            if (k != pref && loom_strategy_float(loom_graph_tensor(c->g, o->in[k])->dtype)) order[no++] = k;
+        for (int q = 0; q < no; q++) {
+            int32_t pr = internal_producer(p, i, order[q], &oslot);
+            if (pr < 0) continue;
+            p->ops[i].main_in = order[q];
+            p->ops[i].main_prod = pr;
+            parent[find(parent, i)] = find(parent, pr);
+            break;
+        }
+    }
+    /* One ILP node per set, numbered in root order; roots enumerate. */
+    for (int32_t i = 0; i < n_ops; i++) {
+        if (p->ops[i].main_in >= 0) continue;
+        lnode *n = add_node(p);
+        if (!n) goto oom;
+        n->root = i;
+        p->ops[i].set = p->n_nodes - 1;
+        int32_t k;
+        if ((s = loom_strategy_enumerate(c, first_op + i, -1, &p->ops[i].st, &k, err))) goto fail;
+        p->nodes[p->ops[i].set].k = k;
+    }
+    p->n_sets = p->n_nodes;
+    for (int32_t i = 0; i < n_ops; i++)
+        if (p->ops[i].main_in >= 0) p->ops[i].set = p->ops[find(parent, i)].set;
+    for (int32_t i = 0; i < n_ops; i++)
+        if ((s = derive(p, i, err))) goto fail;
+
+    for (int32_t v = 0; v < p->n_sets; v++) {
+        lnode *n = &p->nodes[v];
+        n->cost = calloc((size_t)n->k + 1, sizeof(double));
+        n->mem = calloc((size_t)n->k + 1, sizeof(double));
+        if (!n->cost || !n->mem) goto oom;
+        for (int32_t i = 0; i < n_ops; i++)
+            if (p->ops[i].set == v)
+                for (int32_t j = 0; j < n->k; j++) {
+                    n->cost[j] += member_cost(w, &p->ops[i].st[j]);
+                    n->mem[j] += member_mem(w, &p->ops[i].st[j]);
+                }
+    }
+
+    /* Uses of produced tensors that are not merged, grouped by tensor. */
+    int32_t nu = 0, cap = 0;
+    for (int32_t i = 0; i < n_ops; i++) cap += loom_graph_op(c->g, first_op + i)->n_in;
+    uses = malloc(((size_t)cap + 1) * sizeof *uses);
+    if (!uses) goto oom;
+    for (int32_t v = 0; v < n_ops; v++) {
+        const loom_op *o = loom_graph_op(c->g, first_op + v);
+        for (int k = 0; k < o->n_in; k++) {
+            int oslot = -1;
+            int32_t pr = internal_producer(p, v, k, &oslot);
+            if (pr >= 0 && p->ops[v].main_in == k) continue;   /* merged */
+            if (pr < 0)
+                for (int32_t l = 0; l < n_links; l++)
+                    if (links[l].cons == v && links[l].slot == k) {
+                        pr = links[l].prod, oslot = links[l].out_slot;
+                        break;
+                    }
+            if (pr < 0 || pr >= n_ops || oslot < 0) continue;   /* from outside: free */
+            uses[nu++] = (use){pr, oslot, v, k};
+        }
+    }
+    qsort(uses, (size_t)nu, sizeof *uses, cmp_use);
+    for (int32_t i = 0; i < nu;) {
+        int32_t j = i;
+        while (j < nu && uses[j].prod == uses[i].prod && uses[j].oslot == uses[i].oslot) j++;
+        if ((s = connect(p, uses + i, j - i, err))) goto fail;
+        i = j;
+    }
+    if (!prune(p)) goto oom;
+    if ((s = emit_ilp(p, err))) goto fail;
+    free(uses);
+    free(parent);
+    *out = p;
+    return LOOM_OK;
+oom:
+    s = loom_error_set(err, LOOM_ERR_NOMEM, "out of memory building the layer ILP");
+fail:
+    free(uses), free(parent);
+    loom_layer_problem_destroy(p);
+    return s;
+}
+
+const loom_ilp *loom_layer_problem_ilp(const loom_layer_problem *p) { return p->ilp; }
+int32_t loom_layer_problem_num_ops(const loom_layer_problem *p) { return p->n_ops; }
+int32_t loom_layer_problem_num_sets(const loom_layer_problem *p) { return p->n_sets; }
+
+int32_t loom_layer_problem_op_set(const loom_layer_problem *p, int32_t rel)
+{
+    LOOM_ASSERT(rel >= 0 && rel < p->n_ops);
+    return p->ops[rel].set;
+}
+
+/* The original choice of node v under ILP assignment x. */
+static int32_t orig(const loom_layer_problem *p, int32_t v, const int32_t *x)
+{
+    return p->nodes[v].keep[x[v]];
+}
+
+const loom_strategy *loom_layer_problem_strategy(const loom_layer_problem *p, int32_t rel,
+                                                 const int32_t *x)
+{
+    LOOM_ASSERT(rel >= 0 && rel < p->n_ops);
+    return &p->ops[rel].st[orig(p, p->ops[rel].set, x)];
+}
+
+double loom_layer_problem_min_memory(const loom_layer_problem *p)
+{
+    double total = 0;
+    for (int32_t v = 0; v < p->n_sets; v++) {
+        double lo = INFINITY;
+        for (int32_t j = 0; j < p->nodes[v].k; j++) lo = fmin(lo, p->nodes[v].mem[j]);
+        total += lo;
+    }
+    return total;
+}
+
+void loom_layer_problem_eval(const loom_layer_problem *p, const int32_t *x, loom_layer_totals *out)
+{
+    memset(out, 0, sizeof *out);
+    for (int32_t i = 0; i < p->n_ops; i++) {
+        const loom_strategy *s = loom_layer_problem_strategy(p, i, x);
+        out->compute_s += s->compute_s;
+        out->comm_s += s->comm_s;
+        out->grad_sync_s += s->grad_sync_s;
+        out->comm_bytes_fwd += s->comm_bytes_fwd;
+        out->param_count += s->param_count;
+        out->param_bytes += s->param_bytes;
+        out->act_bytes += s->act_bytes;
+        out->mem_bytes += member_mem(&p->w, s);
+    }
+    for (int32_t i = 0; i < p->n_edges; i++) {
+        const ledge *e = &p->edges[i];
+        size_t c = (size_t)e->src_cls[orig(p, e->src, x)] * (size_t)e->ndst +
+                   (size_t)e->dst_cls[orig(p, e->dst, x)];
+        out->reshard_s += e->fwd_s[c] + e->bwd_s[c];
+        out->comm_bytes_fwd += e->fwd_bytes[c];
+    }
+    out->objective_s = out->compute_s + out->comm_s + out->reshard_s +
+                       out->grad_sync_s * p->w.grad_sync_weight;
+}

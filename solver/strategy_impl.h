@@ -1,0 +1,35 @@
+/*
+ * strategy_impl.h — helpers shared by strategy.c and follow.c. Internal to
+ * solver/: not installed API.
+ */
+#ifndef LOOM_STRATEGY_IMPL_H
+#define LOOM_STRATEGY_IMPL_H
+
+#include <stdio.h>
+#include <string.h>
+#include "solver/strategy.h"
+
+/* Floating-point tensors carry gradients; ids and indices do not. */
+static inline bool loom_strategy_float(loom_dtype t)
+{
+    return t == LOOM_DTYPE_BF16 || t == LOOM_DTYPE_FP16 || t == LOOM_DTYPE_FP32 ||
+           t == LOOM_DTYPE_FP8;
+}
+
+static inline void loom_strategy_add_event(loom_comm_event *ev, int *n, loom_collective k,
+                                           unsigned axes, double bytes)
+{
+    if (!axes || !(bytes > 0) || *n >= LOOM_STRATEGY_MAX_COMM) return;
+    ev[*n] = (loom_comm_event){k, (uint8_t)axes, bytes};
+    (*n)++;
+}
+
+/* Appends "name@axes" for each split (name, mask) pair to buf. */
+static inline void loom_strategy_name_add(char *buf, size_t n, const char *dim, unsigned axes)
+{
+    static const char *const suffix[4] = {"", "@0", "@1", "@01"};
+    size_t len = strlen(buf);
+    if (len < n) snprintf(buf + len, n - len, "%s%s%s", len ? " " : "", dim, suffix[axes & 3]);
+}
+
+#endif
