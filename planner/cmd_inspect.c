@@ -299,7 +299,7 @@ int loom_cmd_inspect(int argc, char **argv)
     loom_model_opts_init(&o);
     o.seq = 0;   /* the model's default: 2048, or n_positions when smaller (GPT-2) */
     const char *model = NULL, *v;
-    bool json = false, shape_opts = false;
+    bool json = false, seq_opt = false, batch_opt = false, dtype_opt = false;
     for (int i = 1; i < argc;) {
         int r;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -312,17 +312,17 @@ int loom_cmd_inspect(int argc, char **argv)
         } else if ((r = loom_cli_opt(argc, argv, &i, "--seq", &v)) != 0) {
             if (r < 0 || !loom_cli_int("inspect", "--seq", v, 1, LOOM_MODEL_MAX_SEQ, &o.seq))
                 return LOOM_EXIT_USAGE;
-            shape_opts = true;
+            seq_opt = true;
         } else if ((r = loom_cli_opt(argc, argv, &i, "--batch", &v)) != 0) {
             if (r < 0 || !loom_cli_int("inspect", "--batch", v, 1, LOOM_MODEL_MAX_BATCH, &o.batch))
                 return LOOM_EXIT_USAGE;
-            shape_opts = true;
+            batch_opt = true;
         } else if ((r = loom_cli_opt(argc, argv, &i, "--dtype", &v)) != 0) {
             if (r < 0) return LOOM_EXIT_USAGE;
             if (!loom_dtype_parse(v, &o.dtype) || loom_dtype_bytes(o.dtype) == 8 ||
                 o.dtype == LOOM_DTYPE_INT32 || o.dtype == LOOM_DTYPE_U8)
                 return loom_cli_usage_error("inspect", "--dtype expects bf16, fp16, fp32 or fp8, got '%s'", v);
-            shape_opts = true;
+            dtype_opt = true;
         } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
             return loom_cli_usage_error("inspect", "unknown option '%s'", argv[i]);
         } else if (model) {
@@ -343,9 +343,12 @@ int loom_cmd_inspect(int argc, char **argv)
     loom_graph *g = NULL;
     if (loom_model_load(path, &o, &g, &err)) return loom_cli_fail(&err);
     const loom_model_info *m = loom_graph_info_c(g);
-    if (shape_opts && !m->arch[0] && m->seq == 0)
-        fprintf(stderr, "loom inspect: note: %s is a loom graph with explicit shapes; --seq, "
-                "--batch and --dtype do not apply\n", path);
+    /* A loom graph carries its own shapes; say so rather than ignore the options silently. */
+    if ((seq_opt && m->seq != o.seq) || (batch_opt && m->batch != o.batch) ||
+        (dtype_opt && m->dtype != o.dtype))
+        fprintf(stderr, "loom inspect: note: %s fixes its own shapes (seq %lld, batch %lld, %s); "
+                "--seq, --batch and --dtype do not apply to it\n", path, (long long)m->seq,
+                (long long)m->batch, loom_dtype_name(m->dtype));
 
     int32_t nl = loom_graph_layer_count(g);
     loom_graph_totals tot;

@@ -124,6 +124,11 @@ check tiny-gpt <"$tmp/tiny.json" \
     'd["flops_per_token_fwd"] == 255232 / 16' \
     'd["activation_bytes_per_layer"] == 8192 and d["layers"] == 2'
 
+# A loom graph keeps its own shapes and says so when asked for others.
+"$LOOM" inspect tiny-gpt.graph --seq 64 --json >"$tmp/tiny64.json" 2>"$tmp/err" || bad "inspect tiny-gpt --seq 64 failed"
+if grep -qF "fixes its own shapes (seq 8, batch 2, bf16)" "$tmp/err"; then ok; else bad "no note for --seq on a loom graph: $(cat "$tmp/err")"; fi
+check tiny-gpt-seq <"$tmp/tiny64.json" 'd["seq"] == 8 and d["flops_fwd"] == 255232'
+
 # Deterministic output, and a path works as well as a bundled name.
 json examples/models/llama-3-8b.json >"$tmp/l8b.json"
 if python3 -c 'import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sys.argv[2])); a.pop("file"); b.pop("file"); sys.exit(a != b)' "$tmp/l8.json" "$tmp/l8b.json"; then ok; else bad "path vs bundled name differ"; fi
