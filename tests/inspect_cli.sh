@@ -30,9 +30,11 @@ expect_fail() {
         return
     fi
     if [ -s "$tmp/out" ]; then bad "inspect ${args[*]}: wrote to stdout on failure"; return; fi
+    local err
+    err=$(<"$tmp/err")
     for needle in "$@"; do
-        if grep -qF -- "$needle" "$tmp/err"; then ok
-        else bad "inspect ${args[*]}: stderr lacks '$needle': $(cat "$tmp/err")"; fi
+        if [[ "$err" == *"$needle"* ]]; then ok
+        else bad "inspect ${args[*]}: stderr lacks '$needle': $err"; fi
     done
 }
 
@@ -137,9 +139,10 @@ if cmp -s "$tmp/l8.json" "$tmp/l8c.json"; then ok; else bad "--json output is no
 
 # The text report has its sections.
 "$LOOM" inspect mixtral-8x7b >"$tmp/text" 2>&1 || bad "inspect mixtral-8x7b failed"
+text=$(<"$tmp/text")
 for needle in "parameters    46.70 B total" "FLOPs/token" "activations" "1-32 (x32)" \
               "model.layers.0.block_sparse_moe.experts.w1" "ech,ehf->ecf"; do
-    if grep -qF -- "$needle" "$tmp/text"; then ok; else bad "text report lacks '$needle'"; fi
+    if [[ "$text" == *"$needle"* ]]; then ok; else bad "text report lacks '$needle'"; fi
 done
 
 echo "inspect_cli: $passes passed, $fails failed"
