@@ -12,6 +12,7 @@ import torch.nn as nn
 from .lower import PRIO, Unsupported
 from .values import Const, ParamRef, Val, is_bcast
 
+_LETTER_ROLE = {"b": "b", "s": "s", "h": "h", "f": "f", "v": "v", "t": "t"}
 _NORM_NAME = re.compile(r"(RMS|Layer)Norm", re.I)
 
 
@@ -744,6 +745,11 @@ def h_einsum(L, args, kwargs):
         if not isinstance(v, Val) or v.kind != "act":
             raise Unsupported("einsum operand is not a tensor")
         operands.append((v, list(s)))
+        for e, c in zip(v.entries, s):
+            # the user's letters hint at the axis: "bsh,hf->bsf"
+            if c in _LETTER_ROLE:
+                for a in L.st.entry_atoms(v.t, e):
+                    L.alg.set_role(a, _LETTER_ROLE[c], PRIO["letter"])
     return einsum(L, "einsum", operands, list(out), tuple(L.meta().shape))[1]
 
 

@@ -48,7 +48,8 @@ from .values import (POISON, Const, ParamRef, Poison, Store, Val, is_bcast)
 
 # Role priorities: when two atoms meet, the better-evidenced role wins.
 PRIO = {"user": 200, "b": 100, "s": 90, "h": 80, "v": 70, "pos": 70, "heads": 60, "dh": 60,
-        "grp": 60, "t": 60, "kvh": 55, "qkv": 50, "part": 20, "f": 10}
+        "grp": 60, "t": 60, "kvh": 55, "qkv": 50, "part": 20, "letter": 15,
+        "f": 10}
 
 NORM_CLASS = re.compile(r"(RMS|Layer|Group)?Norm$", re.I)
 
