@@ -600,7 +600,8 @@ fail:
 
 static const intra_op *op_of(const loom_intra_result *r, const loom_graph *g, int32_t op)
 {
-    if (!r->layers || op < 0 || op >= loom_graph_num_ops(g)) return NULL;
+    if (!r->layers || r->status == LOOM_ILP_INFEASIBLE || op < 0 || op >= loom_graph_num_ops(g))
+        return NULL;
     int32_t l = loom_graph_op(g, op)->layer;
     if (l < r->layer_first || l > r->layer_last) return NULL;
     const loom_intra_layer *L = r->layers[l - r->layer_first];

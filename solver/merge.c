@@ -360,23 +360,33 @@ static double member_mem(const loom_layer_weights *w, const loom_strategy *s)
 }
 
 /* Dominance pruning (merge.h): drops choice i of a node when a surviving
- * choice j costs at most as much in its worst context as i in its best
- * (and uses no more memory when that matters). Ties go to the lower index,
- * so two interchangeable choices never remove each other. */
+ * choice j is no worse in every context of its neighbours:
+ *     cost_j - cost_i + Σ_edges max_q (R(j, q) - R(i, q)) ≤ 0
+ * with q over the neighbour's surviving classes (edges to the same
+ * neighbour are bounded separately, which only weakens the test), and
+ * mem_j ≤ mem_i when memory matters. Exact ties go to the lower index and
+ * choices are dropped one at a time, so one of two interchangeable choices
+ * always survives. */
 static bool prune(loom_layer_problem *p)
 {
-    bool ok = true;
-    int32_t V = p->n_nodes, maxk = 1, maxc = 1;
+    int32_t V = p->n_nodes, maxk = 1, maxc = 1, maxdeg = 1;
     for (int32_t v = 0; v < V; v++) maxk = p->nodes[v].k > maxk ? p->nodes[v].k : maxk;
     for (int32_t i = 0; i < p->n_edges; i++) {
         maxc = p->edges[i].nsrc > maxc ? p->edges[i].nsrc : maxc;
         maxc = p->edges[i].ndst > maxc ? p->edges[i].ndst : maxc;
     }
+    for (int32_t v = 0; v < V; v++) {
+        int32_t deg = 0;
+        for (int32_t i = 0; i < p->n_edges; i++)
+            deg += p->edges[i].src != p->edges[i].dst && (p->edges[i].src == v || p->edges[i].dst == v);
+        maxdeg = deg > maxdeg ? deg : maxdeg;
+    }
     bool **alive = calloc((size_t)V + 1, sizeof *alive);
-    double *lo = malloc((size_t)maxk * sizeof(double)), *hi = malloc((size_t)maxk * sizeof(double));
-    double *clo = malloc((size_t)maxc * sizeof(double)), *chi = malloc((size_t)maxc * sizeof(double));
+    double *D = malloc((size_t)maxdeg * (size_t)maxc * (size_t)maxc * sizeof(double));
+    const int32_t **mcls = malloc((size_t)maxdeg * sizeof *mcls);
+    int32_t *mine = malloc((size_t)maxdeg * sizeof(int32_t));
     bool *seen = malloc((size_t)maxc);
-    ok = alive && lo && hi && clo && chi && seen;
+    bool ok = alive && D && mcls && mine && seen;
     for (int32_t v = 0; ok && v < V; v++) {
         alive[v] = malloc((size_t)p->nodes[v].k);
         if (!alive[v]) ok = false;
@@ -386,39 +396,50 @@ static bool prune(loom_layer_problem *p)
         changed = 0;
         for (int32_t v = 0; v < V; v++) {
             const lnode *n = &p->nodes[v];
-            for (int32_t i = 0; i < n->k; i++) lo[i] = hi[i] = n->cost[i];
+            int32_t deg = 0;
             for (int32_t ei = 0; ei < p->n_edges; ei++) {
                 const ledge *e = &p->edges[ei];
                 if (e->src == e->dst || (e->src != v && e->dst != v)) continue;
                 bool at_src = e->src == v;
-                int32_t other = at_src ? e->dst : e->src, mine = at_src ? e->nsrc : e->ndst;
+                int32_t other = at_src ? e->dst : e->src, m = at_src ? e->nsrc : e->ndst;
+                int32_t no = at_src ? e->ndst : e->nsrc;
                 const int32_t *ocls = at_src ? e->dst_cls : e->src_cls;
-                const int32_t *mcls = at_src ? e->src_cls : e->dst_cls;
-                int32_t ncls_other = at_src ? e->ndst : e->nsrc;
-                memset(seen, 0, (size_t)ncls_other);
+                memset(seen, 0, (size_t)no);
                 for (int32_t j = 0; j < p->nodes[other].k; j++)
                     if (alive[other][j]) seen[ocls[j]] = true;
-                for (int32_t c = 0; c < mine; c++) {
-                    clo[c] = INFINITY, chi[c] = -INFINITY;
-                    for (int32_t q = 0; q < ncls_other; q++) {
-                        if (!seen[q]) continue;
-                        size_t cell = at_src ? (size_t)c * (size_t)e->ndst + (size_t)q
-                                             : (size_t)q * (size_t)e->ndst + (size_t)c;
-                        double r = e->fwd_s[cell] + e->bwd_s[cell];
-                        clo[c] = fmin(clo[c], r), chi[c] = fmax(chi[c], r);
+                /* D[a][b] = max_q R(a, q) - R(b, q) */
+                double *Dm = D + (size_t)deg * (size_t)maxc * (size_t)maxc;
+                for (int32_t a = 0; a < m; a++)
+                    for (int32_t b = 0; b < m; b++) {
+                        double worst = -INFINITY;
+                        for (int32_t q = 0; q < no; q++) {
+                            if (!seen[q]) continue;
+                            size_t ca = at_src ? (size_t)a * (size_t)e->ndst + (size_t)q
+                                               : (size_t)q * (size_t)e->ndst + (size_t)a;
+                            size_t cb = at_src ? (size_t)b * (size_t)e->ndst + (size_t)q
+                                               : (size_t)q * (size_t)e->ndst + (size_t)b;
+                            worst = fmax(worst, (e->fwd_s[ca] + e->bwd_s[ca]) - (e->fwd_s[cb] + e->bwd_s[cb]));
+                        }
+                        Dm[(size_t)a * (size_t)maxc + (size_t)b] = worst;
                     }
-                }
-                for (int32_t i = 0; i < n->k; i++) lo[i] += clo[mcls[i]], hi[i] += chi[mcls[i]];
+                mcls[deg] = at_src ? e->src_cls : e->dst_cls;
+                mine[deg] = m;
+                deg++;
             }
             for (int32_t i = 0; i < n->k; i++) {
                 if (!alive[v][i]) continue;
                 for (int32_t j = 0; j < n->k; j++) {
                     if (j == i || !alive[v][j]) continue;
-                    if (!(hi[j] < lo[i] || (hi[j] == lo[i] && j < i))) continue;
                     if (p->w.memory_matters && n->mem[j] > n->mem[i]) continue;
-                    alive[v][i] = false;
-                    changed = 1;
-                    break;
+                    double d = n->cost[j] - n->cost[i];
+                    for (int32_t q = 0; q < deg; q++)
+                        d += D[(size_t)q * (size_t)maxc * (size_t)maxc +
+                               (size_t)mcls[q][j] * (size_t)maxc + (size_t)mcls[q][i]];
+                    if (d < 0 || (d == 0 && j < i)) {
+                        alive[v][i] = false;
+                        changed = 1;
+                        break;
+                    }
                 }
             }
         }
@@ -435,7 +456,7 @@ static bool prune(loom_layer_problem *p)
             if (alive[v][i]) n->keep[n->nk++] = i;
     }
     for (int32_t v = 0; alive && v < V; v++) free(alive[v]);
-    free(alive), free(lo), free(hi), free(clo), free(chi), free(seen);
+    free(alive), free(D), free((void *)mcls), free(mine), free(seen);
     return ok;
 }
 
