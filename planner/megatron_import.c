@@ -1,0 +1,681 @@
+/*
+ * megatron_import.c — a Megatron-LM launch line into a runtime configuration
+ * (megatron_import.h).
+ *
+ * Three steps. (1) shell_words.c turns the text into commands of words, as
+ * bash would. (2) megatron_cmdline.c splits the training command into
+ * launcher words and Megatron-LM arguments with their values, as argparse
+ * would. (3) Here the arguments are read with Megatron-LM's defaults and
+ * checked the way its validate_args (megatron/training/arguments.py) would,
+ * into a loom_runtime_config.
+ *
+ * Layer split, as Megatron-Core counts it (num_layers_in_first/last_pipeline_
+ * stage, --account-for-embedding/loss-in-pipeline-split, the layout string):
+ *   U = L + e + l units (e, l = 1 when the embedding / loss count as a layer),
+ *   even:          U / (pp·vpp) per chunk, less e on chunk 0 and l on the last;
+ *   first/last f, l: those on the first / last pipeline rank, the rest shared
+ *                  by the other ranks, each rank's share split over its vpp
+ *                  chunks;
+ *   layout:        the chunks as written.
+ */
+#include "planner/megatron_import.h"
+
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/fileio.h"
+#include "planner/megatron_args.h"
+#include "planner/megatron_cmdline.h"
+#include "planner/shell_words.h"
+
+/* Short names for the argument lookups of megatron_cmdline.h. */
+typedef loom_megatron_line ctx;
+
+static loom_status failf(const ctx *c, int line, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+static loom_status failf(const ctx *c, int line, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    loom_status s = loom_megatron_line_vfail(c, line, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+static bool has(const ctx *c, const char *name) { return loom_megatron_line_has(c, name); }
+static int line_of(const ctx *c, const char *name) { return loom_megatron_line_at(c, name); }
+static loom_status get_int(const ctx *c, const char *name, int64_t dflt, int64_t lo, int64_t hi,
+                           int64_t *out)
+{
+    return loom_megatron_line_int(c, name, dflt, lo, hi, out);
+}
+static loom_status get_num(const ctx *c, const char *name, double dflt, double *out)
+{
+    return loom_megatron_line_num(c, name, dflt, out);
+}
+static loom_status get_str(const ctx *c, const char *name, const char *dflt, const char **out)
+{
+    return loom_megatron_line_str(c, name, dflt, out);
+}
+
+
+/* Megatron-LM stops on these (validate_args asserts): name and what to use. */
+static loom_status reject_deprecated(const ctx *c)
+{
+    static const char *const gone[][2] = {
+        {"--batch-size", "--micro-batch-size"},
+        {"--model-parallel-size", "--tensor-model-parallel-size"},
+        {"--warmup", "--lr-warmup-fraction or --lr-warmup-iters"},
+        {"--checkpoint-activations", "--recompute-activations or --recompute-granularity"},
+    };
+    for (size_t i = 0; i < sizeof gone / sizeof gone[0]; i++)
+        if (has(c, gone[i][0]))
+            return failf(c, line_of(c, gone[i][0]), "%s is no longer accepted by Megatron-LM; use %s",
+                         gone[i][0], gone[i][1]);
+    return LOOM_OK;
+}
+
+/* Decoder layers per chunk of a layout string ("Et*3|(tt|)*2,m|L"). */
+static loom_status parse_layout(const ctx *c, const char *layout, int32_t *chunks, int32_t *n_out)
+{
+    int line = line_of(c, "--pipeline-model-parallel-layout");
+    /* unroll "(…)*n" and "x*n" as Megatron-Core's parse_str_to_list does */
+    size_t cap = 4096;
+    char *a = malloc(cap), *b = malloc(cap);
+    loom_status s = LOOM_OK;
+    if (!a || !b) {
+        free(a);
+        free(b);
+        return loom_error_set(c->err, LOOM_ERR_NOMEM, "out of memory");
+    }
+    size_t n = 0;
+    for (const char *p = layout; *p && n + 1 < cap; p++)
+        if (*p != ',' && *p != ' ') a[n++] = *p;
+    a[n] = '\0';
+    for (int pass = 0; pass < 2 && s == LOOM_OK; pass++) {
+        size_t o = 0;
+        for (size_t i = 0; a[i] && s == LOOM_OK;) {
+            const char *unit = &a[i];
+            size_t ulen = 1;
+            if (pass == 0 && a[i] == '(') {
+                const char *close = strchr(&a[i], ')');
+                if (!close) {
+                    s = failf(c, line, "--pipeline-model-parallel-layout '%s': unclosed '('", layout);
+                    break;
+                }
+                unit = &a[i + 1];
+                ulen = (size_t)(close - unit);
+            }
+            size_t after = (size_t)(unit - a) + ulen + (unit != &a[i] ? 1 : 0);
+            long times = 1;
+            bool mult = a[after] == '*' && (pass == 1 || unit != &a[i]);
+            if (mult) {
+                char *end;
+                times = strtol(&a[after + 1], &end, 10);
+                if (end == &a[after + 1] || times < 0 || times > 100000) {
+                    s = failf(c, line, "--pipeline-model-parallel-layout '%s': bad repeat count", layout);
+                    break;
+                }
+                after = (size_t)(end - a);
+            } else if (unit != &a[i]) {
+                s = failf(c, line, "--pipeline-model-parallel-layout '%s': '(...)' needs '*N'", layout);
+                break;
+            }
+            for (long t = 0; t < times; t++) {
+                if (o + ulen + 1 >= cap) {
+                    s = failf(c, line, "--pipeline-model-parallel-layout '%s' is too long", layout);
+                    break;
+                }
+                memcpy(b + o, unit, ulen);
+                o += ulen;
+            }
+            i = after;
+        }
+        b[o] = '\0';
+        memcpy(a, b, o + 1);
+    }
+    int32_t k = 0;
+    int e_count = 0, l_count = 0;
+    if (s == LOOM_OK) {
+        chunks[0] = 0;
+        size_t len = strlen(a);
+        for (size_t i = 0; i < len && s == LOOM_OK; i++) {
+            char ch = a[i];
+            if (ch == '|') {
+                if (++k >= LOOM_EXPORT_MAX_CHUNKS) s = failf(c, line, "layout has too many stages");
+                else chunks[k] = 0;
+            } else if (ch == 't') {
+                chunks[k]++;
+            } else if (ch == 'E') {
+                if (k != 0 || i != 0 || e_count++)
+                    s = failf(c, line, "--pipeline-model-parallel-layout '%s': the embedding E must "
+                                       "come first, once", layout);
+            } else if (ch == 'L') {
+                if (i != len - 1 || l_count++)
+                    s = failf(c, line, "--pipeline-model-parallel-layout '%s': the loss L must come "
+                                       "last, once", layout);
+            } else if (ch == 'm') {
+                s = loom_error_set(c->err, LOOM_ERR_UNSUPPORTED,
+                                   "%s:%d: --pipeline-model-parallel-layout: multi-token "
+                                   "prediction layers (m) are not modelled by loom",
+                                   c->source, line);
+            } else {
+                s = failf(c, line, "--pipeline-model-parallel-layout '%s': unknown layer '%c' "
+                                   "(E, t, m, L and '|')", layout, ch);
+            }
+        }
+        if (s == LOOM_OK && (e_count != 1 || l_count != 1))
+            s = failf(c, line, "--pipeline-model-parallel-layout '%s' needs one E first and one L last",
+                      layout);
+    }
+    free(a);
+    free(b);
+    *n_out = k + 1;
+    return s;
+}
+
+/* The chunks of the pipeline split (see the top of the file). */
+static loom_status read_split(const ctx *c, loom_runtime_config *cfg)
+{
+    loom_parallel *p = &cfg->par;
+    int64_t L = cfg->model.layers;
+    int64_t per_vstage = 0, vstages = 0, first = 0, last = 0;
+    const char *layout = NULL;
+    loom_status s;
+    if ((s = get_int(c, "--num-layers-per-virtual-pipeline-stage", 0, 1, INT_MAX, &per_vstage)) ||
+        (s = get_int(c, "--num-virtual-stages-per-pipeline-rank", 0, 1, INT_MAX, &vstages)) ||
+        (s = get_int(c, "--decoder-first-pipeline-num-layers", 0, 0, INT_MAX, &first)) ||
+        (s = get_int(c, "--decoder-last-pipeline-num-layers", 0, 0, INT_MAX, &last)) ||
+        (s = get_str(c, "--pipeline-model-parallel-layout", NULL, &layout)))
+        return s;
+    bool has_first = has(c, "--decoder-first-pipeline-num-layers"),
+         has_last = has(c, "--decoder-last-pipeline-num-layers");
+    int ways = (per_vstage > 0) + (vstages > 0) + (layout != NULL);
+    if (ways > 1)
+        return failf(c, c->line, "give at most one of --num-layers-per-virtual-pipeline-stage, "
+                                 "--num-virtual-stages-per-pipeline-rank and "
+                                 "--pipeline-model-parallel-layout (Megatron-LM rejects more)");
+    int64_t e = has(c, "--account-for-embedding-in-pipeline-split"),
+            l = has(c, "--account-for-loss-in-pipeline-split");
+    int32_t *ch = cfg->chunk_layers;
+
+    if (layout) {
+        int32_t n = 0;
+        if ((s = parse_layout(c, layout, ch, &n))) return s;
+        if (n % p->pp)
+            return failf(c, line_of(c, "--pipeline-model-parallel-layout"),
+                         "--pipeline-model-parallel-layout has %d stages, not a multiple of "
+                         "--pipeline-model-parallel-size %lld",
+                         (int)n, (long long)p->pp);
+        int64_t sum = 0;
+        for (int32_t i = 0; i < n; i++) sum += ch[i];
+        if (sum != L)
+            return failf(c, line_of(c, "--pipeline-model-parallel-layout"),
+                         "--pipeline-model-parallel-layout places %lld transformer layers, "
+                         "--num-layers is %lld",
+                         (long long)sum, (long long)L);
+        p->vpp = n / p->pp;
+        cfg->n_chunks = n;
+        return LOOM_OK;
+    }
+    if (per_vstage > 0 && (has_first || has_last))
+        return failf(c, line_of(c, "--num-layers-per-virtual-pipeline-stage"),
+                     "uneven first/last stages with --num-layers-per-virtual-pipeline-stage: "
+                     "Megatron-LM needs --num-virtual-stages-per-pipeline-rank for that");
+    if ((has_first || has_last) && (e || l))
+        return failf(c, c->line, "--decoder-first/last-pipeline-num-layers together with "
+                                 "--account-for-embedding/loss-in-pipeline-split is not supported");
+
+    int64_t pp = p->pp, units = L + e + l;
+    if (per_vstage > 0) {
+        if (units % pp || (units / pp) % per_vstage)
+            return failf(c, line_of(c, "--num-layers-per-virtual-pipeline-stage"),
+                         "--num-layers-per-virtual-pipeline-stage %lld does not divide the %lld "
+                         "layers of each of the %lld pipeline stages (--num-layers %lld%s)",
+                         (long long)per_vstage, (long long)(units / pp), (long long)pp,
+                         (long long)L, units % pp ? ", which PP does not divide either" : "");
+        p->vpp = units / pp / per_vstage;
+    } else {
+        p->vpp = vstages > 0 ? vstages : 1;
+    }
+    int64_t v = p->vpp, n = pp * v;
+    if (n > LOOM_EXPORT_MAX_CHUNKS) return failf(c, c->line, "%lld pipeline chunks: too many", (long long)n);
+    if (!has_first && !has_last) {
+        if (units % n)
+            return failf(c, line_of(c, "--pipeline-model-parallel-size"),
+                         "--num-layers %lld%s is not divisible by %lld pipeline chunks "
+                         "(--pipeline-model-parallel-size %lld x %lld virtual stages); give "
+                         "--decoder-first/last-pipeline-num-layers or a layout",
+                         (long long)L, e || l ? " (+ embedding/loss)" : "", (long long)n,
+                         (long long)pp, (long long)v);
+        for (int64_t i = 0; i < n; i++) ch[i] = (int32_t)(units / n);
+        ch[0] -= (int32_t)e;
+        ch[n - 1] -= (int32_t)l;
+        if (ch[0] < 0 || ch[n - 1] < 0)
+            return failf(c, c->line, "a pipeline chunk of %lld layers cannot also hold the "
+                                     "embedding or loss", (long long)(units / n));
+    } else {
+        int64_t rest = L - first - last, others = pp - has_first - has_last;
+        if (rest < 0 || (others == 0 && rest != 0) || (others > 0 && rest % others))
+            return failf(c, line_of(c, has_first ? "--decoder-first-pipeline-num-layers"
+                                                 : "--decoder-last-pipeline-num-layers"),
+                         "first stage %lld and last stage %lld layers leave %lld of --num-layers "
+                         "%lld for %lld other pipeline stages: not an even share",
+                         (long long)first, (long long)last, (long long)rest, (long long)L,
+                         (long long)others);
+        int64_t mid = others > 0 ? rest / others : 0;
+        for (int64_t r = 0; r < pp; r++) {
+            int64_t rank_layers = r == 0 && has_first ? first : r == pp - 1 && has_last ? last : mid;
+            if (rank_layers % v)
+                return failf(c, c->line, "pipeline rank %lld holds %lld layers, not divisible by "
+                                         "its %lld virtual stages",
+                             (long long)r, (long long)rank_layers, (long long)v);
+            for (int64_t j = 0; j < v; j++) ch[j * pp + r] = (int32_t)(rank_layers / v);
+        }
+    }
+    cfg->n_chunks = (int32_t)n;
+    return LOOM_OK;
+}
+
+/* Parallelism, batch, memory and precision arguments. */
+static loom_status read_parallel(const ctx *c, loom_megatron_launch *out)
+{
+    loom_parallel *p = &out->config.par;
+    const int64_t big = (int64_t)1 << 40;
+    loom_status s;
+    int64_t etp = 0;
+    if ((s = get_int(c, "--tensor-model-parallel-size", 1, 1, 1 << 20, &p->tp)) ||
+        (s = get_int(c, "--pipeline-model-parallel-size", 1, 1, 1 << 20, &p->pp)) ||
+        (s = get_int(c, "--context-parallel-size", 1, 1, 1 << 20, &p->cp)) ||
+        (s = get_int(c, "--expert-model-parallel-size", 1, 1, 1 << 20, &p->ep)) ||
+        (s = get_int(c, "--expert-tensor-parallel-size", 0, 1, 1 << 20, &etp)) ||
+        (s = get_int(c, "--micro-batch-size", 0, 1, big, &p->mbs)) ||
+        (s = get_int(c, "--global-batch-size", 0, 1, big, &p->gbs)))
+        return s;
+    p->etp = etp;
+    if (!has(c, "--micro-batch-size"))
+        return failf(c, c->line, "--micro-batch-size is required (Megatron-LM asserts it)");
+    p->sp = has(c, "--sequence-parallel");
+    if (p->sp && p->tp == 1)
+        return failf(c, line_of(c, "--sequence-parallel"),
+                     "--sequence-parallel needs tensor parallelism, but "
+                     "--tensor-model-parallel-size is 1");
+    p->tp_comm_overlap = has(c, "--tp-comm-overlap");
+    if (p->tp_comm_overlap && !p->sp)
+        return failf(c, line_of(c, "--tp-comm-overlap"),
+                     "--tp-comm-overlap needs --sequence-parallel (Megatron-LM asserts it)");
+    p->overlap_grad_reduce = has(c, "--overlap-grad-reduce");
+
+    /* recompute */
+    const char *gran = NULL, *method = NULL;
+    int64_t rc_layers = 0;
+    if ((s = get_str(c, "--recompute-granularity", NULL, &gran)) ||
+        (s = get_str(c, "--recompute-method", NULL, &method)) ||
+        (s = get_int(c, "--recompute-num-layers", 0, 1, INT_MAX, &rc_layers)))
+        return s;
+    if (has(c, "--recompute-activations")) gran = "selective";
+    if (gran && strcmp(gran, "selective") && strcmp(gran, "full"))
+        return failf(c, line_of(c, "--recompute-granularity"),
+                     "--recompute-granularity must be full or selective, found '%s'", gran);
+    if (method && strcmp(method, "uniform") && strcmp(method, "block"))
+        return failf(c, line_of(c, "--recompute-method"),
+                     "--recompute-method must be uniform or block, found '%s'", method);
+    p->recompute = LOOM_RECOMPUTE_NONE;
+    if (gran && !strcmp(gran, "selective")) {
+        if (method)
+            return failf(c, line_of(c, "--recompute-method"),
+                         "--recompute-method %s with selective recompute: Megatron-LM supports "
+                         "methods only with --recompute-granularity full",
+                         method);
+        p->recompute = LOOM_RECOMPUTE_SELECTIVE;
+    } else if (gran) {
+        if (!method || !has(c, "--recompute-num-layers"))
+            return failf(c, line_of(c, "--recompute-granularity"),
+                         "--recompute-granularity full needs --recompute-method (uniform or "
+                         "block) and --recompute-num-layers");
+        p->recompute = LOOM_RECOMPUTE_FULL;
+        if (!strcmp(method, "block")) p->recompute_layers = rc_layers;
+        else if (rc_layers > 1)
+            loom_export_list_add(&out->notes,
+                                 "--recompute-method uniform --recompute-num-layers %lld "
+                                 "checkpoints every %lld layers; loom models recompute per layer",
+                                 (long long)rc_layers, (long long)rc_layers);
+    } else if (method) {
+        loom_export_list_add(&out->notes, "--recompute-method without --recompute-granularity "
+                                          "does nothing in Megatron-LM");
+    }
+
+    /* optimizer-state sharding */
+    if (has(c, "--use-megatron-fsdp")) {
+        const char *strat = NULL;
+        if ((s = get_str(c, "--data-parallel-sharding-strategy", "no_shard", &strat))) return s;
+        static const char *const names[] = {"no_shard", "optim", "optim_grads", "optim_grads_params"};
+        p->zero = -1;
+        for (int z = 0; z < 4; z++)
+            if (!strcmp(strat, names[z])) p->zero = z;
+        if (p->zero < 0)
+            return failf(c, line_of(c, "--data-parallel-sharding-strategy"),
+                         "--data-parallel-sharding-strategy must be no_shard, optim, optim_grads "
+                         "or optim_grads_params, found '%s'",
+                         strat);
+    } else if (has(c, "--use-torch-fsdp2")) {
+        p->zero = has(c, "--torch-fsdp2-no-reshard-after-forward") ? 2 : 3;
+    } else if (has(c, "--use-distributed-optimizer")) {
+        p->zero = 1;
+    }
+    p->dist_opt = p->zero == 1;
+
+    /* precision */
+    bool fp16 = has(c, "--fp16"), bf16 = has(c, "--bf16");
+    if (fp16 && bf16) return failf(c, line_of(c, "--fp16"), "--fp16 and --bf16 together (Megatron-LM asserts one)");
+    p->dtype = fp16 ? LOOM_DTYPE_FP16 : bf16 ? LOOM_DTYPE_BF16 : LOOM_DTYPE_FP32;
+    if (has(c, "--fp8-format")) p->dtype = LOOM_DTYPE_FP8;
+    if (has(c, "--fp4-format"))
+        loom_export_list_add(&out->notes, "--fp4-format: loom models the run in fp8");
+    const char *backend = NULL;
+    if ((s = get_str(c, "--attention-backend", "auto", &backend))) return s;
+    static const char *const backends[] = {"flash", "fused", "unfused", "local", "auto"};
+    bool known = false;
+    for (int i = 0; i < 5; i++) known |= !strcmp(backend, backends[i]);
+    if (!known)
+        return failf(c, line_of(c, "--attention-backend"),
+                     "--attention-backend must be flash, fused, unfused, local or auto, found '%s'",
+                     backend);
+    p->flash = strcmp(backend, "unfused") != 0 && strcmp(backend, "local") != 0;
+    out->config.model.flash_attention = p->flash;
+    return LOOM_OK;
+}
+
+/* Model-shape arguments, with Megatron-LM's defaults. */
+static loom_status read_shape(const ctx *c, loom_megatron_launch *out)
+{
+    loom_model_info *m = &out->config.model;
+    loom_megatron_shape *sh = &out->shape;
+    const int64_t big = (int64_t)1 << 40;
+    loom_status s;
+    int64_t layers = 0, enc_layers = 0, dec_layers = 0, qg = 1, shared = 0, seq = 0, enc_seq = 0;
+    const char *norm = NULL, *pos = NULL, *freq = NULL;
+    if ((s = get_int(c, "--num-layers", 0, 1, 100000, &layers)) ||
+        (s = get_int(c, "--encoder-num-layers", 0, 1, 100000, &enc_layers)) ||
+        (s = get_int(c, "--decoder-num-layers", 0, 1, 100000, &dec_layers)) ||
+        (s = get_int(c, "--hidden-size", 0, 1, big, &m->hidden)) ||
+        (s = get_int(c, "--num-attention-heads", 0, 1, big, &m->heads)) ||
+        (s = get_int(c, "--num-query-groups", 1, 1, big, &qg)) ||
+        (s = get_int(c, "--kv-channels", 0, 1, big, &m->head_dim)) ||
+        (s = get_int(c, "--ffn-hidden-size", 0, 1, big, &m->ffn)) ||
+        (s = get_int(c, "--vocab-size", 0, 1, big, &m->vocab)) ||
+        (s = get_int(c, "--padded-vocab-size", m->vocab, 1, big, &m->vocab)) ||
+        (s = get_int(c, "--max-position-embeddings", 0, 1, big, &m->max_positions)) ||
+        (s = get_int(c, "--seq-length", 0, 1, big, &seq)) ||
+        (s = get_int(c, "--encoder-seq-length", 0, 1, big, &enc_seq)) ||
+        (s = get_int(c, "--num-experts", 0, 0, 1 << 20, &m->experts)) ||
+        (s = get_int(c, "--moe-router-topk", 2, 1, 1 << 20, &m->experts_topk)) ||
+        (s = get_int(c, "--moe-shared-expert-intermediate-size", 0, 1, big, &shared)) ||
+        (s = get_str(c, "--moe-layer-freq", NULL, &freq)) ||
+        (s = get_str(c, "--normalization", "LayerNorm", &norm)) ||
+        (s = get_str(c, "--position-embedding-type", "learned_absolute", &pos)) ||
+        (s = get_num(c, "--hidden-dropout", 0.1, &sh->hidden_dropout)) ||
+        (s = get_num(c, "--attention-dropout", 0.1, &sh->attention_dropout)) ||
+        (s = get_int(c, "--q-lora-rank", 0, 1, big, &sh->q_lora)) ||
+        (s = get_int(c, "--kv-lora-rank", 32, 1, big, &sh->kv_lora)) ||
+        (s = get_int(c, "--qk-head-dim", 128, 1, big, &sh->qk_head)) ||
+        (s = get_int(c, "--qk-pos-emb-head-dim", 64, 1, big, &sh->qk_pos)) ||
+        (s = get_int(c, "--v-head-dim", 128, 1, big, &sh->v_head)))
+        return s;
+    if (layers && enc_layers)
+        return failf(c, line_of(c, "--encoder-num-layers"),
+                     "--num-layers and --encoder-num-layers together (Megatron-LM asserts one)");
+    m->layers = layers ? layers : enc_layers ? enc_layers : dec_layers;
+    out->config.par.seq = seq ? seq : enc_seq;
+    if (out->config.par.seq == 0) return failf(c, c->line, "--seq-length is required");
+    if (m->layers == 0) return failf(c, c->line, "--num-layers is required");
+    if (m->hidden == 0 || m->heads == 0)
+        return failf(c, c->line, "--hidden-size and --num-attention-heads are required");
+    if (!m->head_dim) {
+        if (m->hidden % m->heads)
+            return failf(c, line_of(c, "--num-attention-heads"),
+                         "--hidden-size %lld is not divisible by --num-attention-heads %lld; give "
+                         "--kv-channels",
+                         (long long)m->hidden, (long long)m->heads);
+        m->head_dim = m->hidden / m->heads;
+    }
+    m->kv_heads = has(c, "--group-query-attention") ? qg : m->heads;
+    if (m->heads % m->kv_heads)
+        return failf(c, line_of(c, "--num-query-groups"),
+                     "--num-query-groups %lld does not divide --num-attention-heads %lld",
+                     (long long)m->kv_heads, (long long)m->heads);
+    m->gated_mlp = has(c, "--swiglu");
+    if (!m->ffn)   /* Megatron-LM's default: 4h, or 2/3 of it in multiples of 64 for SwiGLU */
+        m->ffn = m->gated_mlp ? (4 * m->hidden * 2 / 3) / 64 * 64 : 4 * m->hidden;
+    m->tied_embeddings = !has(c, "--untie-embeddings-and-output-weights");
+    bool bias = !has(c, "--disable-bias-linear");
+    m->qkv_bias = bias || has(c, "--add-qkv-bias");
+    sh->rmsnorm = !strcmp(norm, "RMSNorm");
+    sh->rope = !strcmp(pos, "rope") || has(c, "--use-rotary-position-embeddings");
+    sh->mla = has(c, "--multi-latent-attention");
+    if (strcmp(norm, "RMSNorm") && strcmp(norm, "LayerNorm"))
+        return failf(c, line_of(c, "--normalization"),
+                     "--normalization must be LayerNorm or RMSNorm, found '%s'", norm);
+    if (m->experts > 0) {
+        if ((s = get_int(c, "--moe-ffn-hidden-size", m->ffn, 1, big, &m->moe_ffn))) return s;
+        if (m->experts_topk > m->experts)
+            return failf(c, line_of(c, "--moe-router-topk"),
+                         "--moe-router-topk %lld exceeds --num-experts %lld",
+                         (long long)m->experts_topk, (long long)m->experts);
+        if (shared % m->moe_ffn)
+            return failf(c, line_of(c, "--moe-shared-expert-intermediate-size"),
+                         "--moe-shared-expert-intermediate-size %lld is not a whole number of "
+                         "experts of --moe-ffn-hidden-size %lld",
+                         (long long)shared, (long long)m->moe_ffn);
+        m->shared_experts = shared / m->moe_ffn;
+        if (freq && strcmp(freq, "1")) {
+            long long k = -1, rest = -1;
+            int used = 0;
+            if (sscanf(freq, "([0]*%lld+[1]*%lld)%n", &k, &rest, &used) != 2 || freq[used] ||
+                k < 0 || k + rest != m->layers)
+                return loom_error_set(c->err, LOOM_ERR_UNSUPPORTED,
+                                      "%s:%d: --moe-layer-freq '%s': loom models dense first "
+                                      "layers then MoE layers, written ([0]*K+[1]*(L-K)) with "
+                                      "K + (L-K) = --num-layers",
+                                      c->source, line_of(c, "--moe-layer-freq"), freq);
+            m->first_dense = k;
+        }
+    } else {
+        m->experts_topk = 0;
+    }
+    if (sh->mla) snprintf(m->arch, sizeof m->arch, "deepseek_v3");
+    else if (m->experts > 0) snprintf(m->arch, sizeof m->arch, "mixtral");
+    else if (!m->gated_mlp) snprintf(m->arch, sizeof m->arch, "gpt2");
+    else snprintf(m->arch, sizeof m->arch, "%s", has(c, "--add-qkv-bias") && !bias ? "qwen2" : "llama");
+    out->has_model_shape = has(c, "--hidden-size") && has(c, "--num-attention-heads") &&
+                           m->layers > 0 && m->vocab > 0;
+    out->stated = (m->layers ? LOOM_MEGATRON_STATED_LAYERS : 0) |
+                  (has(c, "--hidden-size") ? LOOM_MEGATRON_STATED_HIDDEN : 0) |
+                  (has(c, "--num-attention-heads") ? LOOM_MEGATRON_STATED_HEADS : 0) |
+                  (has(c, "--group-query-attention") ? LOOM_MEGATRON_STATED_GROUPS : 0) |
+                  (has(c, "--ffn-hidden-size") ? LOOM_MEGATRON_STATED_FFN : 0) |
+                  (m->vocab ? LOOM_MEGATRON_STATED_VOCAB : 0) |
+                  (has(c, "--num-experts") ? LOOM_MEGATRON_STATED_EXPERTS : 0);
+    m->seq = out->config.par.seq;
+    m->dtype = out->config.par.dtype;
+    return LOOM_OK;
+}
+
+/* Checks Megatron-LM's divisibility rules once the degrees are known. */
+static loom_status check_degrees(const ctx *c, const loom_megatron_launch *out)
+{
+    const loom_parallel *p = &out->config.par;
+    const loom_model_info *m = &out->config.model;
+    if (m->heads % p->tp)
+        return failf(c, line_of(c, "--tensor-model-parallel-size"),
+                     "--tensor-model-parallel-size %lld does not divide --num-attention-heads %lld",
+                     (long long)p->tp, (long long)m->heads);
+    if (m->kv_heads % p->tp)
+        return failf(c, line_of(c, "--tensor-model-parallel-size"),
+                     "--tensor-model-parallel-size %lld does not divide the %lld query groups "
+                     "(Megatron-Core splits them over TP)",
+                     (long long)p->tp, (long long)m->kv_heads);
+    if (p->vpp > 1 && p->pp < 2)
+        return failf(c, c->line, "an interleaved schedule (%lld virtual stages) needs "
+                                 "--pipeline-model-parallel-size > 1",
+                     (long long)p->vpp);
+    if (p->pp > m->layers)
+        return failf(c, line_of(c, "--pipeline-model-parallel-size"),
+                     "--pipeline-model-parallel-size %lld exceeds --num-layers %lld",
+                     (long long)p->pp, (long long)m->layers);
+    if (p->cp > 1 && p->seq % (2 * p->cp))
+        return failf(c, line_of(c, "--context-parallel-size"),
+                     "--seq-length %lld is not a multiple of 2 x --context-parallel-size %lld "
+                     "(Megatron-LM asserts it)",
+                     (long long)p->seq, (long long)p->cp);
+    if (p->ep > 1 && m->experts == 0)
+        return failf(c, line_of(c, "--expert-model-parallel-size"),
+                     "--expert-model-parallel-size %lld without --num-experts", (long long)p->ep);
+    if (m->experts > 0 && m->experts % p->ep)
+        return failf(c, line_of(c, "--expert-model-parallel-size"),
+                     "--expert-model-parallel-size %lld does not divide --num-experts %lld",
+                     (long long)p->ep, (long long)m->experts);
+    int64_t etp = p->etp > 0 ? p->etp : p->tp;
+    if (m->experts > 0 && (p->tp * p->cp * p->dp) % (p->ep * etp))
+        return failf(c, line_of(c, "--expert-model-parallel-size"),
+                     "--expert-model-parallel-size %lld x expert TP %lld does not divide TP x CP x "
+                     "DP = %lld (Megatron-Core's expert grid must cover the same ranks)",
+                     (long long)p->ep, (long long)etp, (long long)(p->tp * p->cp * p->dp));
+    return LOOM_OK;
+}
+
+/* World size from the launcher, WORLD_SIZE, and the caller; then DP and the batch. */
+static loom_status read_world(const ctx *c, const loom_sh_script *sh, int64_t nodes, int64_t per_node,
+                              int64_t gpus, loom_megatron_launch *out)
+{
+    loom_parallel *p = &out->config.par;
+    if (per_node > 0 && nodes == 0) nodes = 1;   /* torchrun's and srun's default */
+    int64_t launcher = nodes > 0 && per_node > 0 ? nodes * per_node : 0, env = 0;
+    const char *ws = loom_sh_var(sh, "WORLD_SIZE");
+    if (ws && ws[0] && !loom_megatron_parse_i64(ws, &env))
+        return failf(c, c->line, "WORLD_SIZE is '%s', expected a number of GPUs", ws);
+    if (launcher && env && launcher != env)
+        return failf(c, c->line, "WORLD_SIZE=%lld but the launcher starts %lld x %lld = %lld "
+                                 "processes",
+                     (long long)env, (long long)nodes, (long long)per_node, (long long)launcher);
+    int64_t world = launcher ? launcher : env;
+    out->world_from_line = world > 0;
+    if (world && gpus && world != gpus)
+        return failf(c, c->line, "the launch line starts %lld GPUs but the cluster has %lld; pick a "
+                                 "cluster of %lld GPUs",
+                     (long long)world, (long long)gpus, (long long)world);
+    if (!world) world = gpus;
+    if (!world)
+        return failf(c, c->line, "the world size is unknown: the launch line has no torchrun "
+                                 "--nnodes/--nproc-per-node and no WORLD_SIZE; give a cluster");
+    out->world_size = world;
+    if (per_node > 0) out->config.gpus_per_node = per_node;
+    int64_t model = p->tp * p->pp * p->cp;
+    if (world % model)
+        return failf(c, c->line, "%lld GPUs are not divisible by TP %lld x PP %lld x CP %lld = %lld "
+                                 "(Megatron-LM asserts world_size %% (TP x PP x CP) == 0)",
+                     (long long)world, (long long)p->tp, (long long)p->pp, (long long)p->cp,
+                     (long long)model);
+    p->dp = world / model;
+    if (p->gbs == 0) p->gbs = p->mbs * p->dp;   /* Megatron-LM's default: one micro-batch */
+    if (p->gbs % (p->mbs * p->dp))
+        return failf(c, line_of(c, "--global-batch-size"),
+                     "--global-batch-size %lld is not a multiple of --micro-batch-size %lld x "
+                     "data-parallel size %lld",
+                     (long long)p->gbs, (long long)p->mbs, (long long)p->dp);
+    return LOOM_OK;
+}
+
+loom_status loom_megatron_parse(const char *source, const char *text, int64_t gpus,
+                                loom_megatron_launch *out, loom_error *err)
+{
+    memset(out, 0, sizeof *out);
+    loom_runtime_config_init(&out->config);
+    loom_sh_script *sh = NULL;
+    loom_status s = loom_sh_parse(source, text, &sh, err);
+    if (s) return s;
+    ctx c;
+    s = loom_megatron_line_read(source, sh, &c, err);
+    if (s) {
+        loom_sh_destroy(sh);
+        return s;
+    }
+    snprintf(out->script, sizeof out->script, "%s", c.script);
+    out->n_args = c.n_args;
+    s = reject_deprecated(&c);
+    if (s == LOOM_OK) s = read_parallel(&c, out);
+    if (s == LOOM_OK) s = read_shape(&c, out);
+    if (s == LOOM_OK) s = read_world(&c, sh, c.nodes, c.per_node, gpus, out);
+    if (s == LOOM_OK) s = read_split(&c, &out->config);
+    if (s == LOOM_OK) s = check_degrees(&c, out);
+    if (s == LOOM_OK && !out->shape.rmsnorm && out->config.model.gated_mlp)
+        loom_export_list_add(&out->notes, "SwiGLU with LayerNorm: loom builds the Llama family "
+                                          "(RMSNorm); the norm's cost differs little");
+    if (s == LOOM_OK && strcmp(out->config.model.arch, "gpt2") && !out->shape.mla &&
+        (out->shape.hidden_dropout > 0 || out->shape.attention_dropout > 0))
+        loom_export_list_add(&out->notes, "dropout (Megatron-LM's default 0.1 unless "
+                                          "--hidden-dropout/--attention-dropout 0) is not modelled "
+                                          "for Llama-family models");
+    if (s == LOOM_OK) s = loom_runtime_config_normalize(&out->config, err);
+    loom_megatron_line_free(&c);
+    loom_sh_destroy(sh);
+    return s;
+}
+
+loom_status loom_megatron_read(const char *arg, int64_t gpus, loom_megatron_launch *out,
+                               loom_error *err)
+{
+    const char *path = arg[0] == '@' ? arg + 1 : arg;
+    bool is_file = arg[0] == '@';
+    if (!is_file && !strchr(arg, '\n') && !strchr(arg, ' ')) {
+        FILE *f = fopen(arg, "r");
+        if (f) {
+            fclose(f);
+            is_file = true;
+        }
+    }
+    if (!is_file) return loom_megatron_parse("--from-megatron", arg, gpus, out, err);
+    char *text = NULL;
+    size_t len = 0;
+    loom_status s = loom_read_file(path, 1 << 22, &text, &len, err);
+    if (s) return s;
+    if (strlen(text) != len) {
+        free(text);
+        return loom_error_set(err, LOOM_ERR_PARSE, "%s: not a text file (NUL byte)", path);
+    }
+    s = loom_megatron_parse(path, text, gpus, out, err);
+    free(text);
+    return s;
+}
+
+loom_status loom_megatron_check_model(const loom_megatron_launch *l, const loom_model_info *m,
+                                      loom_error *err)
+{
+    const loom_model_info *a = &l->config.model;
+    const struct {
+        uint32_t bit;
+        const char *flag;
+        int64_t line, model;
+    } pairs[] = {
+        {LOOM_MEGATRON_STATED_LAYERS, "--num-layers", a->layers, m->layers},
+        {LOOM_MEGATRON_STATED_HIDDEN, "--hidden-size", a->hidden, m->hidden},
+        {LOOM_MEGATRON_STATED_HEADS, "--num-attention-heads", a->heads, m->heads},
+        {LOOM_MEGATRON_STATED_GROUPS, "--num-query-groups", a->kv_heads, m->kv_heads},
+        {LOOM_MEGATRON_STATED_FFN, "--ffn-hidden-size", a->ffn, m->ffn},
+        {LOOM_MEGATRON_STATED_VOCAB, "--vocab-size", a->vocab, m->vocab},
+        {LOOM_MEGATRON_STATED_EXPERTS, "--num-experts", a->experts, m->experts},
+    };
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++)
+        if ((l->stated & pairs[i].bit) && pairs[i].line != pairs[i].model)
+            return loom_error_set(err, LOOM_ERR_INVALID,
+                                  "the launch line says %s %lld but the model has %lld",
+                                  pairs[i].flag, (long long)pairs[i].line, (long long)pairs[i].model);
+    return LOOM_OK;
+}

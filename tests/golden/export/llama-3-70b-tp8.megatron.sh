@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Written by `loom export --to megatron` from tests/golden/export/llama-3-70b-tp8.plan.json.
+# model: llama-3-70b: 80 layers, hidden 8192, 64 heads (8 kv), ffn 28672, vocab 128256
+# parallelism: TP 8 x PP 1 x DP 8 x CP 1 = 64 GPUs; global batch 64 = micro-batch 1 x 8 micro-batches x DP 8, sequence 8192
+# loom predicts 12.5 s per step and 50.0 GiB per GPU.
+# Argument names checked against NVIDIA/Megatron-LM megatron/training/arguments.py @ 000c4ac24f61159c138b0975def722c65245983c.
+# Data, tokenizer and optimizer arguments (--data-path, --tokenizer-type,
+# --train-iters, --lr, ...) are not part of the plan: pass them to this
+# script and they are appended to the command line.
+# note: ZeRO-2 runs as Megatron FSDP, which must not run with CUDA_DEVICE_MAX_CONNECTIONS=1
+# note: run the script once on each of the 8 nodes with NODE_RANK, MASTER_ADDR and MASTER_PORT set
+set -euo pipefail
+
+torchrun --nnodes 8 --nproc-per-node 8 \
+    --node-rank "${NODE_RANK:-0}" --master-addr "${MASTER_ADDR:-localhost}" --master-port "${MASTER_PORT:-6000}" \
+    pretrain_gpt.py \
+    --tensor-model-parallel-size 8 \
+    --pipeline-model-parallel-size 1 \
+    --context-parallel-size 1 \
+    --micro-batch-size 1 \
+    --global-batch-size 64 \
+    --recompute-granularity full \
+    --recompute-method uniform \
+    --recompute-num-layers 1 \
+    --overlap-grad-reduce \
+    --use-megatron-fsdp \
+    --data-parallel-sharding-strategy optim_grads \
+    --ckpt-format fsdp_dtensor \
+    --bf16 \
+    --num-layers 80 \
+    --hidden-size 8192 \
+    --ffn-hidden-size 28672 \
+    --num-attention-heads 64 \
+    --group-query-attention \
+    --num-query-groups 8 \
+    --seq-length 8192 \
+    --max-position-embeddings 8192 \
+    --vocab-size 128256 \
+    --normalization RMSNorm \
+    --position-embedding-type rope \
+    --swiglu \
+    --disable-bias-linear \
+    --untie-embeddings-and-output-weights \
+    "$@"
