@@ -36,7 +36,6 @@ q grouped per kv head (q_view / o_view) instead of a copy.
 """
 
 import operator
-import re
 
 import torch
 import torch.nn as nn
@@ -50,8 +49,6 @@ from .values import (POISON, Const, ParamRef, Poison, Store, Val, is_bcast)
 PRIO = {"user": 200, "b": 100, "s": 90, "h": 80, "v": 70, "pos": 70, "heads": 60, "dh": 60,
         "grp": 60, "t": 60, "kvh": 55, "qkv": 50, "part": 20, "letter": 15,
         "f": 10}
-
-NORM_CLASS = re.compile(r"(RMS|Layer|Group)?Norm$", re.I)
 
 
 class Unsupported(Exception):
@@ -346,8 +343,9 @@ class Lowerer:
             key = FN.get(node.target)
         if key is None:
             raise Unsupported("no loom op for this call")
-        from . import handlers
-        return getattr(handlers, "h_" + key)(self, args, kwargs)
+        from . import handlers, matmul
+        fn = getattr(handlers, "h_" + key, None) or getattr(matmul, "h_" + key)
+        return fn(self, args, kwargs)
 
     def placeholder(self, node):
         t = self.meta(node)

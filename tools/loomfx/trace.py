@@ -25,7 +25,6 @@ raises torch.fx's TraceError, which the CLI reports with the location.
 """
 
 import contextlib
-import operator
 import os
 import sys
 
@@ -306,8 +305,3 @@ def prune(graph):
         if node.op == "call_method" and str(node.target).endswith("_"):
             continue
         graph.erase_node(node)
-
-
-def getitem_is_index(node):
-    """True for operator.getitem nodes (tuple element or tensor indexing)."""
-    return node.op == "call_function" and node.target is operator.getitem
