@@ -103,42 +103,34 @@ fi
 cmp -s "$T/again.json" "$T/llama-eager.json" && ok "byte-identical output for the same model" ||
     fail "two exports of the same model differ"
 
-# Unsupported calls: each reported by name, source line and module; no file.
+# refused JOB CODE WHAT PATTERN...: the job exited CODE, wrote nothing and
+# said each PATTERN on stderr
+refused() {
+    local job=$1 code=$2 what=$3 p good=1
+    shift 3
+    { [ "$(rc "$job")" = "$code" ] && [ ! -e "$T/$job.json" ]; } || good=0
+    for p in "$@"; do grep -q -- "$p" "$T/$job.err" || good=0; done
+    if [ "$good" = 1 ]; then
+        ok "$what"
+    else
+        fail "$what (exit $(rc "$job")):"
+        cat "$T/$job.err"
+    fi
+}
+
+# Unsupported calls: each reported by name, source line and module.
 FFT_LINE=$(grep -n 'torch.fft.fft(' tests/fx/unsupported.py | cut -d: -f1)
 RELU_LINE=$(grep -n 'return x + self.out(self.act' tests/fx/unsupported.py | cut -d: -f1)
-if [ "$(rc fnet)" = 1 ] && [ ! -e "$T/fnet.json" ] &&
-   grep -q "torch.fft.fft at .*tests/fx/unsupported.py:$FFT_LINE (forward), module blocks.0.mixer" "$T/fnet.err" &&
-   grep -q "nn.ReLU at .*tests/fx/unsupported.py:$RELU_LINE (forward), module blocks.0.act" "$T/fnet.err" &&
-   grep -q "2 calls that loom cannot represent" "$T/fnet.err"; then
-    ok "unsupported calls listed by name and location, exit 1, nothing written"
-else
-    fail "unsupported calls (exit $(rc fnet)):"
-    cat "$T/fnet.err"
-fi
-
 IF_LINE=$(grep -n 'if y.sum() > 0' tests/fx/unsupported.py | cut -d: -f1)
-if [ "$(rc datadep)" = 1 ] && [ ! -e "$T/datadep.json" ] &&
-   grep -q "cannot trace.*unsupported.py:$IF_LINE" "$T/datadep.err"; then
-    ok "data-dependent control flow: exit 1 with the source line"
-else
-    fail "data-dependent control flow (exit $(rc datadep)):"
-    cat "$T/datadep.err"
-fi
-
+refused fnet 1 "unsupported calls listed by name and location, exit 1, nothing written" \
+    "torch.fft.fft at .*tests/fx/unsupported.py:$FFT_LINE (forward), module blocks.0.mixer" \
+    "nn.ReLU at .*tests/fx/unsupported.py:$RELU_LINE (forward), module blocks.0.act" \
+    "2 calls that loom cannot represent"
+refused datadep 1 "data-dependent control flow: exit 1 with the source line" \
+    "cannot trace.*unsupported.py:$IF_LINE"
 # Usage errors exit 2 and name the problem.
-if [ "$(rc badsize)" = 2 ] && [ ! -e "$T/badsize.json" ] &&
-   grep -q "size '0' is not a positive integer" "$T/badsize.err"; then
-    ok "bad --input: exit 2"
-else
-    fail "bad --input (exit $(rc badsize))"
-    cat "$T/badsize.err"
-fi
-if [ "$(rc noinput)" = 2 ] && grep -q "argument 'labels' has no default" "$T/noinput.err"; then
-    ok "missing forward() input: exit 2"
-else
-    fail "missing forward() input (exit $(rc noinput))"
-    cat "$T/noinput.err"
-fi
+refused badsize 2 "bad --input: exit 2" "size '0' is not a positive integer"
+refused noinput 2 "missing forward() input: exit 2" "argument 'labels' has no default"
 
 # The exporter's own unit tests.
 if [ "$(rc unit)" = 0 ]; then

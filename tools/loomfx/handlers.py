@@ -232,6 +232,10 @@ def h_getitem(L, args, kwargs):
     x, idx = args[0], args[1]
     if isinstance(x, (tuple, list)):
         return x[idx]
+    if isinstance(x, Const):
+        # a constant table indexed by an input (RoPE cos/sin by position_ids)
+        # stays a constant: its values never change the op count
+        return Const(L.meta())
     x = _as_val(L, x)
     idx = idx if isinstance(idx, tuple) else (idx,)
     full = all(i is None or i is Ellipsis or (isinstance(i, slice) and i == slice(None))

@@ -158,6 +158,10 @@ class Lowerer:
             except (DimError, ValueError) as e:
                 self.report(node, "cannot follow the shapes: %s" % e)
                 v = self.stand_in(node)
+            except Exception as e:  # an exporter bug: still say where, and go on
+                self.report(node, "internal error of the exporter (%s: %s); please report it"
+                            % (type(e).__name__, e))
+                v = self.stand_in(node)
             self.vals[node] = v
         from .patterns import run_patterns
         run_patterns(self)
