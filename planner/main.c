@@ -11,6 +11,7 @@
 
 static const loom_command commands[] = {
     {"inspect", loom_cmd_inspect, "parameter counts, FLOPs, ops and activation bytes of a model"},
+    {"shard", loom_cmd_shard, "intra-operator sharding of one layer on a logical mesh (the ILP)"},
     /* helpers: add one line per subcommand here, keep the order of the README */
 };
 
