@@ -98,7 +98,13 @@ def load_target(spec):
         s.loader.exec_module(mod)
     else:
         sys.path.insert(0, os.getcwd())
-        mod = importlib.import_module(where)
+        try:
+            mod = importlib.import_module(where)
+        except ModuleNotFoundError as e:
+            if e.name and (where == e.name or where.startswith(e.name + ".")):
+                raise UsageError("MODEL %r: no module named %r (run from the directory that "
+                                 "holds it, or give path/to/file.py:Name)" % (spec, e.name))
+            raise
     obj = mod
     for part in attr.split("."):
         if not hasattr(obj, part):
@@ -147,9 +153,16 @@ def run(a):
     from loomfx.trace import meta_device, prune, trace_module
     from loomfx.handlers import is_norm_module
 
-    target = load_target(a.model)
-    with meta_device():
-        model = target(**kwargs)
+    try:
+        target = load_target(a.model)
+        with meta_device():
+            model = target(**kwargs)
+    except UsageError:
+        raise
+    except Exception as e:  # the user's module or constructor failed
+        print("%s: cannot build %s: %s: %s%s" % (PROG, a.model, type(e).__name__, e,
+                                                 _trace_location(e)), file=sys.stderr)
+        return 1
     if not isinstance(model, torch.nn.Module):
         raise UsageError("MODEL %s did not give an nn.Module (got %s)"
                          % (a.model, type(model).__name__))

@@ -89,6 +89,7 @@ METHOD = {
     "unflatten": "unflatten", "unsqueeze": "unsqueeze", "squeeze": "squeeze",
     "expand": "expand", "expand_as": "expand_as", "split": "split", "chunk": "chunk",
     "softmax": "softmax", "matmul": "matmul", "bmm": "matmul", "mm": "matmul",
+    "__getitem__": "getitem",
     "add": "add", "add_": "add", "sub": "sub", "mul": "mul", "mul_": "mul", "div": "div",
     "neg": "neg", "masked_fill": "masked_fill", "masked_fill_": "masked_fill",
     "repeat_interleave": "repeat_interleave", "repeat": "repeat",
@@ -333,6 +334,8 @@ class Lowerer:
         flat = list(self.flat((args, kwargs)))
         if any(isinstance(x, Poison) for x in flat):
             return POISON
+        if "meta_error" in node.meta and self.live((args, kwargs)):
+            raise Unsupported("the call fails on the example shapes: %s" % node.meta["meta_error"])
         if node.op == "call_module":
             return self.call_module(node, args, kwargs)
         if not self.live((args, kwargs)):

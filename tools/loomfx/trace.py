@@ -125,6 +125,10 @@ class MetaProxy(torch.fx.Proxy):
     def _tensor(self):
         v = self._val
         if not isinstance(v, torch.Tensor):
+            bad = _first_failure(self.node)
+            if bad is not None:
+                raise TypeError("the call at %s fails on the example shapes: %s"
+                                % (bad.meta.get("loom_where", "?"), bad.meta["meta_error"]))
             raise TypeError("%s is not a tensor" % self.node.name)
         return v
 
@@ -256,6 +260,19 @@ class MetaTracer(torch.fx.Tracer):
         """Traces root.forward; inputs maps argument name -> meta tensor."""
         self._inputs = dict(inputs)
         return self.trace(root, concrete_args=concrete_args)
+
+
+def _first_failure(node, seen=None):
+    """The earliest node upstream of node whose meta execution failed."""
+    seen = set() if seen is None else seen
+    if node in seen:
+        return None
+    seen.add(node)
+    for a in node.all_input_nodes:
+        bad = _first_failure(a, seen)
+        if bad is not None:
+            return bad
+    return node if "meta_error" in node.meta else None
 
 
 @contextlib.contextmanager
