@@ -227,24 +227,26 @@ void loom_memory_layer_acts(const loom_graph *g, const loom_parallel *p, loom_la
 
 /* ---- stage ------------------------------------------------------------------ */
 
-/* Parameters held by one GPU for the stage's layers: dense and expert. */
-static void stage_params(const loom_graph *g, const loom_parallel *p, const bool *in_stage,
-                         int64_t *dense, int64_t *expert)
+void loom_memory_stage_params(const loom_graph *g, const loom_parallel *p, const bool *in_stage,
+                              int64_t *dense, int64_t *expert)
 {
     int32_t n_t = loom_graph_num_tensors(g);
     bool *seen = calloc((size_t)n_t + 1, 1);
     LOOM_ASSERT(seen);
     *dense = *expert = 0;
-    for (int32_t i = 0; i < loom_graph_num_ops(g); i++) {
-        const loom_op *op = loom_graph_op(g, i);
-        if (!in_stage[op->layer]) continue;
-        for (int k = 0; k < op->n_w; k++) {
-            if (seen[op->w[k]]) continue;   /* tied weights: once per stage */
-            seen[op->w[k]] = true;
-            const loom_tensor *w = loom_graph_tensor(g, op->w[k]);
-            int64_t n = ceil_div(loom_tensor_numel(w), loom_memory_tensor_parts(w, p, true));
-            if (has_dim(w, "e")) *expert += n;
-            else *dense += n;
+    for (int32_t l = 0, first, count; l < loom_graph_layer_count(g); l++) {
+        if (!in_stage[l]) continue;
+        loom_graph_layer_ops(g, l, &first, &count);
+        for (int32_t i = first; i < first + count; i++) {
+            const loom_op *op = loom_graph_op(g, i);
+            for (int k = 0; k < op->n_w; k++) {
+                if (seen[op->w[k]]) continue;   /* tied weights: once per stage */
+                seen[op->w[k]] = true;
+                const loom_tensor *w = loom_graph_tensor(g, op->w[k]);
+                int64_t n = ceil_div(loom_tensor_numel(w), loom_memory_tensor_parts(w, p, true));
+                if (has_dim(w, "e")) *expert += n;
+                else *dense += n;
+            }
         }
     }
     free(seen);
@@ -289,12 +291,17 @@ loom_status loom_memory_stage(const loom_graph *g, const loom_parallel *p,
                               "memory model: in-flight micro-batches (%g) and KV tokens (%lld) "
                               "must be >= 0", o->inflight, (long long)o->kv_tokens);
     int32_t n_layers = loom_graph_layer_count(g);
-    loom_layer_act *acts = calloc((size_t)n_layers + 1, sizeof *acts);
-    if (!acts) return loom_error_set(err, LOOM_ERR_NOMEM, "memory model: out of memory");
-    loom_memory_layer_acts(g, p, acts);
+    loom_layer_act *owned = NULL;
+    const loom_layer_act *acts = o->acts;
+    if (!acts) {
+        owned = calloc((size_t)n_layers + 1, sizeof *owned);
+        if (!owned) return loom_error_set(err, LOOM_ERR_NOMEM, "memory model: out of memory");
+        loom_memory_layer_acts(g, p, owned);
+        acts = owned;
+    }
 
     int64_t dense, expert;
-    stage_params(g, p, o->in_stage, &dense, &expert);
+    loom_memory_stage_params(g, p, o->in_stage, &dense, &expert);
     int64_t dp_dense = p->dp * (p->cp > 0 ? p->cp : 1);
     int64_t dp_expert = p->ep > 1 ? max64(1, dp_dense / p->ep) : dp_dense;
     loom_model_state sd, se;
@@ -333,6 +340,6 @@ loom_status loom_memory_stage(const loom_graph *g, const loom_parallel *p,
                        (int64_t)((double)out->activations_bytes * LOOM_MEM_FRAGMENTATION + 0.5);
     out->total_bytes = out->params_bytes + out->grads_bytes + out->optimizer_bytes +
                        out->activations_bytes + out->kv_cache_bytes + out->other_bytes;
-    free(acts);
+    free(owned);
     return LOOM_OK;
 }

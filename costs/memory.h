@@ -94,6 +94,11 @@ typedef struct {
  * loom_memory_stage). */
 void loom_memory_layer_acts(const loom_graph *g, const loom_parallel *p, loom_layer_act *acts);
 
+/* Parameters one GPU holds for the layers in_stage[] (after tp / ep
+ * splits; tied weights once): dense ones, and expert ones (dims e). */
+void loom_memory_stage_params(const loom_graph *g, const loom_parallel *p, const bool *in_stage,
+                              int64_t *dense, int64_t *expert);
+
 /* Memory of one GPU holding a stage. */
 typedef struct {
     int64_t params;              /* parameter count held (after tp/ep, before ZeRO-3) */
@@ -110,6 +115,8 @@ typedef struct {
     double inflight;         /* training: loom_memory_inflight_microbatches() */
     bool inference;          /* no grads / optimizer / stored activations; KV cache */
     int64_t kv_tokens;       /* inference: tokens cached (batch × context) */
+    const loom_layer_act *acts; /* loom_memory_layer_acts(g, p) when the caller has
+                                   them (evaluating many stages); NULL = computed here */
 } loom_stage_memory_opts;
 
 /* Memory of one GPU of a stage. Dense parameters are data-parallel over

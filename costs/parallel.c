@@ -12,6 +12,7 @@ void loom_parallel_init(loom_parallel *p)
     p->seq = 2048;
     p->dtype = LOOM_DTYPE_BF16;
     p->flash = true;
+    p->overlap_grad_reduce = true;
 }
 
 static const char *const recompute_names[] = {"none", "selective", "full"};

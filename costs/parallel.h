@@ -44,11 +44,23 @@ typedef struct {
     bool flash;                  /* fused attention (no s² activations) */
     int64_t first_stage_layers;  /* uneven stages: layers on the first / last stage */
     int64_t last_stage_layers;   /* (0 = even split) */
+    bool overlap_grad_reduce;    /* DP gradient reduction overlapped with backward (default on) */
+    bool tp_comm_overlap;        /* TP collectives overlapped with their GEMMs (needs sp) */
+    bool grad_reduce_bf16;       /* DP gradients reduced in bf16 (Megatron --grad-reduce-in-bf16;
+                                    default fp32, as Megatron does for bf16 training) */
 } loom_parallel;
 
 /* Defaults: every degree 1, mbs 1, gbs 1, seq 2048, bf16, flash, 1F1B, no SP,
- * no recompute, ZeRO 0. */
+ * no recompute, ZeRO 0, gradient reduction overlapped, no TP comm overlap. */
 void loom_parallel_init(loom_parallel *p);
+
+/* Checks p against the model (m: heads, kv heads, layers, experts; zero
+ * fields are not checked) and a cluster of `gpus` GPUs (0 = not checked):
+ * tp·pp·dp·cp = gpus, heads and kv heads divisible by tp, pp (× vpp) dividing
+ * the layers, gbs a multiple of mbs·dp, … Each error names the options and
+ * values at fault (costs/parallel_check.c). */
+loom_status loom_parallel_check(const loom_parallel *p, const loom_model_info *m, int64_t gpus,
+                                loom_error *err);
 
 const char *loom_recompute_name(loom_recompute r);
 bool loom_recompute_parse(const char *s, loom_recompute *out);

@@ -1,0 +1,546 @@
+/*
+ * calib_fit.c — reading measured runs and fitting the efficiencies to them
+ * (calib_fit.h).
+ *
+ * Why fit at all? The roofline and alpha-beta formulas are exact about
+ * FLOPs and bytes but not about what fraction of peak real kernels and NCCL
+ * reach. Those fractions are properties of the hardware and its software
+ * stack, not of a model or a configuration, so a handful of them, fitted
+ * on one set of runs, should predict other runs on the same GPU. That is
+ * the test of a fit (held-out runs), and what keeps it honest: we fit only
+ * LOOM_CALIB_FIT_PARAMS — large-GEMM efficiency, the GEMM size at which
+ * fixed per-kernel costs halve it, HBM efficiency of memory-bound kernels,
+ * flash-attention efficiency, NVLink efficiency and the share of the
+ * data-parallel gradient sync hidden behind the backward — each inside a
+ * physical range. Nothing is fitted per record or per model.
+ *
+ * Objective. Iteration times span 0.45 s to 94 s, so errors are compared
+ * as logs: E(θ) = Σ_i ln²(pred_i(θ) / meas_i) + λ · Σ_k ((θ_k - θ0_k) / w_k)²
+ * with θ0 the device defaults and w_k the width of the parameter's range
+ * (log-width for gemm_half_flops). The small prior (λ = 1e-3) decides
+ * parameters the records cannot see — grad_sync_overlap when no record has
+ * data parallelism, attn_eff when none uses flash attention — and keeps
+ * them at their defaults instead of wherever a flat objective leaves them.
+ *
+ * Method. Cyclic coordinate descent: for each parameter in turn, a
+ * golden-section search over its range (in log space for gemm_half_flops)
+ * with the others fixed; sweeps repeat until a sweep improves E by less
+ * than 1e-5 relative (at most LOOM_FIT_SWEEPS). A parameter whose two range
+ * ends leave the data term unchanged is skipped. Everything is
+ * deterministic: the same records give the same calibration bit for bit.
+ *
+ * Units: seconds; efficiencies as fractions; FLOPs.
+ */
+#include "costs/calib_fit.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "costs/compute.h"
+#include "costs/eval.h"
+#include "graph/json_util.h"
+#include "graph/model.h"
+
+#define LOOM_FIT_SWEEPS 5
+#define LOOM_FIT_GOLDEN_ITERS 16
+#define LOOM_FIT_PRIOR 1e-3
+#define LOOM_FIT_HUBER 0.05
+
+/* ---- reading records -------------------------------------------------------- */
+
+static bool text_has(const char *hay, const char *needle)
+{
+    return hay && strstr(hay, needle) != NULL;
+}
+
+static void note(loom_calib_record *r, const char *what)
+{
+    size_t n = strlen(r->assumed);
+    snprintf(r->assumed + n, sizeof r->assumed - n, "%s%s", n ? ", " : "", what);
+}
+
+/* Optional integer that, when absent or null, takes `dflt` and is noted. */
+static loom_status opt_int(const loom_jctx *c, const cJSON *o, const char *path, const char *key,
+                           int64_t dflt, const char *assumed, loom_calib_record *r, int64_t *out)
+{
+    *out = 0;
+    loom_status s = loom_json_get_int(c, o, path, key, false, 1, (int64_t)1 << 30, out);
+    if (s) return s;
+    if (*out == 0) {
+        *out = dflt;
+        if (assumed) note(r, assumed);
+    }
+    return LOOM_OK;
+}
+
+static loom_status read_record(const loom_jctx *c, const cJSON *o, const char *path, size_t idx,
+                               loom_calib_record *r)
+{
+    const int64_t big = (int64_t)1 << 30;
+    memset(r, 0, sizeof *r);
+    loom_parallel *p = &r->par;
+    loom_parallel_init(p);
+    if (!cJSON_IsObject(o))
+        return loom_json_fail(c, path, "expected a record object, found %s", loom_json_type_name(o));
+    const char *model = NULL, *gpu = NULL, *recompute = NULL, *precision = NULL, *source = NULL,
+               *notes = NULL;
+    int64_t kv = 0;
+    double tok = 0;
+    loom_status s;
+    if ((s = loom_json_get_str(c, o, path, "model", false, &model)) ||
+        (s = loom_json_get_str(c, o, path, "gpu", true, &gpu)) ||
+        (s = loom_json_get_int(c, o, path, "layers", true, 1, big, &r->layers)) ||
+        (s = loom_json_get_int(c, o, path, "hidden", true, 1, big, &r->hidden)) ||
+        (s = loom_json_get_int(c, o, path, "heads", true, 1, big, &r->heads)) ||
+        (s = loom_json_get_int(c, o, path, "kv_heads", false, 1, big, &kv)) ||
+        (s = loom_json_get_int(c, o, path, "seq_len", true, 1, big, &p->seq)) ||
+        (s = loom_json_get_int(c, o, path, "vocab", true, 1, big, &r->vocab)) ||
+        (s = loom_json_get_int(c, o, path, "global_batch", true, 1, big, &p->gbs)) ||
+        (s = loom_json_get_int(c, o, path, "num_gpus", true, 1, big, &r->gpus)) ||
+        (s = loom_json_get_int(c, o, path, "tp", true, 1, big, &p->tp)) ||
+        (s = loom_json_get_int(c, o, path, "pp", true, 1, big, &p->pp)) ||
+        (s = loom_json_get_int(c, o, path, "dp", true, 1, big, &p->dp)) ||
+        (s = opt_int(c, o, path, "ffn_hidden", 4 * r->hidden, "ffn 4h", r, &r->ffn)) ||
+        (s = opt_int(c, o, path, "micro_batch", 1, "micro batch 1", r, &p->mbs)) ||
+        (s = opt_int(c, o, path, "cp", 1, NULL, r, &p->cp)) ||
+        (s = opt_int(c, o, path, "ep", 1, NULL, r, &p->ep)) ||
+        (s = opt_int(c, o, path, "virtual_stages", 1, NULL, r, &p->vpp)) ||
+        (s = loom_json_get_str(c, o, path, "recompute", false, &recompute)) ||
+        (s = loom_json_get_str(c, o, path, "precision", false, &precision)) ||
+        (s = loom_json_get_str(c, o, path, "source", false, &source)) ||
+        (s = loom_json_get_str(c, o, path, "notes", false, &notes)) ||
+        (s = loom_json_get_num(c, o, path, "iteration_time_s", false, 1e-6, 1e9, &r->measured_s)) ||
+        (s = loom_json_get_num(c, o, path, "tokens_per_s_per_gpu", false, 1e-6, 1e12, &tok)))
+        return s;
+    snprintf(r->model, sizeof r->model, "%s", model ? model : "");
+    if (!model) snprintf(r->model, sizeof r->model, "record %zu", idx);
+
+    const loom_device *d = loom_device_find(gpu);
+    if (!d) {
+        char names[512];
+        char sub[160];
+        snprintf(sub, sizeof sub, "%s.gpu", path);
+        return loom_json_fail(c, sub, "unknown GPU \"%s\" (known: %s)", gpu,
+                              loom_device_list_names(names, sizeof names));
+    }
+    snprintf(r->gpu, sizeof r->gpu, "%s", d->name);
+    if (kv > 0 && kv != r->heads) {
+        char sub[160];
+        snprintf(sub, sizeof sub, "%s.kv_heads", path);
+        return loom_json_fail(c, sub, "grouped-query attention (%lld kv heads of %lld) is not a "
+                              "GPT record; only kv_heads = heads (or null) is supported",
+                              (long long)kv, (long long)r->heads);
+    }
+    if (r->measured_s == 0 && tok > 0)
+        r->measured_s = (double)p->gbs * (double)p->seq / (tok * (double)r->gpus);
+    if (!(r->measured_s > 0))
+        return loom_json_fail(c, path, "record has no measured time: expected iteration_time_s "
+                              "or tokens_per_s_per_gpu");
+
+    /* sequence parallelism: Megatron-core recipes turn it on with TP */
+    cJSON *spj = cJSON_GetObjectItemCaseSensitive(o, "sequence_parallel");
+    if (spj && !cJSON_IsNull(spj)) {
+        if ((s = loom_json_get_bool(c, o, path, "sequence_parallel", true, &p->sp))) return s;
+    } else {
+        p->sp = p->tp > 1;
+        if (p->tp > 1) note(r, "sequence parallel");
+    }
+    if (!recompute || strncmp(recompute, "none", 4) == 0 || strncmp(recompute, "no", 2) == 0)
+        p->recompute = LOOM_RECOMPUTE_NONE;
+    else if (strncmp(recompute, "selective", 9) == 0) p->recompute = LOOM_RECOMPUTE_SELECTIVE;
+    else if (strncmp(recompute, "full", 4) == 0) p->recompute = LOOM_RECOMPUTE_FULL;
+    else {
+        char sub[160];
+        snprintf(sub, sizeof sub, "%s.recompute", path);
+        return loom_json_fail(c, sub, "expected null, \"none\", \"selective…\" or \"full…\", "
+                              "found \"%s\"", recompute);
+    }
+    p->dtype = LOOM_DTYPE_BF16;
+    if (text_has(precision, "fp8")) p->dtype = LOOM_DTYPE_FP8;
+    else if (precision && strncmp(precision, "fp16", 4) == 0) p->dtype = LOOM_DTYPE_FP16;
+
+    /* overlap settings as the record's words state them */
+    p->tp_comm_overlap = p->sp && (text_has(source, "tp-comm-overlap") || text_has(notes, "tp-comm-overlap"));
+    p->dist_opt = text_has(source, "param-gather") || text_has(notes, "param-gather") ||
+                  text_has(source, "distributed optimizer") || text_has(notes, "distributed optimizer");
+    p->grad_reduce_bf16 = text_has(source, "grad-reduce-in-bf16") || text_has(notes, "grad-reduce-in-bf16");
+    p->overlap_grad_reduce = true;
+    /* attention: unfused for selective recompute (it exists to drop the
+     * unfused s² tensors) and on pre-Hopper GPUs */
+    bool pre_hopper = strncmp(r->gpu, "A100", 4) == 0 || strncmp(r->gpu, "V100", 4) == 0;
+    p->flash = !(p->recompute == LOOM_RECOMPUTE_SELECTIVE || pre_hopper);
+
+    loom_model_info mi = {.layers = r->layers, .heads = r->heads, .kv_heads = r->heads};
+    if ((s = loom_parallel_check(p, &mi, r->gpus, c->err))) {
+        loom_error_prefix(c->err, "%s: %s", c->file, path);
+        return s;
+    }
+    return LOOM_OK;
+}
+
+loom_status loom_calib_records_load(const char *path, loom_calib_record **out, size_t *n,
+                                    loom_error *err)
+{
+    *out = NULL;
+    *n = 0;
+    cJSON *root = NULL;
+    loom_jctx c = {path, err};
+    const cJSON *recs = NULL;
+    loom_calib_record *r = NULL;
+    loom_status s = loom_json_parse_file(path, &root, err);
+    if (s) return s;
+    if (!cJSON_IsObject(root)) {
+        s = loom_json_fail(&c, "$", "expected an object with \"records\", found %s",
+                           loom_json_type_name(root));
+        goto fail;
+    }
+    if ((s = loom_json_get_array(&c, root, "$", "records", true, &recs))) goto fail;
+    size_t count = (size_t)cJSON_GetArraySize(recs);
+    if (count == 0) {
+        s = loom_json_fail(&c, "$.records", "expected at least one record, found none");
+        goto fail;
+    }
+    r = calloc(count, sizeof *r);
+    if (!r) {
+        s = loom_error_set(err, LOOM_ERR_NOMEM, "%s: out of memory", path);
+        goto fail;
+    }
+    size_t i = 0;
+    for (const cJSON *o = recs->child; o; o = o->next, i++) {
+        char p[64];
+        snprintf(p, sizeof p, "$.records[%zu]", i);
+        if ((s = read_record(&c, o, p, i, &r[i]))) goto fail;
+    }
+    cJSON_Delete(root);
+    *out = r;
+    *n = count;
+    return LOOM_OK;
+fail:
+    free(r);
+    cJSON_Delete(root);
+    return s;
+}
+
+/* ---- graphs and clusters ---------------------------------------------------- */
+
+loom_status loom_calib_record_graph(const loom_calib_record *r, loom_graph **out, loom_error *err)
+{
+    /* A GPT-2-style HF config of the record's shape (learned positions as
+     * long as the sequence; dropout at the HF default 0.1; tied embeddings,
+     * Megatron's default). */
+    cJSON *cfg = cJSON_CreateObject();
+    cJSON *arch = cJSON_CreateStringArray((const char *[]){"GPT2LMHeadModel"}, 1);
+    if (!cfg || !arch) {
+        cJSON_Delete(cfg);
+        cJSON_Delete(arch);
+        return loom_error_set(err, LOOM_ERR_NOMEM, "out of memory");
+    }
+    cJSON_AddItemToObject(cfg, "architectures", arch);
+    cJSON_AddStringToObject(cfg, "model_type", "gpt2");
+    cJSON_AddNumberToObject(cfg, "n_embd", (double)r->hidden);
+    cJSON_AddNumberToObject(cfg, "n_layer", (double)r->layers);
+    cJSON_AddNumberToObject(cfg, "n_head", (double)r->heads);
+    cJSON_AddNumberToObject(cfg, "n_inner", (double)r->ffn);
+    cJSON_AddNumberToObject(cfg, "vocab_size", (double)r->vocab);
+    cJSON_AddNumberToObject(cfg, "n_positions", (double)r->par.seq);
+    loom_model_opts o;
+    loom_model_opts_init(&o);
+    o.seq = r->par.seq;
+    o.batch = r->par.mbs;
+    o.dtype = r->par.dtype;
+    o.flash_attention = r->par.flash;
+    char file[96];
+    snprintf(file, sizeof file, "record %s", r->model);
+    loom_status s = loom_model_build_hf(file, cfg, r->model, &o, out, err);
+    cJSON_Delete(cfg);
+    return s;
+}
+
+loom_status loom_calib_record_cluster(const loom_calib_record *r, loom_cluster *out,
+                                      loom_error *err)
+{
+    static const struct { const char *dev, *preset; } map[] = {
+        {"A100-SXM4-80GB", "dgx-a100-80g"}, {"A100-SXM4-40GB", "dgx-a100-40g"},
+        {"H100-SXM5-80GB", "dgx-h100"},     {"H200-SXM-141GB", "dgx-h200"},
+        {"B200-HGX-180GB", "dgx-b200"},     {"V100-SXM2-16GB", "dgx1-v100"},
+    };
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
+        if (strcmp(map[i].dev, r->gpu) != 0) continue;
+        int64_t nodes = (r->gpus + 7) / 8;
+        if (r->gpus > 8 && r->gpus % 8 != 0)
+            return loom_error_set(err, LOOM_ERR_INVALID,
+                                  "record %s: %lld GPUs are not whole nodes of 8", r->model,
+                                  (long long)r->gpus);
+        char name[64];
+        snprintf(name, sizeof name, "%s-x%lld", map[i].preset, (long long)nodes);
+        loom_status s = loom_cluster_preset(name, out, err);
+        if (s) return s;
+        if (r->gpus < 8) out->gpus_per_node = r->gpus;
+        return LOOM_OK;
+    }
+    return loom_error_set(err, LOOM_ERR_UNSUPPORTED, "record %s: no DGX preset for GPU %s",
+                          r->model, r->gpu);
+}
+
+/* ---- prediction ------------------------------------------------------------------ */
+
+typedef struct {
+    loom_graph *g;
+    loom_cluster c;
+} prepared;
+
+static void unprepare(prepared *pr, size_t n)
+{
+    if (!pr) return;
+    for (size_t i = 0; i < n; i++) loom_graph_destroy(pr[i].g);
+    free(pr);
+}
+
+static loom_status prepare(const loom_calib_record *recs, size_t n, prepared **out, loom_error *err)
+{
+    prepared *pr = calloc(n ? n : 1, sizeof *pr);
+    if (!pr) return loom_error_set(err, LOOM_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        loom_status s = loom_calib_record_cluster(&recs[i], &pr[i].c, err);
+        if (s == LOOM_OK) s = loom_calib_record_graph(&recs[i], &pr[i].g, err);
+        if (s) {
+            unprepare(pr, n);
+            return s;
+        }
+    }
+    *out = pr;
+    return LOOM_OK;
+}
+
+static loom_status predict_one(const loom_calib_record *r, const prepared *pr,
+                               const loom_calib *cal, double *t, loom_error *err)
+{
+    loom_cost_model *cm = NULL;
+    loom_eval_result res;
+    loom_status s = loom_cost_model_create(&pr->c, cal, NULL, &cm, err);
+    if (s == LOOM_OK) s = loom_eval_megatron(pr->g, cm, &r->par, &res, err);
+    if (s == LOOM_OK) *t = res.step_time_s;
+    else loom_error_prefix(err, "record %s", r->model);
+    if (cm) loom_eval_result_free(&res);
+    loom_cost_model_destroy(cm);
+    return s;
+}
+
+/* The calibration a record is evaluated with: cal when it is for the
+ * record's GPU (or for any GPU), else the GPU's defaults. */
+static void calib_for(const loom_calib_record *r, const loom_calib *cal, loom_calib *use)
+{
+    const loom_device *d = loom_device_find(r->gpu);
+    if (cal && (cal->device[0] == '\0' || loom_device_find(cal->device) == d)) *use = *cal;
+    else loom_calib_default(d, use);
+}
+
+loom_status loom_calib_predict(const loom_calib_record *recs, size_t n, const loom_calib *cal,
+                               double *predicted, loom_error *err)
+{
+    prepared *pr = NULL;
+    loom_status s = prepare(recs, n, &pr, err);
+    for (size_t i = 0; s == LOOM_OK && i < n; i++) {
+        loom_calib use;
+        calib_for(&recs[i], cal, &use);
+        s = predict_one(&recs[i], &pr[i], &use, &predicted[i], err);
+    }
+    if (pr) unprepare(pr, n);
+    return s;
+}
+
+/* ---- fitting ------------------------------------------------------------------------ */
+
+typedef struct {
+    const char *name;
+    size_t offset;
+    double lo, hi;
+    bool per_peak;   /* bounds are seconds at peak, searched in log space */
+} param_spec;
+
+static const param_spec specs[] = {
+#define LOOM_X(f, lo, hi, per_peak) {#f, offsetof(loom_calib, f), lo, hi, per_peak},
+    LOOM_CALIB_FIT_PARAMS(LOOM_X)
+#undef LOOM_X
+};
+#define N_PARAMS (sizeof specs / sizeof specs[0])
+
+/* A parameter with its bounds for one device. */
+typedef struct {
+    size_t offset;
+    double lo, hi;
+    bool log_scale;
+} param;
+
+static void device_params(const loom_device *d, param *out)
+{
+    double peak = loom_device_peak_flops(d, LOOM_DTYPE_BF16);
+    if (!(peak > 0)) peak = loom_device_peak_flops(d, LOOM_DTYPE_FP16);
+    for (size_t j = 0; j < N_PARAMS; j++) {
+        double k = specs[j].per_peak ? peak : 1;
+        out[j] = (param){specs[j].offset, specs[j].lo * k, specs[j].hi * k, specs[j].per_peak};
+    }
+}
+
+static double *field(loom_calib *c, const param *p) { return (double *)((char *)c + p->offset); }
+
+/* Coordinates: log10 for gemm_half_flops (it spans three decades). */
+static double to_u(const param *p, double v) { return p->log_scale ? log10(fmax(v, 1e-300)) : v; }
+static double from_u(const param *p, double u) { return p->log_scale ? pow(10, u) : u; }
+
+typedef struct {
+    const loom_calib_record *recs;
+    const prepared *pr;
+    const size_t *idx;   /* records of the device */
+    size_t n;
+    const param *params; /* [N_PARAMS], bounds for the device */
+    loom_calib base;     /* θ0, for the prior */
+    loom_error *err;
+    loom_status status;
+} fit_ctx;
+
+/* Data term Σ ln²(pred/meas); *prior gets the prior term. */
+static double objective(fit_ctx *f, const loom_calib *cal, double *data)
+{
+    double d = 0;
+    for (size_t k = 0; k < f->n && f->status == LOOM_OK; k++) {
+        const loom_calib_record *r = &f->recs[f->idx[k]];
+        double t;
+        f->status = predict_one(r, &f->pr[f->idx[k]], cal, &t, f->err);
+        if (f->status) return HUGE_VAL;
+        double e = fabs(log(t / r->measured_s));
+        d += e <= LOOM_FIT_HUBER ? e * e : 2 * LOOM_FIT_HUBER * e - LOOM_FIT_HUBER * LOOM_FIT_HUBER;
+    }
+    double prior = 0;
+    for (size_t j = 0; j < N_PARAMS; j++) {
+        const param *p = &f->params[j];
+        double w = to_u(p, p->hi) - to_u(p, p->lo);
+        double z = (to_u(p, *field((loom_calib *)cal, p)) - to_u(p, *field(&f->base, p))) / w;
+        prior += z * z;
+    }
+    if (data) *data = d;
+    return d + LOOM_FIT_PRIOR * prior;
+}
+
+static double at(fit_ctx *f, loom_calib *cal, const param *p, double u, double *data)
+{
+    double keep = *field(cal, p);
+    *field(cal, p) = from_u(p, u);
+    double e = objective(f, cal, data);
+    *field(cal, p) = keep;
+    return e;
+}
+
+/* Golden-section search of parameter p over its range; sets the best of
+ * the bracket and the current value. */
+static void line_search(fit_ctx *f, loom_calib *cal, const param *p)
+{
+    const double phi = (sqrt(5.0) - 1) / 2;
+    double a = to_u(p, p->lo), b = to_u(p, p->hi);
+    double cur = to_u(p, *field(cal, p)), e_cur = at(f, cal, p, cur, NULL);
+    double x1 = b - phi * (b - a), x2 = a + phi * (b - a);
+    double f1 = at(f, cal, p, x1, NULL), f2 = at(f, cal, p, x2, NULL);
+    for (int it = 0; it < LOOM_FIT_GOLDEN_ITERS && f->status == LOOM_OK; it++) {
+        if (f1 <= f2) {
+            b = x2, x2 = x1, f2 = f1;
+            x1 = b - phi * (b - a);
+            f1 = at(f, cal, p, x1, NULL);
+        } else {
+            a = x1, x1 = x2, f1 = f2;
+            x2 = a + phi * (b - a);
+            f2 = at(f, cal, p, x2, NULL);
+        }
+    }
+    double best = f1 <= f2 ? x1 : x2, e_best = f1 <= f2 ? f1 : f2;
+    if (e_best < e_cur) *field(cal, p) = from_u(p, best);
+}
+
+loom_status loom_calib_fit(const loom_calib_record *recs, size_t n, const char *device,
+                           loom_calib *cal, loom_calib_fit_stats *st, loom_error *err)
+{
+    memset(st, 0, sizeof *st);
+    const loom_device *d = loom_device_find(device);
+    if (!d) {
+        char names[512];
+        return loom_error_set(err, LOOM_ERR_INVALID, "unknown GPU \"%s\" (known: %s)", device,
+                              loom_device_list_names(names, sizeof names));
+    }
+    size_t *idx = calloc(n ? n : 1, sizeof *idx), m = 0;
+    if (!idx) return loom_error_set(err, LOOM_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++)
+        if (loom_device_find(recs[i].gpu) == d) idx[m++] = i;
+    if (m == 0) {
+        free(idx);
+        return loom_error_set(err, LOOM_ERR_INVALID, "no record was measured on %s", d->name);
+    }
+    prepared *pr = NULL;
+    loom_status s = prepare(recs, n, &pr, err);
+    if (s) {
+        free(idx);
+        return s;
+    }
+    param params[N_PARAMS];
+    device_params(d, params);
+    /* start inside the bounds */
+    for (size_t j = 0; j < N_PARAMS; j++)
+        *field(cal, &params[j]) = fmin(fmax(*field(cal, &params[j]), params[j].lo), params[j].hi);
+    fit_ctx f = {.recs = recs, .pr = pr, .idx = idx, .n = m, .params = params, .base = *cal,
+                 .err = err};
+    snprintf(cal->device, sizeof cal->device, "%s", d->name);
+
+    /* Which parameters do the records see at all? */
+    bool active[N_PARAMS];
+    double d0;
+    objective(&f, cal, &d0);
+    for (size_t j = 0; j < N_PARAMS && f.status == LOOM_OK; j++) {
+        double dl, dh;
+        at(&f, cal, &params[j], to_u(&params[j], params[j].lo), &dl);
+        at(&f, cal, &params[j], to_u(&params[j], params[j].hi), &dh);
+        active[j] = fabs(dl - d0) > 1e-12 * (1 + d0) || fabs(dh - d0) > 1e-12 * (1 + d0);
+    }
+    double e_prev = objective(&f, cal, NULL);
+    for (int sweep = 0; sweep < LOOM_FIT_SWEEPS && f.status == LOOM_OK; sweep++) {
+        for (size_t j = 0; j < N_PARAMS && f.status == LOOM_OK; j++)
+            if (active[j]) line_search(&f, cal, &params[j]);
+        double e = objective(&f, cal, NULL);
+        st->sweeps = sweep + 1;
+        if (e_prev - e <= 1e-5 * e_prev) break;
+        e_prev = e;
+    }
+    if (f.status == LOOM_OK) {
+        double *errs = calloc(m, sizeof *errs), sq = 0;
+        for (size_t k = 0; k < m && errs; k++) {
+            double t = 0;
+            f.status = predict_one(&recs[idx[k]], &pr[idx[k]], cal, &t, err);
+            if (f.status) break;
+            double le = log(t / recs[idx[k]].measured_s);
+            sq += le * le;
+            errs[k] = fabs(t - recs[idx[k]].measured_s) / recs[idx[k]].measured_s;
+        }
+        if (errs && f.status == LOOM_OK) {
+            /* median by insertion sort (m is small) */
+            for (size_t a = 1; a < m; a++)
+                for (size_t b = a; b > 0 && errs[b] < errs[b - 1]; b--) {
+                    double t = errs[b];
+                    errs[b] = errs[b - 1];
+                    errs[b - 1] = t;
+                }
+            st->n = m;
+            st->rms_log_err = sqrt(sq / (double)m);
+            st->median_abs_err = m % 2 ? errs[m / 2] : (errs[m / 2 - 1] + errs[m / 2]) / 2;
+            st->max_abs_err = errs[m - 1];
+        } else if (!errs) {
+            f.status = loom_error_set(err, LOOM_ERR_NOMEM, "out of memory");
+        }
+        free(errs);
+    }
+    snprintf(cal->note, sizeof cal->note,
+             "fitted by loom calibrate to %zu measured runs on %s (rms log error %.4f)", m,
+             d->name, st->rms_log_err);
+    unprepare(pr, n);
+    free(idx);
+    return f.status;
+}

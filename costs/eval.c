@@ -1,0 +1,595 @@
+/*
+ * eval.c — one Megatron-style configuration, end to end (eval.h).
+ *
+ * What does a training step of a given (tp, pp, dp, cp, ep, mbs, gbs,
+ * sp, recompute, zero, vpp) configuration cost on a cluster? The graph holds
+ * one micro-batch's forward ops; everything else is derived here.
+ *
+ * Placement. Megatron orders ranks tp-cp-ep-dp-pp, tensor parallel fastest:
+ * a TP group is tp consecutive GPUs (inside a node when tp <= GPUs per node),
+ * the context-parallel group strides by tp, the data-parallel group (which
+ * also spans cp, for the weights) strides by tp, the expert-parallel group
+ * by tp·cp, and pipeline neighbours are tp·cp·dp apart. Each group's
+ * collectives use the intra- or inter-node link accordingly
+ * (loom_group_collective_time_s).
+ *
+ * Stages. The L transformer blocks are split evenly over pp ranks (or
+ * first/last stage sizes as given); with v virtual stages into pp·v chunks,
+ * rank r holding chunks r, r+pp, …; the embedding goes with the first chunk,
+ * the head and loss with the last.
+ *
+ * Compute per op (loom_cost_op_time on the op's shard). An op that touches
+ * a tensor-parallel dim (heads, kvh, f, v) has those dims split tp ways (kv
+ * heads min(tp, kvh) ways: fewer kv heads than tp are replicated); experts'
+ * f by the expert-TP degree. An op with no TP dim runs on the whole
+ * sequence, or on s/tp under sequence parallelism. Context parallelism
+ * splits s cp ways, except in attention: ring attention with Megatron's
+ * load-balanced chunks gives every rank 1/cp of the (causal) work against
+ * keys it receives around the ring, so attention is timed whole and divided
+ * by cp. Expert ops are not split by ep: a GPU owns e/ep experts but each
+ * receives ep ranks' tokens, the same FLOPs as all experts on its own tokens.
+ * A dim a split does not divide (GPT-2's vocabulary of 50257 over tp 8;
+ * Megatron pads it) is timed whole and divided by the parts.
+ *
+ * Tensor-parallel communication follows Megatron's f / g operators, found
+ * from the dims: an op whose inputs carry a TP dim that its output lacks
+ * (attention and MLP output projections, the vocab-parallel embedding)
+ * leaves partial sums: all-reduce forward (reduce-scatter with SP, whose
+ * backward is an all-gather); an op whose weight and output carry a TP dim
+ * but whose input does not (QKV and fc1/gate/up, once per shared input)
+ * needs the input gradient all-reduced backward (with SP: all-gather
+ * forward, reduce-scatter backward). For a GPT layer: 2 all-reduces forward
+ * and 2 backward (Shoeybi et al. 2019, Fig. 4); the vocab-parallel loss adds
+ * three small all-reduces over [b, s]. With --tp-comm-overlap each
+ * collective hides behind the GEMM it feeds or drains and only the excess
+ * is exposed. Context parallelism passes each attention's K and V around
+ * the ring (cp-1 steps forward, twice that backward), overlapped with the
+ * attention kernels; expert parallelism pays an all-to-all at dispatch and
+ * at combine, forward and backward.
+ *
+ * Recompute. Full recompute reruns each block's forward (with its TP
+ * communication) during the backward (only the first recompute_layers
+ * blocks of a stage when that is set); selective reruns the attention core
+ * (the ops touching s×t tensors; nothing with flash attention, whose
+ * backward recomputes internally).
+ *
+ * Step (costs/pipeline.h). Per-rank micro-batch times t_i go into the 1F1B
+ * formula with M = gbs / (mbs·dp) micro-batches; p2p transfers are the
+ * hidden state [mbs, s/cp, h] / tp (Megatron's scatter-gather); the
+ * data-parallel sync is an all-reduce of fp32 gradients (Megatron reduces
+ * bf16 runs' gradients in fp32 unless --grad-reduce-in-bf16), or reduce-scatter + all-gather of bf16
+ * weights with a sharded optimizer, or per-micro-batch gathers with ZeRO-3;
+ * with --overlap-grad-reduce it hides behind the last micro-batch's
+ * backward (and the next first forward for the weight all-gather), up to
+ * the calibrated grad_sync_overlap; the optimizer streams
+ * LOOM_OPTIM_STEP_BYTES_PER_PARAM per local parameter through HBM.
+ *
+ * FLOPs. Model FLOPs = 3 × forward matmul/attention FLOPs of the graph
+ * (full attention, Korthikanti et al. Eq. 7); hardware FLOPs add the
+ * recomputed forward matmuls (their HFU); MFU = model FLOPs / (step ·
+ * GPUs · dense peak of the dtype).
+ *
+ * Units: seconds, FLOPs, bytes.
+ */
+#include "costs/eval.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "costs/collective.h"
+#include "costs/pipeline.h"
+
+/* Megatron's tensor-parallel dims (split by tp); "qkv" (GPT-2's fused
+ * projection, size 3) travels with "heads" and is never split itself. */
+static const char *const tp_dims[] = {"heads", "kvh", "f", "v"};
+
+typedef struct {
+    const loom_graph *g;
+    const loom_cost_model *cm;
+    const loom_cluster *c;
+    const loom_calib *cal;
+    const loom_parallel *p;
+    loom_group tp, etp, cp, ep, dp, edp;
+    int32_t *col_seen;   /* [tensors]: layer + 1 that already paid a column-parallel input */
+} ctx;
+
+/* One layer's costs per micro-batch on one GPU. */
+typedef struct {
+    uint64_t sig;
+    double fwd_s, bwd_s;           /* compute */
+    double comm_fwd_s, comm_bwd_s; /* exposed TP / CP / EP communication */
+    double recompute_s;            /* forward rerun in the backward, if recomputed */
+    double recompute_comm_s;       /* its communication part */
+    double model_flops;            /* 3 × forward matmul FLOPs (whole layer, unsharded) */
+    double attn_flops;             /* forward attention-score FLOPs */
+    double recompute_flops;        /* forward matmul FLOPs rerun */
+    double measured_s, total_s;    /* profile-db share of fwd+bwd */
+} layer_cost;
+
+static bool has_dim(const loom_tensor *t, const char *name)
+{
+    return loom_tensor_dim_index(t, name) >= 0;
+}
+
+static bool has_tp_dim(const loom_tensor *t)
+{
+    for (size_t k = 0; k < sizeof tp_dims / sizeof tp_dims[0]; k++)
+        if (has_dim(t, tp_dims[k])) return true;
+    return false;
+}
+
+static bool has_seq_dim(const loom_tensor *t)
+{
+    return has_dim(t, "s") || has_dim(t, "t") || has_dim(t, "c");
+}
+
+static bool attention_core(const loom_tensor *t)
+{
+    return has_dim(t, "s") && has_dim(t, "t");
+}
+
+/* The op's operands: inputs, weights, outputs. */
+static int operands(const loom_op *op, int32_t *ids)
+{
+    int n = 0;
+    for (int i = 0; i < op->n_in; i++) ids[n++] = op->in[i];
+    for (int i = 0; i < op->n_w; i++) ids[n++] = op->w[i];
+    for (int i = 0; i < op->n_out; i++) ids[n++] = op->out[i];
+    return n;
+}
+
+static double coll(const ctx *x, loom_collective k, loom_group grp, double bytes)
+{
+    return loom_group_collective_time_s(x->c, x->cal, k, grp, bytes);
+}
+
+/* Bytes of a whole tensor on one GPU of a TP group (its sequence divided by
+ * cp): the buffer a TP collective moves. */
+static double comm_bytes(const ctx *x, const loom_tensor *t)
+{
+    double b = (double)loom_tensor_bytes(t);
+    return has_seq_dim(t) ? b / (double)x->p->cp : b;
+}
+
+/* What a collective of comm_s running beside a GEMM of gemm_s adds. */
+static double beside(double comm_s, double gemm_s)
+{
+    return comm_s > gemm_s ? comm_s - gemm_s : 0;
+}
+
+/* A collective on the critical path: hidden behind its GEMM only with
+ * --tp-comm-overlap (userbuffers split both into chunks and pipeline them). */
+static double exposed(const ctx *x, double comm_s, double gemm_s)
+{
+    return x->p->tp_comm_overlap ? beside(comm_s, gemm_s) : comm_s;
+}
+
+/* Splits of op's dims under p; `divisor` collects parts of splits that do
+ * not divide a dim (the op is then timed whole and divided). */
+static int op_splits(const ctx *x, const loom_op *op, loom_dim_split *sp, double *divisor)
+{
+    const loom_parallel *p = x->p;
+    int32_t ids[3 * LOOM_MAX_IO];
+    int n_ids = operands(op, ids);
+    bool tp_op = false, expert = false;
+    int64_t kvh = 0;
+    for (int k = 0; k < n_ids; k++) {
+        const loom_tensor *t = loom_graph_tensor(x->g, ids[k]);
+        tp_op |= has_tp_dim(t);
+        expert |= has_dim(t, "e");
+        int d = loom_tensor_dim_index(t, "kvh");
+        if (d >= 0) kvh = t->dims[d].size;
+    }
+    int64_t tpd = expert && p->etp > 0 ? p->etp : p->tp;
+    loom_dim_split want[8];
+    int n = 0;
+    if (tpd > 1) {
+        want[n++] = (loom_dim_split){"heads", tpd};
+        want[n++] = (loom_dim_split){"f", tpd};
+        want[n++] = (loom_dim_split){"v", tpd};
+        if (kvh > 0) want[n++] = (loom_dim_split){"kvh", kvh < tpd ? kvh : tpd};
+    }
+    int64_t seq = (tp_op || !p->sp ? 1 : p->tp) * p->cp;
+    if (op->kind != LOOM_OP_ATTENTION && seq > 1) {
+        want[n++] = (loom_dim_split){"s", seq};
+        want[n++] = (loom_dim_split){"c", seq};
+    }
+    int out = 0;
+    *divisor = 1;
+    for (int i = 0; i < n; i++) {
+        bool present = false, divides = true;
+        for (int k = 0; k < n_ids; k++) {
+            const loom_tensor *t = loom_graph_tensor(x->g, ids[k]);
+            int d = loom_tensor_dim_index(t, want[i].dim);
+            if (d < 0) continue;
+            present = true;
+            divides &= t->dims[d].size % want[i].parts == 0;
+        }
+        if (!present) continue;
+        if (divides) sp[out++] = want[i];
+        else *divisor *= (double)want[i].parts;
+    }
+    if (op->kind == LOOM_OP_ATTENTION) *divisor *= (double)p->cp;
+    return out;
+}
+
+/* Tensor-parallel, context-parallel and expert-parallel communication of
+ * one op (exposed; forward and backward). */
+static void op_comm(const ctx *x, const loom_op *op, const loom_op_time *t, double *fwd,
+                    double *bwd)
+{
+    const loom_parallel *p = x->p;
+    const loom_graph *g = x->g;
+    *fwd = *bwd = 0;
+    const loom_tensor *out0 = loom_graph_tensor(g, op->out[0]);
+    bool expert = has_dim(out0, "e") || (op->n_in && has_dim(loom_graph_tensor(g, op->in[0]), "e"));
+    int64_t tpd = expert && p->etp > 0 ? p->etp : p->tp;
+    loom_group tpg = expert && p->etp > 0 ? x->etp : x->tp;
+
+    if (tpd > 1 && (op->kind == LOOM_OP_EINSUM || op->kind == LOOM_OP_EMBEDDING)) {
+        bool in_tp = false, w_tp = false;
+        for (int i = 0; i < op->n_in; i++) in_tp |= has_tp_dim(loom_graph_tensor(g, op->in[i]));
+        for (int i = 0; i < op->n_w; i++) w_tp |= has_tp_dim(loom_graph_tensor(g, op->w[i]));
+        bool out_tp = has_tp_dim(out0);
+        /* backward = dgrad GEMM + wgrad GEMM, about half each */
+        double half_bwd = t->bwd_s / 2;
+        if ((in_tp || w_tp) && !out_tp) {
+            /* g: partial sums out of a row-parallel op; with SP the output
+             * gradient is all-gathered before the dgrad GEMM */
+            double b = comm_bytes(x, out0);
+            *fwd += exposed(x, coll(x, p->sp ? LOOM_COLL_REDUCE_SCATTER : LOOM_COLL_ALL_REDUCE,
+                                    tpg, b), t->fwd_s);
+            if (p->sp) *bwd += exposed(x, coll(x, LOOM_COLL_ALL_GATHER, tpg, b), half_bwd);
+        } else if (w_tp && out_tp) {
+            /* f: replicated input into a column-parallel op, paid once per
+             * input tensor in the layer (q/k/v, gate/up share it). Backward:
+             * the input gradient's all-reduce (SP: reduce-scatter) runs
+             * asynchronously beside the wgrad GEMM; with SP the input is
+             * first all-gathered again for that wgrad, beside the dgrad GEMM
+             * (Megatron's LinearWithGradAccumulationAndAsyncCommunication;
+             * Korthikanti et al. §4.2.2). */
+            for (int i = 0; i < op->n_in; i++) {
+                const loom_tensor *in = loom_graph_tensor(g, op->in[i]);
+                if (has_tp_dim(in) || x->col_seen[op->in[i]] == op->layer + 1) continue;
+                x->col_seen[op->in[i]] = op->layer + 1;
+                double b = comm_bytes(x, in);
+                if (p->sp) {
+                    *fwd += exposed(x, coll(x, LOOM_COLL_ALL_GATHER, tpg, b), t->fwd_s);
+                    *bwd += beside(coll(x, LOOM_COLL_ALL_GATHER, tpg, b), half_bwd);
+                }
+                *bwd += beside(coll(x, p->sp ? LOOM_COLL_REDUCE_SCATTER : LOOM_COLL_ALL_REDUCE,
+                                    tpg, b), half_bwd);
+            }
+        }
+    }
+    if (tpd > 1 && op->kind == LOOM_OP_CROSS_ENTROPY) {
+        /* vocab-parallel loss: max, sum of exp and target logit over tp,
+         * fp32 per token */
+        const loom_tensor *lg = loom_graph_tensor(g, op->in[0]);
+        int d = loom_tensor_dim_index(lg, "v");
+        if (d >= 0) {
+            double tokens = (double)loom_tensor_numel(lg) / (double)lg->dims[d].size;
+            *fwd += 3 * coll(x, LOOM_COLL_ALL_REDUCE, tpg, 4 * tokens / (double)p->cp);
+        }
+    }
+    if (p->cp > 1 && op->kind == LOOM_OP_ATTENTION) {
+        /* ring attention: K and V shards go round the cp ring, overlapped
+         * with the attention blocks */
+        loom_parallel local = *p;
+        local.sp = false;
+        double kv = (double)(loom_memory_tensor_shard_bytes(loom_graph_tensor(g, op->in[1]), &local, false) +
+                             loom_memory_tensor_shard_bytes(loom_graph_tensor(g, op->in[2]), &local, false));
+        double step = coll(x, LOOM_COLL_SEND_RECV, (loom_group){2, x->cp.ranks_per_node >= 2 ? 2 : 1}, kv);
+        double ring = (double)(p->cp - 1) * step;
+        *fwd += ring > t->fwd_s ? ring - t->fwd_s : 0;
+        *bwd += 2 * ring > t->bwd_s ? 2 * ring - t->bwd_s : 0;
+    }
+    if (p->ep > 1 && (op->kind == LOOM_OP_MOE_DISPATCH || op->kind == LOOM_OP_MOE_COMBINE)) {
+        const loom_tensor *buf = op->kind == LOOM_OP_MOE_DISPATCH ? out0 : loom_graph_tensor(g, op->in[0]);
+        double b = (double)loom_memory_tensor_shard_bytes(buf, p, false);
+        double a2a = coll(x, LOOM_COLL_ALL_TO_ALL, x->ep, b);
+        *fwd += a2a;
+        *bwd += a2a;
+    }
+}
+
+/* Costs of layer l, one micro-batch. */
+static loom_status layer_costs(const ctx *x, int32_t l, layer_cost *lc, loom_error *err)
+{
+    const loom_parallel *p = x->p;
+    bool block = loom_memory_is_block(x->g, l);
+    int32_t first, count;
+    loom_graph_layer_ops(x->g, l, &first, &count);
+    for (int32_t i = first; i < first + count; i++) {
+        const loom_op *op = loom_graph_op(x->g, i);
+        loom_dim_split sp[8];
+        double div;
+        int n = op_splits(x, op, sp, &div);
+        loom_op_time t;
+        loom_status s = loom_cost_op_time(x->cm, x->g, i, sp, n, &t, err);
+        if (s) return s;
+        t.fwd_s /= div;
+        t.bwd_s /= div;
+        double cf, cb;
+        op_comm(x, op, &t, &cf, &cb);
+        lc->fwd_s += t.fwd_s;
+        lc->bwd_s += t.bwd_s;
+        lc->comm_fwd_s += cf;
+        lc->comm_bwd_s += cb;
+        lc->total_s += t.fwd_s + t.bwd_s;
+        if (t.source != LOOM_SRC_ROOFLINE) lc->measured_s += t.fwd_s + t.bwd_s;
+
+        bool core = false;
+        int32_t ids[3 * LOOM_MAX_IO];
+        int n_ids = operands(op, ids);
+        for (int k = 0; k < n_ids; k++) core |= attention_core(loom_graph_tensor(x->g, ids[k]));
+        bool matmul = op->kind == LOOM_OP_EINSUM || op->kind == LOOM_OP_ATTENTION;
+        bool rerun = (p->recompute == LOOM_RECOMPUTE_FULL && block) ||
+                     (p->recompute == LOOM_RECOMPUTE_SELECTIVE && core);
+        if (rerun) {
+            lc->recompute_s += t.fwd_s + cf;
+            lc->recompute_comm_s += cf;
+            if (matmul) lc->recompute_flops += (double)op->fwd_flops;
+        }
+        if (matmul) lc->model_flops += 3.0 * (double)op->fwd_flops;
+        if (op->kind == LOOM_OP_ATTENTION || (op->kind == LOOM_OP_EINSUM && core))
+            lc->attn_flops += (double)op->fwd_flops;
+    }
+    return LOOM_OK;
+}
+
+/* ---- placement ------------------------------------------------------------- */
+
+/* Pipeline rank of every graph layer. Blocks are numbered 0..L-1 in order. */
+static void assign_ranks(const loom_graph *g, const loom_parallel *p, int32_t *rank)
+{
+    int32_t n = loom_graph_layer_count(g);
+    int64_t L = 0;
+    for (int32_t l = 0; l < n; l++) L += loom_memory_is_block(g, l);
+    int64_t b = 0, pp = p->pp;
+    for (int32_t l = 0; l < n; l++) {
+        if (!loom_memory_is_block(g, l)) {
+            rank[l] = b == 0 ? 0 : (int32_t)(pp - 1);   /* embedding first, head last */
+            continue;
+        }
+        int64_t r;
+        if (p->vpp > 1) {
+            int64_t chunk = L / (pp * p->vpp);
+            r = (b / chunk) % pp;
+        } else if (p->first_stage_layers > 0 || p->last_stage_layers > 0) {
+            int64_t f = p->first_stage_layers, e = p->last_stage_layers;
+            int64_t mid_ranks = pp - (f > 0) - (e > 0);
+            int64_t mid = mid_ranks > 0 ? (L - f - e) / mid_ranks : 0;
+            if (f > 0 && b < f) r = 0;
+            else if (e > 0 && b >= L - e) r = pp - 1;
+            else r = (f > 0) + (b - f) / (mid > 0 ? mid : 1);
+        } else {
+            r = b / (L / pp);
+        }
+        rank[l] = (int32_t)r;
+        b++;
+    }
+}
+
+/* Data-parallel synchronisation of n parameters over group grp per step. */
+static double sync_time(const ctx *x, double n, loom_group grp, int64_t m)
+{
+    const loom_parallel *p = x->p;
+    if (grp.ranks <= 1 || n <= 0) return 0;
+    double grads = (p->grad_reduce_bf16 ? 2 : LOOM_MEM_GRAD_BYTES) * n;
+    double weights = LOOM_MEM_PARAM_BYTES * n;
+    if (p->zero >= 3)   /* weights gathered for forward and backward, grads scattered, per micro-batch */
+        return (double)m * (2 * coll(x, LOOM_COLL_ALL_GATHER, grp, weights) +
+                            coll(x, LOOM_COLL_REDUCE_SCATTER, grp, grads));
+    if (p->zero >= 1 || p->dist_opt)
+        return coll(x, LOOM_COLL_REDUCE_SCATTER, grp, grads) +
+               coll(x, LOOM_COLL_ALL_GATHER, grp, weights);
+    return coll(x, LOOM_COLL_ALL_REDUCE, grp, grads);
+}
+
+static loom_group axis_group(const loom_cluster *c, int64_t count, int64_t stride)
+{
+    return loom_mesh_axis_group(c, (loom_mesh_shape){count, stride}, 0);
+}
+
+/* ---- the evaluation ---------------------------------------------------------- */
+
+static loom_status check_graph(const loom_graph *g, const loom_parallel *p, loom_error *err)
+{
+    const loom_model_info *info = loom_graph_info_c(g);
+    if (info->batch > 0 && info->batch != p->mbs)
+        return loom_error_set(err, LOOM_ERR_INVALID,
+                              "graph %s was built for a batch of %lld but --mbs is %lld (build it "
+                              "with batch = mbs)", loom_graph_name(g), (long long)info->batch,
+                              (long long)p->mbs);
+    if (info->seq > 0 && info->seq != p->seq)
+        return loom_error_set(err, LOOM_ERR_INVALID,
+                              "graph %s was built for sequence length %lld but --seq is %lld",
+                              loom_graph_name(g), (long long)info->seq, (long long)p->seq);
+    if (info->layers > 0 && info->dtype != p->dtype)
+        return loom_error_set(err, LOOM_ERR_INVALID,
+                              "graph %s was built for %s but --dtype is %s", loom_graph_name(g),
+                              loom_dtype_name(info->dtype), loom_dtype_name(p->dtype));
+    if (info->layers > 0 && p->flash != info->flash_attention)
+        return loom_error_set(err, LOOM_ERR_INVALID,
+                              "graph %s was built %s fused attention but the configuration says "
+                              "%s", loom_graph_name(g), info->flash_attention ? "with" : "without",
+                              p->flash ? "flash" : "unfused");
+    return LOOM_OK;
+}
+
+void loom_eval_result_free(loom_eval_result *r)
+{
+    if (!r) return;
+    free(r->stages);
+    r->stages = NULL;
+    r->n_stages = 0;
+}
+
+loom_status loom_eval_megatron(const loom_graph *g, const loom_cost_model *cm,
+                               const loom_parallel *p, loom_eval_result *out, loom_error *err)
+{
+    memset(out, 0, sizeof *out);
+    const loom_cluster *c = loom_cost_model_cluster(cm);
+    int32_t n_layers = loom_graph_layer_count(g), n_t = loom_graph_num_tensors(g);
+    loom_model_info mi = *loom_graph_info_c(g);
+    int64_t blocks = 0;
+    for (int32_t l = 0; l < n_layers; l++) blocks += loom_memory_is_block(g, l);
+    if (mi.layers == 0) mi.layers = blocks;
+    loom_status s = loom_parallel_check(p, &mi, loom_cluster_gpus(c), err);
+    if (s == LOOM_OK) s = check_graph(g, p, err);
+    if (s) return s;
+    double peak = loom_device_peak_flops(&c->gpu, p->dtype);
+    if (!(peak > 0))
+        return loom_error_set(err, LOOM_ERR_UNSUPPORTED, "%s has no %s tensor cores (--dtype %s)",
+                              c->gpu.name, loom_dtype_name(p->dtype), loom_dtype_name(p->dtype));
+
+    const int64_t S = p->pp, M = p->gbs / (p->mbs * p->dp);
+    ctx x = {.g = g, .cm = cm, .c = c, .cal = loom_cost_model_calib(cm), .p = p};
+    x.tp = axis_group(c, p->tp, 1);
+    x.etp = axis_group(c, p->etp > 0 ? p->etp : p->tp, 1);
+    x.cp = axis_group(c, p->cp, p->tp);
+    x.ep = axis_group(c, p->ep, p->tp * p->cp);
+    x.dp = axis_group(c, p->dp * p->cp, p->tp);
+    x.edp = axis_group(c, p->dp * p->cp / p->ep, p->tp * p->cp * p->ep);
+
+    layer_cost *lc = calloc((size_t)n_layers, sizeof *lc);
+    int32_t *rank = calloc((size_t)n_layers, sizeof *rank);
+    bool *in_stage = calloc((size_t)n_layers, 1);
+    double *arr = calloc((size_t)S * 6, sizeof *arr);
+    x.col_seen = calloc((size_t)n_t + 1, sizeof *x.col_seen);
+    loom_layer_act *acts = calloc((size_t)n_layers, sizeof *acts);
+    out->stages = calloc((size_t)S, sizeof *out->stages);
+    if (!lc || !rank || !in_stage || !arr || !x.col_seen || !acts || !out->stages) {
+        s = loom_error_set(err, LOOM_ERR_NOMEM, "eval: out of memory");
+        goto done;
+    }
+    out->n_stages = S;
+    double *stage_s = arr, *bwd_s = arr + S, *sync_s = arr + 2 * S, *window_s = arr + 3 * S,
+           *opt_s = arr + 4 * S, *comm_s = arr + 5 * S;
+
+    /* Per-layer costs, computed once per distinct layer (signature). */
+    for (int32_t l = 0; l < n_layers; l++) {
+        lc[l].sig = loom_graph_layer_signature(g, l);
+        int32_t same = -1;
+        for (int32_t k = 0; k < l && same < 0; k++)
+            if (lc[k].sig == lc[l].sig && loom_memory_is_block(g, k) == loom_memory_is_block(g, l))
+                same = k;
+        if (same >= 0) lc[l] = lc[same];
+        else if ((s = layer_costs(&x, l, &lc[l], err))) goto done;
+    }
+    assign_ranks(g, p, rank);
+
+    /* The hidden state crossing a stage boundary, sequence-sharded
+     * (Megatron's scatter-gather sends 1/tp of it even without SP). */
+    loom_parallel psp = *p;
+    psp.sp = true;
+    loom_memory_layer_acts(g, &psp, acts);
+    double boundary = 0;
+    for (int32_t l = 0; l < n_layers; l++)
+        if (loom_memory_is_block(g, l) && (double)acts[l].input_bytes > boundary)
+            boundary = (double)acts[l].input_bytes;
+    loom_memory_layer_acts(g, p, acts);
+    double p2p = S > 1 ? coll(&x, LOOM_COLL_SEND_RECV,
+                              (loom_group){2, axis_group(c, 2, p->tp * p->cp * p->dp).ranks_per_node},
+                              boundary)
+                       : 0;
+
+    double mb_model = 0, mb_attn = 0, mb_hw_extra = 0, measured = 0, total = 0;
+    out->fits = true;
+    for (int64_t r = 0; r < S; r++) {
+        loom_eval_stage *st = &out->stages[r];
+        double fwd = 0, bwd = 0, comm = 0;
+        int64_t blocks_here = 0;
+        st->first_layer = -1;
+        for (int32_t l = 0; l < n_layers; l++) {
+            in_stage[l] = rank[l] == r;
+            if (!in_stage[l]) continue;
+            if (st->first_layer < 0) st->first_layer = l;
+            st->last_layer = l;
+            st->n_layers++;
+            const layer_cost *c1 = &lc[l];
+            bool block = loom_memory_is_block(g, l);
+            bool rerun = !(p->recompute == LOOM_RECOMPUTE_FULL && block &&
+                           p->recompute_layers > 0 && blocks_here >= p->recompute_layers);
+            blocks_here += block;
+            fwd += c1->fwd_s + c1->comm_fwd_s;
+            bwd += c1->bwd_s + c1->comm_bwd_s + (rerun ? c1->recompute_s : 0);
+            comm += c1->comm_fwd_s + c1->comm_bwd_s + (rerun ? c1->recompute_comm_s : 0);
+            mb_model += c1->model_flops;
+            mb_attn += c1->attn_flops;
+            mb_hw_extra += rerun ? c1->recompute_flops : 0;
+            measured += c1->measured_s;
+            total += c1->total_s;
+        }
+        st->fwd_s = fwd;
+        st->bwd_s = bwd;
+        st->comm_s = comm;
+        stage_s[r] = fwd + bwd;
+        bwd_s[r] = bwd;
+        comm_s[r] = comm;
+
+        int64_t dense_n, expert_n;
+        loom_memory_stage_params(g, p, in_stage, &dense_n, &expert_n);
+        double dense = (double)dense_n, expert = (double)expert_n;
+        sync_s[r] = sync_time(&x, dense, x.dp, M) + sync_time(&x, expert, x.edp, M);
+        st->grad_sync_s = sync_s[r];
+        window_s[r] = p->zero >= 3 ? (double)M * stage_s[r]
+                                   : bwd + (p->zero >= 1 || p->dist_opt ? fwd : 0);
+        bool sharded = p->zero >= 1 || p->dist_opt;
+        double local = sharded ? ceil(dense / (double)x.dp.ranks) + ceil(expert / (double)x.edp.ranks)
+                               : dense + expert;
+        opt_s[r] = loom_cost_memory_time_s(cm, LOOM_OPTIM_STEP_BYTES_PER_PARAM * local);
+
+        loom_stage_memory_opts mo = {.in_stage = in_stage,
+                                     .inflight = loom_memory_inflight_microbatches(S, r, p->vpp, M),
+                                     .acts = acts};
+        if ((s = loom_memory_stage(g, p, &mo, &st->mem, err))) goto done;
+        st->fits = st->mem.total_bytes <= c->gpu.hbm_bytes;
+        out->fits &= st->fits;
+        if (st->mem.total_bytes > out->memory_per_gpu_bytes)
+            out->memory_per_gpu_bytes = st->mem.total_bytes;
+    }
+
+    loom_pipeline_in pin = {.stages = S, .microbatches = M, .vpp = p->vpp, .stage_s = stage_s,
+                            .bwd_s = bwd_s, .p2p_s = p2p, .grad_sync_s = sync_s,
+                            .sync_window_s = window_s,
+                            .sync_overlap = p->overlap_grad_reduce ? x.cal->grad_sync_overlap : 0,
+                            .optimizer_s = opt_s};
+    loom_pipeline_out po;
+    if ((s = loom_pipeline_step(&pin, &po, err))) goto done;
+
+    loom_step_breakdown *b = &out->breakdown;
+    b->tp_comm_s = (double)M * comm_s[po.bottleneck];
+    b->compute_s = po.compute_s - b->tp_comm_s;
+    b->bubble_s = po.bubble_s;
+    b->p2p_s = po.p2p_s;
+    b->grad_sync_s = po.grad_sync_s;
+    b->optimizer_s = po.optimizer_s;
+    out->step_time_s = po.step_s;
+    out->microbatches = M;
+    out->gpus = loom_cluster_gpus(c);
+    /* The graph is one micro-batch; a step is gbs / mbs of them. */
+    double mbs_per_step = (double)(p->gbs / p->mbs);
+    out->model_flops = mb_model * mbs_per_step;
+    out->model_flops_causal = (mb_model - 1.5 * mb_attn) * mbs_per_step;
+    out->hardware_flops = (mb_model + mb_hw_extra) * mbs_per_step;
+    out->tokens_per_s = (double)p->gbs * (double)p->seq / out->step_time_s;
+    out->peak_flops = peak;
+    double per_gpu = out->step_time_s * (double)out->gpus;
+    out->model_tflops_per_gpu = out->model_flops / per_gpu / 1e12;
+    out->hardware_tflops_per_gpu = out->hardware_flops / per_gpu / 1e12;
+    out->mfu = out->model_flops / per_gpu / peak;
+    out->hfu = out->hardware_flops / per_gpu / peak;
+    out->memory_capacity_bytes = c->gpu.hbm_bytes;
+    out->measured_fraction = total > 0 ? measured / total : 0;
+done:
+    free(lc);
+    free(rank);
+    free(in_stage);
+    free(arr);
+    free(x.col_seen);
+    free(acts);
+    return s;
+}

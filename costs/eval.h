@@ -1,0 +1,77 @@
+/*
+ * eval.h — predicted step time, throughput, MFU and memory of one
+ * Megatron-style configuration (`loom eval`; DESIGN §1, §4). The model is
+ * explained in eval.c.
+ *
+ * The graph must be built for ONE micro-batch: batch = p->mbs sequences of
+ * p->seq tokens (loom_model_opts {seq, batch = mbs, dtype, flash}); every
+ * time below is derived from it, scaled by the number of micro-batches.
+ *
+ * Model FLOPs count attention in full (non-causal), as Korthikanti et al.
+ * 2022 (Eq. 7: 72·B·L·s·h²·(1 + s/6h + V/12hL) for GPT) and Megatron-LM's
+ * num_floating_point_operations do: 3 × the graph's forward matmul FLOPs.
+ * model_flops_causal halves the attention-score part instead.
+ *
+ * Units: seconds, FLOPs, bytes, tokens/s.
+ */
+#ifndef LOOM_EVAL_H
+#define LOOM_EVAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "costs/compute.h"
+#include "costs/memory.h"
+#include "costs/parallel.h"
+#include "graph/graph.h"
+
+/* Where the step time goes; the fields add up to step_time_s. */
+typedef struct {
+    double compute_s;     /* M × the bottleneck rank's fwd+bwd(+recompute) of a micro-batch */
+    double tp_comm_s;     /* exposed TP collectives (+ CP exchange, EP all-to-all) in that */
+    double bubble_s;      /* pipeline fill and drain */
+    double p2p_s;         /* stage-to-stage transfers */
+    double grad_sync_s;   /* exposed data-parallel gradient synchronisation */
+    double optimizer_s;   /* the optimizer step */
+} loom_step_breakdown;
+
+typedef struct {
+    int32_t first_layer, last_layer;   /* graph layers held (interleaved: first / last chunk) */
+    int32_t n_layers;                  /* graph layers held (all chunks) */
+    double fwd_s, bwd_s;               /* one micro-batch, compute + exposed comm (bwd incl.
+                                          recompute) */
+    double comm_s;                     /* the exposed TP / CP / EP part of fwd_s + bwd_s */
+    double grad_sync_s;                /* its full data-parallel sync (before overlap) */
+    loom_memory_breakdown mem;         /* per GPU */
+    bool fits;
+} loom_eval_stage;
+
+typedef struct {
+    double step_time_s;
+    double tokens_per_s;               /* gbs · seq / step */
+    int64_t microbatches;              /* per data-parallel replica and step */
+    int64_t gpus;
+    double model_flops;                /* per step, all GPUs; full attention */
+    double model_flops_causal;         /* per step, attention scores halved */
+    double hardware_flops;             /* model FLOPs + recomputed forward matmuls */
+    double model_tflops_per_gpu, hardware_tflops_per_gpu;
+    double mfu, hfu;                   /* vs the device's dense peak for p->dtype */
+    double peak_flops;                 /* that peak, FLOP/s per GPU */
+    int64_t memory_per_gpu_bytes;      /* largest stage */
+    int64_t memory_capacity_bytes;     /* the GPU's HBM */
+    bool fits;                         /* every stage fits */
+    double measured_fraction;          /* share of compute time from the profile db */
+    loom_step_breakdown breakdown;
+    int64_t n_stages;
+    loom_eval_stage *stages;           /* [n_stages], owned: loom_eval_result_free */
+} loom_eval_result;
+
+/* Evaluates configuration p on the cost model's cluster. Checks p first
+ * (loom_parallel_check against the graph's model info and the cluster's GPU
+ * count) and that the graph was built for (mbs, seq, dtype). The result
+ * must be released with loom_eval_result_free (also after a failure). */
+loom_status loom_eval_megatron(const loom_graph *g, const loom_cost_model *cm,
+                               const loom_parallel *p, loom_eval_result *out, loom_error *err);
+
+void loom_eval_result_free(loom_eval_result *r);
+
+#endif
