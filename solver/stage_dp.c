@@ -202,6 +202,40 @@ static int64_t gcd64(int64_t a, int64_t b)
     return a;
 }
 
+/* Buffers kept between solves (page-faulting fresh ones dominated the
+ * search's profile). Slots: see WS_* below. */
+#define WS_SLOTS 10
+struct loom_stage_workspace {
+    void *buf[WS_SLOTS];
+    size_t cap[WS_SLOTS];
+};
+enum { WS_PT, WS_PN, WS_PS, WS_PA, WS_TAB, WS_TABOPT, WS_F, WS_FJ, WS_FM, WS_CAND };
+
+loom_status loom_stage_workspace_create(loom_stage_workspace **out, loom_error *err)
+{
+    *out = calloc(1, sizeof **out);
+    return *out ? LOOM_OK : loom_error_set(err, LOOM_ERR_NOMEM, "stage DP: out of memory");
+}
+
+void loom_stage_workspace_destroy(loom_stage_workspace *w)
+{
+    if (!w) return;
+    for (int i = 0; i < WS_SLOTS; i++) free(w->buf[i]);
+    free(w);
+}
+
+/* A buffer of `bytes` from slot i of ws (grown as needed), or a fresh one. */
+static void *grab(loom_stage_workspace *ws, int i, size_t bytes)
+{
+    if (!ws) return malloc(bytes ? bytes : 1);
+    if (ws->cap[i] < bytes) {
+        void *nb = realloc(ws->buf[i], bytes);
+        if (!nb) return NULL;
+        ws->buf[i] = nb, ws->cap[i] = bytes;
+    }
+    return ws->buf[i] ? ws->buf[i] : (ws->buf[i] = malloc(1));
+}
+
 /* The solver's working state for one problem. */
 typedef struct {
     const loom_stage_problem *p;
@@ -254,6 +288,7 @@ static size_t fidx(const dp_state *st, int32_t s, int32_t k, int64_t d)
 
 static void state_free(dp_state *st)
 {
+    if (st->p && st->p->ws) return;   /* the workspace keeps them */
     free(st->pt);
     free(st->pn);
     free(st->ps);
@@ -325,16 +360,17 @@ static loom_status state_init(dp_state *st, const loom_stage_problem *p, bool wa
                               "stage DP too large: %d layers x %d sub-meshes x %lld GPU units; "
                               "cluster the layers or use the uniform-stage mode",
                               (int)st->L, (int)st->NM, (long long)st->DU);
-    st->pt = malloc(sizeof *st->pt * npre);
-    st->pn = malloc(sizeof *st->pn * npre);
-    st->ps = malloc(sizeof *st->ps * npre);
-    st->pa = malloc(sizeof *st->pa * npre);
-    st->F = malloc(sizeof *st->F * nF);
-    st->F_j = malloc(sizeof *st->F_j * nF);
-    st->F_m = malloc(sizeof *st->F_m * nF);
+    loom_stage_workspace *ws = p->ws;
+    st->pt = grab(ws, WS_PT, sizeof *st->pt * npre);
+    st->pn = grab(ws, WS_PN, sizeof *st->pn * npre);
+    st->ps = grab(ws, WS_PS, sizeof *st->ps * npre);
+    st->pa = grab(ws, WS_PA, sizeof *st->pa * npre);
+    st->F = grab(ws, WS_F, sizeof *st->F * nF);
+    st->F_j = grab(ws, WS_FJ, sizeof *st->F_j * nF);
+    st->F_m = grab(ws, WS_FM, sizeof *st->F_m * nF);
     if (want_tab) {
-        st->tab = malloc(sizeof *st->tab * ntab);
-        st->tab_opt = malloc(ntab);
+        st->tab = grab(ws, WS_TAB, sizeof *st->tab * ntab);
+        st->tab_opt = grab(ws, WS_TABOPT, ntab);
     }
     if (!st->pt || !st->pn || !st->ps || !st->pa || !st->F || !st->F_j || !st->F_m ||
         (want_tab && (!st->tab || !st->tab_opt))) {
@@ -359,21 +395,37 @@ static loom_status state_init(dp_state *st, const loom_stage_problem *p, bool wa
             }
         }
     if (!want_tab) return LOOM_OK;
-    for (int32_t f = 0; f < st->NF; f++)
-        for (int32_t k = 0; k < st->L; k++)
-            for (int32_t j = k; j < st->L; j++)
-                for (int32_t m = 0; m < st->NM; m++) {
-                    double best = INFINITY;
-                    int8_t bo = -1;
-                    for (int32_t o = 0; o < st->NO; o++) {
-                        double t;
-                        int64_t mem;
-                        range_cost(st, k, j, m, o, in_flight_of(st, f + 1), &t, &mem);
-                        if (mem <= p->capacity_bytes && t < best) best = t, bo = (int8_t)o;
-                    }
-                    st->tab[tidx(st, f, k, j, m)] = best;
-                    st->tab_opt[tidx(st, f, k, j, m)] = bo;
+    /* Per (k, j, m): each option's time and the most micro-batches it can
+     * hold, options in time order; as the in-flight count f+1 grows the
+     * fastest option still fitting moves down that order, never up. */
+    int32_t ord[128];
+    double ot[128];
+    int64_t olim[128];
+    for (int32_t k = 0; k < st->L; k++)
+        for (int32_t j = k; j < st->L; j++)
+            for (int32_t m = 0; m < st->NM; m++) {
+                int32_t n = 0;
+                for (int32_t o = 0; o < st->NO; o++) {
+                    double t;
+                    int64_t base, with1;
+                    range_cost(st, k, j, m, o, 0, &t, &base);
+                    range_cost(st, k, j, m, o, 1, &t, &with1);
+                    if (t == INFINITY || base > p->capacity_bytes) continue;
+                    int64_t act = with1 - base;
+                    ot[o] = t;
+                    olim[o] = act > 0 ? (p->capacity_bytes - base) / act : INT64_MAX;
+                    int32_t q = n++;   /* insertion by time, ties by option index */
+                    while (q > 0 && ot[ord[q - 1]] > t) ord[q] = ord[q - 1], q--;
+                    ord[q] = o;
                 }
+                int32_t q = 0;
+                for (int32_t f = 0; f < st->NF; f++) {
+                    int64_t fl = in_flight_of(st, f + 1);
+                    while (q < n && olim[ord[q]] < fl) q++;
+                    st->tab[tidx(st, f, k, j, m)] = q < n ? ot[ord[q]] : INFINITY;
+                    st->tab_opt[tidx(st, f, k, j, m)] = q < n ? (int8_t)ord[q] : -1;
+                }
+            }
     return LOOM_OK;
 }
 
@@ -385,16 +437,16 @@ static int32_t f_of(const dp_state *st, int32_t s)
 /* One run of F under the bound t_max. Returns min_s F(s, 0, DU) and that s. */
 static double run_dp(dp_state *st, double t_max, int32_t *best_s)
 {
+    /* Only entries this run writes are ever read (the range checks below),
+     * so F needs no initialisation between runs. */
     const int32_t L = st->L;
-    size_t nF = (size_t)(st->S + 1) * (size_t)(L + 1) * (size_t)(st->DU + 1);
-    for (size_t q = 0; q < nF; q++) st->F[q] = INFINITY;
-    st->F[fidx(st, 0, L, 0)] = 0;
     double best = INFINITY;
     *best_s = 0;
     for (int32_t s = 1; s <= st->S; s++) {
         int32_t f = f_of(st, s);
         /* A suffix of s stages uses between s·min and s·max units. */
         int64_t dlo = (int64_t)s * st->min_units, dhi = (int64_t)s * st->max_units;
+        int64_t rlo = (int64_t)(s - 1) * st->min_units, rhi = (int64_t)(s - 1) * st->max_units;
         if (dhi > st->DU) dhi = st->DU;
         for (int32_t k = L - s; k >= 0; k--)
             for (int64_t d = dlo; d <= dhi; d++) {
@@ -403,18 +455,22 @@ static double run_dp(dp_state *st, double t_max, int32_t *best_s)
                 int16_t bm = -1;
                 for (int32_t m = 0; m < st->NM; m++) {
                     int64_t rest = d - st->units[m];
-                    if (rest < 0) continue;
-                    /* j leaves at least s-1 layers for the other stages. */
+                    if (rest < rlo || rest > rhi || rest > st->DU) continue;
+                    /* j leaves at least s-1 layers for the other stages; the
+                     * last stage must end at layer L-1 on exactly d units. */
+                    int32_t jlo = s == 1 ? L - 1 : k;
                     for (int32_t j = k; j <= L - s; j++) {
                         double t = st->tab[tidx(st, f, k, j, m)];
                         if (t > t_max) break;   /* stage times grow with j */
-                        double v = t + st->F[fidx(st, s - 1, j + 1, rest)];
+                        if (j < jlo) continue;
+                        double v = t + (s == 1 ? 0.0 : st->F[fidx(st, s - 1, j + 1, rest)]);
                         if (v < bestv) bestv = v, bj = j, bm = (int16_t)m;
                     }
                 }
                 size_t q = fidx(st, s, k, d);
                 st->F[q] = bestv, st->F_j[q] = bj, st->F_m[q] = bm;
             }
+        if (st->DU < dlo || st->DU > dhi) continue;
         double v = st->F[fidx(st, s, 0, st->DU)];
         if (v < best) best = v, *best_s = s;
     }
@@ -463,13 +519,21 @@ loom_status loom_stage_dp_solve(const loom_stage_problem *p, loom_stage_solution
 
     /* Candidate bounds: the distinct finite stage times. */
     size_t ntab = (size_t)st.NF * (size_t)st.L * (size_t)st.L * (size_t)st.NM, nc = 0;
-    cand = malloc(sizeof *cand * (ntab + 1));
+    cand = grab(p->ws, WS_CAND, sizeof *cand * (ntab + 1));
     if (!cand) {
         s = loom_error_set(err, LOOM_ERR_NOMEM, "stage DP: out of memory");
         goto fail;
     }
-    for (size_t q = 0; q < ntab; q++)
-        if (st.tab[q] < INFINITY) cand[nc++] = st.tab[q];
+    /* A (k, j, m) entry changes with the in-flight count only when its
+     * option does: collect each distinct value once before sorting. */
+    for (int32_t k = 0; k < st.L; k++)
+        for (int32_t j = k; j < st.L; j++)
+            for (int32_t m = 0; m < st.NM; m++)
+                for (int32_t f = 0; f < st.NF; f++) {
+                    double v = st.tab[tidx(&st, f, k, j, m)];
+                    if (v == INFINITY) break;   /* more in flight never fits better */
+                    if (f == 0 || v != st.tab[tidx(&st, f - 1, k, j, m)]) cand[nc++] = v;
+                }
     qsort(cand, nc, sizeof *cand, cmp_double);
     size_t nu = 0;
     for (size_t q = 0; q < nc; q++)
@@ -534,7 +598,7 @@ loom_status loom_stage_dp_solve(const loom_stage_problem *p, loom_stage_solution
     }
     s = LOOM_OK;
 fail:
-    free(cand);
+    if (!p->ws) free(cand);
     state_free(&st);
     return s;
 }

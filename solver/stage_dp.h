@@ -142,6 +142,12 @@ int32_t loom_stage_cluster(const double *weights, int32_t n, int32_t max_cluster
 
 /* ---- the DP -------------------------------------------------------------------- */
 
+/* Optional buffers reused across solves (a search solves thousands of small
+ * DPs). Not thread-safe: one per thread. */
+typedef struct loom_stage_workspace loom_stage_workspace;
+loom_status loom_stage_workspace_create(loom_stage_workspace **out, loom_error *err);
+void loom_stage_workspace_destroy(loom_stage_workspace *w);
+
 /* One (layer, sub-mesh, option) entry of the stage cost table. An option that
  * does not exist (the ILP found no strategy, the shape does not divide) has
  * time_s = INFINITY. */
@@ -166,6 +172,7 @@ typedef struct {
     int32_t max_stages;             /* 0 = up to min(L, D / gcd) */
     double tmax_rel_gap;            /* 0 = exact; e.g. 0.005 skips near-equal bounds */
     const volatile int *stop;       /* optional: non-zero asks to stop (Ctrl-C) */
+    loom_stage_workspace *ws;       /* optional: buffers kept between solves */
 } loom_stage_problem;
 
 typedef struct {

@@ -184,6 +184,9 @@ static void random_problem(loom_stage_problem *p, loom_stage_cost *cost, int64_t
 static void test_random_vs_brute(void)
 {
     int agree = 0, infeasible = 0, runs = 0;
+    loom_stage_workspace *ws = NULL;
+    loom_error werr = {0};
+    CHECK_INT_EQ(loom_stage_workspace_create(&ws, &werr), LOOM_OK);
     for (int trial = 0; trial < 300; trial++) {
         int32_t L = (int32_t)irand(1, 8), NO = (int32_t)irand(1, 3);
         int64_t g = trial % 3 == 0 ? 2 : 4;
@@ -197,6 +200,7 @@ static void test_random_vs_brute(void)
         for (int q = 0; q < p.n_meshes * NO; q++) once[q] = irand(0, 8) << 20;
         if (trial % 3 == 2) p.stage_bytes = once;
         if (trial % 5 == 0) p.max_stages = (int32_t)irand(1, 4);
+        if (trial % 2) p.ws = ws;   /* reused buffers must not change answers */
         double ref;
         int64_t ref_mem;
         brute_solve(&p, &ref, &ref_mem);
@@ -220,6 +224,8 @@ static void test_random_vs_brute(void)
         }
         CHECK_INT_EQ(loom_stage_dp_min_memory(&p), ref_mem);
     }
+    loom_stage_workspace_destroy(ws);
+    loom_stage_workspace_destroy(NULL);
     printf("stage DP vs brute force: %d agree, %d infeasible, of %d\n", agree, infeasible, runs);
     CHECK(agree > 150);
     CHECK(infeasible > 5);

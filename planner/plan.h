@@ -1,0 +1,226 @@
+/*
+ * plan.h — a placement plan: the answer `loom plan` gives (DESIGN §7).
+ *
+ * A plan says, for one model on one cluster, how every layer is placed:
+ * which pipeline stage holds it, on which GPUs, on what logical device mesh,
+ * and — per op — which sharding strategy and operand specs it uses; plus the
+ * schedule (micro-batches, data-parallel replicas) and what the cost model
+ * predicts for it (step time with its breakdown, throughput, MFU, memory per
+ * GPU per stage, cost and energy when the cluster gives prices and power).
+ *
+ * The value is a transparent struct (tests build plans with designated
+ * initialisers; exporters read the fields) with heap arrays for the stages,
+ * their GPU ids and ops, created and freed through the functions below.
+ * On disk it is "loom-plan/1" JSON (plan_json.c; schema in
+ * docs/plan-format.md); loom_plan_check validates either.
+ *
+ * GPU numbering: global id = node · gpus_per_node + local GPU. Stage GPU
+ * lists are those of data-parallel replica 0; replica r runs the same stage
+ * on ids + r · gpus_per_replica (replicas are consecutive blocks of
+ * gpus_per_replica GPUs).
+ *
+ * Layers are the graph's layer slots: for HF models 0 = embedding,
+ * 1..L = transformer blocks, L+1 = final norm, head and loss.
+ *
+ * Interleaved schedules (virtual_stages v > 1) list pp · v stages in layer
+ * order; stage i runs on pipeline rank `group` = i mod pp, and stages of the
+ * same group share their GPUs.
+ *
+ * Units: seconds, bytes per GPU, FLOP/s, US dollars, joules.
+ */
+#ifndef LOOM_PLAN_H
+#define LOOM_PLAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "costs/parallel.h"
+#include "graph/error.h"
+#include "graph/graph.h"
+
+#define LOOM_PLAN_FORMAT "loom-plan/1"
+#define LOOM_PLAN_SPEC_MAX 192
+#define LOOM_PLAN_STRATEGY_MAX 96
+#define LOOM_PLAN_TEXT_MAX 256
+
+typedef enum { LOOM_PLAN_TRAIN, LOOM_PLAN_INFER } loom_plan_mode;
+
+/* Objectives: training minimises step time, dollars or joules per step
+ * (fewer GPUs may then win); inference minimises per-token latency or
+ * maximises tokens/s (under latency_bound_s when given). */
+#define LOOM_PLAN_OBJECTIVE_LIST(X) \
+    X(TIME, "time")                 \
+    X(COST, "cost")                 \
+    X(ENERGY, "energy")             \
+    X(LATENCY, "latency")           \
+    X(THROUGHPUT, "throughput")
+
+typedef enum {
+#define LOOM_X(n, s) LOOM_OBJ_##n,
+    LOOM_PLAN_OBJECTIVE_LIST(LOOM_X)
+#undef LOOM_X
+    LOOM_OBJ_COUNT
+} loom_plan_objective;
+
+const char *loom_plan_objective_name(loom_plan_objective o);
+bool loom_plan_objective_parse(const char *s, loom_plan_objective *out);
+const char *loom_plan_mode_name(loom_plan_mode m);   /* "train", "infer" */
+bool loom_plan_mode_parse(const char *s, loom_plan_mode *out);
+
+/* One op of a stage: its strategy and the specs of its operands in dim names
+ * ("b@0 s h@1": dim h split over mesh axis 1; "@01" both axes; a plain name
+ * is replicated). Several inputs (or weights) are joined with ", ". */
+typedef struct {
+    char name[LOOM_NAME_MAX];        /* HF module path */
+    int32_t layer;
+    char strategy[LOOM_PLAN_STRATEGY_MAX];
+    char input[LOOM_PLAN_SPEC_MAX];
+    char weight[LOOM_PLAN_SPEC_MAX];  /* "" for ops without weights */
+    char output[LOOM_PLAN_SPEC_MAX];
+} loom_plan_op;
+
+typedef struct {
+    int64_t params, grads, optimizer, activations, kv_cache, other;
+    int64_t total;                   /* the sum of the six */
+} loom_plan_memory;
+
+typedef struct {
+    int32_t index;
+    int32_t group;                   /* pipeline rank holding it (= index without interleaving) */
+    int32_t first_layer, last_layer; /* inclusive */
+    int64_t submesh_nodes, submesh_gpus;   /* physical: nodes × GPUs per node */
+    int64_t mesh[2];                 /* logical mesh (n0, n1), n0 · n1 = GPUs */
+    int64_t n_gpus;
+    int64_t *gpus;                   /* [n_gpus] global ids, replica 0 */
+    int64_t tensor_parallel;         /* GPUs a weight is split over (product of its axes) */
+    int64_t data_parallel;           /* in-stage replicas: n_gpus / tensor_parallel */
+    bool sequence_parallel;          /* activations split along s on the TP axis */
+    loom_recompute recompute;
+    int zero;                        /* ZeRO stage across the data-parallel replicas */
+    double in_flight;                /* micro-batches whose activations it holds */
+    double compute_s, comm_s;        /* one micro-batch, fwd (+ bwd) */
+    double grad_sync_s;              /* per step, over all its data-parallel ranks */
+    double time_s;                   /* per micro-batch as the schedule uses it */
+    loom_plan_memory memory;         /* per GPU */
+    int32_t n_ops;
+    loom_plan_op *ops;               /* [n_ops], layer order */
+} loom_plan_stage;
+
+typedef struct {
+    double compute_s, tp_comm_s, bubble_s, p2p_s, grad_sync_s, optimizer_s;
+} loom_plan_breakdown;
+
+typedef struct {
+    /* inputs */
+    char model[LOOM_PLAN_TEXT_MAX];       /* as given: path or bundled name */
+    char cluster[64];
+    loom_plan_mode mode;
+    int64_t gbs;                          /* training: sequences per step; inference:
+                                             concurrent sequences */
+    int64_t seq;
+    loom_dtype dtype;
+    loom_plan_objective objective;
+    char space[16];                       /* "full" | "megatron" */
+    double latency_bound_s;               /* inference throughput bound (0 = none) */
+
+    /* model shape and the cluster, for exporters and the validator */
+    loom_model_info model_info;
+    int64_t model_params;
+    int32_t layer_count;                  /* layer slots of the graph */
+    int64_t nodes, gpus_per_node;
+    char gpu[48];
+    int64_t gpu_memory_bytes;
+    double gpu_peak_flops;                /* dense, in the plan's dtype */
+    double price_per_gpu_hour_usd, power_w;
+
+    /* schedule */
+    char schedule_kind[16];               /* "1f1b" | "interleaved" | "inference" */
+    int64_t micro_batch, micro_batches;
+    int64_t virtual_stages;               /* v */
+    int64_t pipeline_stages;              /* pipeline ranks pp (= n_stages / v) */
+    int64_t data_parallel;                /* replicas of the whole pipeline */
+    int64_t gpus_per_replica;
+
+    int32_t n_stages;
+    loom_plan_stage *stages;
+
+    /* predicted */
+    double step_time_s;                   /* training: one step; inference: one decode step */
+    double tokens_per_s;
+    double latency_per_token_s;           /* inference (0 for training) */
+    double model_tflops_per_gpu;
+    double mfu;
+    int64_t memory_per_gpu_bytes;         /* the largest stage */
+    loom_plan_breakdown breakdown;
+    double cost_per_step_usd, cost_per_mtoken_usd;   /* -1 when the cluster has no price */
+    double energy_per_step_j, energy_per_token_j;    /* -1 when it has no power figure */
+    double measured_share;                /* of predicted compute from the profile db */
+
+    /* search */
+    char algorithm[32];
+    double search_time_s;
+    int64_t ilp_solves;
+    int64_t dp_runs;
+    int64_t configs_evaluated;
+    char search_status[32];               /* "optimal" | "feasible" | "stopped" */
+} loom_plan;
+
+/* An empty plan (all counts zero, dtype bf16, objective time). */
+loom_status loom_plan_create(loom_plan **out, loom_error *err);
+void loom_plan_destroy(loom_plan *p);
+
+/* Sets the stage count (previous stages freed); stages start zeroed with
+ * index i and group i. */
+loom_status loom_plan_set_stages(loom_plan *p, int32_t n, loom_error *err);
+/* Gives stage s room for n GPU ids / n ops (zeroed). */
+loom_status loom_plan_stage_set_gpus(loom_plan_stage *s, int64_t n, loom_error *err);
+loom_status loom_plan_stage_set_ops(loom_plan_stage *s, int32_t n, loom_error *err);
+
+/* Sum of a memory breakdown into its total. */
+void loom_plan_memory_sum(loom_plan_memory *m);
+
+/* Transformer blocks in stage s (its layers minus embedding/head slots). */
+int64_t loom_plan_stage_blocks(const loom_plan *p, const loom_plan_stage *s);
+
+/* ---- JSON (plan_json.c) ---------------------------------------------------------- */
+
+enum {
+    LOOM_PLAN_JSON_NO_TIMINGS = 1,   /* write search.time_s as 0: byte-identical reruns */
+    LOOM_PLAN_JSON_NO_OPS = 2,       /* omit per-op specs (summaries) */
+};
+
+/* The plan as loom-plan/1 JSON text (heap, ends in '\n'); NULL when out of
+ * memory. Same plan, same flags → same bytes. */
+char *loom_plan_to_json(const loom_plan *p, int flags);
+/* Writes it atomically to path ("-" = stdout). */
+loom_status loom_plan_write(const loom_plan *p, const char *path, int flags, loom_error *err);
+
+/* Reads a loom-plan/1 file; errors name the file and the JSON path. The
+ * plan is validated (loom_plan_check) before it is returned. */
+loom_status loom_plan_read(const char *path, loom_plan **out, loom_error *err);
+loom_status loom_plan_parse(const char *file, const char *text, size_t len, loom_plan **out,
+                            loom_error *err);
+
+/* ---- validation (plan_check.c) --------------------------------------------------- */
+
+/* Checks that the plan is one a cluster can run: every layer 0..layer_count-1
+ * in exactly one stage, in order; each stage's GPU ids distinct, inside its
+ * replica and the cluster, the count matching its sub-mesh and logical mesh,
+ * one node per sub-node sub-mesh; different pipeline ranks on disjoint GPUs;
+ * memory within the GPU's capacity and its parts summing up; degrees
+ * consistent (tp · dp = GPUs of the stage, micro_batch · micro_batches ·
+ * data_parallel = gbs for training, stages = pp · v, replicas fit in the
+ * cluster); every op inside its stage's layers. `where` (e.g. the file name)
+ * prefixes messages, which give the JSON path of the offending field. */
+loom_status loom_plan_check(const loom_plan *p, const char *where, loom_error *err);
+
+/* ---- SVG (plan_svg.c) -------------------------------------------------------------- */
+
+/* An SVG picture of the plan: the cluster's GPUs as a node × GPU grid coloured
+ * by stage (replica 0 solid, other replicas lighter), and the pipeline
+ * schedule of one step (forward and backward of every micro-batch on every
+ * stage, 1F1B order). Heap string, deterministic. */
+char *loom_plan_svg(const loom_plan *p);
+loom_status loom_plan_svg_write(const loom_plan *p, const char *path, loom_error *err);
+
+#endif

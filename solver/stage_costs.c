@@ -1,0 +1,556 @@
+/*
+ * stage_costs.c — what a layer and a stage cost, for the stage search
+ * (stage_search.h explains the models; this file computes them).
+ *
+ * Layer tables. For a micro-batch size b and a logical mesh, one ILP run
+ * over the whole model (loom_intra_solve; each distinct layer is solved once
+ * and cached) chooses every op's strategy; summing loom_intra_op_cost_get
+ * over a layer's ops gives that layer's time per micro-batch, its in-mesh
+ * gradient sync, parameters and saved activations per GPU. From the specs
+ * come the bytes a layer input occupies on one GPU (kept by full recompute)
+ * and the KV cache of one sequence on one GPU (inference). A spec names each
+ * split dim with its axes ("b@0 s heads@1 dh"), so the parts a tensor is cut
+ * into are the product of the sizes of the axes named.
+ *
+ * Exact evaluation. A configuration's stages are solved as ranges (so the
+ * resharding where different layer kinds meet is included), their memory
+ * follows costs/memory.c's conventions (saved activations × micro-batches in
+ * flight + working set, 10 % fragmentation, 1 GiB workspace), and the step
+ * goes through costs/pipeline.h exactly as eval.c does for Megatron plans,
+ * so plans of every search algorithm are compared on the same terms.
+ *
+ * Units: seconds, bytes per GPU.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "costs/memory.h"
+#include "costs/pipeline.h"
+#include "solver/stage_search_impl.h"
+
+double loom_search_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int loom_search_zero(const loom_search *s, int64_t dp)
+{
+    if (s->req.inference) return 0;
+    if (s->req.zero >= 0) return s->req.zero;
+    return dp > 1 ? 1 : 0;
+}
+
+int64_t loom_search_state_bytes(const loom_search *s, int64_t n_params, int64_t dp)
+{
+    loom_model_state ms;
+    loom_memory_model_state(n_params, dp, loom_search_zero(s, dp), false, !s->req.inference, &ms);
+    return ms.params_bytes + ms.grads_bytes + ms.optimizer_bytes;
+}
+
+double loom_search_replica_sync_s(const loom_search *s, double n, int64_t dp, int64_t stride)
+{
+    if (dp <= 1 || n <= 0 || s->req.inference) return 0;
+    loom_group grp = loom_mesh_axis_group(s->c, (loom_mesh_shape){dp, stride}, 0);
+    double grads = LOOM_MEM_GRAD_BYTES * n, weights = LOOM_MEM_PARAM_BYTES * n;
+    int zero = loom_search_zero(s, dp);
+    if (zero >= 3)
+        return 2 * loom_group_collective_time_s(s->c, s->cal, LOOM_COLL_ALL_GATHER, grp, weights) +
+               loom_group_collective_time_s(s->c, s->cal, LOOM_COLL_REDUCE_SCATTER, grp, grads);
+    if (zero >= 1)
+        return loom_group_collective_time_s(s->c, s->cal, LOOM_COLL_REDUCE_SCATTER, grp, grads) +
+               loom_group_collective_time_s(s->c, s->cal, LOOM_COLL_ALL_GATHER, grp, weights);
+    return loom_group_collective_time_s(s->c, s->cal, LOOM_COLL_ALL_REDUCE, grp, grads);
+}
+
+/* ---- specs ------------------------------------------------------------------- */
+
+/* Parts a spec cuts its tensor into: Π over split dims of their axes' sizes. */
+static int64_t spec_parts(const char *spec, loom_mesh_shape m)
+{
+    int64_t parts = 1;
+    for (const char *p = spec ? spec : ""; *p; p++) {
+        if (*p != '@') continue;
+        bool a0 = false, a1 = false;
+        for (p++; *p == '0' || *p == '1'; p++) a0 |= *p == '0', a1 |= *p == '1';
+        parts *= (a0 ? m.n0 : 1) * (a1 ? m.n1 : 1);
+        if (!*p) break;
+    }
+    return parts;
+}
+
+/* Per dim name, the largest split any operand spec of op gives it. */
+static int op_splits(const loom_intra_result *r, const loom_graph *g, int32_t op,
+                     loom_mesh_shape m, loom_dim *div, int cap)
+{
+    const loom_op *o = loom_graph_op(g, op);
+    int n = 0;
+    const loom_operand kinds[3] = {LOOM_OPERAND_INPUT, LOOM_OPERAND_WEIGHT, LOOM_OPERAND_OUTPUT};
+    const int counts[3] = {o->n_in, o->n_w, o->n_out};
+    for (int w = 0; w < 3; w++)
+        for (int k = 0; k < counts[w]; k++) {
+            const char *spec = loom_intra_op_spec(r, g, op, kinds[w], k);
+            if (!spec) continue;
+            const char *p = spec;
+            while (*p) {
+                while (*p == ' ') p++;
+                const char *start = p;
+                while (*p && *p != ' ' && *p != '@') p++;
+                size_t len = (size_t)(p - start);
+                int64_t parts = 1;
+                if (*p == '@') {
+                    bool a0 = false, a1 = false;
+                    for (p++; *p == '0' || *p == '1'; p++) a0 |= *p == '0', a1 |= *p == '1';
+                    parts = (a0 ? m.n0 : 1) * (a1 ? m.n1 : 1);
+                }
+                while (*p && *p != ' ') p++;
+                if (parts <= 1 || len == 0 || len >= LOOM_DIM_NAME_MAX) continue;
+                int q = 0;
+                while (q < n && (strlen(div[q].name) != len || strncmp(div[q].name, start, len)))
+                    q++;
+                if (q == n) {
+                    if (n == cap) continue;
+                    memcpy(div[n].name, start, len);
+                    div[n].name[len] = '\0';
+                    div[n].size = 1;
+                    n++;
+                }
+                if (parts > div[q].size) div[q].size = parts;
+            }
+        }
+    return n;
+}
+
+/* Forward share of an op's work: its forward FLOPs over forward + backward. */
+static double fwd_frac(const loom_op *o)
+{
+    double f = (double)o->fwd_flops, b = (double)o->bwd_flops;
+    return f + b > 0 ? f / (f + b) : 1.0 / 3.0;
+}
+
+static bool is_matmul(const loom_op *o)
+{
+    return o->kind == LOOM_OP_EINSUM || o->kind == LOOM_OP_ATTENTION;
+}
+
+/* The first tensor a layer reads from outside itself (its input), or -1. */
+static int32_t layer_input(const loom_graph *g, int32_t layer, int32_t *op_out, int *k_out)
+{
+    int32_t first, count;
+    loom_graph_layer_ops(g, layer, &first, &count);
+    for (int32_t i = first; i < first + count; i++) {
+        const loom_op *o = loom_graph_op(g, i);
+        for (int k = 0; k < o->n_in; k++) {
+            const loom_tensor *t = loom_graph_tensor(g, o->in[k]);
+            if (t->is_weight || (t->producer >= first && t->producer < first + count)) continue;
+            *op_out = i, *k_out = k;
+            return o->in[k];
+        }
+    }
+    return -1;
+}
+
+static void add_key(loom_search *s, const loom_profile_key *k)
+{
+    for (int32_t i = s->n_keys - 1; i >= 0 && i >= s->n_keys - 4096; i--)
+        if (loom_profile_key_equal(&s->keys[i], k)) return;
+    if (s->n_keys == s->cap_keys) {
+        int32_t nc = s->cap_keys ? 2 * s->cap_keys : 256;
+        loom_profile_key *nk = realloc(s->keys, sizeof *nk * (size_t)nc);
+        if (!nk) return;   /* requests are best effort; the plan does not depend on them */
+        s->keys = nk, s->cap_keys = nc;
+    }
+    s->keys[s->n_keys++] = *k;
+}
+
+/* ---- layer tables --------------------------------------------------------------- */
+
+static void tab_free(loom_layer_tab *t)
+{
+    free(t->time_s);
+    free(t->rc_s);
+    free(t->sync_s);
+    free(t->kv_read_s);
+    free(t->params);
+    free(t->act_bytes);
+    free(t->input_bytes);
+    free(t->kv_per_seq);
+}
+
+void loom_search_tabs_free(loom_search *s)
+{
+    for (int32_t i = 0; i < s->n_tabs; i++) {
+        tab_free(s->tabs[i]);
+        free(s->tabs[i]);
+    }
+    free(s->tabs);
+    s->tabs = NULL;
+    s->n_tabs = s->cap_tabs = 0;
+}
+
+static void intra_opts(const loom_search *s, bool megatron, loom_intra_opts *o)
+{
+    loom_intra_opts_init(o);
+    o->train = !s->req.inference;
+    if (s->req.ilp_time_limit_s > 0) o->time_limit_s = s->req.ilp_time_limit_s;
+    o->micro_batches = LOOM_SEARCH_ILP_MICRO_BATCHES;
+    o->megatron_only = megatron;
+    o->cache = s->cache;
+}
+
+/* KV bytes on one GPU per sequence of the replica for attention op `a`. */
+static int64_t kv_per_seq(const loom_search *s, const loom_intra_result *r, const loom_graph *g,
+                          int32_t a, loom_mesh_shape m)
+{
+    const loom_op *o = loom_graph_op(g, a);
+    if (o->n_in < 3) return 0;
+    const loom_tensor *k = loom_graph_tensor(g, o->in[1]), *v = loom_graph_tensor(g, o->in[2]);
+    if (k->ndim < 2) return 0;
+    int64_t bt = k->dims[0].size * k->dims[1].size;   /* k: [b, t, kvh, dqk] */
+    int64_t per_token = (loom_tensor_bytes(k) + loom_tensor_bytes(v)) / (bt > 0 ? bt : 1);
+    /* One GPU's share: a batch split holds fewer sequences, a head split
+     * less of each; averaged per sequence either way. */
+    int64_t parts = spec_parts(loom_intra_op_spec(r, g, a, LOOM_OPERAND_INPUT, 1), m);
+    return per_token * s->context / (parts > 0 ? parts : 1);
+}
+
+static loom_status build_tab(loom_search *s, const loom_graph *g, loom_layer_tab *t,
+                             loom_error *err)
+{
+    loom_mesh_shape m = {t->n0, t->n1};
+    int32_t n = loom_graph_layer_count(g);
+    t->n = n;
+    t->time_s = calloc((size_t)n, sizeof *t->time_s);
+    t->rc_s = calloc((size_t)n, sizeof *t->rc_s);
+    t->sync_s = calloc((size_t)n, sizeof *t->sync_s);
+    t->kv_read_s = calloc((size_t)n, sizeof *t->kv_read_s);
+    t->params = calloc((size_t)n, sizeof *t->params);
+    t->act_bytes = calloc((size_t)n, sizeof *t->act_bytes);
+    t->input_bytes = calloc((size_t)n, sizeof *t->input_bytes);
+    t->kv_per_seq = calloc((size_t)n, sizeof *t->kv_per_seq);
+    if (!t->time_s || !t->rc_s || !t->sync_s || !t->kv_read_s || !t->params || !t->act_bytes ||
+        !t->input_bytes || !t->kv_per_seq)
+        return loom_error_set(err, LOOM_ERR_NOMEM, "stage search: out of memory");
+    loom_intra_opts o;
+    intra_opts(s, t->megatron, &o);
+    loom_intra_result r;
+    memset(&r, 0, sizeof r);
+    loom_error e2 = {0};
+    loom_status st = loom_intra_solve(g, s->req.cm, 0, n - 1, m, &o, &r, &e2);
+    if (st == LOOM_ERR_LIMIT || st == LOOM_ERR_INVALID || st == LOOM_ERR_UNSUPPORTED ||
+        (st == LOOM_OK && r.status == LOOM_ILP_INFEASIBLE)) {
+        t->ok = false;   /* this mesh is not an option */
+        loom_intra_result_free(&r);
+        return LOOM_OK;
+    }
+    if (st) {
+        *err = e2;
+        loom_intra_result_free(&r);
+        return st;
+    }
+    t->ok = true;
+    uint64_t seen_sig[64];
+    int n_seen = 0;
+    for (int32_t l = 0; l < n; l++) {
+        int32_t first, count;
+        loom_graph_layer_ops(g, l, &first, &count);
+        bool block = loom_memory_is_block(g, l);
+        uint64_t sig = loom_graph_layer_signature(g, l);
+        bool fresh = true;
+        for (int q = 0; q < n_seen; q++) fresh &= seen_sig[q] != sig;
+        if (fresh && n_seen < 64) seen_sig[n_seen++] = sig;
+        for (int32_t i = first; i < first + count; i++) {
+            loom_intra_op_cost c;
+            if (!loom_intra_op_cost_get(&r, g, i, &c)) continue;
+            const loom_op *op = loom_graph_op(g, i);
+            t->time_s[l] += c.compute_s + c.comm_s;
+            t->sync_s[l] += c.grad_sync_s;
+            t->params[l] += c.param_count;
+            t->act_bytes[l] += c.act_bytes;
+            if (block) t->rc_s[l] += c.compute_s * fwd_frac(op) + 0.5 * c.comm_s;
+            if (s->req.inference && op->kind == LOOM_OP_ATTENTION)
+                t->kv_per_seq[l] += kv_per_seq(s, &r, g, i, m);
+            if (fresh && op->kind != LOOM_OP_RESHAPE && op->kind != LOOM_OP_TRANSPOSE) {
+                loom_dim div[LOOM_PROFILE_MAX_DIMS];
+                int nd = op_splits(&r, g, i, m, div, LOOM_PROFILE_MAX_DIMS);
+                loom_profile_key key;
+                loom_error ek;
+                if (loom_profile_key_from_op(g, i, div, nd, &key, &ek) == LOOM_OK) add_key(s, &key);
+            }
+        }
+        if (s->req.inference)   /* each GPU streams its share of b sequences' caches */
+            t->kv_read_s[l] = loom_cost_memory_time_s(s->req.cm, (double)t->kv_per_seq[l] * (double)t->b);
+        int32_t iop;
+        int ik;
+        int32_t in = block ? layer_input(g, l, &iop, &ik) : -1;
+        if (in >= 0) {
+            int64_t parts = spec_parts(loom_intra_op_spec(&r, g, iop, LOOM_OPERAND_INPUT, ik), m);
+            t->input_bytes[l] = loom_tensor_bytes(loom_graph_tensor(g, in)) / (parts > 0 ? parts : 1);
+        } else {
+            t->input_bytes[l] = t->act_bytes[l];
+        }
+        if (block && t->act_bytes[l] > t->max_block_act) t->max_block_act = t->act_bytes[l];
+    }
+    /* Resharding where layer kinds meet is not in the per-op costs; spread
+     * it over the layers so the table's total matches the solve's. */
+    if (r.reshard_s > 0)
+        for (int32_t l = 0; l < n; l++) t->time_s[l] += r.reshard_s / n;
+    loom_intra_result_free(&r);
+    return LOOM_OK;
+}
+
+loom_status loom_search_layer_tab(loom_search *s, int64_t b, loom_mesh_shape mesh, bool megatron,
+                                  const loom_layer_tab **out, loom_error *err)
+{
+    for (int32_t i = 0; i < s->n_tabs; i++) {
+        const loom_layer_tab *t = s->tabs[i];
+        if (t->b == b && t->n0 == mesh.n0 && t->n1 == mesh.n1 && t->megatron == megatron) {
+            *out = t;
+            return LOOM_OK;
+        }
+    }
+    const loom_graph *g;
+    loom_status st = loom_search_graph(s, b, &g, err);
+    if (st) return st;
+    if (s->n_tabs == s->cap_tabs) {
+        int32_t nc = s->cap_tabs ? 2 * s->cap_tabs : 32;
+        loom_layer_tab **nt = realloc(s->tabs, sizeof *nt * (size_t)nc);
+        if (!nt) return loom_error_set(err, LOOM_ERR_NOMEM, "stage search: out of memory");
+        s->tabs = nt, s->cap_tabs = nc;
+    }
+    loom_layer_tab *t = calloc(1, sizeof *t);
+    if (!t) return loom_error_set(err, LOOM_ERR_NOMEM, "stage search: out of memory");
+    t->b = b, t->n0 = mesh.n0, t->n1 = mesh.n1, t->megatron = megatron;
+    st = build_tab(s, g, t, err);
+    if (st) {
+        tab_free(t);
+        free(t);
+        return st;
+    }
+    s->tabs[s->n_tabs++] = t;
+    *out = t;
+    return LOOM_OK;
+}
+
+/* ---- exact evaluation -------------------------------------------------------------- */
+
+void loom_search_eval_free(loom_search_eval_result *r)
+{
+    if (!r) return;
+    for (int32_t i = 0; i < r->n_stages; i++) loom_intra_result_free(&r->stages[i].intra);
+    free(r->stages);
+    memset(r, 0, sizeof *r);
+}
+
+static loom_status eval_stage(loom_search *s, const loom_graph *g, const loom_search_config *cfg,
+                              int32_t i, loom_stage_eval *e, loom_error *err)
+{
+    const loom_search_stage *st = &cfg->stages[i];
+    bool train = !s->req.inference;
+    loom_intra_opts o;
+    intra_opts(s, st->megatron, &o);
+    loom_status rs = loom_intra_solve(g, s->req.cm, st->first_layer, st->last_layer, st->mesh, &o,
+                                      &e->intra, err);
+    if (rs) return rs;
+    if (e->intra.status == LOOM_ILP_INFEASIBLE)
+        return loom_error_set(err, LOOM_ERR_INFEASIBLE,
+                              "stage %d: no strategies for layers %d..%d on mesh %lldx%lld",
+                              (int)i, (int)st->first_layer, (int)st->last_layer,
+                              (long long)st->mesh.n0, (long long)st->mesh.n1);
+    const loom_layer_tab *t;
+    rs = loom_search_layer_tab(s, cfg->mbs, st->mesh, st->megatron, &t, err);
+    if (rs) return rs;
+
+    bool rc = st->recompute == LOOM_RECOMPUTE_FULL && train;
+    double bwd = 0, rerun = 0, kv_read = 0;
+    int64_t saved = 0, work = 0, kv = 0;
+    for (int32_t l = st->first_layer; l <= st->last_layer; l++) {
+        int32_t first, count;
+        loom_graph_layer_ops(g, l, &first, &count);
+        bool block = loom_memory_is_block(g, l);
+        for (int32_t q = first; q < first + count; q++) {
+            loom_intra_op_cost c;
+            if (!loom_intra_op_cost_get(&e->intra, g, q, &c)) continue;
+            const loom_op *op = loom_graph_op(g, q);
+            double ff = train ? fwd_frac(op) : 1.0;
+            bwd += c.compute_s * (1 - ff) + (train ? 0.5 * c.comm_s : 0);
+            if (rc && block) rerun += c.compute_s * fwd_frac(op) + 0.5 * c.comm_s;
+            if (is_matmul(op)) e->model_flops += (train ? 3.0 : 1.0) * (double)op->fwd_flops;
+            if (!s->want_measured) continue;
+            /* where the compute time comes from (profile db or roofline) */
+            loom_dim div[LOOM_PROFILE_MAX_DIMS];
+            int nd = op_splits(&e->intra, g, q, st->mesh, div, LOOM_PROFILE_MAX_DIMS);
+            loom_dim_split sp[LOOM_PROFILE_MAX_DIMS];
+            for (int k = 0; k < nd; k++) sp[k] = (loom_dim_split){div[k].name, div[k].size};
+            loom_op_time ot;
+            loom_error eo;
+            if (loom_cost_op_time(s->req.cm, g, q, sp, nd, &ot, &eo) == LOOM_OK) {
+                double tt = ot.fwd_s + (train ? ot.bwd_s : 0);
+                e->total_s += tt;
+                if (ot.source != LOOM_SRC_ROOFLINE) e->measured_s += tt;
+            }
+        }
+        if (train) {
+            saved += rc && block ? t->input_bytes[l] : t->act_bytes[l];
+            if (rc && block && t->act_bytes[l] > work) work = t->act_bytes[l];
+        } else {
+            if (t->act_bytes[l] > work) work = t->act_bytes[l];
+            kv += t->kv_per_seq[l];
+            kv_read += t->kv_read_s[l];
+        }
+    }
+    /* resharding between layer kinds: half forward, half backward */
+    bwd += train ? 0.5 * e->intra.reshard_s : 0;
+    e->compute_s = e->intra.compute_s + rerun + kv_read;
+    e->comm_s = e->intra.comm_s;
+    e->time_s = e->intra.time_s + rerun + kv_read;
+    e->bwd_s = train ? bwd + rerun : 0;
+    e->params = e->intra.param_count_per_gpu;
+    e->in_flight = train ? loom_memory_inflight_microbatches(cfg->pp, st->group, cfg->vpp,
+                                                             cfg->micro_batches)
+                         : 1.0;
+
+    loom_model_state ms;
+    loom_memory_model_state(e->params, cfg->dp, cfg->zero, false, train, &ms);
+    e->mem_params = ms.params_bytes;
+    e->mem_grads = ms.grads_bytes;
+    e->mem_optimizer = ms.optimizer_bytes;
+    e->mem_activations = (int64_t)((double)saved * e->in_flight + 0.5) + work;
+    e->mem_kv = kv * (cfg->sequences / cfg->dp);
+    e->mem_other = LOOM_MEM_RESERVED_BYTES +
+                   (int64_t)((double)e->mem_activations * LOOM_MEM_FRAGMENTATION + 0.5);
+    e->mem_total = e->mem_params + e->mem_grads + e->mem_optimizer + e->mem_activations +
+                   e->mem_kv + e->mem_other;
+    if (train) {
+        e->grad_sync_s = e->intra.grad_sync_s +
+                         loom_search_replica_sync_s(s, (double)e->params, cfg->dp,
+                                                    st->replica_stride);
+        double local = cfg->zero >= 1 ? ceil((double)e->params / (double)cfg->dp)
+                                      : (double)e->params;
+        e->optimizer_s = loom_cost_memory_time_s(s->req.cm, LOOM_OPTIM_STEP_BYTES_PER_PARAM * local);
+    }
+    return LOOM_OK;
+}
+
+/* Time to pass the activations from stage i-1 to stage i. */
+static double p2p_time(loom_search *s, const loom_search_config *cfg, int32_t i,
+                       const loom_layer_tab *t)
+{
+    const loom_search_stage *a = &cfg->stages[i - 1], *b = &cfg->stages[i];
+    int64_t g = s->c->gpus_per_node;
+    bool same_node = a->submesh.nodes == 1 && b->submesh.nodes == 1 &&
+                     a->first_gpu / g == b->first_gpu / g;
+    double bytes = (double)t->input_bytes[b->first_layer];
+    return loom_group_collective_time_s(s->c, s->cal, LOOM_COLL_SEND_RECV,
+                                        (loom_group){2, same_node ? 2 : 1}, bytes);
+}
+
+loom_status loom_search_eval(loom_search *s, const loom_graph *g, const loom_search_config *cfg,
+                             loom_search_eval_result *out, loom_error *err)
+{
+    memset(out, 0, sizeof *out);
+    bool train = !s->req.inference;
+    int32_t S = cfg->n_stages;
+    int64_t pp = cfg->pp;
+    loom_status st = LOOM_OK;
+    out->stages = calloc((size_t)S, sizeof *out->stages);
+    double *arr = calloc((size_t)pp * 7, sizeof *arr);
+    if (!out->stages || !arr) {
+        free(arr);
+        return loom_error_set(err, LOOM_ERR_NOMEM, "stage search: out of memory");
+    }
+    out->n_stages = S;
+    double *ts = arr, *bs = arr + pp, *sync = arr + 2 * pp, *win = arr + 3 * pp,
+           *opt = arr + 4 * pp, *comm = arr + 5 * pp, *fw = arr + 6 * pp;
+    double p2p = 0, mb_flops = 0, measured = 0, total = 0;
+    out->fits = true;
+    for (int32_t i = 0; i < S; i++) {
+        loom_stage_eval *e = &out->stages[i];
+        if ((st = eval_stage(s, g, cfg, i, e, err))) goto done;
+        int32_t r = cfg->stages[i].group;
+        ts[r] += e->time_s;
+        bs[r] += e->bwd_s;
+        fw[r] += e->time_s - e->bwd_s;
+        sync[r] += e->grad_sync_s;
+        opt[r] += e->optimizer_s;
+        comm[r] += e->comm_s;
+        mb_flops += e->model_flops;
+        measured += e->measured_s;
+        total += e->total_s;
+        if (e->mem_total > out->memory_per_gpu_bytes) out->memory_per_gpu_bytes = e->mem_total;
+        if (e->mem_total > s->c->gpu.hbm_bytes) out->fits = false;
+        if (i > 0) {
+            const loom_layer_tab *t;
+            if ((st = loom_search_layer_tab(s, cfg->mbs, cfg->stages[i].mesh,
+                                            cfg->stages[i].megatron, &t, err)))
+                goto done;
+            double x = p2p_time(s, cfg, i, t);
+            if (x > p2p) p2p = x;
+        }
+    }
+    out->measured_share = total > 0 ? measured / total : 0;
+    int64_t M = cfg->micro_batches;
+    out->gpus_used = cfg->dp * cfg->gpus_per_replica;
+    out->model_flops = mb_flops * (double)(cfg->sequences / cfg->mbs);
+    if (train) {
+        bool sharded = cfg->zero >= 1;
+        for (int64_t r = 0; r < pp; r++) win[r] = bs[r] + (sharded ? fw[r] : 0);
+        loom_pipeline_in pin = {.stages = pp, .microbatches = M, .vpp = cfg->vpp, .stage_s = ts,
+                                .bwd_s = bs, .p2p_s = p2p, .grad_sync_s = sync,
+                                .sync_window_s = win, .sync_overlap = s->cal->grad_sync_overlap,
+                                .optimizer_s = opt};
+        loom_pipeline_out po;
+        if ((st = loom_pipeline_step(&pin, &po, err))) goto done;
+        out->step_s = po.step_s;
+        out->tp_comm_s = (double)M * comm[po.bottleneck];
+        out->compute_s = po.compute_s - out->tp_comm_s;
+        out->bubble_s = po.bubble_s;
+        out->p2p_s = po.p2p_s;
+        out->grad_sync_s = po.grad_sync_s;
+        out->optimizer_s = po.optimizer_s;
+        out->tokens_per_s = (double)cfg->sequences * (double)s->req.model.seq / out->step_s;
+    } else {
+        /* A decode step: a token goes through every stage; the pipeline
+         * paces at M micro-batches per slowest rank. */
+        double sum = 0, mx = 0;
+        int64_t bott = 0;
+        for (int64_t r = 0; r < pp; r++) {
+            sum += ts[r];
+            if (ts[r] > mx) mx = ts[r], bott = r;
+        }
+        double through = sum + (double)(pp - 1) * p2p, paced = (double)M * mx;
+        out->latency_s = through > paced ? through : paced;
+        out->step_s = out->latency_s;
+        out->p2p_s = through > paced ? (double)(pp - 1) * p2p : 0;
+        out->tp_comm_s = through > paced ? 0 : (double)M * comm[bott];
+        if (through > paced)
+            for (int64_t r = 0; r < pp; r++) out->tp_comm_s += comm[r];
+        out->compute_s = out->step_s - out->p2p_s - out->tp_comm_s;
+        out->tokens_per_s = (double)cfg->sequences / out->latency_s;
+    }
+    double price = s->c->price_per_gpu_hour_usd, power = s->c->power_w > 0 ? s->c->power_w
+                                                                           : s->c->gpu.tdp_w;
+    switch (s->req.objective) {
+    case LOOM_SEARCH_COST:
+        out->score = out->step_s * (double)out->gpus_used * (price > 0 ? price / 3600 : 1);
+        break;
+    case LOOM_SEARCH_ENERGY:
+        out->score = out->step_s * (double)out->gpus_used * (power > 0 ? power : 1);
+        break;
+    case LOOM_SEARCH_THROUGHPUT: out->score = 1.0 / out->tokens_per_s; break;
+    default: out->score = out->step_s; break;
+    }
+done:
+    free(arr);
+    if (st) loom_search_eval_free(out);
+    return st;
+}
+
+void loom_search_profile_keys(const loom_search *s, const loom_profile_key **keys, int32_t *n)
+{
+    *keys = s->keys;
+    *n = s->n_keys;
+}

@@ -1,0 +1,660 @@
+/*
+ * stage_search.c — the search loops of the Alpa planner (stage_search.h):
+ * GPUs used × replicas × micro-batch size, and for each the general and
+ * uniform stage DPs and the interleaved variants, every candidate evaluated
+ * exactly (stage_costs.c) and the best kept.
+ *
+ * Pruning that never loses a plan: a replica whose GPUs cannot even hold
+ * the model state (weights, gradients, sharded Adam state, KV cache) is
+ * skipped before any ILP runs. Everything else is bounded by sizes: layers
+ * are clustered (24 clusters for the general DP, 64 for the uniform one),
+ * stage sub-meshes span at most general_max_gpus GPUs, and the general DP
+ * runs only for replicas of at most general_max_gpus GPUs; larger replicas
+ * use uniform stages, which is also what keeps 16K-GPU clusters fast.
+ *
+ * Units: seconds, bytes per GPU.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "costs/memory.h"
+#include "solver/stage_search_impl.h"
+
+#define MAX_LOGICAL 8              /* logical shapes per sub-mesh */
+#define MAX_SHAPES (2 * MAX_LOGICAL) /* × strategy space (full, Megatron) */
+#define DP_GAP 0.005   /* t_max candidates closer than 0.5 % are skipped */
+
+void loom_search_request_init(loom_search_request *r)
+{
+    memset(r, 0, sizeof *r);
+    loom_model_opts_init(&r->model);
+    r->objective = LOOM_SEARCH_TIME;
+    r->max_clusters = 24;
+    r->max_micro_batch = 8;
+    r->general_max_gpus = 16;
+    r->zero = -1;
+}
+
+loom_status loom_search_create(const loom_search_request *req, loom_search **out, loom_error *err)
+{
+    *out = NULL;
+    if (!req->model_path || !req->cm || req->gbs < 1)
+        return loom_error_set(err, LOOM_ERR_INVALID,
+                              "stage search: needs a model, a cost model and gbs >= 1");
+    loom_search *s = calloc(1, sizeof *s);
+    if (!s) return loom_error_set(err, LOOM_ERR_NOMEM, "stage search: out of memory");
+    s->req = *req;
+    if (s->req.max_clusters < 1) s->req.max_clusters = 24;
+    if (s->req.max_micro_batch < 1) s->req.max_micro_batch = 8;
+    if (s->req.general_max_gpus < 1) s->req.general_max_gpus = 16;
+    s->c = loom_cost_model_cluster(req->cm);
+    s->cal = loom_cost_model_calib(req->cm);
+    s->context = req->model.seq > 0 ? req->model.seq : 2048;
+    loom_status st = loom_intra_cache_create(&s->cache, err);
+    if (!st) st = loom_stage_workspace_create(&s->ws, err);
+    if (st) {
+        loom_intra_cache_destroy(s->cache);
+        free(s);
+        return st;
+    }
+    *out = s;
+    return LOOM_OK;
+}
+
+void loom_search_destroy(loom_search *s)
+{
+    if (!s) return;
+    for (int i = 0; i < s->ng; i++) loom_graph_destroy(s->graphs[i]);
+    loom_search_tabs_free(s);
+    loom_search_eval_free(&s->res.eval);
+    loom_intra_cache_destroy(s->cache);
+    loom_stage_workspace_destroy(s->ws);
+    free(s->keys);
+    free(s);
+}
+
+loom_intra_cache *loom_search_cache(loom_search *s) { return s->cache; }
+
+loom_status loom_search_graph(loom_search *s, int64_t b, const loom_graph **out, loom_error *err)
+{
+    for (int i = 0; i < s->ng; i++)
+        if (s->graph_b[i] == b) {
+            *out = s->graphs[i];
+            return LOOM_OK;
+        }
+    if (s->ng == LOOM_SEARCH_MAX_GRAPHS)
+        return loom_error_set(err, LOOM_ERR_LIMIT, "stage search: too many micro-batch sizes");
+    loom_model_opts o = s->req.model;
+    o.batch = b;
+    if (s->req.inference) o.seq = 1;   /* one decode step: a new token per sequence */
+    loom_graph *g;
+    loom_status st = loom_model_load(s->req.model_path, &o, &g, err);
+    if (st) return st;
+    s->graph_b[s->ng] = b;
+    s->graphs[s->ng++] = g;
+    *out = g;
+    return LOOM_OK;
+}
+
+/* ---- one (replica size, replicas, micro-batch) point ------------------------------ */
+
+typedef struct {
+    int64_t D, dp, b, M, seqs;
+    int32_t nm;                          /* sub-meshes */
+    loom_submesh sub[LOOM_STAGE_MAX_MESHES];
+    int32_t nshape[LOOM_STAGE_MAX_MESHES];   /* (logical shape, strategy space) entries */
+    int64_t shape[LOOM_STAGE_MAX_MESHES][MAX_SHAPES][2];
+    bool megatron[LOOM_STAGE_MAX_MESHES][MAX_SHAPES];
+    const loom_layer_tab *tab[LOOM_STAGE_MAX_MESHES][MAX_SHAPES];
+    int32_t n_rc;                        /* recompute options: none (and full) */
+    int32_t n_layers;
+    const loom_graph *g;
+} point;
+
+static bool stop_now(loom_search *s)
+{
+    if (s->req.stop && *s->req.stop) {
+        s->res.stopped = true;
+        return true;
+    }
+    if (s->req.time_limit_s > 0 && loom_search_now() - s->t_start > s->req.time_limit_s) {
+        s->res.timed_out = true;
+        return true;
+    }
+    return false;
+}
+
+/* Keeps cfg if it fits and beats the best; takes ownership of ev either way. */
+static void consider(loom_search *s, const loom_search_config *cfg, loom_search_eval_result *ev)
+{
+    s->res.configs_evaluated++;
+    if (getenv("LOOM_DEBUG_SEARCH")) {
+        fprintf(stderr, "cfg D %lld dp %lld b %lld M %lld pp %lld v %lld score %.4f fits %d mem %.1f:", (long long)cfg->gpus_per_replica, (long long)cfg->dp, (long long)cfg->mbs, (long long)cfg->micro_batches, (long long)cfg->pp, (long long)cfg->vpp, ev->score, ev->fits, ev->memory_per_gpu_bytes / 1073741824.0);
+        for (int i = 0; i < cfg->n_stages && i < 6; i++) fprintf(stderr, " [%d-%d %lldx%lld%s%s]", cfg->stages[i].first_layer, cfg->stages[i].last_layer, (long long)cfg->stages[i].mesh.n0, (long long)cfg->stages[i].mesh.n1, cfg->stages[i].megatron ? "M" : "", cfg->stages[i].recompute ? "R" : "");
+        fprintf(stderr, "\n");
+    }
+    bool ok = ev->fits;
+    if (s->req.objective == LOOM_SEARCH_THROUGHPUT && s->req.latency_bound_s > 0 &&
+        ev->latency_s > s->req.latency_bound_s)
+        ok = false;
+    if (!ev->fits && (s->res.min_memory_bytes == 0 || ev->memory_per_gpu_bytes < s->res.min_memory_bytes))
+        s->res.min_memory_bytes = ev->memory_per_gpu_bytes;
+    if (ok && (!s->have_best || ev->score < s->res.eval.score * (1 - 1e-12))) {
+        loom_search_eval_free(&s->res.eval);
+        s->res.eval = *ev;
+        s->res.best = *cfg;
+        s->have_best = true;
+        memset(ev, 0, sizeof *ev);
+        return;
+    }
+    loom_search_eval_free(ev);
+}
+
+/* Per layer costs of option (mesh m, shape entry si, recompute rc) into c. */
+static void layer_cost(loom_search *s, const point *pt, int32_t l, int32_t m, int32_t si,
+                       bool rc, double sync_rate, loom_stage_cost *c)
+{
+    const loom_layer_tab *t = pt->tab[m][si];
+    if (!t || !t->ok) {
+        *c = (loom_stage_cost){INFINITY, 0, 0};
+        return;
+    }
+    bool block = loom_memory_is_block(pt->g, l);
+    bool r = rc && block;
+    double sync = t->sync_s[l] + sync_rate * (double)t->params[l];
+    c->time_s = t->time_s[l] + (r ? t->rc_s[l] : 0) + t->kv_read_s[l] + sync / (double)pt->M;
+    c->static_bytes = loom_search_state_bytes(s, t->params[l], pt->dp) +
+                      t->kv_per_seq[l] * (pt->seqs / pt->dp);
+    int64_t act = s->req.inference ? 0 : (r ? t->input_bytes[l] : t->act_bytes[l]);
+    c->act_bytes = (int64_t)((double)act * (1 + LOOM_MEM_FRAGMENTATION) + 0.5);
+}
+
+/* Fills the DP problem over clusters first[0..K] for the given meshes. */
+/* Options are codes si · n_rc + rc (shape entry si, recompute rc); a DP
+ * sees the codes in `codes[0..NO)`. */
+static loom_status build_problem(loom_search *s, const point *pt, const int32_t *meshes,
+                                 int32_t n_meshes, const int32_t *first, int32_t K,
+                                 const int32_t *codes, int32_t NO,
+                                 loom_stage_problem *p, loom_stage_cost **cost_out,
+                                 int64_t **dev_out, int64_t **once_out, loom_error *err)
+{
+    loom_stage_cost *cost = calloc((size_t)K * (size_t)n_meshes * (size_t)NO, sizeof *cost);
+    int64_t *dev = calloc((size_t)n_meshes, sizeof *dev);
+    int64_t *once = calloc((size_t)n_meshes * (size_t)NO, sizeof *once);
+    if (!cost || !dev || !once) {
+        free(cost), free(dev), free(once);
+        return loom_error_set(err, LOOM_ERR_NOMEM, "stage search: out of memory");
+    }
+    for (int32_t mi = 0; mi < n_meshes; mi++) {
+        int32_t m = meshes[mi];
+        dev[mi] = loom_submesh_devices(pt->sub[m]);
+        for (int32_t o = 0; o < NO; o++) {
+            int32_t si = codes[o] / pt->n_rc, rc = codes[o] % pt->n_rc;
+            const loom_layer_tab *t = si < pt->nshape[m] ? pt->tab[m][si] : NULL;
+            double p_ref = 0;
+            for (int32_t l = 0; t && t->ok && l < pt->n_layers; l++) p_ref += (double)t->params[l];
+            /* replica sync is linear in bytes but for latency terms: charge
+             * each layer its share of the whole model's sync */
+            double rate = p_ref > 0 ? loom_search_replica_sync_s(s, p_ref, pt->dp, pt->D) / p_ref : 0;
+            int64_t work = 0;
+            if (t && t->ok) {
+                if (s->req.inference)
+                    for (int32_t l = 0; l < pt->n_layers; l++)
+                        work = t->act_bytes[l] > work ? t->act_bytes[l] : work;
+                else if (rc)
+                    work = t->max_block_act;
+            }
+            once[mi * NO + o] = (int64_t)((double)work * (1 + LOOM_MEM_FRAGMENTATION) + 0.5);
+            for (int32_t k = 0; k < K; k++) {
+                loom_stage_cost *c =
+                    &cost[((size_t)k * (size_t)n_meshes + (size_t)mi) * (size_t)NO + (size_t)o];
+                *c = (loom_stage_cost){0, 0, 0};
+                for (int32_t l = first[k]; l < first[k + 1]; l++) {
+                    loom_stage_cost one;
+                    layer_cost(s, pt, l, m, si, rc == 1, rate, &one);
+                    c->time_s += one.time_s;
+                    c->static_bytes += one.static_bytes;
+                    c->act_bytes += one.act_bytes;
+                }
+            }
+        }
+    }
+    memset(p, 0, sizeof *p);
+    p->n_layers = K;
+    p->n_meshes = n_meshes;
+    p->n_options = NO;
+    p->mesh_devices = dev;
+    p->cost = cost;
+    p->stage_bytes = once;
+    p->devices = pt->D;
+    p->micro_batches = pt->M;
+    p->capacity_bytes = s->c->gpu.hbm_bytes - LOOM_MEM_RESERVED_BYTES;
+    p->one_in_flight = s->req.inference;
+    p->tmax_rel_gap = DP_GAP;
+    p->stop = s->req.stop;
+    p->ws = s->ws;
+    *cost_out = cost, *dev_out = dev, *once_out = once;
+    return LOOM_OK;
+}
+
+/* Lays the stages out on the cluster (see "GPU layout" in stage_search.h):
+ * each pipeline rank gets a block holding its sub-mesh in all dp replicas;
+ * when the blocks do not tile, replicas are consecutive. first_gpu must hold
+ * the replica-local offsets on entry. */
+static void set_layout(loom_search *s, loom_search_config *cfg)
+{
+    int64_t g = s->c->gpus_per_node, dp = cfg->dp, D = cfg->gpus_per_replica;
+    int64_t pp = cfg->pp;
+    loom_submesh super[LOOM_STAGE_MAX];
+    int64_t first[LOOM_STAGE_MAX];
+    int32_t rank_stage[LOOM_STAGE_MAX];
+    bool ok = dp > 1 && pp <= LOOM_STAGE_MAX;
+    for (int64_t r = 0; r < pp && ok; r++) {
+        rank_stage[r] = -1;
+        for (int32_t i = 0; i < cfg->n_stages && rank_stage[r] < 0; i++)
+            if (cfg->stages[i].group == r) rank_stage[r] = i;
+        if (rank_stage[r] < 0) ok = false;
+        if (!ok) break;
+        loom_submesh m = cfg->stages[rank_stage[r]].submesh;
+        int64_t size = loom_submesh_devices(m) * dp;
+        if (m.gpus == g) super[r] = (loom_submesh){m.nodes * dp, g};
+        else if (size <= g && g % size == 0) super[r] = (loom_submesh){1, size};
+        else if (size % g == 0) super[r] = (loom_submesh){size / g, g};
+        else ok = false;
+    }
+    loom_error e;
+    if (ok && loom_stage_place(super, (int32_t)pp, g, D * dp, first, &e) == LOOM_OK) {
+        for (int32_t i = 0; i < cfg->n_stages; i++) {
+            loom_search_stage *st = &cfg->stages[i];
+            st->first_gpu = first[st->group];
+            st->replica_stride = loom_submesh_devices(st->submesh);
+        }
+        return;
+    }
+    for (int32_t i = 0; i < cfg->n_stages; i++) cfg->stages[i].replica_stride = D;
+}
+
+/* Turns a DP solution into a configuration (placing the sub-meshes). */
+static loom_status to_config(loom_search *s, const point *pt, const int32_t *meshes,
+                             const int32_t *first, const int32_t *codes,
+                             const loom_stage_solution *sol, loom_search_config *cfg,
+                             loom_error *err)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->mbs = pt->b, cfg->micro_batches = pt->M, cfg->dp = pt->dp;
+    cfg->gpus_per_replica = pt->D, cfg->vpp = 1, cfg->pp = sol->n_stages;
+    cfg->sequences = pt->seqs, cfg->zero = loom_search_zero(s, pt->dp);
+    cfg->n_stages = sol->n_stages;
+    loom_submesh subs[LOOM_STAGE_MAX];
+    int64_t firsts[LOOM_STAGE_MAX];
+    for (int32_t i = 0; i < sol->n_stages; i++) {
+        const loom_stage_choice *ch = &sol->stages[i];
+        int32_t m = meshes[ch->mesh], si = codes[ch->option] / pt->n_rc;
+        loom_search_stage *st = &cfg->stages[i];
+        st->first_layer = first[ch->first];
+        st->last_layer = first[ch->last + 1] - 1;
+        st->group = i;
+        st->submesh = subs[i] = pt->sub[m];
+        st->mesh = (loom_mesh_shape){pt->shape[m][si][0], pt->shape[m][si][1]};
+        st->megatron = pt->megatron[m][si];
+        st->recompute = codes[ch->option] % pt->n_rc ? LOOM_RECOMPUTE_FULL : LOOM_RECOMPUTE_NONE;
+    }
+    loom_status st = loom_stage_place(subs, sol->n_stages, s->c->gpus_per_node, pt->D, firsts, err);
+    if (st) return st;
+    for (int32_t i = 0; i < sol->n_stages; i++) cfg->stages[i].first_gpu = firsts[i];
+    set_layout(s, cfg);
+    return LOOM_OK;
+}
+
+/* Runs one DP over the given meshes and options. Its plan goes into *cfg
+ * and its estimated step into *estimate (INFINITY when nothing fits); with
+ * `evaluate` the plan is also evaluated exactly and considered. */
+static loom_status run_dp(loom_search *s, const point *pt, const int32_t *meshes, int32_t nm,
+                          const int32_t *first, int32_t K, const int32_t *codes, int32_t NO,
+                          bool evaluate, double *estimate, loom_search_config *cfg,
+                          loom_error *err)
+{
+    loom_stage_problem p;
+    loom_stage_cost *cost = NULL;
+    int64_t *dev = NULL, *once = NULL;
+    *estimate = INFINITY;
+    loom_status st = build_problem(s, pt, meshes, nm, first, K, codes, NO, &p, &cost, &dev,
+                                   &once, err);
+    if (st) return st;
+    loom_stage_solution *sol = malloc(sizeof *sol);
+    if (!sol) {
+        st = loom_error_set(err, LOOM_ERR_NOMEM, "stage search: out of memory");
+        goto done;
+    }
+    loom_error e2 = {0};
+    st = loom_stage_dp_solve(&p, sol, &e2);
+    s->res.dp_runs += sol->dp_runs;
+    if (st == LOOM_ERR_INFEASIBLE) {
+        int64_t need = loom_stage_dp_min_memory(&p);
+        if (need < INT64_MAX - LOOM_MEM_RESERVED_BYTES) need += LOOM_MEM_RESERVED_BYTES;
+        if (s->res.min_memory_bytes == 0 || need < s->res.min_memory_bytes)
+            s->res.min_memory_bytes = need;
+        st = LOOM_OK;
+        goto done;
+    }
+    if (st) {
+        *err = e2;
+        goto done;
+    }
+    if (sol->stopped) s->res.stopped = true;
+    if ((st = to_config(s, pt, meshes, first, codes, sol, cfg, err))) goto done;
+    *estimate = sol->step_s;
+    if (evaluate) {
+        loom_search_eval_result ev;
+        if ((st = loom_search_eval(s, pt->g, cfg, &ev, err))) goto done;
+        consider(s, cfg, &ev);
+    }
+done:
+    free(sol);
+    free(cost), free(dev), free(once);
+    return st;
+}
+
+/* The DP over the given meshes three times: over all options, over the
+ * Megatron-space options only and over the full-space ones only, each plan
+ * evaluated exactly. Why: the DP charges a stage's gradient sync amortised
+ * per micro-batch while the step exposes it whole, so mixing the spaces it
+ * can favour weight-replicating options (large syncs) on stages that are not
+ * the bottleneck; the single-space runs give the evaluator the alternatives. */
+static loom_status try_dps(loom_search *s, const point *pt, const int32_t *meshes, int32_t nm,
+                           const int32_t *first, int32_t K, loom_error *err)
+{
+    loom_search_config *cfg = malloc(sizeof *cfg);
+    if (!cfg) return loom_error_set(err, LOOM_ERR_NOMEM, "stage search: out of memory");
+    int32_t NO = 0;
+    for (int32_t mi = 0; mi < nm; mi++)
+        if (pt->nshape[meshes[mi]] * pt->n_rc > NO) NO = pt->nshape[meshes[mi]] * pt->n_rc;
+    loom_status st = LOOM_OK;
+    int passes = s->req.megatron_only ? 1 : 3;
+    for (int pass = 0; pass < passes && !st; pass++) {
+        int32_t codes[MAX_SHAPES * 2], n = 0;
+        for (int32_t o = 0; o < NO; o++) {
+            int32_t si = o / pt->n_rc;
+            /* shape entries alternate full (even) / Megatron (odd) unless
+             * the search is Megatron-only */
+            bool meg = s->req.megatron_only || si % 2 == 1;
+            if (pass == 0 || (pass == 1) == meg) codes[n++] = o;
+        }
+        double est;
+        if (n) st = run_dp(s, pt, meshes, nm, first, K, codes, n, true, &est, cfg, err);
+    }
+    free(cfg);
+    return st;
+}
+
+/* Interleaved 1F1B: pp ranks on sub-mesh m, v chunks each, blocks split
+ * evenly (Megatron's requirement), the embedding with the first chunk and
+ * the head with the last. Every (logical mesh, recompute) option is first
+ * estimated from the layer tables — rank time t_r, memory with the
+ * interleaved in-flight count, T ≈ M·max t_r + (Σ t_r - max t_r)/v — and
+ * the best one that fits is evaluated exactly. */
+static loom_status try_interleaved(loom_search *s, const point *pt, int32_t m, int64_t v,
+                                   loom_error *err)
+{
+    const loom_graph *g = pt->g;
+    int32_t n = pt->n_layers, nb = 0, b0 = -1;
+    for (int32_t l = 0; l < n; l++)
+        if (loom_memory_is_block(g, l)) {
+            if (b0 < 0) b0 = l;
+            nb++;
+        }
+    int64_t size = loom_submesh_devices(pt->sub[m]), pp = pt->D / size, chunks = pp * v;
+    if (pp < 2 || nb == 0 || nb % chunks || pt->M % pp || chunks > LOOM_STAGE_MAX || pp > 64)
+        return LOOM_OK;
+    for (int32_t l = b0; l < b0 + nb; l++)   /* blocks must be contiguous slots */
+        if (!loom_memory_is_block(g, l)) return LOOM_OK;
+    int64_t per = nb / chunks;
+    double cap = (double)(s->c->gpu.hbm_bytes - LOOM_MEM_RESERVED_BYTES);
+    int32_t best_si = -1, best_rc = 0;
+    double best_est = INFINITY;
+    for (int32_t si = 0; si < pt->nshape[m]; si++) {
+        const loom_layer_tab *t = pt->tab[m][si];
+        if (!t || !t->ok) continue;
+        double p_ref = 0;
+        for (int32_t l = 0; l < n; l++) p_ref += (double)t->params[l];
+        double rate = p_ref > 0 ? loom_search_replica_sync_s(s, p_ref, pt->dp, pt->D) / p_ref : 0;
+        for (int32_t rc = 0; rc < pt->n_rc; rc++) {
+            double tr[64] = {0}, st_b[64] = {0}, act_b[64] = {0};
+            for (int64_t c = 0; c < chunks; c++) {
+                int32_t lo = c == 0 ? 0 : b0 + (int32_t)(c * per);
+                int32_t hi = c == chunks - 1 ? n - 1 : b0 + (int32_t)((c + 1) * per) - 1;
+                for (int32_t l = lo; l <= hi; l++) {
+                    loom_stage_cost one;
+                    layer_cost(s, pt, l, m, si, rc == 1, rate, &one);
+                    tr[c % pp] += one.time_s;
+                    st_b[c % pp] += (double)one.static_bytes;
+                    act_b[c % pp] += (double)one.act_bytes;
+                }
+            }
+            double mx = 0, sum = 0;
+            bool fits = true;
+            double once = rc ? (double)t->max_block_act * (1 + LOOM_MEM_FRAGMENTATION) : 0;
+            for (int64_t r = 0; r < pp; r++) {
+                double inflight = loom_memory_inflight_microbatches(pp, r, v, pt->M);
+                fits &= st_b[r] + inflight * act_b[r] + once <= cap;
+                sum += tr[r];
+                if (tr[r] > mx) mx = tr[r];
+            }
+            double est = (double)pt->M * mx + (sum - mx) / (double)v;
+            if (getenv("LOOM_DEBUG_SEARCH")) fprintf(stderr, "  ilv D %lld b %lld v %lld mesh %lldx%lld rc %d est %g fits %d static %.1f act %.2f GiB inflight %.2f cap %.1f\n", (long long)pt->D, (long long)pt->b, (long long)v, (long long)pt->shape[m][si][0], (long long)pt->shape[m][si][1], (int)rc, est, (int)fits, st_b[0]/1073741824.0, act_b[0]/1073741824.0, loom_memory_inflight_microbatches(pp, 0, v, pt->M), cap/1073741824.0);
+            if (fits && est < best_est) best_est = est, best_si = si, best_rc = rc;
+        }
+    }
+    if (best_si < 0) return LOOM_OK;
+    loom_search_config *cfg = calloc(1, sizeof *cfg);
+    if (!cfg) return loom_error_set(err, LOOM_ERR_NOMEM, "stage search: out of memory");
+    cfg->mbs = pt->b, cfg->micro_batches = pt->M, cfg->dp = pt->dp;
+    cfg->gpus_per_replica = pt->D, cfg->vpp = v, cfg->pp = pp;
+    cfg->sequences = pt->seqs, cfg->zero = loom_search_zero(s, pt->dp);
+    cfg->n_stages = (int32_t)chunks;
+    for (int64_t c = 0; c < chunks; c++) {
+        loom_search_stage *x = &cfg->stages[c];
+        x->first_layer = c == 0 ? 0 : b0 + (int32_t)(c * per);
+        x->last_layer = c == chunks - 1 ? n - 1 : b0 + (int32_t)((c + 1) * per) - 1;
+        x->group = (int32_t)(c % pp);
+        x->submesh = pt->sub[m];
+        x->mesh = (loom_mesh_shape){pt->shape[m][best_si][0], pt->shape[m][best_si][1]};
+        x->megatron = pt->megatron[m][best_si];
+        x->recompute = best_rc ? LOOM_RECOMPUTE_FULL : LOOM_RECOMPUTE_NONE;
+        x->first_gpu = x->group * size;   /* equal sub-meshes tile in rank order */
+    }
+    set_layout(s, cfg);
+    loom_search_eval_result ev;
+    loom_status st = loom_search_eval(s, g, cfg, &ev, err);
+    if (!st) consider(s, cfg, &ev);
+    free(cfg);
+    return st;
+}
+
+static loom_status try_point(loom_search *s, point *pt, loom_error *err)
+{
+    int64_t g = s->c->gpus_per_node;
+    int64_t max_nodes = s->req.general_max_gpus / g;
+    pt->nm = loom_stage_submeshes(g, pt->D, max_nodes > 0 ? max_nodes : 1, pt->sub,
+                                  LOOM_STAGE_MAX_MESHES);
+    if (pt->nm > LOOM_STAGE_MAX_MESHES) pt->nm = LOOM_STAGE_MAX_MESHES;
+    pt->n_rc = (!s->req.inference && !s->req.no_recompute) ? 2 : 1;
+    loom_status st = loom_search_graph(s, pt->b, &pt->g, err);
+    if (st) return st;
+    pt->n_layers = loom_graph_layer_count(pt->g);
+    bool general = !s->req.megatron_only && pt->D <= s->req.general_max_gpus;
+
+    /* Which sub-meshes are used: all for the general DP; for uniform stages
+     * those of at most one node that cut the replica into at most 64
+     * stages (a wider uniform stage is an in-stage data-parallel axis that
+     * more pipeline replicas cover). Logical meshes keep axis 1 in a node. */
+    bool use[LOOM_STAGE_MAX_MESHES], uni[LOOM_STAGE_MAX_MESHES];
+    for (int32_t m = 0; m < pt->nm; m++) {
+        int64_t size = loom_submesh_devices(pt->sub[m]);
+        uni[m] = size <= g && pt->D % size == 0 && pt->D / size <= 64 &&
+                 pt->D / size <= pt->n_layers;
+        use[m] = general || uni[m];
+        pt->nshape[m] = 0;
+        if (!use[m]) continue;
+        int64_t shapes[MAX_LOGICAL][2];
+        int32_t ns = loom_stage_logical_meshes(pt->sub[m], shapes, MAX_LOGICAL);
+        if (ns > MAX_LOGICAL) ns = MAX_LOGICAL;
+        for (int32_t si = 0; si < ns; si++) {
+            if (shapes[si][1] > g) continue;
+            for (int var = s->req.megatron_only ? 1 : 0; var < 2; var++) {
+                int32_t k = pt->nshape[m]++;
+                pt->shape[m][k][0] = shapes[si][0], pt->shape[m][k][1] = shapes[si][1];
+                pt->megatron[m][k] = var == 1;
+                int64_t before = 0, hits = 0, after = 0;
+                loom_intra_cache_stats(s->cache, &before, &hits);
+                st = loom_search_layer_tab(s, pt->b,
+                                           (loom_mesh_shape){shapes[si][0], shapes[si][1]},
+                                           var == 1, &pt->tab[m][k], err);
+                loom_intra_cache_stats(s->cache, &after, &hits);
+                s->res.ilp_solves += after - before;
+                if (st) return st;
+            }
+            if (stop_now(s)) return LOOM_OK;
+        }
+    }
+    double *w = malloc(sizeof *w * (size_t)pt->n_layers);
+    int32_t *first = malloc(sizeof *first * ((size_t)pt->n_layers + 1));
+    int32_t meshes[LOOM_STAGE_MAX_MESHES];
+    if (!w || !first) {
+        free(w), free(first);
+        return loom_error_set(err, LOOM_ERR_NOMEM, "stage search: out of memory");
+    }
+    /* Cluster by forward FLOPs (Alpa §5.2), at least 1 so empty layers count. */
+    for (int32_t l = 0; l < pt->n_layers; l++) {
+        loom_graph_totals tot;
+        loom_graph_layer_totals(pt->g, l, &tot);
+        w[l] = (double)tot.fwd_flops + 1.0;
+    }
+    if (general) {
+        int32_t K = loom_stage_cluster(w, pt->n_layers, s->req.max_clusters, first);
+        for (int32_t m = 0; m < pt->nm; m++) meshes[m] = m;
+        st = try_dps(s, pt, meshes, pt->nm, first, K, err);
+    }
+    for (int32_t m = 0; m < pt->nm && !st && !stop_now(s); m++) {
+        if (!uni[m]) continue;
+        /* pp uniform stages: 4 clusters per stage leave the DP room to
+         * balance, up to 64 clusters */
+        int64_t pp = pt->D / loom_submesh_devices(pt->sub[m]);
+        int32_t want = (int32_t)(4 * pp < 64 ? 4 * pp : (pp > 64 ? pp : 64));
+        int32_t K = loom_stage_cluster(w, pt->n_layers, want, first);
+        if (pp > K) continue;
+        st = try_dps(s, pt, &m, 1, first, K, err);
+        for (int64_t v = 2; v <= 4 && !st && !s->req.inference; v *= 2)
+            st = try_interleaved(s, pt, m, v, err);
+    }
+    free(w);
+    free(first);
+    return st;
+}
+
+/* A replica of D GPUs is a valid pipeline block: whole nodes, or a power of
+ * two dividing a node. */
+static bool valid_replica(int64_t D, int64_t g)
+{
+    if (D % g == 0) return true;
+    return D < g && g % D == 0 && (D & (D - 1)) == 0;
+}
+
+loom_status loom_search_run(loom_search *s, const loom_search_result **result, loom_error *err)
+{
+    *result = &s->res;
+    s->t_start = loom_search_now();
+    const int64_t G = loom_cluster_gpus(s->c), g = s->c->gpus_per_node;
+    loom_status st = LOOM_OK;
+    const loom_graph *g1;
+    if ((st = loom_search_graph(s, 1, &g1, err))) return st;
+    loom_graph_totals tot;
+    loom_graph_totals_get(g1, &tot);
+
+    /* GPU counts to try: all of them, or for cost/energy also fewer. */
+    int64_t used[64];
+    int n_used = 0;
+    for (int64_t u = G; u >= 1 && n_used < 64; u = u % 2 ? 0 : u / 2) {
+        if (valid_replica(u, g) || u == G) used[n_used++] = u;
+        if (s->req.objective != LOOM_SEARCH_COST && s->req.objective != LOOM_SEARCH_ENERGY) break;
+    }
+    /* Concurrent sequences: the given count, or for throughput every power
+     * of two below it too. */
+    int64_t seqs[64];
+    int n_seqs = 0;
+    seqs[n_seqs++] = s->req.gbs;
+    if (s->req.inference && s->req.objective == LOOM_SEARCH_THROUGHPUT)
+        for (int64_t q = 1; q < s->req.gbs && n_seqs < 64; q *= 2) seqs[n_seqs++] = q;
+
+    /* Count the points for progress reports. */
+    int64_t total = 0, done = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int ui = 0; ui < n_used; ui++)
+            for (int qi = 0; qi < n_seqs; qi++)
+                for (int64_t dp = 1; dp <= used[ui]; dp++) {
+                    int64_t U = used[ui], B = seqs[qi];
+                    if (U % dp || B % dp || !valid_replica(U / dp, g)) continue;
+                    int64_t D = U / dp;
+                    /* the model state alone must fit on the replica's GPUs */
+                    double state = (double)loom_search_state_bytes(s, tot.params, dp) / (double)D;
+                    if (state > (double)(s->c->gpu.hbm_bytes - LOOM_MEM_RESERVED_BYTES)) {
+                        if (pass == 1 && (s->res.min_memory_bytes == 0 ||
+                                          state + LOOM_MEM_RESERVED_BYTES < s->res.min_memory_bytes))
+                            s->res.min_memory_bytes = (int64_t)state + LOOM_MEM_RESERVED_BYTES;
+                        continue;
+                    }
+                    for (int64_t b = 1; b <= B / dp && b <= s->req.max_micro_batch; b++) {
+                        if ((B / dp) % b) continue;
+                        if (pass == 0) {
+                            total++;
+                            continue;
+                        }
+                        if (stop_now(s)) goto out;
+                        point *pt = calloc(1, sizeof *pt);
+                        if (!pt) {
+                            st = loom_error_set(err, LOOM_ERR_NOMEM, "stage search: out of memory");
+                            goto out;
+                        }
+                        pt->D = D, pt->dp = dp, pt->b = b, pt->M = B / dp / b, pt->seqs = B;
+                        st = try_point(s, pt, err);
+                        if (getenv("LOOM_DEBUG_SEARCH")) fprintf(stderr, "point D %lld dp %lld b %lld M %lld: configs %lld best %g st %d\n", (long long)D, (long long)dp, (long long)b, (long long)pt->M, (long long)s->res.configs_evaluated, s->have_best ? s->res.eval.score : -1.0, (int)st);
+                        free(pt);
+                        if (st) goto out;
+                        done++;
+                        if (s->req.progress) {
+                            char what[96];
+                            snprintf(what, sizeof what, "%lld replica(s) of %lld GPUs, micro-batch %lld",
+                                     (long long)dp, (long long)D, (long long)b);
+                            s->req.progress(s->req.progress_ctx, (double)done / (double)total, what);
+                        }
+                    }
+                }
+out:
+    s->res.time_s = loom_search_now() - s->t_start;
+    if (st) return st;
+    if (!s->have_best) {
+        if (s->res.stopped || s->res.timed_out)
+            return loom_error_set(err, LOOM_ERR_LIMIT,
+                                  "the search was stopped before it found a plan");
+        double need = (double)s->res.min_memory_bytes / 1073741824.0;
+        return loom_error_set(err, LOOM_ERR_INFEASIBLE,
+                              "no plan fits: every plan needs at least %.1f GiB per GPU, the %s "
+                              "has %.1f GiB",
+                              s->res.min_memory_bytes > 0 ? need : INFINITY, s->c->gpu.name,
+                              (double)s->c->gpu.hbm_bytes / 1073741824.0);
+    }
+    const loom_graph *gb;
+    if ((st = loom_search_graph(s, s->res.best.mbs, &gb, err))) return st;
+    s->res.graph = gb;
+    /* The winner once more, now also asking where each op's time comes from. */
+    loom_search_eval_result ev;
+    s->want_measured = true;
+    st = loom_search_eval(s, gb, &s->res.best, &ev, err);
+    s->want_measured = false;
+    if (st) return st;
+    loom_search_eval_free(&s->res.eval);
+    s->res.eval = ev;
+    return LOOM_OK;
+}

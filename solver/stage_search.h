@@ -1,0 +1,217 @@
+/*
+ * stage_search.h — the Alpa planner end to end on real costs: stage DP
+ * (stage_dp.h) over cost tables from the intra-op ILP (intra.h), searched
+ * over micro-batch size, data-parallel replication of the whole pipeline,
+ * the uniform-stage and interleaved variants, for training or inference
+ * (DESIGN §6).
+ *
+ * THE SEARCH
+ *
+ * A cluster of G GPUs runs `dp` identical pipeline replicas of D = G / dp
+ * GPUs each (fewer GPUs in all when the objective is cost or energy). Each
+ * replica processes gbs / dp sequences per step as M micro-batches of b
+ * sequences. For every (D, b) the search
+ *   1. builds the graph for a micro-batch of b sequences and asks the ILP for
+ *      each layer's best strategies on every logical mesh of every sub-mesh
+ *      shape that fits in D (one solve per distinct layer and mesh, cached);
+ *   2. forms the stage cost table: per layer cluster, sub-mesh and option
+ *      (logical mesh × strategy space × recompute none/full, see below):
+ *      time per micro-batch including
+ *      the gradient synchronisation amortised over M, resident bytes
+ *      (weights, gradients, Adam state with ZeRO-1 over dp, or weights and
+ *      KV cache for inference) and activation bytes per micro-batch;
+ *   3. runs the stage DP: the general one (every sub-mesh shape) for
+ *      replicas of at most general_max_gpus GPUs, the uniform one (one
+ *      sub-mesh shape for all stages) for all replicas, plus interleaved
+ *      schedules with v = 2, 4 chunks per rank when the blocks divide;
+ *   4. evaluates each resulting configuration exactly (loom_search_eval:
+ *      stage ranges re-solved as ranges, memory with fragmentation and
+ *      workspace, 1F1B or interleaved step with p2p, exposed gradient sync
+ *      and optimizer, costs/pipeline.h) and keeps the best by the objective.
+ *
+ * Strategy spaces. The ILP minimises time and knows nothing of memory, so
+ * on its own it replicates weights whenever that is faster; the memory that
+ * costs is only seen by the DP. Each mesh therefore offers two options: the
+ * ILP's optimum over all strategies, and its optimum over Megatron's space
+ * (batch on axis 0, tensor parallelism with sequence parallelism on axis 1),
+ * which shards weights like Megatron does. The DP picks per stage the
+ * fastest option that fits.
+ *
+ * Why per-layer costs add up: the ILP solves each distinct layer once per
+ * mesh with a periodic boundary (intra.h), so a stage's cost is the sum over
+ * its layers; only the resharding where layers of different kinds meet
+ * (embedding → first block) is left out of the table and put back by the
+ * exact evaluation.
+ *
+ * THE MODELS BEHIND THE NUMBERS
+ *
+ * Full recompute keeps a block's input only (its bytes on one GPU under the
+ * chosen spec) and reruns the block's forward in its backward: forward time
+ * = compute × fwd FLOPs / (fwd + bwd FLOPs) of each op plus half its
+ * communication (the forward collectives); its working set is one block's
+ * activations, paid once per stage.
+ *
+ * GPU layout. Like Megatron's rank order (tensor, data, then pipeline
+ * parallel outermost), the copies of one stage in all dp replicas sit side
+ * by side — a block of dp × (stage GPUs), replica r at offset r × (stage
+ * GPUs) — so that the gradient sync, the largest transfer of a step, stays
+ * inside nodes where it can; stage-to-stage transfers, which are small,
+ * cross nodes instead. When those blocks cannot tile the cluster (dp not a
+ * power of two) replicas are consecutive blocks of D GPUs instead.
+ *
+ * Data-parallel replicas synchronise each stage's gradients as eval.c does:
+ * an all-reduce of fp32 gradients, or with ZeRO-1 (the default when dp > 1,
+ * Megatron's distributed optimizer) reduce-scatter of gradients plus
+ * all-gather of weights, over dp ranks at the stage's replica stride; the gradient
+ * reduction inside a stage's mesh comes from the ILP.
+ *
+ * Inference plans one decode step: the graph is built with one new token
+ * per sequence (seq 1) and b sequences per micro-batch; each attention layer
+ * also streams its KV cache (2 · kv_heads · head_dim · bytes · context per
+ * sequence, split like the attention's K input) through HBM; every stage
+ * holds the weights and the KV cache of all gbs / dp sequences of its
+ * replica. A token of one sequence takes latency = max(Σ t_i + (S-1) · p2p,
+ * M · max t_i); the replica produces gbs / dp tokens per latency.
+ *
+ * Objectives: time (step), cost (step × GPUs × price), energy (step × GPUs
+ * × power: GPUs are counted at full power for the whole step), latency
+ * (per token), throughput (tokens/s: concurrent sequences up to gbs, the
+ * largest throughput whose latency meets latency_bound_s).
+ *
+ * Units: seconds, bytes per GPU, sequences.
+ */
+#ifndef LOOM_STAGE_SEARCH_H
+#define LOOM_STAGE_SEARCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "costs/compute.h"
+#include "costs/parallel.h"
+#include "costs/profile_db.h"
+#include "graph/model.h"
+#include "solver/intra.h"
+#include "solver/stage_dp.h"
+
+typedef enum {
+    LOOM_SEARCH_TIME,
+    LOOM_SEARCH_COST,
+    LOOM_SEARCH_ENERGY,
+    LOOM_SEARCH_LATENCY,
+    LOOM_SEARCH_THROUGHPUT,
+} loom_search_objective;
+
+typedef struct {
+    const char *model_path;        /* HF config.json or loom graph */
+    loom_model_opts model;         /* seq, dtype, flash; batch is chosen here */
+    const loom_cost_model *cm;     /* the cluster and its costs */
+    bool inference;
+    int64_t gbs;                   /* train: sequences per step; infer: concurrent sequences */
+    loom_search_objective objective;
+    double latency_bound_s;        /* throughput objective: per-token latency bound (0 = none) */
+    bool megatron_only;            /* --space megatron: uniform stages, Megatron strategies */
+    double time_limit_s;           /* whole search (0 = none): best so far when reached */
+    double ilp_time_limit_s;       /* per ILP solve (0 = intra's default) */
+    int32_t max_clusters;          /* layer clusters for the DP (default 24) */
+    int64_t max_micro_batch;       /* largest micro-batch tried (default 8) */
+    int64_t general_max_gpus;      /* replicas up to this size get the general DP (16) */
+    int zero;                      /* ZeRO stage over replicas; -1 = 1 when dp > 1 */
+    bool no_recompute;             /* do not consider full recompute */
+    const volatile int *stop;      /* non-zero: stop and return the best so far */
+    void (*progress)(void *ctx, double done, const char *what);   /* optional */
+    void *progress_ctx;
+} loom_search_request;
+
+/* Defaults for everything but model_path, cm and gbs. */
+void loom_search_request_init(loom_search_request *r);
+
+/* One stage of a configuration. */
+typedef struct {
+    int32_t first_layer, last_layer;   /* graph layer slots, inclusive */
+    int32_t group;                     /* pipeline rank (interleaving: index mod pp) */
+    loom_submesh submesh;
+    loom_mesh_shape mesh;              /* logical */
+    bool megatron;                     /* strategies from Megatron's space (TP on axis 1,
+                                          data parallel on axis 0) rather than the ILP's
+                                          unrestricted, usually weight-replicating optimum */
+    loom_recompute recompute;
+    int64_t first_gpu;                 /* global id of replica 0's first GPU of the stage */
+    int64_t replica_stride;            /* replica r runs it on ids + r · stride */
+} loom_search_stage;
+
+/* A configuration: what a plan decides globally and per stage. */
+typedef struct {
+    int64_t mbs, micro_batches, dp, gpus_per_replica, vpp, pp;
+    int64_t sequences;                 /* train: gbs; infer: concurrent sequences used */
+    int zero;
+    int32_t n_stages;                  /* pp · vpp */
+    loom_search_stage stages[LOOM_STAGE_MAX];
+} loom_search_config;
+
+/* Exact evaluation of one stage. */
+typedef struct {
+    loom_intra_result intra;           /* its layers solved as a range on its mesh (owned) */
+    double time_s;                     /* one micro-batch: fwd (+ bwd + recompute), + KV reads */
+    double compute_s, comm_s;          /* ILP parts of time_s (recompute and KV added to compute) */
+    double bwd_s;                      /* backward share of time_s */
+    double grad_sync_s;                /* per step: in-mesh + across replicas, before overlap */
+    double optimizer_s;
+    double in_flight;
+    int64_t params;                    /* parameters per GPU */
+    int64_t mem_params, mem_grads, mem_optimizer, mem_activations, mem_kv, mem_other, mem_total;
+    double model_flops;                /* 3 × (train) or 1 × forward matmul FLOPs, one micro-batch */
+    double measured_s, total_s;        /* compute resting on the profile db / all compute */
+} loom_stage_eval;
+
+typedef struct {
+    int32_t n_stages;
+    loom_stage_eval *stages;           /* [n_stages], owned */
+    double step_s;                     /* train: step; infer: one decode step (= latency) */
+    double latency_s;                  /* infer: per token */
+    double tokens_per_s;
+    double compute_s, tp_comm_s, bubble_s, p2p_s, grad_sync_s, optimizer_s;
+    double model_flops;                /* per step, all GPUs */
+    int64_t memory_per_gpu_bytes;
+    bool fits;
+    double measured_share;             /* of compute time, from the profile db */
+    double score;                      /* the objective, lower is better */
+    int64_t gpus_used;
+} loom_search_eval_result;
+
+typedef struct {
+    loom_search_config best;
+    loom_search_eval_result eval;      /* of best (owned) */
+    const loom_graph *graph;           /* the graph of best.mbs (owned by the search) */
+    int64_t configs_evaluated, ilp_solves, dp_runs;
+    double time_s;
+    bool stopped, timed_out;
+    int64_t min_memory_bytes;          /* infeasible: least per-GPU memory any plan needs */
+} loom_search_result;
+
+typedef struct loom_search loom_search;
+
+/* Creates a search (loads nothing yet). */
+loom_status loom_search_create(const loom_search_request *req, loom_search **out, loom_error *err);
+void loom_search_destroy(loom_search *s);
+
+/* Runs it. LOOM_ERR_INFEASIBLE when nothing fits (result->min_memory_bytes
+ * then says how much a GPU would need); the result is owned by the search. */
+loom_status loom_search_run(loom_search *s, const loom_search_result **result, loom_error *err);
+
+/* Evaluates one configuration exactly (also for configurations made by
+ * other algorithms). The graph must be built for cfg->mbs. */
+loom_status loom_search_eval(loom_search *s, const loom_graph *g, const loom_search_config *cfg,
+                             loom_search_eval_result *out, loom_error *err);
+void loom_search_eval_free(loom_search_eval_result *r);
+
+/* The graph for micro-batch b (built on first use, owned by the search). */
+loom_status loom_search_graph(loom_search *s, int64_t b, const loom_graph **out, loom_error *err);
+
+/* The intra cache the search uses. */
+loom_intra_cache *loom_search_cache(loom_search *s);
+
+/* The distinct (op, dtype, shard shape) keys of the strategies the search
+ * chose on every mesh it tabled: the profile requests of
+ * `--emit-profile-requests`. *keys is owned by the search. */
+void loom_search_profile_keys(const loom_search *s, const loom_profile_key **keys, int32_t *n);
+
+#endif

@@ -1,0 +1,75 @@
+/*
+ * stage_search_impl.h — internals shared by stage_costs.c (per-layer cost
+ * tables from the ILP, exact evaluation of a configuration) and
+ * stage_search.c (the search loops). Not installed API.
+ */
+#ifndef LOOM_STAGE_SEARCH_IMPL_H
+#define LOOM_STAGE_SEARCH_IMPL_H
+
+#include "costs/profile_db.h"
+#include "solver/stage_search.h"
+
+#define LOOM_SEARCH_MAX_GRAPHS 16
+
+/* The ILP amortises a mesh's gradient sync over this many micro-batches when
+ * it picks strategies (one value, so that every configuration shares the
+ * solves); the exact count is applied wherever the table is used. */
+#define LOOM_SEARCH_ILP_MICRO_BATCHES 8
+
+/* Per-layer costs of graph(b) on one logical mesh, from one ILP run over the
+ * whole model; arrays indexed by layer slot. */
+typedef struct {
+    int64_t b, n0, n1;
+    bool megatron;           /* strategies restricted to Megatron's space */
+    int32_t n;
+    bool ok;                 /* the ILP found strategies */
+    double *time_s;          /* one micro-batch: compute + comm (fwd, + bwd when training) */
+    double *rc_s;            /* forward rerun of a block under full recompute */
+    double *sync_s;          /* per step: gradient sync inside the mesh */
+    double *kv_read_s;       /* inference: streaming the KV cache of one micro-batch */
+    int64_t *params;         /* per GPU */
+    int64_t *act_bytes;      /* saved activations of one micro-batch, per GPU */
+    int64_t *input_bytes;    /* the block's input on one GPU (what full recompute keeps) */
+    int64_t *kv_per_seq;     /* inference: KV cache bytes per sequence, per GPU */
+    int64_t max_block_act;   /* recompute's working set */
+} loom_layer_tab;
+
+struct loom_search {
+    loom_search_request req;
+    const loom_cluster *c;
+    const loom_calib *cal;
+    loom_intra_cache *cache;
+    loom_stage_workspace *ws;        /* DP buffers reused across solves */
+    int64_t context;                 /* inference: tokens cached per sequence */
+    int ng;
+    int64_t graph_b[LOOM_SEARCH_MAX_GRAPHS];
+    loom_graph *graphs[LOOM_SEARCH_MAX_GRAPHS];
+    loom_layer_tab **tabs;           /* each allocated alone: pointers stay valid */
+    int32_t n_tabs, cap_tabs;
+    loom_profile_key *keys;
+    int32_t n_keys, cap_keys;
+    loom_search_result res;
+    bool have_best;
+    bool want_measured;              /* eval: also look up each op's time source */
+    double t_start;
+};
+
+/* Seconds on a monotonic clock. */
+double loom_search_now(void);
+
+/* The table of graph(b) on mesh (n0, n1), full or Megatron strategy space
+ * (built on first use). */
+loom_status loom_search_layer_tab(loom_search *s, int64_t b, loom_mesh_shape mesh, bool megatron,
+                                  const loom_layer_tab **out, loom_error *err);
+void loom_search_tabs_free(loom_search *s);
+
+/* ZeRO stage used with dp replicas. */
+int loom_search_zero(const loom_search *s, int64_t dp);
+/* Seconds to synchronise the gradients of n_params parameters (per GPU)
+ * over dp replicas strided by `stride` GPUs (eval.c's rule). */
+double loom_search_replica_sync_s(const loom_search *s, double n_params, int64_t dp,
+                                  int64_t stride);
+/* Model-state bytes per GPU for n_params under the search's settings. */
+int64_t loom_search_state_bytes(const loom_search *s, int64_t n_params, int64_t dp);
+
+#endif
