@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "solver/grow.h"
 #include "solver/strategy_impl.h"
 
 #define MAX_LETTERS 16
@@ -216,13 +217,7 @@ typedef struct {
 
 static loom_strategy *push(strat_list *l)
 {
-    if (l->n == l->cap) {
-        int32_t nc = l->cap ? 2 * l->cap : 32;
-        loom_strategy *p = realloc(l->v, (size_t)nc * sizeof *p);
-        if (!p) return NULL;
-        l->v = p;
-        l->cap = nc;
-    }
+    if (!loom_solver_grow((void **)&l->v, &l->cap, l->n + 1, sizeof *l->v)) return NULL;
     loom_strategy *s = &l->v[l->n++];
     memset(s, 0, sizeof *s);
     s->compute_scale = 1.0;

@@ -15,31 +15,9 @@
 set -u
 LOOM=${1:?usage: shard_cli.sh path/to/loom}
 case $LOOM in /*) ;; *) LOOM=$(pwd)/$LOOM ;; esac
-fails=0
-passes=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-
-ok() { passes=$((passes + 1)); }
-bad() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-
-run() {
-    local code=$1; shift
-    "$LOOM" "$@" >"$tmp/out" 2>"$tmp/err"
-    local rc=$?
-    if [ $rc -ne "$code" ]; then
-        bad "loom $*: exit $rc, want $code: $(head -c 400 "$tmp/err")"
-        return 1
-    fi
-    ok
-}
-
-has() {
-    local f=$1; shift
-    for needle in "$@"; do
-        if grep -qF -- "$needle" "$f"; then ok; else bad "$f lacks '$needle': $(head -c 600 "$f")"; fi
-    done
-}
+. "$(dirname "$0")/lib/cli.sh"
 
 # ---- usage and bad input -------------------------------------------------------------------
 run 0 shard --help
@@ -128,5 +106,4 @@ has "$tmp/out" "block_sparse_moe.experts.w1" "[e@1 h f]"
 run 0 shard gpt2 --mesh 2x2 --seq 1024 --batch 8 --cluster dgx-a100-80g-x4
 has "$tmp/out" "dgx-a100-80g-x4" "optimal"
 
-echo "shard_cli: $passes passed, $fails failed"
-[ $fails -eq 0 ]
+finish shard_cli
