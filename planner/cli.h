@@ -20,6 +20,8 @@ typedef struct {
 } loom_command;
 
 int loom_cmd_inspect(int argc, char **argv);
+int loom_cmd_eval(int argc, char **argv);
+int loom_cmd_calibrate(int argc, char **argv);
 int loom_cmd_shard(int argc, char **argv);
 
 /* Prints "loom: MESSAGE" to stderr and returns the exit code for err. */

@@ -12,6 +12,8 @@
 static const loom_command commands[] = {
     {"inspect", loom_cmd_inspect, "parameter counts, FLOPs, ops and activation bytes of a model"},
     {"shard", loom_cmd_shard, "intra-operator sharding of one layer on a logical mesh (the ILP)"},
+    {"eval", loom_cmd_eval, "step time, MFU and memory of one Megatron-style configuration"},
+    {"calibrate", loom_cmd_calibrate, "fit the cost model's efficiencies to measured runs"},
     /* helpers: add one line per subcommand here, keep the order of the README */
 };
 

@@ -19,6 +19,7 @@
 #include "check.h"
 #include "costs/memory.h"
 #include "graph/graph.h"
+#include "graph/model.h"
 
 #define S 2048
 #define H 12288
@@ -365,9 +366,51 @@ static void test_inflight_and_kv(void)
     loom_graph_destroy(g);
 }
 
+/* The same formulas through the ingest path: the bundled GPT-3 175B config
+ * (GPT-2 format, biases, dropout 0.1) built with unfused attention; every
+ * transformer block must match, the embedding and head layers are not
+ * blocks. */
+static void test_gpt3_config(void)
+{
+    loom_model_opts o;
+    loom_model_opts_init(&o);
+    o.seq = S;
+    o.batch = 1;
+    o.flash_attention = false;
+    loom_graph *g = NULL;
+    loom_error e;
+    CHECK_INT_EQ(loom_model_load("examples/models/gpt3-175b.json", &o, &g, &e), LOOM_OK);
+    if (!g) {
+        fprintf(stderr, "%s\n", e.msg);
+        return;
+    }
+    const double s = S, h = H, a = A, t = T, sbh = s * h;
+    int32_t n = loom_graph_layer_count(g);
+    CHECK_INT_EQ(n, 98);
+    loom_layer_act *acts = calloc((size_t)n, sizeof *acts);
+    const struct { int64_t tp; bool sp; loom_recompute rc; double want; } cases[] = {
+        {1, false, LOOM_RECOMPUTE_NONE, sbh * (34 + 5 * a * s / h)},
+        {T, false, LOOM_RECOMPUTE_NONE, sbh * (10 + 24 / t + 5 * a * s / (h * t))},
+        {T, true, LOOM_RECOMPUTE_NONE, sbh / t * (34 + 5 * a * s / h)},
+        {T, true, LOOM_RECOMPUTE_SELECTIVE, 34 * sbh / t},
+        {T, false, LOOM_RECOMPUTE_FULL, 2 * sbh},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        loom_parallel p = cfg(cases[k].tp, cases[k].sp, cases[k].rc);
+        loom_memory_layer_acts(g, &p, acts);
+        CHECK(!loom_memory_is_block(g, 0) && !loom_memory_is_block(g, 97));
+        CHECK_NEAR_REL(acts[1].saved_bytes, cases[k].want, 0.02);
+        CHECK_NEAR_REL(acts[96].saved_bytes, cases[k].want, 0.02);
+        CHECK_INT_EQ(acts[50].saved_bytes, acts[1].saved_bytes);
+    }
+    free(acts);
+    loom_graph_destroy(g);
+}
+
 int main(void)
 {
     test_korthikanti();
+    test_gpt3_config();
     test_zero();
     test_stage();
     test_inflight_and_kv();

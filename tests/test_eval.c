@@ -1,0 +1,295 @@
+/*
+ * test_eval.c — loom_eval_megatron (costs/eval.c) on small GPT-2-shaped
+ * models, against expectations computed here through other paths:
+ *   - one GPU: step = M × Σ_ops (fwd + bwd) of loom_cost_op_time + the Adam
+ *     step streaming 34 bytes per parameter through HBM;
+ *   - model FLOPs = Korthikanti et al.'s 72·B·L·s·h²·(1 + s/6h + V/12hL)
+ *     (within the GPT-2 biases' share); full recompute adds one forward of
+ *     the blocks' matmuls (their HFU);
+ *   - data-parallel sync = one ring all-reduce of the fp32 gradients
+ *     (costs/collective.h), exposed when overlap is off;
+ *   - the breakdown adds up to the step time; interleaving shrinks the
+ *     bubble; memory fits at exactly the GPU's capacity and not one byte
+ *     below;
+ *   - impossible configurations fail with messages naming the options.
+ */
+#include <stdlib.h>
+
+#include "check.h"
+#include "costs/collective.h"
+#include "costs/eval.h"
+#include "costs/pipeline.h"
+#include "graph/model.h"
+
+#define H 256
+#define L 4
+#define HEADS 8
+#define V 1024
+#define SEQ 128
+
+static loom_graph *gpt(int64_t mbs, bool flash)
+{
+    cJSON *cfg = cJSON_Parse("{\"architectures\": [\"GPT2LMHeadModel\"], \"n_embd\": 256, "
+                             "\"n_layer\": 4, \"n_head\": 8, \"vocab_size\": 1024, "
+                             "\"n_positions\": 128}");
+    loom_model_opts o;
+    loom_model_opts_init(&o);
+    o.seq = SEQ;
+    o.batch = mbs;
+    o.flash_attention = flash;
+    loom_graph *g = NULL;
+    loom_error e;
+    if (loom_model_build_hf("tiny", cfg, "tiny-gpt", &o, &g, &e)) {
+        fprintf(stderr, "build: %s\n", e.msg);
+        exit(2);
+    }
+    cJSON_Delete(cfg);
+    return g;
+}
+
+static loom_cost_model *model_on(const char *preset, loom_cluster *c)
+{
+    loom_error e;
+    loom_cost_model *cm = NULL;
+    if (loom_cluster_preset(preset, c, &e) || loom_cost_model_create(c, NULL, NULL, &cm, &e)) {
+        fprintf(stderr, "%s\n", e.msg);
+        exit(2);
+    }
+    return cm;
+}
+
+static loom_parallel config(int64_t tp, int64_t pp, int64_t dp, int64_t mbs, int64_t gbs)
+{
+    loom_parallel p;
+    loom_parallel_init(&p);
+    p.tp = tp, p.pp = pp, p.dp = dp, p.mbs = mbs, p.gbs = gbs, p.seq = SEQ;
+    return p;
+}
+
+static double breakdown_sum(const loom_eval_result *r)
+{
+    const loom_step_breakdown *b = &r->breakdown;
+    return b->compute_s + b->tp_comm_s + b->bubble_s + b->p2p_s + b->grad_sync_s + b->optimizer_s;
+}
+
+static void test_one_gpu(void)
+{
+    loom_cluster c;
+    loom_cost_model *cm = model_on("dgx-h100-x1", &c);
+    c.gpus_per_node = 1;   /* a one-GPU "cluster" */
+    loom_cost_model_destroy(cm);
+    loom_error e;
+    CHECK_INT_EQ(loom_cost_model_create(&c, NULL, NULL, &cm, &e), LOOM_OK);
+    loom_graph *g = gpt(2, true);
+    loom_parallel p = config(1, 1, 1, 2, 8);   /* 4 micro-batches */
+    loom_eval_result r;
+    CHECK_INT_EQ(loom_eval_megatron(g, cm, &p, &r, &e), LOOM_OK);
+
+    double ops = 0;
+    for (int32_t i = 0; i < loom_graph_num_ops(g); i++) {
+        loom_op_time t;
+        CHECK_INT_EQ(loom_cost_op_time(cm, g, i, NULL, 0, &t, &e), LOOM_OK);
+        ops += t.fwd_s + t.bwd_s;
+    }
+    loom_graph_totals tot;
+    loom_graph_totals_get(g, &tot);
+    double opt = loom_cost_memory_time_s(cm, (double)LOOM_OPTIM_STEP_BYTES_PER_PARAM * (double)tot.params);
+    CHECK_INT_EQ(r.microbatches, 4);
+    CHECK_NEAR_REL(r.step_time_s, 4 * ops + opt, 1e-9);
+    CHECK_NEAR_REL(r.breakdown.optimizer_s, opt, 1e-9);
+    CHECK_NEAR_REL(breakdown_sum(&r), r.step_time_s, 1e-12);
+    CHECK(r.breakdown.tp_comm_s == 0 && r.breakdown.bubble_s == 0 && r.breakdown.grad_sync_s == 0);
+    CHECK_NEAR_REL(r.tokens_per_s, 8.0 * SEQ / r.step_time_s, 1e-12);
+
+    /* Korthikanti Eq. 7, B = 8 sequences; GPT-2's biases add 1/(2·K) of a
+     * matmul's FLOPs, well under 1% here. */
+    double s = SEQ, h = H;
+    double korth = 72.0 * 8 * L * s * h * h * (1 + s / (6 * h) + (double)V / (12 * h * L));
+    CHECK_NEAR_REL(r.model_flops, korth, 0.01);
+    CHECK_NEAR_REL(r.hardware_flops, r.model_flops, 1e-12);
+    CHECK_NEAR_REL(r.mfu, r.model_flops / (r.step_time_s * 989.4e12), 1e-3);
+    /* causal: the attention-score share (12·B·L·s²·h) halved */
+    CHECK_NEAR_REL(r.model_flops - r.model_flops_causal, 6.0 * 8 * L * s * s * h, 1e-9);
+    loom_eval_result_free(&r);
+
+    /* Full recompute reruns the blocks' forward matmuls: 24·b·s·h²·(1 + s/6h)
+     * per layer and micro-batch, 2·b·s·h per bias-carrying linear aside. */
+    p.recompute = LOOM_RECOMPUTE_FULL;
+    CHECK_INT_EQ(loom_eval_megatron(g, cm, &p, &r, &e), LOOM_OK);
+    double fwd_blocks = 0;
+    for (int32_t i = 0; i < loom_graph_num_ops(g); i++) {
+        const loom_op *op = loom_graph_op(g, i);
+        if (op->layer >= 1 && op->layer <= L &&
+            (op->kind == LOOM_OP_EINSUM || op->kind == LOOM_OP_ATTENTION))
+            fwd_blocks += (double)op->fwd_flops;
+    }
+    CHECK_NEAR_REL(r.hardware_flops - r.model_flops, 4 * fwd_blocks, 1e-9);
+    CHECK_NEAR_REL(fwd_blocks, 2.0 * L * 24 * s * h * h * (1 + s / (6 * h)), 0.01);
+    CHECK(r.step_time_s > 4 * ops);
+    loom_eval_result_free(&r);
+    loom_graph_destroy(g);
+    loom_cost_model_destroy(cm);
+}
+
+static void test_parallel(void)
+{
+    loom_cluster c;
+    loom_cost_model *cm = model_on("dgx-h100-x1", &c);
+    const loom_calib *cal = loom_cost_model_calib(cm);
+    loom_graph *g = gpt(1, true);
+    loom_error e;
+    loom_eval_result r, r2;
+
+    /* dp 8 in one node, overlap off: the whole all-reduce of fp32 grads */
+    loom_parallel p = config(1, 1, 8, 1, 16);
+    p.overlap_grad_reduce = false;
+    CHECK_INT_EQ(loom_eval_megatron(g, cm, &p, &r, &e), LOOM_OK);
+    loom_graph_totals tot;
+    loom_graph_totals_get(g, &tot);
+    double ar = loom_group_collective_time_s(&c, cal, LOOM_COLL_ALL_REDUCE, (loom_group){8, 8},
+                                             4.0 * (double)tot.params);
+    CHECK_NEAR_REL(r.breakdown.grad_sync_s, ar, 1e-9);
+    CHECK_NEAR_REL(breakdown_sum(&r), r.step_time_s, 1e-12);
+    /* distributed optimizer: reduce-scatter fp32 + all-gather bf16 */
+    p.dist_opt = true;
+    CHECK_INT_EQ(loom_eval_megatron(g, cm, &p, &r2, &e), LOOM_OK);
+    double rsag = loom_group_collective_time_s(&c, cal, LOOM_COLL_REDUCE_SCATTER, (loom_group){8, 8},
+                                               4.0 * (double)tot.params) +
+                  loom_group_collective_time_s(&c, cal, LOOM_COLL_ALL_GATHER, (loom_group){8, 8},
+                                               2.0 * (double)tot.params);
+    CHECK_NEAR_REL(r2.breakdown.grad_sync_s, rsag, 1e-9);
+    /* and its optimizer state is 1/8 */
+    CHECK_INT_EQ(r2.stages[0].mem.optimizer_bytes, (12 * tot.params + 7) / 8);
+    loom_eval_result_free(&r);
+    loom_eval_result_free(&r2);
+
+    /* tp 2 × pp 2 × dp 2: the parts still add up; the TP comm is there;
+     * interleaving (vpp 2) shrinks the bubble */
+    p = config(2, 2, 2, 1, 16);
+    p.sp = true;
+    CHECK_INT_EQ(loom_eval_megatron(g, cm, &p, &r, &e), LOOM_OK);
+    CHECK_NEAR_REL(breakdown_sum(&r), r.step_time_s, 1e-12);
+    CHECK(r.breakdown.tp_comm_s > 0 && r.breakdown.bubble_s > 0 && r.breakdown.p2p_s > 0);
+    CHECK_INT_EQ(r.n_stages, 2);
+    CHECK_INT_EQ(r.stages[0].first_layer, 0);     /* embedding with the first blocks */
+    CHECK_INT_EQ(r.stages[0].last_layer, 2);
+    CHECK_INT_EQ(r.stages[1].last_layer, L + 1);  /* head with the last */
+    /* 1F1B: stage 0 holds 2 micro-batches in flight, stage 1 one */
+    CHECK(r.stages[0].mem.inflight == 2 && r.stages[1].mem.inflight == 1);
+    p.vpp = 2;
+    CHECK_INT_EQ(loom_eval_megatron(g, cm, &p, &r2, &e), LOOM_OK);
+    CHECK(r2.breakdown.bubble_s < r.breakdown.bubble_s);
+    CHECK_NEAR_REL(breakdown_sum(&r2), r2.step_time_s, 1e-12);
+    loom_eval_result_free(&r);
+    loom_eval_result_free(&r2);
+    loom_graph_destroy(g);
+    loom_cost_model_destroy(cm);
+}
+
+static void test_fits_boundary(void)
+{
+    loom_cluster c;
+    loom_cost_model *cm = model_on("dgx-h100-x1", &c);
+    loom_graph *g = gpt(4, false);
+    loom_parallel p = config(2, 2, 2, 4, 64);
+    p.flash = false;
+    loom_error e;
+    loom_eval_result r;
+    if (loom_eval_megatron(g, cm, &p, &r, &e) != LOOM_OK) {
+        CHECK_STR_CONTAINS(e.msg, "(no error)");
+        return;
+    }
+    int64_t need = r.memory_per_gpu_bytes;
+    /* the largest stage (stage 0: two micro-batches in flight) is the total
+     * of its own breakdown */
+    const loom_memory_breakdown *m = &r.stages[0].mem;
+    CHECK_INT_EQ(m->total_bytes, m->params_bytes + m->grads_bytes + m->optimizer_bytes +
+                                     m->activations_bytes + m->kv_cache_bytes + m->other_bytes);
+    CHECK_INT_EQ(need, m->total_bytes);
+    CHECK(need > r.stages[1].mem.total_bytes);
+    loom_eval_result_free(&r);
+    loom_cost_model_destroy(cm);
+
+    c.gpu.hbm_bytes = need;   /* exactly enough */
+    CHECK_INT_EQ(loom_cost_model_create(&c, NULL, NULL, &cm, &e), LOOM_OK);
+    CHECK_INT_EQ(loom_eval_megatron(g, cm, &p, &r, &e), LOOM_OK);
+    CHECK(r.fits && r.stages[0].fits);
+    loom_eval_result_free(&r);
+    loom_cost_model_destroy(cm);
+    c.gpu.hbm_bytes = need - 1;   /* one byte short */
+    CHECK_INT_EQ(loom_cost_model_create(&c, NULL, NULL, &cm, &e), LOOM_OK);
+    CHECK_INT_EQ(loom_eval_megatron(g, cm, &p, &r, &e), LOOM_OK);
+    CHECK(!r.fits && !r.stages[0].fits);
+    loom_eval_result_free(&r);
+    loom_cost_model_destroy(cm);
+    loom_graph_destroy(g);
+}
+
+static void expect_error(const loom_graph *g, const loom_cost_model *cm, loom_parallel p,
+                         loom_status want, const char *msg)
+{
+    loom_eval_result r;
+    loom_error e = {0};
+    CHECK_INT_EQ(loom_eval_megatron(g, cm, &p, &r, &e), want);
+    CHECK_STR_CONTAINS(e.msg, msg);
+    loom_eval_result_free(&r);
+}
+
+static void test_impossible(void)
+{
+    loom_cluster c;
+    loom_cost_model *cm = model_on("dgx-a100-80g-x1", &c);
+    loom_graph *g = gpt(1, true);
+    expect_error(g, cm, config(2, 1, 3, 1, 6), LOOM_ERR_INVALID,
+                 "tp 2 × pp 1 × dp 3 × cp 1 = 6 GPUs, but the cluster has 8");
+    loom_parallel p = config(8, 1, 1, 1, 8);
+    p.pp = 1, p.dp = 1, p.tp = 8;
+    loom_graph *g3 = NULL;
+    {
+        /* 12 heads over tp 8 */
+        cJSON *cfg = cJSON_Parse("{\"architectures\": [\"GPT2LMHeadModel\"], \"n_embd\": 384, "
+                                 "\"n_layer\": 2, \"n_head\": 12, \"vocab_size\": 512, "
+                                 "\"n_positions\": 128}");
+        loom_model_opts o;
+        loom_model_opts_init(&o);
+        o.seq = SEQ;
+        loom_error e;
+        CHECK_INT_EQ(loom_model_build_hf("h12", cfg, "h12", &o, &g3, &e), LOOM_OK);
+        cJSON_Delete(cfg);
+    }
+    expect_error(g3, cm, p, LOOM_ERR_INVALID, "12 attention heads are not divisible by --tp 8");
+    loom_graph_destroy(g3);
+    expect_error(g, cm, config(1, 8, 1, 1, 8), LOOM_ERR_INVALID,
+                 "--pp 8 stages but the model has only 4 layers");
+    expect_error(g, cm, config(1, 1, 8, 1, 12), LOOM_ERR_INVALID,
+                 "--gbs 12 is not a multiple of --mbs 1 × --dp 8 = 8");
+    expect_error(g, cm, config(1, 1, 8, 2, 16), LOOM_ERR_INVALID,
+                 "built for a batch of 1 but --mbs is 2");
+    p = config(2, 2, 2, 1, 8);
+    p.vpp = 4;   /* 4 layers into 2 × 4 chunks */
+    expect_error(g, cm, p, LOOM_ERR_INVALID, "4 layers do not split evenly into --pp 2 × --vpp 4");
+    p = config(1, 1, 8, 1, 8);
+    p.zero = 3;
+    p.dist_opt = true;
+    expect_error(g, cm, p, LOOM_ERR_INVALID, "pick one");
+    p = config(1, 2, 4, 1, 8);
+    p.zero = 2;
+    expect_error(g, cm, p, LOOM_ERR_INVALID, "--zero 2 cannot be combined with pipeline");
+    p = config(1, 1, 8, 1, 8);
+    p.ep = 2;
+    expect_error(g, cm, p, LOOM_ERR_INVALID, "expert parallelism needs a mixture-of-experts model");
+    p = config(1, 1, 8, 1, 8);
+    p.dtype = LOOM_DTYPE_FP8;
+    expect_error(g, cm, p, LOOM_ERR_INVALID, "built for bf16 but --dtype is fp8");
+    loom_graph_destroy(g);
+    loom_cost_model_destroy(cm);
+}
+
+int main(void)
+{
+    test_one_gpu();
+    test_parallel();
+    test_fits_boundary();
+    test_impossible();
+    return check_done();
+}
