@@ -11,7 +11,8 @@
 # (fused). Also: hand-computed FLOPs of a model off the GPT/Llama path,
 # byte-identical output, unsupported calls reported by name and source line
 # with nothing written, untraceable control flow, usage errors, the
-# exporter's unit tests, and `loom plan` on an export once `loom plan` exists.
+# exporter's unit tests, `loom shard` (intra-op ILP) finding the same optimum
+# on an export as on its config, and `loom plan` on an export once it exists.
 #
 # Needs Debian's python3-torch (/usr/bin/python3; pyenv pythons do not see
 # Debian packages). Exits 77 (skipped) only when /usr/bin/python3 cannot
@@ -138,6 +139,22 @@ if [ "$(rc unit)" = 0 ]; then
 else
     fail "unit tests:"
     cat "$T/unit.err"
+fi
+
+# The intra-op ILP shards an export as it shards the config (2x4 mesh).
+if "$LOOM" shard --help > /dev/null 2>&1; then
+    for c in "llama-sdpa tests/fx/tiny_llama.config.json 1 64" "gpt-sdpa tests/fx/tiny_gpt.config.json 2 128"; do
+        # shellcheck disable=SC2086
+        set -- $c
+        if "$LOOM" shard "$T/$1.json" --mesh 2x4 --json > "$T/$1.sa" &&
+           "$LOOM" shard "$2" --seq "$4" --batch "$3" --mesh 2x4 --json > "$T/$1.sb" &&
+           "$PY" tests/fx/check_export.py shard "$T/$1.sa" "$T/$1.sb" > "$T/$1.sdiff"; then
+            ok "$1: loom shard finds the same optimum as for the HF config"
+        else
+            fail "$1: loom shard differs:"
+            cat "$T/$1.sdiff" 2> /dev/null
+        fi
+    done
 fi
 
 # loom plan on an export, once the planner exists.

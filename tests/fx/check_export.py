@@ -5,6 +5,10 @@ outputs (run with /usr/bin/python3; exits 1 with the differences).
       A (inspect of a torch.fx export) and B (inspect of the equivalent HF
       config.json) agree on parameters, FLOPs and activation bytes, in
       total and per layer.
+  shard A.json B.json
+      `loom shard --json` on the export (A) and on the config (B) find the
+      same optimum: objective and memory per GPU equal, and the same
+      strategy for every op when the two layers list the same ops.
   square_mlp A.json H F L B S
       A is tests/fx/misc_models.py:SquareMLP exported with hidden H, inner
       F, L blocks, batch B, sequence S: per-block params, forward FLOPs and
@@ -42,6 +46,22 @@ def same(a_path, b_path):
     return bad
 
 
+def shard(a_path, b_path):
+    a, b = load(a_path), load(b_path)
+    bad = []
+    for k in ("status", "memory_bytes_per_gpu", "param_bytes_per_gpu", "act_bytes_per_gpu"):
+        if a.get(k) != b.get(k):
+            bad.append("%s: export %s, config %s" % (k, a.get(k), b.get(k)))
+    oa, ob = a.get("objective_s", 0), b.get("objective_s", 0)
+    if abs(oa - ob) > 1e-9 * max(abs(oa), abs(ob)):
+        bad.append("objective_s: export %r, config %r" % (oa, ob))
+    sa = [o["strategy"] for o in a.get("ops", [])]
+    sb = [o["strategy"] for o in b.get("ops", [])]
+    if len(sa) == len(sb) and sa != sb:
+        bad.append("strategies: export %s, config %s" % (sa, sb))
+    return bad
+
+
 def square_mlp(path, h, f, layers, b, s):
     """Per block: LayerNorm 5·bsh FLOPs, einsum 2·bs·h·f, GELU 8·bs·f, down
     2·bs·f·h, add bsh, square linear 2·bs·h·h + bsh (bias), add bsh.
@@ -71,6 +91,8 @@ def square_mlp(path, h, f, layers, b, s):
 def main(argv):
     if len(argv) >= 3 and argv[0] == "same":
         bad = same(argv[1], argv[2])
+    elif len(argv) == 3 and argv[0] == "shard":
+        bad = shard(argv[1], argv[2])
     elif len(argv) == 7 and argv[0] == "square_mlp":
         bad = square_mlp(argv[1], *map(int, argv[2:]))
     else:
