@@ -19,7 +19,7 @@
 # import torch.
 set -u
 LOOM=${1:?usage: fx_export.sh path/to/loom}
-PY=/usr/bin/python3
+PY=${LOOM_FX_PYTHON:-/usr/bin/python3}   # override only to test the skip
 if ! "$PY" -c 'import torch' 2>/dev/null; then
     echo "SKIP: $PY cannot import torch; install Debian's python3-torch (apt-get install python3-torch)"
     exit 77
