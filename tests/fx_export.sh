@@ -11,8 +11,9 @@
 # (fused). Also: hand-computed FLOPs of a model off the GPT/Llama path,
 # byte-identical output, unsupported calls reported by name and source line
 # with nothing written, untraceable control flow, usage errors, the
-# exporter's unit tests, `loom shard` (intra-op ILP) finding the same optimum
-# on an export as on its config, and `loom plan` on an export once it exists.
+# exporter's unit tests, `loom shard` (intra-op ILP) and `loom eval`
+# (Megatron-style step) giving the same answers on an export as on its
+# config, and `loom plan` on an export once it exists.
 #
 # Needs Debian's python3-torch (/usr/bin/python3; pyenv pythons do not see
 # Debian packages). Exits 77 (skipped) only when /usr/bin/python3 cannot
@@ -153,6 +154,25 @@ if "$LOOM" shard --help > /dev/null 2>&1; then
         else
             fail "$1: loom shard differs:"
             cat "$T/$1.sdiff" 2> /dev/null
+        fi
+    done
+fi
+
+# loom eval predicts the same Megatron-style step for an export as for its
+# config (everything but the model's name).
+if "$LOOM" eval --help > /dev/null 2>&1; then
+    # an exported graph carries its batch: the micro-batch must match it
+    for c in "llama-sdpa tests/fx/tiny_llama.config.json 1 64" "gpt-sdpa tests/fx/tiny_gpt.config.json 2 128"; do
+        # shellcheck disable=SC2086
+        set -- $c
+        ev="--cluster dgx-h100-x1 --tp 2 --pp 2 --mbs $3 --gbs 8 --seq $4 --json"
+        # shellcheck disable=SC2086
+        if "$LOOM" eval "$T/$1.json" $ev > "$T/$1.ea" && "$LOOM" eval "$2" $ev > "$T/$1.eb" &&
+           diff <(grep -v '"model":' "$T/$1.ea") <(grep -v '"model":' "$T/$1.eb") > "$T/$1.ediff"; then
+            ok "$1: loom eval (tp 2, pp 2, dp 2) predicts the same step as for the HF config"
+        else
+            fail "$1: loom eval differs:"
+            cat "$T/$1.ediff" 2> /dev/null
         fi
     done
 fi
