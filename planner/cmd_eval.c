@@ -38,7 +38,7 @@ static const char *const usage_text =
     "  --tp/--pp/--dp/--cp/--ep   tensor, pipeline, data, context, expert parallel degrees\n"
     "                       (default 1; --dp defaults to GPUs / (tp·pp·cp))\n"
     "  --mbs B --gbs G      micro-batch and global batch, in sequences\n"
-    "  --seq S              sequence length (default 2048)\n"
+    "  --seq S              sequence length (default 2048, at most GPT-2's n_positions)\n"
     "  --sp                 sequence parallelism\n"
     "  --recompute R        activation recomputation (default none); --recompute-layers N\n"
     "                       recomputes only the first N blocks of each stage (full)\n"
@@ -60,7 +60,7 @@ typedef struct {
     loom_parallel p;
     int64_t zero;
     const char *recompute, *dtype;
-    bool json, unfused, no_grad_overlap, dp_given, gbs_given;
+    bool json, unfused, no_grad_overlap, dp_given, gbs_given, seq_given;
 } eval_args;
 
 typedef enum { OPT_INT, OPT_FLAG, OPT_STR } opt_kind;
@@ -82,7 +82,7 @@ static const struct {
     {"--ep", OPT_INT, F(p.ep), 1, 1 << 20, 0},
     {"--mbs", OPT_INT, F(p.mbs), 1, LOOM_MODEL_MAX_BATCH, 0},
     {"--gbs", OPT_INT, F(p.gbs), 1, (int64_t)1 << 40, F(gbs_given)},
-    {"--seq", OPT_INT, F(p.seq), 1, LOOM_MODEL_MAX_SEQ, 0},
+    {"--seq", OPT_INT, F(p.seq), 1, LOOM_MODEL_MAX_SEQ, F(seq_given)},
     {"--vpp", OPT_INT, F(p.vpp), 1, 1 << 20, 0},
     {"--zero", OPT_INT, F(zero), 0, 3, 0},
     {"--recompute-layers", OPT_INT, F(p.recompute_layers), 0, 1 << 20, 0},
@@ -326,7 +326,7 @@ int loom_cmd_eval(int argc, char **argv)
     }
     loom_model_opts mo;
     loom_model_opts_init(&mo);
-    mo.seq = a.p.seq;
+    mo.seq = a.seq_given ? a.p.seq : 0;   /* 0: the model's default (2048, or n_positions) */
     mo.batch = a.p.mbs;
     mo.dtype = a.p.dtype;
     mo.flash_attention = a.p.flash;
@@ -334,8 +334,10 @@ int loom_cmd_eval(int argc, char **argv)
     loom_cost_model *cm = NULL;
     loom_eval_result r;
     memset(&r, 0, sizeof r);
-    if (loom_model_load(path, &mo, &g, &err) ||
-        loom_cost_model_create(&cluster, a.calib ? &cal : NULL, a.profile, &cm, &err) ||
+    if (loom_model_load(path, &mo, &g, &err) == LOOM_OK && !a.seq_given &&
+        loom_graph_info_c(g)->seq > 0)
+        a.p.seq = loom_graph_info_c(g)->seq;
+    if (!g || loom_cost_model_create(&cluster, a.calib ? &cal : NULL, a.profile, &cm, &err) ||
         loom_eval_megatron(g, cm, &a.p, &r, &err)) {
         rc = loom_cli_fail(&err);
     } else {

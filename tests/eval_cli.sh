@@ -1,0 +1,138 @@
+#!/bin/bash
+# eval_cli.sh — `loom eval` end to end: usage errors exit 2, impossible
+# configurations and bad files exit 1 with a message naming the problem and
+# print nothing on stdout; good configurations give the --json fields, whose
+# relations (breakdown adds up to the step time, tokens/s = gbs·seq/step,
+# memory = the largest stage, fits = every stage ≤ HBM, MFU = TFLOP/s /
+# peak) python3 checks; output is byte-identical on a second run.
+#
+# usage: bash tests/eval_cli.sh path/to/loom   (run from the repo root)
+set -u
+LOOM=${1:?usage: eval_cli.sh path/to/loom}
+fails=0
+passes=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+ok() { passes=$((passes + 1)); }
+bad() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+
+# expect_fail CODE ARGS... -- NEEDLE...: `loom eval ARGS` exits CODE, prints
+# nothing on stdout, and stderr holds every NEEDLE.
+expect_fail() {
+    local code=$1; shift
+    local args=()
+    while [ "$1" != "--" ]; do args+=("$1"); shift; done
+    shift
+    "$LOOM" eval "${args[@]}" >"$tmp/out" 2>"$tmp/err"
+    local rc=$?
+    if [ $rc -ne "$code" ]; then
+        bad "eval ${args[*]}: exit $rc, want $code ($(head -c 300 "$tmp/err"))"
+        return
+    fi
+    if [ -s "$tmp/out" ]; then bad "eval ${args[*]}: wrote to stdout on failure"; return; fi
+    local err
+    err=$(<"$tmp/err")
+    for needle in "$@"; do
+        if [[ "$err" == *"$needle"* ]]; then ok
+        else bad "eval ${args[*]}: stderr lacks '$needle': $err"; fi
+    done
+}
+
+C=(--cluster dgx-a100-80g-x1)
+# usage errors
+expect_fail 2 -- "missing MODEL"
+expect_fail 2 gpt2 --tp 1 --gbs 8 -- "missing --cluster"
+expect_fail 2 gpt2 "${C[@]}" --tp 1 -- "missing --gbs"
+expect_fail 2 gpt2 "${C[@]}" --gbs 8 --bogus -- "unknown option '--bogus'"
+expect_fail 2 gpt2 "${C[@]}" --gbs 8 --tp 0 -- "--tp must be in [1,"
+expect_fail 2 gpt2 "${C[@]}" --gbs 8 --tp x -- "--tp expects an integer, got 'x'"
+expect_fail 2 gpt2 "${C[@]}" --gbs 8 --recompute some -- "--recompute expects none, selective or full, got 'some'"
+expect_fail 2 gpt2 "${C[@]}" --gbs 8 --dtype int8 -- "--dtype expects bf16, fp16 or fp8"
+expect_fail 2 gpt2 "${C[@]}" --gbs 8 --zero 4 -- "--zero must be in [0, 3]"
+expect_fail 2 gpt2 "${C[@]}" --gbs 8 --tp 3 -- "does not divide the 8 GPUs"
+# bad files
+expect_fail 1 no-such-model "${C[@]}" --gbs 8 -- "no-such-model: no such file"
+expect_fail 1 gpt2 --cluster no-such-cluster --gbs 8 -- "no-such-cluster" "presets are"
+expect_fail 1 gpt2 "${C[@]}" --gbs 8 --calib "$tmp/none.json" -- "$tmp/none.json"
+echo '{"format": "loom-calib/1", "gemm_eff_max": 1.5}' >"$tmp/calib.json"
+expect_fail 1 gpt2 "${C[@]}" --gbs 8 --calib "$tmp/calib.json" -- "gemm_eff_max" "1.5"
+# impossible configurations
+expect_fail 1 gpt2 "${C[@]}" --tp 2 --pp 1 --dp 3 --gbs 6 -- "tp 2 × pp 1 × dp 3 × cp 1 = 6 GPUs, but the cluster has 8"
+expect_fail 1 gpt2 "${C[@]}" --tp 8 --gbs 8 -- "12 attention heads are not divisible by --tp 8"
+expect_fail 1 gpt2 --cluster dgx-a100-80g-x4 --pp 16 --dp 2 --gbs 32 -- "--pp 16 stages but the model has only 12 layers"
+expect_fail 1 gpt2 "${C[@]}" --dp 8 --gbs 12 -- "--gbs 12 is not a multiple of --mbs 1 × --dp 8 = 8"
+expect_fail 1 gpt2 "${C[@]}" --dp 8 --gbs 8 --dtype fp8 -- "A100-SXM4-80GB has no fp8 tensor cores"
+expect_fail 1 gpt2 "${C[@]}" --tp 2 --pp 2 --gbs 8 --vpp 4 -- "12 layers do not split evenly into --pp 2 × --vpp 4"
+expect_fail 1 gpt2 "${C[@]}" --tp 2 --gbs 8 --tp-comm-overlap -- "TP communication overlap needs sequence parallelism"
+expect_fail 1 gpt2 "${C[@]}" --pp 2 --gbs 8 --zero 2 -- "--zero 2 cannot be combined with pipeline parallelism"
+expect_fail 1 gpt2 "${C[@]}" --seq 4096 --gbs 8 -- "exceeds the learned position table"
+
+# --help
+if "$LOOM" eval --help | grep -q "usage: loom eval MODEL --cluster C"; then ok; else bad "eval --help"; fi
+
+# A good configuration, as JSON: fields and their relations.
+args=(gpt3-175b --cluster dgx-a100-80g-x8 --tp 8 --pp 8 --dp 1 --mbs 1 --gbs 64 --sp
+      --recompute selective --vpp 3 --unfused-attention --json)
+if "$LOOM" eval "${args[@]}" >"$tmp/a.json" 2>"$tmp/err"; then ok; else bad "eval ${args[*]}: $(cat "$tmp/err")"; fi
+"$LOOM" eval "${args[@]}" >"$tmp/b.json" 2>/dev/null
+if cmp -s "$tmp/a.json" "$tmp/b.json"; then ok; else bad "eval --json output differs between runs"; fi
+python3 - "$tmp/a.json" <<'EOF' || bad "json relations"
+import json, sys
+r = json.load(open(sys.argv[1]))
+need = ["step_time_s", "tokens_per_s", "model_tflops_per_gpu", "hardware_tflops_per_gpu", "mfu",
+        "memory_per_gpu_bytes", "fits", "breakdown", "stages", "microbatches"]
+missing = [k for k in need if k not in r]
+assert not missing, missing
+b = r["breakdown"]
+parts = ["compute_s", "tp_comm_s", "bubble_s", "p2p_s", "grad_sync_s", "optimizer_s"]
+assert abs(sum(b[k] for k in parts) - r["step_time_s"]) <= 1e-9 * r["step_time_s"], b
+assert r["microbatches"] == 64
+assert abs(r["tokens_per_s"] - 64 * 2048 / r["step_time_s"]) <= 1e-6 * r["tokens_per_s"]
+# Korthikanti Eq. 7 for GPT-3 175B (V = 50257 here): model FLOPs per GPU per second
+L, h, s, V, B = 96, 12288, 2048, 50257, 64
+flops = 72 * B * L * s * h * h * (1 + s / (6 * h) + V / (12 * h * L))
+tf = flops / r["step_time_s"] / 64 / 1e12
+assert abs(tf - r["model_tflops_per_gpu"]) <= 0.01 * tf, (tf, r["model_tflops_per_gpu"])
+assert abs(r["mfu"] - r["model_tflops_per_gpu"] / 312.0) <= 1e-9
+# selective recompute reruns the attention core: hardware > model FLOPs
+assert r["hardware_tflops_per_gpu"] > r["model_tflops_per_gpu"]
+st = r["stages"]
+assert len(st) == 8
+assert r["memory_per_gpu_bytes"] == max(x["memory_bytes"]["total"] for x in st)
+for x in st:
+    m = x["memory_bytes"]
+    assert m["total"] == sum(m[k] for k in ["params", "grads", "optimizer", "activations", "other"])
+    assert x["fits"] == (m["total"] <= r["memory_capacity_bytes"])
+assert r["fits"] == all(x["fits"] for x in st)
+# interleaved 1F1B: stage 0 holds p(1 + (p-1)/(p·v)) = 8·(1 + 7/24) micro-batches
+assert abs(st[0]["inflight_microbatches"] - 8 * (1 + 7 / 24)) < 1e-9
+assert st[0]["layers"][0] == 0 and st[7]["layers"][1] == 97
+EOF
+ok
+
+# Doubling the data-parallel degree on twice the GPUs at the same per-replica
+# batch keeps the step close (only the gradient sync grows) and doubles tokens/s.
+"$LOOM" eval llama-3-8b --cluster dgx-h100-x1 --tp 2 --mbs 1 --gbs 32 --seq 4096 --sp --json >"$tmp/d4.json" 2>"$tmp/err" || bad "llama dp4: $(cat "$tmp/err")"
+"$LOOM" eval llama-3-8b --cluster dgx-h100-x2 --tp 2 --mbs 1 --gbs 64 --seq 4096 --sp --json >"$tmp/d8.json" 2>"$tmp/err" || bad "llama dp8: $(cat "$tmp/err")"
+python3 - "$tmp/d4.json" "$tmp/d8.json" <<'EOF' && ok || bad "dp scaling"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+assert a["config"]["dp"] == 4 and b["config"]["dp"] == 8, (a["config"], b["config"])
+assert abs(a["breakdown"]["compute_s"] - b["breakdown"]["compute_s"]) <= 1e-9 * a["breakdown"]["compute_s"]
+assert b["breakdown"]["grad_sync_s"] >= a["breakdown"]["grad_sync_s"]
+assert 1.7 < b["tokens_per_s"] / a["tokens_per_s"] <= 2.0
+EOF
+
+# Text output: the breakdown and the per-stage memory table.
+"$LOOM" eval gpt2 "${C[@]}" --dp 8 --gbs 64 --seq 1024 >"$tmp/t.txt" 2>"$tmp/err" || bad "text: $(cat "$tmp/err")"
+for needle in "step time" "tensor-parallel comm" "pipeline bubble" "gradient sync" "MFU" \
+              "memory per GPU" "fits in memory"; do
+    if grep -q "$needle" "$tmp/t.txt"; then ok; else bad "text output lacks '$needle'"; fi
+done
+# A configuration that does not fit says so (exit 0: it is an evaluation).
+"$LOOM" eval llama-3-70b --cluster dgx-a100-80g-x1 --dp 8 --mbs 1 --gbs 8 --seq 4096 >"$tmp/t.txt" 2>"$tmp/err"
+if [ $? -eq 0 ] && grep -q "does NOT fit" "$tmp/t.txt"; then ok; else bad "70B on 8 GPUs without TP should not fit"; fi
+
+echo "eval_cli: $passes passed, $fails failed"
+[ $fails -eq 0 ]
