@@ -338,7 +338,10 @@ static loom_status solve_layer(run_ctx *r, int32_t l, double budget, loom_intra_
     loom_ilp_solution sol = {0};
     loom_intra_layer *L = calloc(1, sizeof *L);
     if (!L) return loom_error_set(err, LOOM_ERR_NOMEM, "out of memory (layer solution)");
-    loom_status s = loom_layer_problem_build(&r->sctx, first, count, links, nl, &r->w, &p, err);
+    /* with a budget, pruning must keep memory-lean choices */
+    loom_layer_weights w = r->w;
+    w.memory_matters = budget > 0;
+    loom_status s = loom_layer_problem_build(&r->sctx, first, count, links, nl, &w, &p, err);
     if (s) goto fail;
     loom_ilp_opts io;
     loom_ilp_opts_init(&io);

@@ -381,7 +381,7 @@ static bool prune(loom_layer_problem *p)
         if (!alive[v]) ok = false;
         else memset(alive[v], 1, (size_t)p->nodes[v].k);
     }
-    for (int round = 0, changed = 1; ok && changed && round < 8; round++) {
+    for (int round = 0, changed = !p->w.no_prune; ok && changed && round < 8; round++) {
         changed = 0;
         for (int32_t v = 0; v < V; v++) {
             const lnode *n = &p->nodes[v];

@@ -58,6 +58,7 @@ typedef struct {
     double mem_param_count;    /* × param_count (gradient + optimizer bytes per parameter) */
     double mem_act;            /* × act_bytes (micro-batches in flight) */
     bool memory_matters;       /* a budget will be set: pruning keeps memory-lean choices */
+    bool no_prune;             /* keep every choice (the reference the tests compare with) */
 } loom_layer_weights;
 
 typedef struct loom_layer_problem loom_layer_problem;

@@ -38,10 +38,14 @@ static int32_t sg_tensor(loom_graph *g, const char *n, int nd, const loom_dim *d
 static int32_t sg_op(loom_graph *g, const char *name, int layer, loom_op_kind kind, const char *fn,
                      int nin, const int32_t *in, int32_t w, uint32_t saves)
 {
+    /* copy the dims: adding a tensor may move the graph's tensor array */
     const loom_tensor *x = loom_graph_tensor(g, in[0]);
+    loom_dim dims[LOOM_MAX_DIMS];
+    int nd = x->ndim;
+    memcpy(dims, x->dims, sizeof dims);
     char tn[LOOM_NAME_MAX + 8];
     snprintf(tn, sizeof tn, "%s.out", name);
-    int32_t y = sg_tensor(g, tn, x->ndim, x->dims, false);
+    int32_t y = sg_tensor(g, tn, nd, dims, false);
     loom_op op;
     memset(&op, 0, sizeof op);
     op.kind = kind, op.layer = layer, op.n_in = nin, op.n_out = 1, op.out[0] = y, op.saves = saves;

@@ -181,11 +181,20 @@ static void layer_ilp_exact(void)
         loom_layer_problem *p;
         loom_error e;
         CHECK(loom_layer_problem_build(&c, 0, loom_graph_num_ops(g), NULL, 0, &w, &p, &e) == LOOM_OK);
-        const loom_ilp *ilp = loom_layer_problem_ilp(p);
+        /* the references see every choice: pruning must not lose the optimum */
+        loom_layer_weights wfull = w;
+        wfull.no_prune = true;
+        loom_layer_problem *full;
+        CHECK(loom_layer_problem_build(&c, 0, loom_graph_num_ops(g), NULL, 0, &wfull, &full, &e) == LOOM_OK);
+        const loom_ilp *ilp = loom_layer_problem_ilp(p), *ref = loom_layer_problem_ilp(full);
         loom_ilp_solution gs, bs, ds;
         CHECK(loom_ilp_solve_glpk(ilp, NULL, &gs, &e) == LOOM_OK);
-        CHECK(loom_ilp_solve_brute(ilp, 0, 50000000, &bs, &e) == LOOM_OK);
-        CHECK(loom_ilp_solve_chain_dp(ilp, &ds, &e) == LOOM_OK);   /* norm -> fc1 -> fc2 */
+        CHECK(loom_ilp_solve_brute(ref, 0, 50000000, &bs, &e) == LOOM_OK);
+        CHECK(loom_ilp_solve_chain_dp(ref, &ds, &e) == LOOM_OK);   /* norm -> fc1 -> fc2 */
+        int64_t pruned = 1, all = 1;
+        for (int32_t v = 0; v < loom_ilp_num_nodes(ilp); v++)
+            pruned *= loom_ilp_node_choices(ilp, v), all *= loom_ilp_node_choices(ref, v);
+        CHECK(pruned < all);
         CHECK_NEAR_REL(gs.objective, bs.objective, 1e-9);
         CHECK_NEAR_REL(ds.objective, bs.objective, 1e-12);
         /* the evaluated totals agree with the ILP objective */
@@ -193,8 +202,26 @@ static void layer_ilp_exact(void)
         loom_layer_problem_eval(p, gs.choice, &t);
         CHECK_NEAR_REL(t.objective_s, gs.objective, 1e-9);
         CHECK_INT_EQ(loom_layer_problem_num_sets(p), 3);   /* norm | fc1+gelu | fc2+add */
+        double mem_free = t.mem_bytes, mem_min = loom_layer_problem_min_memory(p);
         loom_ilp_solution_free(&gs), loom_ilp_solution_free(&bs), loom_ilp_solution_free(&ds);
         loom_layer_problem_destroy(p);
+
+        /* with a budget between the least memory and the free optimum's,
+         * pruning keeps what the budget needs: GLPK = brute force */
+        w.memory_matters = true;
+        CHECK(loom_layer_problem_build(&c, 0, loom_graph_num_ops(g), NULL, 0, &w, &p, &e) == LOOM_OK);
+        CHECK(mem_min < mem_free);
+        loom_ilp_opts io;
+        loom_ilp_opts_init(&io);
+        io.memory_budget = 0.5 * (mem_min + mem_free);
+        CHECK(loom_ilp_solve_glpk(loom_layer_problem_ilp(p), &io, &gs, &e) == LOOM_OK);
+        CHECK(loom_ilp_solve_brute(ref, io.memory_budget, 50000000, &bs, &e) == LOOM_OK);
+        CHECK_INT_EQ(gs.status, LOOM_ILP_OPTIMAL);
+        CHECK_NEAR_REL(gs.objective, bs.objective, 1e-9);
+        CHECK(loom_ilp_memory(loom_layer_problem_ilp(p), gs.choice) <= io.memory_budget);
+        loom_ilp_solution_free(&gs), loom_ilp_solution_free(&bs);
+        loom_layer_problem_destroy(p);
+        loom_layer_problem_destroy(full);
     }
     loom_graph_destroy(g);
 }
