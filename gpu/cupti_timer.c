@@ -18,6 +18,8 @@
 
 #include <cupti.h>
 
+#include "gpu/demangle.h"
+
 #define BUFFER_BYTES ((size_t)8 << 20)
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -48,7 +50,9 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t
     while (log_g && valid > 0 && cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
         if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || rec->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
             const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)rec;
-            loom_kernel_log_add_kernel(log_g, k->correlationId, k->name, k->start, k->end);
+            char name[512];
+            loom_demangle(k->name, name, sizeof name);
+            loom_kernel_log_add_kernel(log_g, k->correlationId, name, k->start, k->end);
         } else if (rec->kind == CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) {
             const CUpti_ActivityExternalCorrelation *e = (const CUpti_ActivityExternalCorrelation *)rec;
             if (e->externalKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0)

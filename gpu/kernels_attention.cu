@@ -132,7 +132,7 @@ __device__ __forceinline__ bool visible(const Args &a, int64_t i, int64_t j)
 }
 
 template <typename T>
-__global__ void __launch_bounds__(THREADS) fwd_kernel(Args a, Smem sp, const T *__restrict__ q,
+__global__ void __launch_bounds__(THREADS) loom_attn_fwd_kernel(Args a, Smem sp, const T *__restrict__ q,
                                                       const T *__restrict__ k, const T *__restrict__ v,
                                                       T *__restrict__ o, float *__restrict__ lse)
 {
@@ -205,7 +205,7 @@ __global__ void __launch_bounds__(THREADS) fwd_kernel(Args a, Smem sp, const T *
 
 /* D[b,h,i] = Σ_c dO·O, one warp per row. */
 template <typename T>
-__global__ void dot_kernel(Args a, const T *__restrict__ o, const T *__restrict__ dout,
+__global__ void loom_attn_dot_kernel(Args a, const T *__restrict__ o, const T *__restrict__ dout,
                            float *__restrict__ D)
 {
     int64_t rows = a.b * a.s * a.heads, warps = (int64_t)gridDim.x * (blockDim.x >> 5);
@@ -220,7 +220,7 @@ __global__ void dot_kernel(Args a, const T *__restrict__ o, const T *__restrict_
 }
 
 template <typename T>
-__global__ void __launch_bounds__(THREADS) bwd_kernel(Args a, Smem sp, const T *__restrict__ q,
+__global__ void __launch_bounds__(THREADS) loom_attn_bwd_kernel(Args a, Smem sp, const T *__restrict__ q,
                                                       const T *__restrict__ k, const T *__restrict__ v,
                                                       const T *__restrict__ dout,
                                                       const float *__restrict__ lse,
@@ -300,7 +300,7 @@ __global__ void __launch_bounds__(THREADS) bwd_kernel(Args a, Smem sp, const T *
 
 /* out[b,j,hk,c] = Σ_{h in group hk} x[b,j,h,c]. */
 template <typename T>
-__global__ void group_sum_kernel(int64_t rows /* b·t */, int64_t heads, int64_t kvh, int64_t d,
+__global__ void loom_attn_group_sum_kernel(int64_t rows /* b·t */, int64_t heads, int64_t kvh, int64_t d,
                                  const float *__restrict__ x, T *__restrict__ out)
 {
     int64_t n = rows * kvh * d, g = heads / kvh;
@@ -314,7 +314,7 @@ __global__ void group_sum_kernel(int64_t rows /* b·t */, int64_t heads, int64_t
 }
 
 template <typename T>
-__global__ void to_type_kernel(const float *__restrict__ x, T *__restrict__ y, int64_t n)
+__global__ void loom_attn_to_type_kernel(const float *__restrict__ x, T *__restrict__ y, int64_t n)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x)
@@ -352,11 +352,11 @@ cudaError_t launch_fwd(Args a, int max_smem, const void *q, const void *k, const
 {
     Smem sp;
     if (!choose_tiles(&a, false, sizeof(T), max_smem, &sp)) return cudaErrorInvalidConfiguration;
-    cudaError_t e = cudaFuncSetAttribute(fwd_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    cudaError_t e = cudaFuncSetAttribute(loom_attn_fwd_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)sp.total);
     if (e != cudaSuccess) return e;
     dim3 grid((unsigned)((a.s + a.bm - 1) / a.bm), (unsigned)a.heads, (unsigned)a.b);
-    fwd_kernel<T><<<grid, THREADS, sp.total, stream>>>(a, sp, (const T *)q, (const T *)k,
+    loom_attn_fwd_kernel<T><<<grid, THREADS, sp.total, stream>>>(a, sp, (const T *)q, (const T *)k,
                                                        (const T *)v, (T *)o, lse);
     return cudaGetLastError();
 }
@@ -372,21 +372,21 @@ cudaError_t launch_bwd(Args a, int max_smem, const void *q, const void *k, const
     float *dk_exp = D + a.b * a.heads * a.s, *dv_exp = dk_exp + a.b * a.t * a.heads * a.dqk;
     cudaError_t e = loom_k_zero(dq_acc, a.b * a.s * a.heads * a.dqk * 4, stream);
     if (e != cudaSuccess) return e;
-    dot_kernel<T><<<grid_for(a.b * a.s * a.heads, WARPS), THREADS, 0, stream>>>(a, (const T *)o,
+    loom_attn_dot_kernel<T><<<grid_for(a.b * a.s * a.heads, WARPS), THREADS, 0, stream>>>(a, (const T *)o,
                                                                              (const T *)dout, D);
-    if ((e = cudaFuncSetAttribute(bwd_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    if ((e = cudaFuncSetAttribute(loom_attn_bwd_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   (int)sp.total)) != cudaSuccess)
         return e;
     dim3 grid((unsigned)((a.t + a.bn - 1) / a.bn), (unsigned)a.heads, (unsigned)a.b);
-    bwd_kernel<T><<<grid, THREADS, sp.total, stream>>>(a, sp, (const T *)q, (const T *)k,
+    loom_attn_bwd_kernel<T><<<grid, THREADS, sp.total, stream>>>(a, sp, (const T *)q, (const T *)k,
                                                        (const T *)v, (const T *)dout, lse, D,
                                                        dq_acc, dk_exp, dv_exp);
     int64_t nk = a.b * a.t * a.kvh * a.dqk, nv = a.b * a.t * a.kvh * a.dv, nq = a.b * a.s * a.heads * a.dqk;
-    group_sum_kernel<T><<<grid_for(nk, 256), 256, 0, stream>>>(a.b * a.t, a.heads, a.kvh, a.dqk,
+    loom_attn_group_sum_kernel<T><<<grid_for(nk, 256), 256, 0, stream>>>(a.b * a.t, a.heads, a.kvh, a.dqk,
                                                               dk_exp, (T *)dk);
-    group_sum_kernel<T><<<grid_for(nv, 256), 256, 0, stream>>>(a.b * a.t, a.heads, a.kvh, a.dv,
+    loom_attn_group_sum_kernel<T><<<grid_for(nv, 256), 256, 0, stream>>>(a.b * a.t, a.heads, a.kvh, a.dv,
                                                               dv_exp, (T *)dv);
-    to_type_kernel<T><<<grid_for(nq, 256), 256, 0, stream>>>(dq_acc, (T *)dq, nq);
+    loom_attn_to_type_kernel<T><<<grid_for(nq, 256), 256, 0, stream>>>(dq_acc, (T *)dq, nq);
     return cudaGetLastError();
 }
 

@@ -23,7 +23,7 @@ unsigned rows_grid(int64_t rows)
 }
 
 template <typename T>
-__global__ void gather_kernel(int64_t n_dst, int64_t h, const T *__restrict__ src,
+__global__ void loom_gather_kernel(int64_t n_dst, int64_t h, const T *__restrict__ src,
                               const int32_t *__restrict__ row, T *__restrict__ dst)
 {
     for (int64_t r = blockIdx.x; r < n_dst; r += gridDim.x) {
@@ -37,7 +37,7 @@ __global__ void gather_kernel(int64_t n_dst, int64_t h, const T *__restrict__ sr
 }
 
 template <typename T>
-__global__ void embedding_bwd_kernel(int64_t n, int64_t h, const int32_t *__restrict__ ids,
+__global__ void loom_embedding_bwd_kernel(int64_t n, int64_t h, const int32_t *__restrict__ ids,
                                      const T *__restrict__ g, float *__restrict__ dtable)
 {
     for (int64_t r = blockIdx.x; r < n; r += gridDim.x) {
@@ -47,7 +47,7 @@ __global__ void embedding_bwd_kernel(int64_t n, int64_t h, const int32_t *__rest
 }
 
 template <typename T>
-__global__ void combine_fwd_kernel(int64_t n, int k, int64_t h, const T *__restrict__ buf,
+__global__ void loom_combine_fwd_kernel(int64_t n, int k, int64_t h, const T *__restrict__ buf,
                                    const T *__restrict__ w, const int32_t *__restrict__ slot,
                                    T *__restrict__ out)
 {
@@ -63,7 +63,7 @@ __global__ void combine_fwd_kernel(int64_t n, int k, int64_t h, const T *__restr
 }
 
 template <typename T>
-__global__ void combine_dbuf_kernel(int64_t n_slots, int k, int64_t h, const T *__restrict__ w,
+__global__ void loom_combine_dbuf_kernel(int64_t n_slots, int k, int64_t h, const T *__restrict__ w,
                                     const int32_t *__restrict__ inv, const T *__restrict__ g,
                                     T *__restrict__ dbuf)
 {
@@ -77,7 +77,7 @@ __global__ void combine_dbuf_kernel(int64_t n_slots, int k, int64_t h, const T *
 }
 
 template <typename T>
-__global__ void combine_dw_kernel(int64_t n, int k, int64_t h, const T *__restrict__ buf,
+__global__ void loom_combine_dw_kernel(int64_t n, int k, int64_t h, const T *__restrict__ buf,
                                   const int32_t *__restrict__ slot, const T *__restrict__ g,
                                   T *__restrict__ dw)
 {
@@ -101,7 +101,7 @@ extern "C" {
 cudaError_t loom_k_gather_rows(loom_dtype dt, int64_t n_dst, int64_t h, const void *src,
                                const int32_t *src_row, void *dst, cudaStream_t stream)
 {
-    LOOM_DISPATCH_FLOAT(dt, T, (gather_kernel<T><<<rows_grid(n_dst), cols_threads(h), 0, stream>>>(
+    LOOM_DISPATCH_FLOAT(dt, T, (loom_gather_kernel<T><<<rows_grid(n_dst), cols_threads(h), 0, stream>>>(
                                     n_dst, h, (const T *)src, src_row, (T *)dst)));
     return cudaGetLastError();
 }
@@ -115,7 +115,7 @@ cudaError_t loom_k_embedding_fwd(loom_dtype dt, int64_t n, int64_t h, const int3
 cudaError_t loom_k_embedding_bwd(loom_dtype dt, int64_t n, int64_t h, const int32_t *ids,
                                  const void *g, float *dtable, cudaStream_t stream)
 {
-    LOOM_DISPATCH_FLOAT(dt, T, (embedding_bwd_kernel<T><<<rows_grid(n), cols_threads(h), 0, stream>>>(
+    LOOM_DISPATCH_FLOAT(dt, T, (loom_embedding_bwd_kernel<T><<<rows_grid(n), cols_threads(h), 0, stream>>>(
                                     n, h, ids, (const T *)g, dtable)));
     return cudaGetLastError();
 }
@@ -125,7 +125,7 @@ cudaError_t loom_k_combine_fwd(loom_dtype dt, int64_t n, int k, int64_t h, const
                                cudaStream_t stream)
 {
     if (k < 1) return cudaErrorInvalidValue;
-    LOOM_DISPATCH_FLOAT(dt, T, (combine_fwd_kernel<T><<<rows_grid(n), cols_threads(h), 0, stream>>>(
+    LOOM_DISPATCH_FLOAT(dt, T, (loom_combine_fwd_kernel<T><<<rows_grid(n), cols_threads(h), 0, stream>>>(
                                     n, k, h, (const T *)buf, (const T *)w, slot, (T *)out)));
     return cudaGetLastError();
 }
@@ -137,9 +137,9 @@ cudaError_t loom_k_combine_bwd(loom_dtype dt, int64_t n, int k, int64_t h, int64
 {
     if (k < 1) return cudaErrorInvalidValue;
     LOOM_DISPATCH_FLOAT(dt, T, {
-        combine_dbuf_kernel<T><<<rows_grid(n_slots), cols_threads(h), 0, stream>>>(
+        loom_combine_dbuf_kernel<T><<<rows_grid(n_slots), cols_threads(h), 0, stream>>>(
             n_slots, k, h, (const T *)w, inv, (const T *)g, (T *)dbuf);
-        combine_dw_kernel<T><<<rows_grid(n), cols_threads(h), 0, stream>>>(
+        loom_combine_dw_kernel<T><<<rows_grid(n), cols_threads(h), 0, stream>>>(
             n, k, h, (const T *)buf, slot, (const T *)g, (T *)dw);
     });
     return cudaGetLastError();

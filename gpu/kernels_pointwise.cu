@@ -80,7 +80,7 @@ __device__ __forceinline__ void apply(const OpArgs &op, const float *x, float *o
 }
 
 template <typename T>
-__global__ void map_kernel(int64_t n, const T *__restrict__ a, const T *__restrict__ b,
+__global__ void loom_map_kernel(int64_t n, const T *__restrict__ a, const T *__restrict__ b,
                            const T *__restrict__ g, T *__restrict__ o0, T *__restrict__ o1,
                            const uint8_t *__restrict__ mask_in, uint8_t *__restrict__ mask_out,
                            OpArgs op)
@@ -121,7 +121,7 @@ __global__ void map_kernel(int64_t n, const T *__restrict__ a, const T *__restri
 
 /* Rotate-half RoPE: one thread per (row, pair). sign = +1 forward, -1 backward. */
 template <typename T>
-__global__ void rope_kernel(int64_t rows, int64_t d, const T *__restrict__ x, T *__restrict__ y,
+__global__ void loom_rope_kernel(int64_t rows, int64_t d, const T *__restrict__ x, T *__restrict__ y,
                             int64_t period, float sign)
 {
     const int64_t half = d / 2, n = rows * half;
@@ -140,21 +140,21 @@ __global__ void rope_kernel(int64_t rows, int64_t d, const T *__restrict__ x, T 
 }
 
 template <typename T>
-__global__ void fill_kernel(T *x, int64_t n, uint64_t seed, float lo, float hi)
+__global__ void loom_fill_kernel(T *x, int64_t n, uint64_t seed, float lo, float hi)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x)
         x[i] = from_f<T>(lo + (hi - lo) * unit(seed, (uint64_t)i));
 }
 
-__global__ void fill_index_kernel(int32_t *x, int64_t n, int32_t modulo, uint64_t seed)
+__global__ void loom_fill_index_kernel(int32_t *x, int64_t n, int32_t modulo, uint64_t seed)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x)
         x[i] = (int32_t)(mix(seed * 0x100000001b3ull ^ (uint64_t)i) % (uint64_t)modulo);
 }
 
-__global__ void zero_kernel(uint4 *x16, int64_t n16, uint8_t *tail, int64_t n_tail)
+__global__ void loom_zero_kernel(uint4 *x16, int64_t n16, uint8_t *tail, int64_t n_tail)
 {
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n16; i += stride)
@@ -164,7 +164,7 @@ __global__ void zero_kernel(uint4 *x16, int64_t n16, uint8_t *tail, int64_t n_ta
 }
 
 template <typename A, typename B>
-__global__ void convert_kernel(const A *src, B *dst, int64_t n)
+__global__ void loom_convert_kernel(const A *src, B *dst, int64_t n)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x)
@@ -178,7 +178,7 @@ struct PermArgs {
 };
 
 template <typename E>
-__global__ void permute_kernel(const E *__restrict__ src, E *__restrict__ dst, int64_t n,
+__global__ void loom_permute_kernel(const E *__restrict__ src, E *__restrict__ dst, int64_t n,
                                PermArgs a)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
@@ -216,7 +216,7 @@ int loom_ew_inputs(loom_ew_fn fn)
 cudaError_t loom_k_fill_uniform(loom_dtype dt, void *x, int64_t n, uint64_t seed, float lo,
                                 float hi, cudaStream_t stream)
 {
-    LOOM_DISPATCH_ANY(dt, T, (fill_kernel<T><<<grid_for(n, THREADS), THREADS, 0, stream>>>(
+    LOOM_DISPATCH_ANY(dt, T, (loom_fill_kernel<T><<<grid_for(n, THREADS), THREADS, 0, stream>>>(
                                   (T *)x, n, seed, lo, hi)));
     return cudaGetLastError();
 }
@@ -225,7 +225,7 @@ cudaError_t loom_k_fill_index(int32_t *x, int64_t n, int32_t modulo, uint64_t se
                               cudaStream_t stream)
 {
     if (modulo < 1) return cudaErrorInvalidValue;
-    fill_index_kernel<<<grid_for(n, THREADS), THREADS, 0, stream>>>(x, n, modulo, seed);
+    loom_fill_index_kernel<<<grid_for(n, THREADS), THREADS, 0, stream>>>(x, n, modulo, seed);
     return cudaGetLastError();
 }
 
@@ -233,7 +233,7 @@ cudaError_t loom_k_zero(void *x, int64_t bytes, cudaStream_t stream)
 {
     /* A kernel rather than cudaMemsetAsync so CUPTI's kernel records see it. */
     int64_t n16 = bytes / 16;
-    zero_kernel<<<grid_for(n16 > 0 ? n16 : 1, THREADS), THREADS, 0, stream>>>(
+    loom_zero_kernel<<<grid_for(n16 > 0 ? n16 : 1, THREADS), THREADS, 0, stream>>>(
         (uint4 *)x, n16, (uint8_t *)x + n16 * 16, bytes - n16 * 16);
     return cudaGetLastError();
 }
@@ -241,7 +241,7 @@ cudaError_t loom_k_zero(void *x, int64_t bytes, cudaStream_t stream)
 cudaError_t loom_k_convert(loom_dtype from, const void *src, loom_dtype to, void *dst, int64_t n,
                            cudaStream_t stream)
 {
-    LOOM_DISPATCH_ANY(from, A, LOOM_DISPATCH_ANY(to, B, (convert_kernel<A, B><<<grid_for(n, THREADS),
+    LOOM_DISPATCH_ANY(from, A, LOOM_DISPATCH_ANY(to, B, (loom_convert_kernel<A, B><<<grid_for(n, THREADS),
                                                           THREADS, 0, stream>>>((const A *)src,
                                                                                 (B *)dst, n))));
     return cudaGetLastError();
@@ -265,9 +265,9 @@ cudaError_t loom_k_permute(int elem_bytes, const void *src, void *dst, int ndim,
     }
     unsigned grid = grid_for(n, THREADS);
     switch (elem_bytes) {
-    case 1: permute_kernel<uint8_t><<<grid, THREADS, 0, stream>>>((const uint8_t *)src, (uint8_t *)dst, n, a); break;
-    case 2: permute_kernel<uint16_t><<<grid, THREADS, 0, stream>>>((const uint16_t *)src, (uint16_t *)dst, n, a); break;
-    case 4: permute_kernel<uint32_t><<<grid, THREADS, 0, stream>>>((const uint32_t *)src, (uint32_t *)dst, n, a); break;
+    case 1: loom_permute_kernel<uint8_t><<<grid, THREADS, 0, stream>>>((const uint8_t *)src, (uint8_t *)dst, n, a); break;
+    case 2: loom_permute_kernel<uint16_t><<<grid, THREADS, 0, stream>>>((const uint16_t *)src, (uint16_t *)dst, n, a); break;
+    case 4: loom_permute_kernel<uint32_t><<<grid, THREADS, 0, stream>>>((const uint32_t *)src, (uint32_t *)dst, n, a); break;
     default: return cudaErrorInvalidValue;
     }
     return cudaGetLastError();
@@ -280,14 +280,14 @@ cudaError_t loom_k_ew_fwd(loom_ew_fn fn, loom_dtype dt, int64_t rows, int64_t d,
     int64_t n = rows * d;
     if (fn == LOOM_EW_ROPE) {
         if (d % 2 || param < 1) return cudaErrorInvalidValue;
-        LOOM_DISPATCH_FLOAT(dt, T, (rope_kernel<T><<<grid_for(n / 2, THREADS), THREADS, 0, stream>>>(
+        LOOM_DISPATCH_FLOAT(dt, T, (loom_rope_kernel<T><<<grid_for(n / 2, THREADS), THREADS, 0, stream>>>(
                                         rows, d, (const T *)a, (T *)y, (int64_t)param, 1.f)));
         return cudaGetLastError();
     }
     if (loom_ew_inputs(fn) == 2 && !b) return cudaErrorInvalidValue;
     if (fn == LOOM_EW_DROPOUT && (!mask || !(param >= 0 && param < 1))) return cudaErrorInvalidValue;
     OpArgs op = {fn, false, param, seed};
-    LOOM_DISPATCH_FLOAT(dt, T, (map_kernel<T><<<grid_for(n / (16 / sizeof(T)) + 1, THREADS), THREADS,
+    LOOM_DISPATCH_FLOAT(dt, T, (loom_map_kernel<T><<<grid_for(n / (16 / sizeof(T)) + 1, THREADS), THREADS,
                                                 0, stream>>>(n, (const T *)a,
                                                              loom_ew_inputs(fn) == 2 ? (const T *)b : NULL,
                                                              NULL, (T *)y, NULL, NULL,
@@ -302,7 +302,7 @@ cudaError_t loom_k_ew_bwd(loom_ew_fn fn, loom_dtype dt, int64_t rows, int64_t d,
     int64_t n = rows * d;
     if (fn == LOOM_EW_ROPE) {
         if (d % 2 || param < 1) return cudaErrorInvalidValue;
-        LOOM_DISPATCH_FLOAT(dt, T, (rope_kernel<T><<<grid_for(n / 2, THREADS), THREADS, 0, stream>>>(
+        LOOM_DISPATCH_FLOAT(dt, T, (loom_rope_kernel<T><<<grid_for(n / 2, THREADS), THREADS, 0, stream>>>(
                                         rows, d, (const T *)g, (T *)da, (int64_t)param, -1.f)));
         return cudaGetLastError();
     }
@@ -312,7 +312,7 @@ cudaError_t loom_k_ew_bwd(loom_ew_fn fn, loom_dtype dt, int64_t rows, int64_t d,
     if ((two_out && (!b || !db)) || (needs_a && !a) || (fn == LOOM_EW_DROPOUT && !mask))
         return cudaErrorInvalidValue;
     OpArgs op = {fn, true, param, 0};
-    LOOM_DISPATCH_FLOAT(dt, T, (map_kernel<T><<<grid_for(n / (16 / sizeof(T)) + 1, THREADS), THREADS,
+    LOOM_DISPATCH_FLOAT(dt, T, (loom_map_kernel<T><<<grid_for(n / (16 / sizeof(T)) + 1, THREADS), THREADS,
                                                 0, stream>>>(n, needs_a ? (const T *)a : NULL,
                                                              two_out ? (const T *)b : NULL,
                                                              (const T *)g, (T *)da,

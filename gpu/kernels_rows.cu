@@ -28,7 +28,7 @@ unsigned row_grid(int64_t rows)
 }
 
 template <typename T>
-__global__ void norm_fwd_kernel(bool rms, int64_t rows, int64_t d, const T *__restrict__ x,
+__global__ void loom_norm_fwd_kernel(bool rms, int64_t rows, int64_t d, const T *__restrict__ x,
                                 const T *__restrict__ gamma, const T *__restrict__ beta,
                                 T *__restrict__ y, float *__restrict__ mean_out,
                                 float *__restrict__ rstd_out, float eps)
@@ -60,7 +60,7 @@ __global__ void norm_fwd_kernel(bool rms, int64_t rows, int64_t d, const T *__re
 }
 
 template <typename T>
-__global__ void norm_bwd_kernel(bool rms, int64_t rows, int64_t d, const T *__restrict__ x,
+__global__ void loom_norm_bwd_kernel(bool rms, int64_t rows, int64_t d, const T *__restrict__ x,
                                 const T *__restrict__ gamma, const T *__restrict__ g,
                                 const float *__restrict__ mean_in, const float *__restrict__ rstd_in,
                                 T *__restrict__ dx, float *__restrict__ part, int parts)
@@ -92,7 +92,7 @@ __global__ void norm_bwd_kernel(bool rms, int64_t rows, int64_t d, const T *__re
 }
 
 template <typename T>
-__global__ void column_sum_kernel(const float *__restrict__ part, int parts, int64_t d,
+__global__ void loom_column_sum_kernel(const float *__restrict__ part, int parts, int64_t d,
                                   T *__restrict__ out)
 {
     for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < d;
@@ -117,7 +117,7 @@ __device__ void row_max_sum(const T *xr, int64_t d, float *sh, float *mx, float 
 }
 
 template <typename T>
-__global__ void softmax_fwd_kernel(int64_t rows, int64_t d, const T *__restrict__ x, T *__restrict__ y)
+__global__ void loom_softmax_fwd_kernel(int64_t rows, int64_t d, const T *__restrict__ x, T *__restrict__ y)
 {
     __shared__ float sh[32];
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -130,7 +130,7 @@ __global__ void softmax_fwd_kernel(int64_t rows, int64_t d, const T *__restrict_
 }
 
 template <typename T>
-__global__ void softmax_bwd_kernel(int64_t rows, int64_t d, const T *__restrict__ y,
+__global__ void loom_softmax_bwd_kernel(int64_t rows, int64_t d, const T *__restrict__ y,
                                    const T *__restrict__ g, T *__restrict__ dx)
 {
     __shared__ float sh[32];
@@ -144,7 +144,7 @@ __global__ void softmax_bwd_kernel(int64_t rows, int64_t d, const T *__restrict_
 }
 
 template <typename T>
-__global__ void xent_fwd_kernel(int64_t n, int64_t v, const T *__restrict__ x,
+__global__ void loom_xent_fwd_kernel(int64_t n, int64_t v, const T *__restrict__ x,
                                 const int32_t *__restrict__ labels, float *__restrict__ loss,
                                 float *__restrict__ lse)
 {
@@ -161,7 +161,7 @@ __global__ void xent_fwd_kernel(int64_t n, int64_t v, const T *__restrict__ x,
 }
 
 template <typename T>
-__global__ void xent_bwd_kernel(int64_t n, int64_t v, const T *__restrict__ x,
+__global__ void loom_xent_bwd_kernel(int64_t n, int64_t v, const T *__restrict__ x,
                                 const int32_t *__restrict__ labels, const float *__restrict__ lse,
                                 float dloss, T *__restrict__ dx)
 {
@@ -175,7 +175,7 @@ __global__ void xent_bwd_kernel(int64_t n, int64_t v, const T *__restrict__ x,
 
 /* One warp per token: p = softmax(logits), top-k of p (ties: lower index). */
 template <typename T>
-__global__ void route_fwd_kernel(int64_t n, int e, int k, const T *__restrict__ logits,
+__global__ void loom_route_fwd_kernel(int64_t n, int e, int k, const T *__restrict__ logits,
                                  T *__restrict__ w, int32_t *__restrict__ idx)
 {
     int lane = threadIdx.x & 31;
@@ -213,7 +213,7 @@ __global__ void route_fwd_kernel(int64_t n, int e, int k, const T *__restrict__ 
 }
 
 template <typename T>
-__global__ void route_bwd_kernel(int64_t n, int e, int k, const T *__restrict__ logits,
+__global__ void loom_route_bwd_kernel(int64_t n, int e, int k, const T *__restrict__ logits,
                                  const int32_t *__restrict__ idx, const T *__restrict__ dw,
                                  T *__restrict__ dlogits)
 {
@@ -250,7 +250,7 @@ cudaError_t loom_k_norm_fwd(bool rms, loom_dtype dt, int64_t rows, int64_t d, co
                             float *rstd, float eps, cudaStream_t stream)
 {
     if ((!rms && (!beta || !mean)) || !rstd) return cudaErrorInvalidValue;
-    LOOM_DISPATCH_FLOAT(dt, T, (norm_fwd_kernel<T><<<row_grid(rows), row_threads(d), 0, stream>>>(
+    LOOM_DISPATCH_FLOAT(dt, T, (loom_norm_fwd_kernel<T><<<row_grid(rows), row_threads(d), 0, stream>>>(
                                     rms, rows, d, (const T *)x, (const T *)gamma, (const T *)beta,
                                     (T *)y, rms ? NULL : mean, rstd, eps)));
     return cudaGetLastError();
@@ -271,12 +271,12 @@ cudaError_t loom_k_norm_bwd(bool rms, loom_dtype dt, int64_t rows, int64_t d, co
     if ((!rms && (!mean || !dbeta)) || parts < 1) return cudaErrorInvalidValue;
     unsigned cols = grid_for(d, 256);
     LOOM_DISPATCH_FLOAT(dt, T, {
-        norm_bwd_kernel<T><<<(unsigned)parts, row_threads(d), 0, stream>>>(
+        loom_norm_bwd_kernel<T><<<(unsigned)parts, row_threads(d), 0, stream>>>(
             rms, rows, d, (const T *)x, (const T *)gamma, (const T *)g, mean, rstd, (T *)dx, part,
             parts);
-        column_sum_kernel<T><<<cols, 256, 0, stream>>>(part, parts, d, (T *)dgamma);
+        loom_column_sum_kernel<T><<<cols, 256, 0, stream>>>(part, parts, d, (T *)dgamma);
         if (!rms)
-            column_sum_kernel<T><<<cols, 256, 0, stream>>>(part + (int64_t)parts * d, parts, d,
+            loom_column_sum_kernel<T><<<cols, 256, 0, stream>>>(part + (int64_t)parts * d, parts, d,
                                                           (T *)dbeta);
     });
     return cudaGetLastError();
@@ -285,7 +285,7 @@ cudaError_t loom_k_norm_bwd(bool rms, loom_dtype dt, int64_t rows, int64_t d, co
 cudaError_t loom_k_softmax_fwd(loom_dtype dt, int64_t rows, int64_t d, const void *x, void *y,
                                cudaStream_t stream)
 {
-    LOOM_DISPATCH_FLOAT(dt, T, (softmax_fwd_kernel<T><<<row_grid(rows), row_threads(d), 0, stream>>>(
+    LOOM_DISPATCH_FLOAT(dt, T, (loom_softmax_fwd_kernel<T><<<row_grid(rows), row_threads(d), 0, stream>>>(
                                     rows, d, (const T *)x, (T *)y)));
     return cudaGetLastError();
 }
@@ -293,7 +293,7 @@ cudaError_t loom_k_softmax_fwd(loom_dtype dt, int64_t rows, int64_t d, const voi
 cudaError_t loom_k_softmax_bwd(loom_dtype dt, int64_t rows, int64_t d, const void *y,
                                const void *g, void *dx, cudaStream_t stream)
 {
-    LOOM_DISPATCH_FLOAT(dt, T, (softmax_bwd_kernel<T><<<row_grid(rows), row_threads(d), 0, stream>>>(
+    LOOM_DISPATCH_FLOAT(dt, T, (loom_softmax_bwd_kernel<T><<<row_grid(rows), row_threads(d), 0, stream>>>(
                                     rows, d, (const T *)y, (const T *)g, (T *)dx)));
     return cudaGetLastError();
 }
@@ -301,7 +301,7 @@ cudaError_t loom_k_softmax_bwd(loom_dtype dt, int64_t rows, int64_t d, const voi
 cudaError_t loom_k_xent_fwd(loom_dtype dt, int64_t n, int64_t v, const void *logits,
                             const int32_t *labels, float *loss, float *lse, cudaStream_t stream)
 {
-    LOOM_DISPATCH_FLOAT(dt, T, (xent_fwd_kernel<T><<<row_grid(n), row_threads(v), 0, stream>>>(
+    LOOM_DISPATCH_FLOAT(dt, T, (loom_xent_fwd_kernel<T><<<row_grid(n), row_threads(v), 0, stream>>>(
                                     n, v, (const T *)logits, labels, loss, lse)));
     return cudaGetLastError();
 }
@@ -310,7 +310,7 @@ cudaError_t loom_k_xent_bwd(loom_dtype dt, int64_t n, int64_t v, const void *log
                             const int32_t *labels, const float *lse, float dloss, void *dlogits,
                             cudaStream_t stream)
 {
-    LOOM_DISPATCH_FLOAT(dt, T, (xent_bwd_kernel<T><<<row_grid(n), row_threads(v), 0, stream>>>(
+    LOOM_DISPATCH_FLOAT(dt, T, (loom_xent_bwd_kernel<T><<<row_grid(n), row_threads(v), 0, stream>>>(
                                     n, v, (const T *)logits, labels, lse, dloss, (T *)dlogits)));
     return cudaGetLastError();
 }
@@ -320,7 +320,7 @@ cudaError_t loom_k_moe_route_fwd(loom_dtype dt, int64_t n, int64_t e, int k, con
 {
     if (k < 1 || k > 8 || k > e || e > 1024) return cudaErrorInvalidValue;
     unsigned grid = grid_for(n, 8);   /* 8 warps (tokens) per block */
-    LOOM_DISPATCH_FLOAT(dt, T, (route_fwd_kernel<T><<<grid, 256, 0, stream>>>(
+    LOOM_DISPATCH_FLOAT(dt, T, (loom_route_fwd_kernel<T><<<grid, 256, 0, stream>>>(
                                     n, (int)e, k, (const T *)logits, (T *)weights, idx)));
     return cudaGetLastError();
 }
@@ -331,7 +331,7 @@ cudaError_t loom_k_moe_route_bwd(loom_dtype dt, int64_t n, int64_t e, int k, con
 {
     if (k < 1 || k > 8 || k > e || e > 1024) return cudaErrorInvalidValue;
     unsigned grid = grid_for(n, 8);
-    LOOM_DISPATCH_FLOAT(dt, T, (route_bwd_kernel<T><<<grid, 256, 0, stream>>>(
+    LOOM_DISPATCH_FLOAT(dt, T, (loom_route_bwd_kernel<T><<<grid, 256, 0, stream>>>(
                                     n, (int)e, k, (const T *)logits, idx, (const T *)dweights,
                                     (T *)dlogits)));
     return cudaGetLastError();

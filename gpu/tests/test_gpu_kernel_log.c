@@ -2,11 +2,13 @@
  * test_gpu_kernel_log.c — joining CUPTI-style records by external
  * correlation id (no GPU needed): multi-kernel ops sum, records arrive in
  * any order, kernels outside any op are ignored, names are distinct and in
- * first-run order; quantiles match numpy's default (type 7) by hand.
+ * first-run order; quantiles match numpy's default (type 7) by hand; kernel
+ * names demangle to their readable form.
  */
 #include <string.h>
 
 #include "check.h"
+#include "gpu/demangle.h"
 #include "gpu/kernel_log.h"
 
 int main(void)
@@ -79,5 +81,20 @@ int main(void)
     double big[1000];
     for (int i = 0; i < 1000; i++) big[i] = 999 - i;
     CHECK_NEAR_REL(loom_quantile(big, 1000, 0.5), 499.5, 1e-12);
+
+    /* Kernel names as CUPTI reports them, made readable. */
+    char nm[64];
+    loom_demangle("_ZN12_GLOBAL__N_120loom_attn_fwd_kernelI13__nv_bfloat16EEvPKT_", nm, sizeof nm);
+    CHECK(strcmp(nm, "loom_attn_fwd_kernel<__nv_bfloat16>") == 0);
+    loom_demangle("_ZN7cutlass7Kernel2I3FooEEvNT_6ParamsE", nm, sizeof nm);
+    CHECK(strcmp(nm, "cutlass::Kernel2<Foo>") == 0);
+    loom_demangle("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n", nm, sizeof nm);
+    CHECK(strcmp(nm, "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n") == 0);
+    loom_demangle("_Zgarbage(", nm, sizeof nm);   /* not a valid mangling: kept */
+    CHECK(strcmp(nm, "_Zgarbage(") == 0);
+    loom_demangle(NULL, nm, sizeof nm);
+    CHECK(strcmp(nm, "?") == 0);
+    loom_demangle("_ZN7cutlass7Kernel2I3FooEEvNT_6ParamsE", nm, 8);   /* truncated, terminated */
+    CHECK(strcmp(nm, "cutlass") == 0);
     return check_done();
 }
