@@ -287,15 +287,21 @@ loom_status loom_calib_record_cluster(const loom_calib_record *r, loom_cluster *
 
 /* ---- prediction ------------------------------------------------------------------ */
 
+/* A record ready to evaluate many times: its graph, cluster and layer
+ * classes. */
 typedef struct {
     loom_graph *g;
     loom_cluster c;
+    int32_t *cls;
 } prepared;
 
 static void unprepare(prepared *pr, size_t n)
 {
     if (!pr) return;
-    for (size_t i = 0; i < n; i++) loom_graph_destroy(pr[i].g);
+    for (size_t i = 0; i < n; i++) {
+        loom_graph_destroy(pr[i].g);
+        free(pr[i].cls);
+    }
     free(pr);
 }
 
@@ -306,6 +312,11 @@ static loom_status prepare(const loom_calib_record *recs, size_t n, prepared **o
     for (size_t i = 0; i < n; i++) {
         loom_status s = loom_calib_record_cluster(&recs[i], &pr[i].c, err);
         if (s == LOOM_OK) s = loom_calib_record_graph(&recs[i], &pr[i].g, err);
+        if (s == LOOM_OK) {
+            pr[i].cls = calloc((size_t)loom_graph_layer_count(pr[i].g), sizeof *pr[i].cls);
+            if (pr[i].cls) loom_eval_layer_classes(pr[i].g, pr[i].cls);
+            else s = loom_error_set(err, LOOM_ERR_NOMEM, "out of memory");
+        }
         if (s) {
             unprepare(pr, n);
             return s;
@@ -321,7 +332,8 @@ static loom_status predict_one(const loom_calib_record *r, const prepared *pr,
     loom_cost_model *cm = NULL;
     loom_eval_result res;
     loom_status s = loom_cost_model_create(&pr->c, cal, NULL, &cm, err);
-    if (s == LOOM_OK) s = loom_eval_megatron(pr->g, cm, &r->par, &res, err);
+    loom_eval_opts o = {.layer_class = pr->cls, .time_only = true};
+    if (s == LOOM_OK) s = loom_eval_megatron_ex(pr->g, cm, &r->par, &o, &res, err);
     if (s == LOOM_OK) *t = res.step_time_s;
     else loom_error_prefix(err, "record %s", r->model);
     if (cm) loom_eval_result_free(&res);

@@ -96,7 +96,6 @@ typedef struct {
 
 /* One layer's costs per micro-batch on one GPU. */
 typedef struct {
-    uint64_t sig;
     double fwd_s, bwd_s;           /* compute */
     double comm_fwd_s, comm_bwd_s; /* exposed TP / CP / EP communication */
     double recompute_s;            /* forward rerun in the backward, if recomputed */
@@ -427,8 +426,32 @@ void loom_eval_result_free(loom_eval_result *r)
     r->n_stages = 0;
 }
 
+void loom_eval_layer_classes(const loom_graph *g, int32_t *cls)
+{
+    int32_t n = loom_graph_layer_count(g);
+    uint64_t *sig = malloc((size_t)n * sizeof *sig);
+    LOOM_ASSERT(sig);
+    for (int32_t l = 0; l < n; l++) {
+        sig[l] = loom_graph_layer_signature(g, l);
+        cls[l] = l;
+        for (int32_t k = 0; k < l; k++)
+            if (sig[k] == sig[l] && loom_memory_is_block(g, k) == loom_memory_is_block(g, l)) {
+                cls[l] = k;
+                break;
+            }
+    }
+    free(sig);
+}
+
 loom_status loom_eval_megatron(const loom_graph *g, const loom_cost_model *cm,
                                const loom_parallel *p, loom_eval_result *out, loom_error *err)
+{
+    return loom_eval_megatron_ex(g, cm, p, NULL, out, err);
+}
+
+loom_status loom_eval_megatron_ex(const loom_graph *g, const loom_cost_model *cm,
+                                  const loom_parallel *p, const loom_eval_opts *o,
+                                  loom_eval_result *out, loom_error *err)
 {
     memset(out, 0, sizeof *out);
     const loom_cluster *c = loom_cost_model_cluster(cm);
@@ -456,12 +479,13 @@ loom_status loom_eval_megatron(const loom_graph *g, const loom_cost_model *cm,
 
     layer_cost *lc = calloc((size_t)n_layers, sizeof *lc);
     int32_t *rank = calloc((size_t)n_layers, sizeof *rank);
+    int32_t *cls = calloc((size_t)n_layers, sizeof *cls);
     bool *in_stage = calloc((size_t)n_layers, 1);
     double *arr = calloc((size_t)S * 6, sizeof *arr);
     x.col_seen = calloc((size_t)n_t + 1, sizeof *x.col_seen);
     loom_layer_act *acts = calloc((size_t)n_layers, sizeof *acts);
     out->stages = calloc((size_t)S, sizeof *out->stages);
-    if (!lc || !rank || !in_stage || !arr || !x.col_seen || !acts || !out->stages) {
+    if (!lc || !rank || !cls || !in_stage || !arr || !x.col_seen || !acts || !out->stages) {
         s = loom_error_set(err, LOOM_ERR_NOMEM, "eval: out of memory");
         goto done;
     }
@@ -469,14 +493,11 @@ loom_status loom_eval_megatron(const loom_graph *g, const loom_cost_model *cm,
     double *stage_s = arr, *bwd_s = arr + S, *sync_s = arr + 2 * S, *window_s = arr + 3 * S,
            *opt_s = arr + 4 * S, *comm_s = arr + 5 * S;
 
-    /* Per-layer costs, computed once per distinct layer (signature). */
+    /* Per-layer costs, computed once per class of identical layers. */
+    if (o && o->layer_class) memcpy(cls, o->layer_class, (size_t)n_layers * sizeof *cls);
+    else loom_eval_layer_classes(g, cls);
     for (int32_t l = 0; l < n_layers; l++) {
-        lc[l].sig = loom_graph_layer_signature(g, l);
-        int32_t same = -1;
-        for (int32_t k = 0; k < l && same < 0; k++)
-            if (lc[k].sig == lc[l].sig && loom_memory_is_block(g, k) == loom_memory_is_block(g, l))
-                same = k;
-        if (same >= 0) lc[l] = lc[same];
+        if (cls[l] < l) lc[l] = lc[cls[l]];
         else if ((s = layer_costs(&x, l, &lc[l], err))) goto done;
     }
     assign_ranks(g, p, rank);
@@ -485,19 +506,20 @@ loom_status loom_eval_megatron(const loom_graph *g, const loom_cost_model *cm,
      * (Megatron's scatter-gather sends 1/tp of it even without SP). */
     loom_parallel psp = *p;
     psp.sp = true;
-    loom_memory_layer_acts(g, &psp, acts);
     double boundary = 0;
-    for (int32_t l = 0; l < n_layers; l++)
-        if (loom_memory_is_block(g, l) && (double)acts[l].input_bytes > boundary)
-            boundary = (double)acts[l].input_bytes;
-    loom_memory_layer_acts(g, p, acts);
+    memset(x.col_seen, 0, ((size_t)n_t + 1) * sizeof *x.col_seen);   /* reused as scratch */
+    for (int32_t l = 0; S > 1 && l < n_layers; l++)
+        if (cls[l] == l && loom_memory_is_block(g, l))
+            boundary = fmax(boundary, (double)loom_memory_layer_input_bytes(g, &psp, l, x.col_seen));
+    bool memory = !(o && o->time_only);
+    if (memory) loom_memory_layer_acts(g, p, acts);
     double p2p = S > 1 ? coll(&x, LOOM_COLL_SEND_RECV,
                               (loom_group){2, axis_group(c, 2, p->tp * p->cp * p->dp).ranks_per_node},
                               boundary)
                        : 0;
 
     double mb_model = 0, mb_attn = 0, mb_hw_extra = 0, measured = 0, total = 0;
-    out->fits = true;
+    out->fits = memory;   /* and every stage below */
     for (int64_t r = 0; r < S; r++) {
         loom_eval_stage *st = &out->stages[r];
         double fwd = 0, bwd = 0, comm = 0;
@@ -542,6 +564,7 @@ loom_status loom_eval_megatron(const loom_graph *g, const loom_cost_model *cm,
                                : dense + expert;
         opt_s[r] = loom_cost_memory_time_s(cm, LOOM_OPTIM_STEP_BYTES_PER_PARAM * local);
 
+        if (!memory) continue;
         loom_stage_memory_opts mo = {.in_stage = in_stage,
                                      .inflight = loom_memory_inflight_microbatches(S, r, p->vpp, M),
                                      .acts = acts};
@@ -587,6 +610,7 @@ loom_status loom_eval_megatron(const loom_graph *g, const loom_cost_model *cm,
 done:
     free(lc);
     free(rank);
+    free(cls);
     free(in_stage);
     free(arr);
     free(x.col_seen);

@@ -74,4 +74,20 @@ loom_status loom_eval_megatron(const loom_graph *g, const loom_cost_model *cm,
 
 void loom_eval_result_free(loom_eval_result *r);
 
+/* For callers that evaluate one graph many times (calibration, grid and
+ * genetic search): identical layers are costed once; their classes can be
+ * computed once per graph. cls[l] (caller-allocated, layer_count entries)
+ * is the lowest layer with l's signature and block-ness. */
+void loom_eval_layer_classes(const loom_graph *g, int32_t *cls);
+
+typedef struct {
+    const int32_t *layer_class;   /* from loom_eval_layer_classes, or NULL (computed) */
+    bool time_only;               /* skip memory: stages[].mem, fits and memory_* stay 0 */
+} loom_eval_opts;
+
+/* loom_eval_megatron with options (o NULL = defaults: the same result). */
+loom_status loom_eval_megatron_ex(const loom_graph *g, const loom_cost_model *cm,
+                                  const loom_parallel *p, const loom_eval_opts *o,
+                                  loom_eval_result *out, loom_error *err);
+
 #endif

@@ -160,6 +160,26 @@ bool loom_memory_is_block(const loom_graph *g, int32_t layer)
     return true;
 }
 
+int64_t loom_memory_layer_input_bytes(const loom_graph *g, const loom_parallel *p, int32_t layer,
+                                      int32_t *scratch)
+{
+    int32_t first, count;
+    int64_t b = 0;
+    loom_graph_layer_ops(g, layer, &first, &count);
+    for (int32_t i = first; i < first + count; i++) {
+        const loom_op *op = loom_graph_op(g, i);
+        for (int k = 0; k < op->n_in; k++) {
+            int32_t tid = op->in[k];
+            const loom_tensor *t = loom_graph_tensor(g, tid);
+            if (t->is_weight || scratch[tid] == layer + 1) continue;
+            if (t->producer >= 0 && loom_graph_op(g, t->producer)->layer >= layer) continue;
+            scratch[tid] = layer + 1;
+            b += loom_memory_tensor_shard_bytes(t, p, false);
+        }
+    }
+    return b;
+}
+
 /* The attention core of Korthikanti et al.'s selective recompute: tensors
  * with both a query and a key sequence dim (scores, probabilities). */
 static bool attention_core(const loom_tensor *t)
@@ -172,8 +192,7 @@ void loom_memory_layer_acts(const loom_graph *g, const loom_parallel *p, loom_la
     int32_t n_layers = loom_graph_layer_count(g), n_t = loom_graph_num_tensors(g);
     int64_t *core = calloc((size_t)n_layers + 1, sizeof *core);
     /* seen[t]: tensor t already charged (to the first op that saves it, as
-     * loom_op_saved_bytes does); seen_in[t]: last layer that counted t as an
-     * input (+1). */
+     * loom_op_saved_bytes does); seen_in: scratch for the inputs. */
     bool *seen = calloc((size_t)n_t + 1, 1);
     int32_t *seen_in = calloc((size_t)n_t + 1, sizeof *seen_in);
     LOOM_ASSERT(core && seen && seen_in);
@@ -191,13 +210,6 @@ void loom_memory_layer_acts(const loom_graph *g, const loom_parallel *p, loom_la
                 a->full_bytes += b;
                 if (attention_core(t)) core[op->layer] += b;
             }
-            /* inputs from earlier layers (or graph inputs): what full
-             * recompute keeps */
-            if (k < op->n_in && seen_in[tid] != op->layer + 1 &&
-                (t->producer < 0 || loom_graph_op(g, t->producer)->layer < op->layer)) {
-                seen_in[tid] = op->layer + 1;
-                a->input_bytes += loom_memory_tensor_shard_bytes(t, p, false);
-            }
         }
         if (op->saves & LOOM_SAVE_MASK) {
             /* one byte per element of output 0, split like that output */
@@ -209,6 +221,7 @@ void loom_memory_layer_acts(const loom_graph *g, const loom_parallel *p, loom_la
     }
     for (int32_t l = 0; l < n_layers; l++) {
         loom_layer_act *a = &acts[l];
+        a->input_bytes = loom_memory_layer_input_bytes(g, p, l, seen_in);
         a->saved_bytes = a->full_bytes;
         a->work_bytes = 0;
         if (p->recompute == LOOM_RECOMPUTE_SELECTIVE) {

@@ -77,6 +77,13 @@ int64_t loom_memory_tensor_shard_bytes(const loom_tensor *t, const loom_parallel
  * model); every layer of a hand-written graph (model info layers == 0). */
 bool loom_memory_is_block(const loom_graph *g, int32_t layer);
 
+/* Bytes, per GPU under p, of the activations layer `layer` reads from
+ * earlier layers or the graph's inputs (what full recompute keeps; what a
+ * pipeline stage boundary sends). scratch: loom_graph_num_tensors ints,
+ * zeroed before the first call (reusable across layers). */
+int64_t loom_memory_layer_input_bytes(const loom_graph *g, const loom_parallel *p, int32_t layer,
+                                      int32_t *scratch);
+
 /* Per-layer activation figures for one micro-batch (the graph's batch), per
  * GPU, under p's tp / cp / sp / recompute: */
 typedef struct {
