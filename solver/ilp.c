@@ -157,6 +157,77 @@ double loom_ilp_memory(const loom_ilp *p, const int32_t *x)
     return m;
 }
 
+/* Cost of node v taking choice c, given the others' choices in x: its own
+ * cost plus every edge it touches. */
+static double local_cost(const loom_ilp *p, const int32_t *x, int32_t v, int32_t c)
+{
+    double f = p->nodes[v].cost[c];
+    for (int32_t i = 0; i < p->n_edges; i++) {
+        const loom_ilp_edge *e = &p->edges[i];
+        if (e->u == v) f += e->R[(int64_t)e->cu[c] * e->kv + e->cv[x[e->v]]];
+        else if (e->v == v) f += e->R[(int64_t)e->cu[x[e->u]] * e->kv + e->cv[c]];
+    }
+    return f;
+}
+
+bool loom_ilp_local_search(const loom_ilp *p, double memory_budget, int32_t *x)
+{
+    bool budget = memory_budget > 0;
+    double mem = 0;
+    for (int32_t v = 0; v < p->n_nodes; v++) {
+        const loom_ilp_node *n = &p->nodes[v];
+        int32_t best = 0;
+        for (int32_t c = 1; c < n->k; c++) {
+            bool better = budget ? (n->mem[c] < n->mem[best] ||
+                                    (n->mem[c] == n->mem[best] && n->cost[c] < n->cost[best]))
+                                 : n->cost[c] < n->cost[best];
+            if (better) best = c;
+        }
+        x[v] = best;
+        mem += n->mem[best];
+    }
+    if (budget && mem > memory_budget) return false;
+    /* each accepted move lowers the objective strictly: this terminates;
+     * the sweep cap only bounds the time */
+    for (int sweep = 0; sweep < 50; sweep++) {
+        bool moved = false;
+        for (int32_t v = 0; v < p->n_nodes; v++) {
+            const loom_ilp_node *n = &p->nodes[v];
+            double cur = local_cost(p, x, v, x[v]), best = cur;
+            int32_t arg = x[v];
+            for (int32_t c = 0; c < n->k; c++) {
+                if (budget && mem - n->mem[x[v]] + n->mem[c] > memory_budget) continue;
+                double f = local_cost(p, x, v, c);
+                if (f < best - 1e-12 * fabs(cur)) best = f, arg = c;
+            }
+            if (arg != x[v]) {
+                mem += n->mem[arg] - n->mem[x[v]];
+                x[v] = arg;
+                moved = true;
+            }
+        }
+        if (!moved) break;
+    }
+    return true;
+}
+
+double loom_ilp_trivial_bound(const loom_ilp *p)
+{
+    double b = 0;
+    for (int32_t v = 0; v < p->n_nodes; v++) {
+        double lo = INFINITY;
+        for (int32_t c = 0; c < p->nodes[v].k; c++) lo = fmin(lo, p->nodes[v].cost[c]);
+        b += lo;
+    }
+    for (int32_t i = 0; i < p->n_edges; i++) {
+        const loom_ilp_edge *e = &p->edges[i];
+        double lo = INFINITY;
+        for (int64_t c = 0; c < (int64_t)e->ku * e->kv; c++) lo = fmin(lo, e->R[c]);
+        b += lo;
+    }
+    return b;
+}
+
 void loom_ilp_opts_init(loom_ilp_opts *o)
 {
     memset(o, 0, sizeof *o);

@@ -76,6 +76,15 @@ int32_t loom_ilp_node_choices(const loom_ilp *p, int32_t v);
 double loom_ilp_objective(const loom_ilp *p, const int32_t *x);
 double loom_ilp_memory(const loom_ilp *p, const int32_t *x);
 
+/* A good feasible assignment fast (iterated conditional modes): start from
+ * every node's cheapest choice (its least-memory one under a budget), then
+ * move one node at a time to the choice that lowers the objective most while
+ * the budget holds, until no move helps. Fills x[V]; false when even the
+ * least-memory assignment exceeds the budget (budget 0 = none). */
+bool loom_ilp_local_search(const loom_ilp *p, double memory_budget, int32_t *x);
+/* A lower bound on the objective: Σ_v min c_v + Σ_e min R_e. */
+double loom_ilp_trivial_bound(const loom_ilp *p);
+
 typedef struct {
     double time_limit_s;        /* GLPK wall-clock limit (default 10) */
     double memory_budget;       /* bytes; 0 = none */
@@ -99,8 +108,11 @@ void loom_ilp_solution_free(loom_ilp_solution *s);
 
 /* GLPK glp_intopt on the transportation form: presolve on, time limit, MIP
  * gap 0, terminal output off. GLPK's fatal errors come back as
- * LOOM_ERR_SOLVER. A time limit with no integer solution at all is
- * LOOM_ERR_LIMIT. An infeasible budget is LOOM_OK with status INFEASIBLE. */
+ * LOOM_ERR_SOLVER. When the time limit stops the search, the better of
+ * GLPK's incumbent and loom_ilp_local_search's assignment is returned as
+ * FEASIBLE, with the best lower bound known (GLPK's best open node, or
+ * loom_ilp_trivial_bound) and the relative gap to it. An infeasible budget
+ * is LOOM_OK with status INFEASIBLE. */
 loom_status loom_ilp_solve_glpk(const loom_ilp *p, const loom_ilp_opts *o, loom_ilp_solution *out,
                                 loom_error *err);
 

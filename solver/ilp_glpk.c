@@ -67,13 +67,19 @@ static void error_hook(void *info)
 }
 
 typedef struct {
-    double gap;       /* last relative gap GLPK reported (scaled objective) */
+    bool have_bound;
+    double bound;     /* GLPK's best open node bound (scaled objective) */
 } cb_state;
 
+/* Records the global lower bound: the bound of the best open node. */
 static void mip_callback(glp_tree *T, void *info)
 {
     cb_state *st = info;
-    if (glp_ios_best_node(T) != 0) st->gap = glp_ios_mip_gap(T);
+    int best = glp_ios_best_node(T);
+    if (best != 0) {
+        st->bound = glp_ios_node_bound(T, best);
+        st->have_bound = true;
+    }
 }
 
 static double now_s(void)
@@ -381,14 +387,8 @@ static loom_status solve(const loom_ilp *p, const loom_ilp_opts *o, loom_ilp_sol
         out->status = LOOM_ILP_INFEASIBLE;
         goto done;
     }
-    if (ret == GLP_ETMLIM || ret == GLP_ESTOP) {
-        if (ms != GLP_FEAS && ms != GLP_OPT) {
-            st = loom_error_set(err, LOOM_ERR_LIMIT,
-                                "ILP (%d variables, %d constraints): time limit of %g s reached "
-                                "before any solution was found", out->n_vars, out->n_cons,
-                                o->time_limit_s);
-            goto fail;
-        }
+    bool stopped = ret == GLP_ETMLIM || ret == GLP_ESTOP;
+    if (stopped) {
         out->status = ms == GLP_OPT ? LOOM_ILP_OPTIMAL : LOOM_ILP_FEASIBLE;
     } else if (ret != 0 || ms != GLP_OPT) {
         st = loom_error_set(err, LOOM_ERR_SOLVER,
@@ -404,7 +404,8 @@ static loom_status solve(const loom_ilp *p, const loom_ilp_opts *o, loom_ilp_sol
         st = loom_error_set(err, LOOM_ERR_NOMEM, "out of memory reading the ILP solution");
         goto fail;
     }
-    for (int32_t v = 0; v < p->n_nodes; v++) {
+    bool have = ms == GLP_FEAS || ms == GLP_OPT;
+    for (int32_t v = 0; have && v < p->n_nodes; v++) {
         int32_t best = -1;
         double bv = 0.5;
         for (int32_t c = 0; c < p->nodes[v].k; c++) {
@@ -418,16 +419,33 @@ static loom_status solve(const loom_ilp *p, const loom_ilp_opts *o, loom_ilp_sol
         }
         choice[v] = best;
     }
+    if (out->status == LOOM_ILP_FEASIBLE) {
+        /* Stopped early: keep the better of GLPK's incumbent (if any) and a
+         * local search; bound by what GLPK proved or the trivial bound. */
+        int32_t *ls = malloc((size_t)p->n_nodes * sizeof(int32_t));
+        if (!ls) {
+            st = loom_error_set(err, LOOM_ERR_NOMEM, "out of memory reading the ILP solution");
+            goto fail;
+        }
+        if (loom_ilp_local_search(p, o->memory_budget, ls) &&
+            (!have || loom_ilp_objective(p, ls) < loom_ilp_objective(p, choice)))
+            memcpy(choice, ls, (size_t)p->n_nodes * sizeof(int32_t)), have = true;
+        free(ls);
+        if (!have) {
+            out->status = LOOM_ILP_INFEASIBLE;
+            goto done;
+        }
+    }
     out->choice = choice;
     choice = NULL;
     out->objective = loom_ilp_objective(p, out->choice);
     if (out->status == LOOM_ILP_OPTIMAL) {
         out->bound = out->objective;
     } else {
-        double mip = glp_mip_obj_val(lp);
-        double abs_gap = cbs.gap * (fabs(mip) + 2.220446049250313e-16) / mm->scale;
-        out->bound = out->objective - abs_gap;
-        out->gap = abs_gap / fmax(fabs(out->objective), 1e-12);
+        double b = loom_ilp_trivial_bound(p);
+        if (cbs.have_bound) b = fmax(b, cbs.bound / mm->scale + mm->offset);
+        out->bound = fmin(b, out->objective);
+        out->gap = (out->objective - out->bound) / fmax(fabs(out->objective), 1e-12);
     }
 done:
     out->solve_time_s = now_s() - t0;

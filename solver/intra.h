@@ -95,9 +95,10 @@ typedef struct {
 
 /* Solves layers [layer_first, layer_last] of g (finalized) on mesh. An
  * infeasible memory budget is LOOM_OK with out->status INFEASIBLE (no
- * strategies then). Errors: bad range or mesh (LOOM_ERR_INVALID), cost
- * model failures, GLPK failures (LOOM_ERR_SOLVER), a time limit with no
- * solution (LOOM_ERR_LIMIT). Free out with loom_intra_result_free. */
+ * strategies then); a layer ILP stopped by the time limit makes the status
+ * FEASIBLE with its gap. Errors: bad range or mesh (LOOM_ERR_INVALID), cost
+ * model failures, GLPK failures (LOOM_ERR_SOLVER). Free out with
+ * loom_intra_result_free (also after an error: it is then empty). */
 loom_status loom_intra_solve(const loom_graph *g, const loom_cost_model *cm, int32_t layer_first,
                              int32_t layer_last, loom_mesh_shape mesh, const loom_intra_opts *o,
                              loom_intra_result *out, loom_error *err);

@@ -218,8 +218,56 @@ static void hand_instance(void)
     loom_ilp_destroy(NULL);
 }
 
+/* A problem GLPK needs far more than 5 ms for (15 nodes of 6 choices, 50
+ * random edges: about 0.3 s): stopped by the time limit it returns a
+ * feasible assignment whose bound lies below the true optimum. */
+static void time_limit(void)
+{
+    rng_state = 4242;
+    loom_ilp *p;
+    loom_error err;
+    CHECK(loom_ilp_create(&p, &err) == LOOM_OK);
+    for (int v = 0; v < 15; v++) {
+        double c[6];
+        for (int i = 0; i < 6; i++) c[i] = runif();
+        CHECK(loom_ilp_add_node(p, 6, c, NULL, NULL, &err) == LOOM_OK);
+    }
+    int32_t id[6] = {0, 1, 2, 3, 4, 5};
+    for (int k = 0; k < 50; k++) {
+        int u = rint_(0, 14), v = rint_(0, 14);
+        double R[36];
+        for (int i = 0; i < 36; i++) R[i] = runif();
+        CHECK(loom_ilp_add_edge(p, u, v, 6, id, 6, id, R, &err) == LOOM_OK);
+    }
+    loom_ilp_opts o;
+    loom_ilp_opts_init(&o);
+    loom_ilp_solution full, quick;
+    CHECK(loom_ilp_solve_glpk(p, &o, &full, &err) == LOOM_OK);
+    CHECK_INT_EQ(full.status, LOOM_ILP_OPTIMAL);
+    o.time_limit_s = 0.005;
+    CHECK(loom_ilp_solve_glpk(p, &o, &quick, &err) == LOOM_OK);
+    CHECK(quick.status == LOOM_ILP_FEASIBLE || quick.status == LOOM_ILP_OPTIMAL);
+    printf("time limit 5 ms: %s, objective %.6f (optimum %.6f), bound %.6f, gap %.3g\n",
+           loom_ilp_status_name(quick.status), quick.objective, full.objective, quick.bound, quick.gap);
+    CHECK(quick.choice != NULL);
+    if (quick.choice) CHECK_NEAR_REL(loom_ilp_objective(p, quick.choice), quick.objective, 1e-12);
+    CHECK(quick.objective >= full.objective * (1 - 1e-9));
+    CHECK(quick.bound <= full.objective * (1 + 1e-9));
+    CHECK(quick.bound >= loom_ilp_trivial_bound(p) - 1e-12);
+    CHECK_NEAR_REL(quick.gap * quick.objective, quick.objective - quick.bound, 1e-9);
+    if (quick.status == LOOM_ILP_OPTIMAL) CHECK_NEAR_REL(quick.objective, full.objective, 1e-9);
+    /* the local search alone: feasible, no better than the optimum */
+    int32_t x[15];
+    CHECK(loom_ilp_local_search(p, 0, x));
+    CHECK(loom_ilp_objective(p, x) >= full.objective * (1 - 1e-9));
+    loom_ilp_solution_free(&full);
+    loom_ilp_solution_free(&quick);
+    loom_ilp_destroy(p);
+}
+
 int main(void)
 {
+    time_limit();
     hand_instance();
     property_vs_brute();
     property_vs_chain_dp();
