@@ -66,7 +66,7 @@ bool loom_cli_int(const char *cmd, const char *opt, const char *value, int64_t l
         loom_cli_usage_error(cmd, "%s expects an integer, got '%s'", opt, value);
         return false;
     }
-    if ((v > 0 && v > INT64_MAX / mult) || v * mult < lo || v * mult > hi) {
+    if (v > INT64_MAX / mult || v < INT64_MIN / mult || v * mult < lo || v * mult > hi) {
         loom_cli_usage_error(cmd, "%s must be in [%lld, %lld], got '%s'", opt, (long long)lo,
                              (long long)hi, value);
         return false;
