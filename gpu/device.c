@@ -168,7 +168,9 @@ loom_status loom_gpu_alloc(size_t bytes, const char *what, void **out, loom_erro
     cudaError_t e = cudaMalloc(out, bytes ? bytes : 1);
     if (e == cudaSuccess) return LOOM_OK;
     *out = NULL;
-    cudaGetLastError();   /* clear the sticky-free error so later calls work */
-    return loom_error_set(err, LOOM_ERR_DEVICE, "cudaMalloc of %zu bytes for %s: %s", bytes, what,
-                          cudaGetErrorString(e));
+    cudaGetLastError();   /* an allocation failure is not sticky: clear it */
+    /* Too big for this GPU is a property of the request, not a broken
+     * device: the profiler skips it and goes on. */
+    return loom_error_set(err, e == cudaErrorMemoryAllocation ? LOOM_ERR_UNSUPPORTED : LOOM_ERR_DEVICE,
+                          "cudaMalloc of %zu bytes for %s: %s", bytes, what, cudaGetErrorString(e));
 }

@@ -59,7 +59,8 @@ bool loom_gpu_has_fp8(const loom_gpu *g);
  * stream, outside any op's external correlation id). */
 loom_status loom_gpu_flush_l2(loom_gpu *g, loom_error *err);
 
-/* cudaMalloc with the size and purpose in the error. */
+/* cudaMalloc with the size and purpose in the error: LOOM_ERR_UNSUPPORTED
+ * when the device is out of memory, LOOM_ERR_DEVICE otherwise. */
 loom_status loom_gpu_alloc(size_t bytes, const char *what, void **out, loom_error *err);
 
 #endif

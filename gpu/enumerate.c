@@ -18,8 +18,7 @@ static bool kvh_divides(const loom_graph *g, int64_t tp)
     return true;
 }
 
-/* The divisor list for degree tp (with sequence parallelism when sp). */
-static int divisors(const loom_graph *g, int64_t tp, bool sp, loom_dim *div)
+int loom_profile_tp_divisors(const loom_graph *g, int64_t tp, bool sp, loom_dim *div)
 {
     static const char *const names[] = {"heads", "f", "v"};
     int n = 0;
@@ -54,7 +53,8 @@ loom_status loom_profile_enumerate(const loom_graph *g, int64_t max_tp, loom_pro
     size_t n = 0;
     for (int64_t tp = 1; tp <= max_tp; tp++) {
         loom_dim div[6], div_sp[6];
-        int nd = divisors(g, tp, false, div), nd_sp = divisors(g, tp, true, div_sp);
+        int nd = loom_profile_tp_divisors(g, tp, false, div),
+            nd_sp = loom_profile_tp_divisors(g, tp, true, div_sp);
         size_t m = 0;
         bool valid = true;
         for (int32_t id = 0; id < n_ops && valid; id++) {
@@ -101,7 +101,7 @@ loom_status loom_profile_layer_keys(const loom_graph *g, int32_t layer, int64_t 
         return loom_error_set(err, LOOM_ERR_INVALID, "layer %d: the model has layers 0..%d",
                               (int)layer, (int)loom_graph_layer_count(g) - 1);
     loom_dim div[6];
-    int nd = divisors(g, tp, false, div);
+    int nd = loom_profile_tp_divisors(g, tp, false, div);
     int32_t first, count;
     loom_graph_layer_ops(g, layer, &first, &count);
     for (int32_t id = first; id < first + count; id++) {

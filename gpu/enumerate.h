@@ -17,6 +17,7 @@
 #ifndef LOOM_GPU_ENUMERATE_H
 #define LOOM_GPU_ENUMERATE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include "costs/profile_db.h"
 #include "graph/graph.h"
@@ -26,6 +27,10 @@
  * receives a bitmask of the degrees used (bit t). */
 loom_status loom_profile_enumerate(const loom_graph *g, int64_t max_tp, loom_profile_key **out,
                                    int32_t *n, uint64_t *degrees, loom_error *err);
+
+/* The dims Megatron TP degree tp divides in g ({heads, f, v[, kvh]}, plus s
+ * when sp): fills div (6 entries at most) and returns how many. */
+int loom_profile_tp_divisors(const loom_graph *g, int64_t tp, bool sp, loom_dim *div);
 
 /* The keys of one layer's ops at TP degree tp, in op order (views left out):
  * keys[i] belongs to op ids[i]. Arrays must hold loom_graph_layer_ops' count. */

@@ -8,8 +8,9 @@
  * into the db atomically, at least once a second and at the end, so an
  * interrupted run (Ctrl-C stops after the current op) resumes with
  * --resume. --layer-check runs one transformer layer's ops back to back and
- * prints the composability error. Exit codes: 0 done, 1 failure (including
- * no CUDA device), 2 usage error.
+ * prints the composability error; --roofline-check compares a db with the
+ * cost model's roofline per op kind (no GPU needed). Exit codes: 0 done,
+ * 1 failure (including no CUDA device), 2 usage error.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -25,6 +26,7 @@
 #include "gpu/enumerate.h"
 #include "gpu/kernel_log.h"
 #include "gpu/profile.h"
+#include "gpu/roofline_check.h"
 #include "graph/model.h"
 
 #ifndef LOOM_SOURCE_DIR
@@ -36,6 +38,7 @@ static const char usage_text[] =
     "       loom-profile --model M [--cluster C] [options]\n"
     "       loom-profile --model M [--cluster C] --emit-requests FILE   (no GPU needed)\n"
     "       loom-profile --layer-check --model M [--tp N] [--layer L] [options]\n"
+    "       loom-profile --roofline-check DB --model M --cluster C      (no GPU needed)\n"
     "\n"
     "Times each operator slice (forward and backward) on one GPU with CUPTI and\n"
     "writes a loom-profile/1 db for `loom plan --profile DB`.\n"
@@ -52,7 +55,7 @@ static const char usage_text[] =
     "  --tp N, --layer L   layer check: TP degree (1) and layer (1, the first block)\n";
 
 typedef struct {
-    const char *requests, *model, *cluster, *out, *emit, *clock_note;
+    const char *requests, *model, *cluster, *out, *emit, *clock_note, *roofline;
     bool resume, layer_check;
     int64_t device, seq, batch, max_tp, tp, layer;
     loom_dtype dtype;
@@ -114,7 +117,8 @@ static int parse(int argc, char **argv, options *o)
         static const char *const valued[] = {"--requests", "--model", "--cluster", "-o", "--out",
                                              "--emit-requests", "--clock-note", "--warmup",
                                              "--repeats", "--device", "--seq", "--batch", "--dtype",
-                                             "--max-tp", "--tp", "--layer", NULL};
+                                             "--max-tp", "--tp", "--layer", "--roofline-check",
+                                             NULL};
         int k = 0;
         while (valued[k] && strcmp(a, valued[k])) k++;
         if (!valued[k]) return usage_error("unknown option '%s'", a);
@@ -136,8 +140,11 @@ static int parse(int argc, char **argv, options *o)
         case 13: if (!parse_int(a, v, 1, 63, &o->max_tp)) return 2; break;
         case 14: if (!parse_int(a, v, 1, 63, &o->tp)) return 2; break;
         case 15: if (!parse_int(a, v, 0, 1000000, &o->layer)) return 2; break;
+        case 16: o->roofline = v; break;
         }
     }
+    if (o->roofline && (!o->model || !o->cluster))
+        return usage_error("%s", "--roofline-check needs --model and --cluster");
     if (o->layer_check ? !o->model : !o->requests == !o->model)
         return usage_error("%s", o->layer_check ? "--layer-check needs --model"
                                                 : "give either --requests FILE or --model M");
@@ -355,6 +362,39 @@ done:
     return rc;
 }
 
+/* Roofline vs the db's measurements, per op kind. No GPU involved. */
+static int run_roofline_check(const options *o)
+{
+    loom_error err;
+    loom_cluster c;
+    loom_graph *g = NULL;
+    loom_profile_db *db = NULL;
+    loom_roofline_row rows[LOOM_OP_KIND_COUNT];
+    int n = 0, rc = 1;
+    int64_t max_tp;
+    if (loom_cluster_load(o->cluster, &c, &err) || load_model(o, &g, &err) ||
+        loom_profile_db_load(o->roofline, &db, &err))
+        goto done;
+    max_tp = o->max_tp ? o->max_tp : (c.gpus_per_node < 63 ? c.gpus_per_node : 63);
+    if (loom_roofline_check(g, &c, db, max_tp, rows, &n, &err)) goto done;
+    printf("roofline (%s, default calibration) vs %s measured on %s; %s seq %lld batch %lld, TP 1..%lld\n",
+           c.gpu.name, o->roofline, loom_profile_db_device(db), loom_graph_name(g), (long long)o->seq,
+           (long long)o->batch, (long long)max_tp);
+    printf("  %-14s %5s %12s %13s %10s %14s %14s\n", "op", "keys", "median err", "median |err|",
+           "max |err|", "measured ms", "roofline ms");
+    for (int i = 0; i < n; i++)
+        printf("  %-14s %5d %+11.1f%% %12.1f%% %9.1f%% %14.3f %14.3f\n", rows[i].op, (int)rows[i].n,
+               100 * rows[i].median_err, 100 * rows[i].median_abs_err, 100 * rows[i].max_abs_err,
+               1e3 * rows[i].measured_s, 1e3 * rows[i].roofline_s);
+    if (n == 0) printf("  (no op of the model has a measured key in %s)\n", o->roofline);
+    rc = 0;
+done:
+    if (rc) fail(&err);
+    loom_profile_db_destroy(db);
+    loom_graph_destroy(g);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     options o;
@@ -364,6 +404,7 @@ int main(int argc, char **argv)
     }
     int rc = parse(argc, argv, &o);
     if (rc) return rc < 0 ? 0 : rc;
+    if (o.roofline) return run_roofline_check(&o);
     loom_error err;
     loom_profile_key *keys = NULL;
     int32_t n = 0;

@@ -42,8 +42,8 @@ typedef struct {
 
 /* Allocates and fills everything the key's op needs (synchronously: the
  * data is ready on return). LOOM_ERR_UNSUPPORTED for kinds or dtypes loom
- * cannot run (views, fp8 outside GEMMs, …); LOOM_ERR_DEVICE when it does
- * not fit in device memory. */
+ * cannot run (views, fp8 outside GEMMs, …) and for ops that do not fit in
+ * device memory; LOOM_ERR_DEVICE when the device fails. */
 loom_status loom_gpu_op_create(loom_gpu *g, const loom_profile_key *key, uint64_t seed,
                                loom_gpu_op **out, loom_error *err);
 void loom_gpu_op_destroy(loom_gpu_op *op);

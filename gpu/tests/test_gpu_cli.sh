@@ -36,6 +36,11 @@ expect_rc 1 "$P" --requests "$tmp/bad.json" -o "$tmp/db.json"
 grep -q "bad.json: \$.requests\[0\].shape.a: expected an integer in \[1," "$tmp/err" || fail "bad request not located: $(cat "$tmp/err")"
 [ ! -e "$tmp/db.json" ] || fail "a db was written for bad input"
 
+# Roofline vs a (hand-made) db: one measured rmsnorm key -> one norm row.
+printf '{"format": "loom-profile/1", "device": "NVIDIA H100 80GB HBM3", "entries": [{"op": "norm", "sig": "rmsnorm", "dtype": "bf16", "shape": {"n": 4096, "d": 4096}, "fwd_ns": 40000, "bwd_ns": 90000}]}' >"$tmp/hand.json"
+expect_rc 0 "$P" --roofline-check "$tmp/hand.json" --model llama-3-8b --seq 4096 --cluster dgx-h100-x1
+grep -Eq "^  norm +1 " "$tmp/out" || fail "roofline check: $(cat "$tmp/out")"
+
 cat >"$tmp/small.json" <<'JSON'
 {"format": "loom-profile-requests/1", "requests": [
  {"op": "norm", "sig": "rmsnorm", "dtype": "bf16", "shape": {"n": 256, "d": 1024}},
