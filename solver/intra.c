@@ -64,6 +64,7 @@ typedef struct {
     int64_t n0, n1;
     uint64_t opts;                /* options that change costs */
     const void *cm;
+    uint64_t cm_fp;               /* the cost model's cluster and calibration */
     double budget;                /* per-layer bytes, 0 = none */
 } layer_key;
 
@@ -77,9 +78,10 @@ struct loom_intra_cache {
     cache_slot *slots;            /* open addressing, power-of-two size */
     int64_t cap, used;
     int64_t solves, hits;
-    /* per-graph memo, by address and a fingerprint */
+    /* per-graph memo, by address and a fingerprint (a graph rebuilt at the
+     * same address with other shapes must not reuse it) */
     const loom_graph *g;
-    int32_t g_ops, g_tensors, g_layers;
+    uint64_t g_fp;
     uint64_t *sig, *links;
     int32_t *saved_by;
 };
@@ -118,13 +120,14 @@ static uint64_t key_hash(const layer_key *k)
     h = fnv(h, m, sizeof m);
     h = fnv(h, &k->opts, sizeof k->opts);
     h = fnv(h, &k->cm, sizeof k->cm);
+    h = fnv(h, &k->cm_fp, sizeof k->cm_fp);
     return fnv(h, &k->budget, sizeof k->budget);
 }
 
 static bool key_eq(const layer_key *a, const layer_key *b)
 {
     return a->sig == b->sig && a->links == b->links && a->n0 == b->n0 && a->n1 == b->n1 &&
-           a->opts == b->opts && a->cm == b->cm && a->budget == b->budget;
+           a->opts == b->opts && a->cm == b->cm && a->cm_fp == b->cm_fp && a->budget == b->budget;
 }
 
 /* ---- solved layers ----------------------------------------------------------------- */
@@ -247,10 +250,22 @@ typedef struct {
     bool owned;
 } graph_memo;
 
+/* Counts plus the signatures of the first, second, middle and last layers:
+ * O(a few layers), and any change of batch, sequence or sizes shows. */
+static uint64_t graph_fingerprint(const loom_graph *g)
+{
+    int32_t L = loom_graph_layer_count(g);
+    uint64_t v[7] = {(uint64_t)loom_graph_num_ops(g), (uint64_t)loom_graph_num_tensors(g),
+                     (uint64_t)L, 0, 0, 0, 0};
+    int32_t pick[4] = {0, L > 1 ? 1 : 0, L / 2, L - 1};
+    for (int i = 0; i < 4; i++) v[3 + i] = loom_graph_layer_signature(g, pick[i]);
+    return fnv(14695981039346656037ull, v, sizeof v);
+}
+
 static loom_status memo_get(loom_intra_cache *c, const loom_graph *g, graph_memo *m, loom_error *err)
 {
-    if (c && c->g == g && c->g_ops == loom_graph_num_ops(g) &&
-        c->g_tensors == loom_graph_num_tensors(g) && c->g_layers == loom_graph_layer_count(g)) {
+    uint64_t fp = c ? graph_fingerprint(g) : 0;
+    if (c && c->g == g && c->g_fp == fp) {
         *m = (graph_memo){c->sig, c->links, c->saved_by, false};
         return LOOM_OK;
     }
@@ -276,9 +291,7 @@ static loom_status memo_get(loom_intra_cache *c, const loom_graph *g, graph_memo
     if (c) {
         forget_graph(c);
         c->g = g;
-        c->g_ops = loom_graph_num_ops(g);
-        c->g_tensors = loom_graph_num_tensors(g);
-        c->g_layers = L;
+        c->g_fp = fp;
         c->sig = m->sig, c->links = m->links, c->saved_by = m->saved_by;
         m->owned = false;
     }
@@ -301,9 +314,26 @@ typedef struct {
     loom_layer_weights w;
     graph_memo memo;
     loom_intra_cache *cache;
+    uint64_t cm_fp;
     double solve_time_s;
     int32_t solves, hits;
 } run_ctx;
+
+/* The cost model's identity beyond its address: the cluster's shape, links
+ * and device, and every calibrated efficiency. */
+static uint64_t cost_model_fingerprint(const loom_cost_model *cm)
+{
+    const loom_cluster *c = loom_cost_model_cluster(cm);
+    const loom_calib *k = loom_cost_model_calib(cm);
+    double v[] = {(double)c->nodes, (double)c->gpus_per_node, c->intra.bandwidth_Bps,
+                  c->intra.latency_s, c->inter.bandwidth_Bps, c->inter.latency_s,
+                  c->gpu.hbm_bw_Bps, (double)c->gpu.hbm_bytes, k->gemm_eff_max, k->gemm_half_flops,
+                  k->attn_eff, k->mem_eff, k->vector_eff, k->intra_link_eff, k->inter_link_eff,
+                  k->kernel_overhead_s};
+    uint64_t h = fnv(14695981039346656037ull, v, sizeof v);
+    h = fnv(h, c->gpu.peak_flops, sizeof c->gpu.peak_flops);
+    return fnv(h, c->gpu.name, strlen(c->gpu.name));
+}
 
 static void fill_op(const loom_graph *g, int32_t id, const loom_strategy *s, intra_op *d)
 {
@@ -393,7 +423,7 @@ static loom_status get_layer(run_ctx *r, int32_t l, double budget, loom_intra_la
                              loom_error *err)
 {
     layer_key k = {r->memo.sig[l], r->memo.links[l], r->sctx.mesh.mesh.n0, r->sctx.mesh.mesh.n1,
-                   opts_hash(r->o), (const void *)r->cm, budget};
+                   opts_hash(r->o), (const void *)r->cm, r->cm_fp, budget};
     uint64_t h = key_hash(&k);
     loom_intra_layer *L = r->cache ? cache_get(r->cache, &k, h) : NULL;
     if (L) {
@@ -508,7 +538,7 @@ loom_status loom_intra_solve(const loom_graph *g, const loom_cost_model *cm, int
     if (!o) loom_intra_opts_init(&defaults), o = &defaults;
     loom_status s = check_args(g, cm, layer_first, layer_last, mesh, err);
     if (s) return s;
-    run_ctx r = {.g = g, .cm = cm, .o = o, .cache = o->cache};
+    run_ctx r = {.g = g, .cm = cm, .o = o, .cache = o->cache, .cm_fp = cost_model_fingerprint(cm)};
     loom_strategy_ctx_init(&r.sctx, g, cm, mesh, o->train, o->megatron_only);
     layer_weights(o, &r.w);
     if ((s = memo_get(o->cache, g, &r.memo, err))) return s;

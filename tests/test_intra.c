@@ -362,9 +362,27 @@ static void cache_and_ranges(void)
     CHECK(!loom_intra_op_cost_get(&b, g, q0, &oc));
     loom_intra_result_free(&a), loom_intra_result_free(&b), loom_intra_result_free(&c0);
     loom_intra_result_free(&one), loom_intra_result_free(&l0);
-    loom_intra_cache_destroy(cache);   /* results freed first; order of frees is free */
-    loom_intra_cache_destroy(NULL);
     loom_graph_destroy(g);
+
+    /* A graph rebuilt with another batch (often at the same address, with
+     * the same op and tensor counts) must not reuse the first one's
+     * solutions: the cached answer equals a fresh one. */
+    d.b = 16;
+    g = sg_llama_build(&d);
+    CHECK(g != NULL);
+    if (g) {
+        loom_intra_result cached, fresh;
+        CHECK(loom_intra_solve(g, cm8, 2, 5, (loom_mesh_shape){1, 4}, &o, &cached, &e) == LOOM_OK);
+        CHECK_INT_EQ(cached.n_solves, 1);
+        loom_intra_opts plain = o;
+        plain.cache = NULL;
+        CHECK(loom_intra_solve(g, cm8, 2, 5, (loom_mesh_shape){1, 4}, &plain, &fresh, &e) == LOOM_OK);
+        CHECK_NEAR_REL(cached.objective_s, fresh.objective_s, 1e-12);
+        loom_intra_result_free(&cached), loom_intra_result_free(&fresh);
+        loom_graph_destroy(g);
+    }
+    loom_intra_cache_destroy(cache);
+    loom_intra_cache_destroy(NULL);
 }
 
 static void bad_arguments(void)
