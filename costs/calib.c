@@ -2,9 +2,9 @@
  * calib.c — default efficiencies per device, range checks, and the
  * size-dependent GEMM efficiency.
  *
- * The defaults are the starting point before `loom calibrate` fits a device
- * from measured runs; they are deliberately round numbers with a stated
- * basis, not fits:
+ * The prior (loom_calib_prior) is the starting point before `loom calibrate`
+ * fits a device from measured runs; it is deliberately round numbers with a
+ * stated basis, not fits (the defaults add the shipped fit, below):
  *   gemm_eff_max   large cuBLAS GEMMs: ~0.85 of peak on A100 (~265 of 312
  *                  TF), ~0.78 on H100/H200 (~770 of 989 TF; 700 W clocks),
  *                  0.75 assumed on B200, 0.8 on V100 (~100 of 125 TF).
@@ -29,7 +29,7 @@
 
 #define HALF_S 3e-6
 
-void loom_calib_default(const loom_device *d, loom_calib *out)
+void loom_calib_prior(const loom_device *d, loom_calib *out)
 {
     memset(out, 0, sizeof *out);
     snprintf(out->note, sizeof out->note, "defaults");
@@ -59,6 +59,36 @@ void loom_calib_default(const loom_device *d, loom_calib *out)
     } else if (strncmp(d->name, "V100", 4) == 0) {
         out->gemm_eff_max = 0.8;
         out->intra_link_eff = 0.7;   /* DGX-1 hybrid cube-mesh: rings share links */
+    }
+}
+
+/* The shipped fit: `loom calibrate examples/calibration/published-runs.json
+ * --gpu G` from loom_calib_prior, the LOOM_CALIB_FIT_PARAMS of calib_fit.h
+ * (tests/test_calib_fit.c refits and compares). A100-SXM4-40GB shares the
+ * A100-80GB's chip and NVLink, H200 the H100's compute die and NVLink4:
+ * they take the same fractions. */
+static const struct {
+    const char *prefix;
+    double gemm_eff_max, mem_eff, attn_eff, intra_link_eff, grad_sync_overlap;
+} fitted[] = {
+    {"A100", 0.750170, 0.654800, 0.550000, 0.639771, 0.000000},
+    {"H100", 0.670671, 0.400095, 0.244701, 0.949905, 0.633735},
+    {"H200", 0.670671, 0.400095, 0.244701, 0.949905, 0.633735},
+};
+
+void loom_calib_default(const loom_device *d, loom_calib *out)
+{
+    loom_calib_prior(d, out);
+    for (size_t i = 0; d && i < sizeof fitted / sizeof fitted[0]; i++) {
+        if (strncmp(d->name, fitted[i].prefix, strlen(fitted[i].prefix)) != 0) continue;
+        out->gemm_eff_max = fitted[i].gemm_eff_max;
+        out->mem_eff = fitted[i].mem_eff;
+        out->attn_eff = fitted[i].attn_eff;
+        out->intra_link_eff = fitted[i].intra_link_eff;
+        out->grad_sync_overlap = fitted[i].grad_sync_overlap;
+        snprintf(out->note, sizeof out->note,
+                 "fitted by loom calibrate to examples/calibration/published-runs.json");
+        break;
     }
 }
 

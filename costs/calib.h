@@ -51,8 +51,14 @@ typedef struct {
     X(kernel_overhead_s, 0, 1e-2, false)    \
     X(grad_sync_overlap, 0, 1, false)
 
-/* Defaults for device d (NULL = generic values). */
+/* Defaults for device d (NULL = generic values): loom_calib_prior, with the
+ * shipped fit (`loom calibrate examples/calibration/published-runs.json`)
+ * for the GPUs that have published runs. */
 void loom_calib_default(const loom_device *d, loom_calib *out);
+
+/* The round-number starting point (stated basis in calib.c) that
+ * `loom calibrate` fits from and pulls towards. */
+void loom_calib_prior(const loom_device *d, loom_calib *out);
 
 /* Checks every field's range; errors name the field ("gemm_eff_max: expected
  * a number in (0, 1], found 1.5"). */

@@ -8,23 +8,26 @@
  * stack, not of a model or a configuration, so a handful of them, fitted
  * on one set of runs, should predict other runs on the same GPU. That is
  * the test of a fit (held-out runs), and what keeps it honest: we fit only
- * LOOM_CALIB_FIT_PARAMS — large-GEMM efficiency, the GEMM size at which
- * fixed per-kernel costs halve it, HBM efficiency of memory-bound kernels,
- * flash-attention efficiency, NVLink efficiency and the share of the
- * data-parallel gradient sync hidden behind the backward — each inside a
- * physical range. Nothing is fitted per record or per model.
+ * LOOM_CALIB_FIT_PARAMS — large-GEMM efficiency, HBM efficiency of
+ * memory-bound kernels, flash-attention efficiency, NVLink efficiency and
+ * the share of the data-parallel gradient sync hidden behind the backward —
+ * each inside a physical range. Nothing is fitted per record or per model.
  *
  * Objective. Iteration times span 0.45 s to 94 s, so errors are compared
- * as logs: E(θ) = Σ_i ln²(pred_i(θ) / meas_i) + λ · Σ_k ((θ_k - θ0_k) / w_k)²
- * with θ0 the device defaults and w_k the width of the parameter's range
- * (log-width for gemm_half_flops). The small prior (λ = 1e-3) decides
- * parameters the records cannot see — grad_sync_overlap when no record has
- * data parallelism, attn_eff when none uses flash attention — and keeps
- * them at their defaults instead of wherever a flat objective leaves them.
+ * as logs, e_i = |ln(pred_i(θ) / meas_i)|, through a Huber loss (quadratic
+ * up to 5%, linear beyond) so that one record the model cannot explain —
+ * a run with a setting the record does not state — does not drag every
+ * efficiency with it:
+ *     E(θ) = Σ_i ρ(e_i) + λ · Σ_k ((θ_k - θ0_k) / w_k)²
+ * with θ0 the device's prior (loom_calib_prior) and w_k the width of the
+ * parameter's range. The small prior (λ = 1e-3) decides parameters the
+ * records cannot see — grad_sync_overlap when no record has data
+ * parallelism, attn_eff when none uses flash attention — and keeps them at
+ * the prior instead of wherever a flat objective leaves them.
  *
  * Method. Cyclic coordinate descent: for each parameter in turn, a
- * golden-section search over its range (in log space for gemm_half_flops)
- * with the others fixed; sweeps repeat until a sweep improves E by less
+ * golden-section search over its range with the others fixed; sweeps
+ * repeat until a sweep improves E by less
  * than 1e-5 relative (at most LOOM_FIT_SWEEPS). A parameter whose two range
  * ends leave the data term unchanged is skipped. Everything is
  * deterministic: the same records give the same calibration bit for bit.

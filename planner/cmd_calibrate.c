@@ -188,7 +188,7 @@ int loom_cmd_calibrate(int argc, char **argv)
                 return LOOM_EXIT_USAGE;
             }
     loom_calib cal;
-    loom_calib_default(d, &cal);
+    loom_calib_prior(d, &cal);
     loom_calib_fit_stats st;
     if (loom_calib_fit(r, n, d->name, &cal, &st, &err)) {
         free(r);
