@@ -35,6 +35,7 @@
 static const char *const usage_text =
     "usage: loom shard MODEL --mesh AxB [--cluster C] [--batch N] [--seq N] [--dtype T]\n"
     "                  [--layer N] [--micro-batches N] [--inference] [--megatron]\n"
+    "                  [--unfused-attention]\n"
     "                  [--memory-budget GIB] [--time-limit S] [--debug] [--json]\n"
     "\n"
     "Chooses a sharding strategy for every op of one layer on the logical mesh A x B\n"
@@ -47,6 +48,7 @@ static const char *const usage_text =
     "                        for the mesh)\n"
     "  --batch N, --seq N    micro-batch size and sequence length (defaults 1 and 2048)\n"
     "  --dtype T             bf16 (default), fp16, fp32 or fp8\n"
+    "  --unfused-attention   eager attention (scores, softmax, context) instead of one fused op\n"
     "  --layer N             the layer to show (default: the first transformer block)\n"
     "  --micro-batches N     gradient sync amortised over N micro-batches (default 1)\n"
     "  --inference           forward only: no backward, gradients or saved activations\n"
@@ -99,6 +101,8 @@ static int parse_args(int argc, char **argv, shard_args *a)
             a->inference = true, i++;
         } else if (!strcmp(argv[i], "--megatron")) {
             a->megatron = true, i++;
+        } else if (!strcmp(argv[i], "--unfused-attention")) {
+            a->mo.flash_attention = false, i++;
         } else if ((r = loom_cli_opt(argc, argv, &i, "--mesh", &v)) != 0) {
             if (r < 0) return LOOM_EXIT_USAGE;
             if (!parse_mesh(v, &a->mesh))

@@ -101,6 +101,8 @@ run 0 shard llama-3-8b --mesh 1x8 --seq 1024 --inference
 has "$tmp/out" "inference (forward)" "gradient sync    0.000 ms"
 run 0 shard llama-3-8b --mesh 2x4 --seq 1024 --batch 4 --micro-batches 8 --megatron
 has "$tmp/out" "Megatron space" "optimal"
+run 0 shard llama-3-8b --mesh 1x8 --seq 1024 --unfused-attention
+has "$tmp/out" "self_attn.scores" "self_attn.softmax" "20 ops ->"
 run 0 shard mixtral-8x7b --mesh 1x8 --seq 1024
 has "$tmp/out" "block_sparse_moe.experts.w1" "[e@1 h f]"
 run 0 shard gpt2 --mesh 2x2 --seq 1024 --batch 8 --cluster dgx-a100-80g-x4
