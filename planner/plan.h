@@ -16,8 +16,10 @@
  *
  * GPU numbering: global id = node · gpus_per_node + local GPU. Stage GPU
  * lists are those of data-parallel replica 0; replica r runs the same stage
- * on ids + r · gpus_per_replica (replicas are consecutive blocks of
- * gpus_per_replica GPUs).
+ * on ids + r · replica_stride. The planner puts a stage's copies side by
+ * side (stride = the stage's GPUs, Megatron's tensor-data-pipeline rank
+ * order) so gradient syncs stay inside nodes, or replicas one after the
+ * other (stride = gpus_per_replica) when those blocks do not tile.
  *
  * Layers are the graph's layer slots: for HF models 0 = embedding,
  * 1..L = transformer blocks, L+1 = final norm, head and loss.
@@ -92,6 +94,7 @@ typedef struct {
     int64_t mesh[2];                 /* logical mesh (n0, n1), n0 · n1 = GPUs */
     int64_t n_gpus;
     int64_t *gpus;                   /* [n_gpus] global ids, replica 0 */
+    int64_t replica_stride;          /* replica r: gpus[k] + r · replica_stride */
     int64_t tensor_parallel;         /* GPUs a weight is split over (product of its axes) */
     int64_t data_parallel;           /* in-stage replicas: n_gpus / tensor_parallel */
     bool sequence_parallel;          /* activations split along s on the TP axis */
@@ -204,9 +207,10 @@ loom_status loom_plan_parse(const char *file, const char *text, size_t len, loom
 /* ---- validation (plan_check.c) --------------------------------------------------- */
 
 /* Checks that the plan is one a cluster can run: every layer 0..layer_count-1
- * in exactly one stage, in order; each stage's GPU ids distinct, inside its
- * replica and the cluster, the count matching its sub-mesh and logical mesh,
- * one node per sub-node sub-mesh; different pipeline ranks on disjoint GPUs;
+ * in exactly one stage, in order; each stage's GPU ids distinct and inside
+ * the cluster in every replica, the count matching its sub-mesh and logical
+ * mesh, one node per sub-node sub-mesh; different pipeline ranks and
+ * replicas on disjoint GPUs, every rank of every replica placed;
  * memory within the GPU's capacity and its parts summing up; degrees
  * consistent (tp · dp = GPUs of the stage, micro_batch · micro_batches ·
  * data_parallel = gbs for training, stages = pp · v, replicas fit in the

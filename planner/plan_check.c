@@ -4,12 +4,12 @@
  * A plan is runnable when:
  *   layers   stages cover the layer slots 0..layer_count-1 in order, each
  *            exactly once (stage i starts where stage i-1 ended + 1);
- *   GPUs     a stage has n0·n1 = nodes·gpus ids, all distinct, inside its
- *            replica's block [0, gpus_per_replica) and, for a sub-node
- *            sub-mesh, inside one node; different pipeline ranks never share
- *            a GPU, chunks of the same rank (interleaving) share all of them,
- *            and together the ranks use every GPU of the replica; the
- *            replicas (data_parallel × gpus_per_replica) fit in the cluster;
+ *   GPUs     a stage has n0·n1 = nodes·gpus ids, all distinct; in every
+ *            replica r (ids + r · replica_stride) they are inside the cluster
+ *            and, for a sub-node sub-mesh, inside one node; different
+ *            pipeline ranks and replicas never share a GPU, chunks of the
+ *            same rank (interleaving) share all of them, and the ranks' GPUs
+ *            add up to gpus_per_replica; the replicas fit in the cluster;
  *   memory   each stage's parts sum to its total, which is within the GPU's
  *            capacity, and the plan's memory_per_gpu_bytes is the largest;
  *   degrees  tensor_parallel · data_parallel = the stage's GPUs; stages =
@@ -106,15 +106,15 @@ static loom_status check_layers(const loom_plan *p, const char *w, loom_error *e
     return LOOM_OK;
 }
 
-/* GPU ids of one stage against its shapes; owner[] maps a replica-local GPU
- * to the pipeline rank using it (-1 free). */
+/* GPU ids of one stage, in every replica, against its shapes; owner[] maps
+ * a global GPU id to the pipeline rank using it (-1 free). */
 static loom_status check_gpus(const loom_plan *p, int32_t i, int32_t *owner, int32_t *first_of,
                               const char *w, loom_error *err)
 {
     const loom_plan_stage *s = &p->stages[i];
     char path[64];
     snprintf(path, sizeof path, "$.stages[%d]", (int)i);
-    int64_t g = p->gpus_per_node;
+    int64_t g = p->gpus_per_node, cluster = p->nodes * p->gpus_per_node;
     int32_t want_group = (int32_t)(i % p->pipeline_stages);
     if (s->group != want_group)
         return bad(err, w, path, "group %d, expected %d (stage %d of %lld pipeline ranks)",
@@ -135,29 +135,38 @@ static loom_status check_gpus(const loom_plan *p, int32_t i, int32_t *owner, int
         return bad(err, w, path, "tensor_parallel %lld x data_parallel %lld != %lld GPUs",
                    (long long)s->tensor_parallel, (long long)s->data_parallel, (long long)n);
     if (s->zero < 0 || s->zero > 3) return bad(err, w, path, "ZeRO stage %d not in 0..3", s->zero);
+    if (s->replica_stride < 1 || s->replica_stride > cluster)
+        return bad(err, w, path, "replica_stride %lld is not in 1..%lld",
+                   (long long)s->replica_stride, (long long)cluster);
     bool fresh = first_of[s->group] < 0;   /* first chunk of this pipeline rank */
     if (fresh) first_of[s->group] = i;
     for (int64_t k = 0; k < s->n_gpus; k++) {
-        int64_t id = s->gpus[k];
         snprintf(path, sizeof path, "$.stages[%d].gpus[%lld]", (int)i, (long long)k);
-        if (id < 0 || id >= p->gpus_per_replica)
-            return bad(err, w, path, "GPU %lld is outside the replica's GPUs 0..%lld",
-                       (long long)id, (long long)p->gpus_per_replica - 1);
-        if (s->submesh_nodes == 1 && id / g != s->gpus[0] / g)
-            return bad(err, w, path, "GPU %lld is on node %lld, but the sub-mesh is inside node "
-                                     "%lld",
-                       (long long)id, (long long)(id / g), (long long)(s->gpus[0] / g));
         for (int64_t q = 0; q < k; q++)
-            if (s->gpus[q] == id)
-                return bad(err, w, path, "GPU %lld listed twice", (long long)id);
-        if (fresh) {
-            if (owner[id] >= 0)
-                return bad(err, w, path, "GPU %lld is also used by stage %d", (long long)id,
-                           (int)first_of[owner[id]]);
-            owner[id] = s->group;
-        } else if (owner[id] != s->group) {
-            return bad(err, w, path, "GPU %lld is not one of pipeline rank %d's GPUs (stage %d)",
-                       (long long)id, (int)s->group, (int)first_of[s->group]);
+            if (s->gpus[q] == s->gpus[k])
+                return bad(err, w, path, "GPU %lld listed twice", (long long)s->gpus[k]);
+        for (int64_t r = 0; r < p->data_parallel; r++) {
+            int64_t id = s->gpus[k] + r * s->replica_stride;
+            if (s->gpus[k] < 0 || id >= cluster)
+                return bad(err, w, path, "GPU %lld (replica %lld) is outside the cluster's GPUs "
+                                         "0..%lld",
+                           (long long)id, (long long)r, (long long)cluster - 1);
+            int64_t first = s->gpus[0] + r * s->replica_stride;
+            if (s->submesh_nodes == 1 && id / g != first / g)
+                return bad(err, w, path, "GPU %lld (replica %lld) is on node %lld, but the "
+                                         "sub-mesh is inside node %lld",
+                           (long long)id, (long long)r, (long long)(id / g),
+                           (long long)(first / g));
+            if (fresh) {
+                if (owner[id] >= 0)
+                    return bad(err, w, path, "GPU %lld (replica %lld) is also used by stage %d",
+                               (long long)id, (long long)r, (int)first_of[owner[id]]);
+                owner[id] = s->group;
+            } else if (owner[id] != s->group) {
+                return bad(err, w, path, "GPU %lld (replica %lld) is not one of pipeline rank "
+                                         "%d's GPUs (stage %d)",
+                           (long long)id, (long long)r, (int)s->group, (int)first_of[s->group]);
+            }
         }
     }
     if (!fresh && s->n_gpus != p->stages[first_of[s->group]].n_gpus) {
@@ -206,23 +215,27 @@ loom_status loom_plan_check(const loom_plan *p, const char *where, loom_error *e
     if (s) return s;
     s = check_layers(p, where, err);
     if (s) return s;
-    if (p->gpus_per_replica > ((int64_t)1 << 30))
-        return bad(err, where, "$.schedule.gpus_per_replica", "too many GPUs (%lld)",
-                   (long long)p->gpus_per_replica);
-    int32_t *owner = malloc(sizeof *owner * (size_t)p->gpus_per_replica);
+    int64_t cluster = p->nodes * p->gpus_per_node;
+    if (cluster > ((int64_t)1 << 26))
+        return bad(err, where, "$.hardware", "too many GPUs to check (%lld)", (long long)cluster);
+    int32_t *owner = malloc(sizeof *owner * (size_t)cluster);
     int32_t *first_of = malloc(sizeof *first_of * (size_t)p->pipeline_stages);
     if (!owner || !first_of) {
         free(owner);
         free(first_of);
         return loom_error_set(err, LOOM_ERR_NOMEM, "out of memory checking a plan");
     }
-    for (int64_t k = 0; k < p->gpus_per_replica; k++) owner[k] = -1;
+    for (int64_t k = 0; k < cluster; k++) owner[k] = -1;
     for (int64_t k = 0; k < p->pipeline_stages; k++) first_of[k] = -1;
     for (int32_t i = 0; i < p->n_stages && !s; i++) s = check_gpus(p, i, owner, first_of, where, err);
-    for (int64_t k = 0; k < p->gpus_per_replica && !s; k++)
-        if (owner[k] < 0)
-            s = bad(err, where, "$.stages", "GPU %lld of the replica is used by no stage",
-                    (long long)k);
+    /* every pipeline rank's GPUs add up to the replica */
+    int64_t per_replica = 0;
+    for (int64_t k = 0; k < p->pipeline_stages && !s; k++)
+        per_replica += first_of[k] >= 0 ? p->stages[first_of[k]].n_gpus : 0;
+    if (!s && per_replica != p->gpus_per_replica)
+        s = bad(err, where, "$.schedule.gpus_per_replica",
+                "%lld, but the pipeline ranks use %lld GPUs per replica",
+                (long long)p->gpus_per_replica, (long long)per_replica);
     free(owner);
     free(first_of);
     if (s) return s;

@@ -54,6 +54,7 @@ static void write_stage(cJSON *arr, const loom_plan_stage *s, int flags)
     cJSON *g = cJSON_AddArrayToObject(o, "gpus");
     for (int64_t i = 0; i < s->n_gpus; i++)
         cJSON_AddItemToArray(g, cJSON_CreateNumber((double)s->gpus[i]));
+    num(o, "replica_stride", (double)s->replica_stride);
     pair(o, "submesh", s->submesh_nodes, s->submesh_gpus);
     pair(o, "mesh", s->mesh[0], s->mesh[1]);
     num(o, "tensor_parallel", (double)s->tensor_parallel);
@@ -222,7 +223,7 @@ static loom_status get_pair(const loom_jctx *c, const cJSON *o, const char *path
     for (int i = 0; i < 2; i++) {
         const cJSON *v = cJSON_GetArrayItem(a, i);
         double d = cJSON_IsNumber(v) ? v->valuedouble : -1e300;
-        if (!cJSON_IsNumber(v) || d != (double)(int64_t)d || d < (double)lo || d > (double)hi)
+        if (!cJSON_IsNumber(v) || d < (double)lo || d > (double)hi || d != (double)(int64_t)d)
             return loom_json_fail(c, sub, "item %d: expected an integer in [%lld, %lld], found %s",
                                   i, (long long)lo, (long long)hi,
                                   cJSON_IsNumber(v) ? "a number out of range"
@@ -278,7 +279,8 @@ static loom_status read_op(const loom_jctx *c, const cJSON *o, const char *path,
 static loom_status read_stage(const loom_jctx *c, const cJSON *o, const char *path,
                               loom_plan_stage *st)
 {
-    static const char *const keys[] = {"index", "group", "layers", "gpus", "submesh", "mesh",
+    static const char *const keys[] = {"index", "group", "layers", "gpus", "replica_stride",
+                                       "submesh", "mesh",
                                        "tensor_parallel", "data_parallel", "sequence_parallel",
                                        "recompute", "zero", "in_flight", "ops", "memory_bytes",
                                        "time_s", NULL};
@@ -304,12 +306,13 @@ static loom_status read_stage(const loom_jctx *c, const cJSON *o, const char *pa
     for (int i = 0; i < n; i++) {
         const cJSON *x = cJSON_GetArrayItem(g, i);
         double d = cJSON_IsNumber(x) ? x->valuedouble : -1;
-        if (!cJSON_IsNumber(x) || d != (double)(int64_t)d || d < 0 || d > (double)I64MAX)
+        if (!cJSON_IsNumber(x) || d < 0 || d > (double)I64MAX || d != (double)(int64_t)d)
             return loom_json_fail(c, sub, "item %d: expected a GPU id (integer >= 0), found %s", i,
                                   cJSON_IsNumber(x) ? "a number out of range"
                                                     : loom_json_type_name(x));
         st->gpus[i] = (int64_t)d;
     }
+    TRY(loom_json_get_int(c, o, path, "replica_stride", true, 1, I64MAX, &st->replica_stride));
     TRY(get_pair(c, o, path, "submesh", 1, I64MAX, pr));
     st->submesh_nodes = pr[0], st->submesh_gpus = pr[1];
     TRY(get_pair(c, o, path, "mesh", 1, I64MAX, st->mesh));

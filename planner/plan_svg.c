@@ -95,18 +95,25 @@ static int draw_grid(sbuf *b, const loom_plan *p, int y0)
     if (cell > 40) cell = 40;
     if (cell < 4) cell = 4;
     int64_t total = nodes * g, used = p->gpus_per_replica * p->data_parallel;
-    /* owner of each replica-local GPU: the first stage of its pipeline rank */
-    int32_t *owner = malloc(sizeof *owner * (size_t)(p->gpus_per_replica > 0 ? p->gpus_per_replica : 1));
-    if (!owner) {
+    /* owner of each GPU (shown nodes only): the first stage of its rank;
+     * replica of each: to fade all but replica 0 */
+    int64_t cells = shown * g;
+    int32_t *owner = malloc(sizeof *owner * (size_t)(cells > 0 ? cells : 1));
+    int64_t *replica = malloc(sizeof *replica * (size_t)(cells > 0 ? cells : 1));
+    if (!owner || !replica) {
+        free(owner), free(replica);
         b->oom = true;
         return y0;
     }
-    for (int64_t k = 0; k < p->gpus_per_replica; k++) owner[k] = -1;
-    for (int32_t i = 0; i < p->n_stages; i++)
-        for (int64_t k = 0; k < p->stages[i].n_gpus; k++) {
-            int64_t id = p->stages[i].gpus[k];
-            if (id >= 0 && id < p->gpus_per_replica && owner[id] < 0) owner[id] = i;
-        }
+    for (int64_t k = 0; k < cells; k++) owner[k] = -1, replica[k] = 0;
+    for (int32_t i = 0; i < p->n_stages; i++) {
+        const loom_plan_stage *st = &p->stages[i];
+        for (int64_t r = 0; r < p->data_parallel; r++)
+            for (int64_t k = 0; k < st->n_gpus; k++) {
+                int64_t id = st->gpus[k] + r * st->replica_stride;
+                if (id >= 0 && id < cells && owner[id] < 0) owner[id] = i, replica[id] = r;
+            }
+    }
     out(b, "<text x=\"10\" y=\"%d\" class=\"h\">Placement: %lld nodes x %lld GPUs", y0 + 14,
         (long long)nodes, (long long)g);
     if (shown < nodes) out(b, " (first %lld nodes shown)", (long long)shown);
@@ -121,11 +128,9 @@ static int draw_grid(sbuf *b, const loom_plan *p, int y0)
             const char *fill = "#eeeeee";
             const char *op = "1";
             int32_t st = -1;
-            if (id < used) {
-                st = owner[id % p->gpus_per_replica];
-                if (st >= 0) fill = palette[p->stages[st].group % NPAL];
-                if (id >= p->gpus_per_replica) op = "0.35";
-            }
+            st = owner[id];
+            if (st >= 0) fill = palette[p->stages[st].group % NPAL];
+            if (st >= 0 && replica[id] > 0) op = "0.35";
             out(b, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\" "
                    "fill-opacity=\"%s\" stroke=\"#ffffff\"/>\n",
                 x, y, cell, cell, fill, op);
@@ -161,6 +166,7 @@ static int draw_grid(sbuf *b, const loom_plan *p, int y0)
         y += 16;
     }
     free(owner);
+    free(replica);
     return y + 10;
 }
 

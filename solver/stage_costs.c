@@ -511,7 +511,7 @@ loom_status loom_search_eval(loom_search *s, const loom_graph *g, const loom_sea
         out->p2p_s = po.p2p_s;
         out->grad_sync_s = po.grad_sync_s;
         out->optimizer_s = po.optimizer_s;
-        out->tokens_per_s = (double)cfg->sequences * (double)s->req.model.seq / out->step_s;
+        out->tokens_per_s = (double)cfg->sequences * (double)s->seq_tokens / out->step_s;
     } else {
         /* A decode step: a token goes through every stage; the pipeline
          * paces at M micro-batches per slowest rank. */

@@ -52,6 +52,7 @@ loom_status loom_search_create(const loom_search_request *req, loom_search **out
     s->c = loom_cost_model_cluster(req->cm);
     s->cal = loom_cost_model_calib(req->cm);
     s->context = req->model.seq > 0 ? req->model.seq : 2048;
+    s->seq_tokens = s->context;
     loom_status st = loom_intra_cache_create(&s->cache, err);
     if (!st) st = loom_stage_workspace_create(&s->ws, err);
     if (st) {
@@ -76,6 +77,7 @@ void loom_search_destroy(loom_search *s)
 }
 
 loom_intra_cache *loom_search_cache(loom_search *s) { return s->cache; }
+const loom_cost_model *loom_search_cost_model(const loom_search *s) { return s->req.cm; }
 
 loom_status loom_search_graph(loom_search *s, int64_t b, const loom_graph **out, loom_error *err)
 {
@@ -119,7 +121,9 @@ static bool stop_now(loom_search *s)
         s->res.stopped = true;
         return true;
     }
-    if (s->req.time_limit_s > 0 && loom_search_now() - s->t_start > s->req.time_limit_s) {
+    /* the time limit takes effect once there is a plan to return */
+    if (s->have_best && s->req.time_limit_s > 0 &&
+        loom_search_now() - s->t_start > s->req.time_limit_s) {
         s->res.timed_out = true;
         return true;
     }
@@ -483,6 +487,9 @@ static loom_status try_point(loom_search *s, point *pt, loom_error *err)
     pt->n_rc = (!s->req.inference && !s->req.no_recompute) ? 2 : 1;
     loom_status st = loom_search_graph(s, pt->b, &pt->g, err);
     if (st) return st;
+    /* A loom graph file has fixed shapes: only its own batch is a micro-batch. */
+    int64_t gb = loom_graph_info_c(pt->g)->batch;
+    if (gb > 0 && gb != pt->b) return LOOM_OK;
     pt->n_layers = loom_graph_layer_count(pt->g);
     bool general = !s->req.megatron_only && pt->D <= s->req.general_max_gpus;
 
@@ -572,6 +579,23 @@ loom_status loom_search_run(loom_search *s, const loom_search_result **result, l
     if ((st = loom_search_graph(s, 1, &g1, err))) return st;
     loom_graph_totals tot;
     loom_graph_totals_get(g1, &tot);
+    /* A loom graph file has fixed shapes (the options do not apply to it):
+     * then its own batch is the only micro-batch and its seq the sequence. */
+    const loom_graph *g2;
+    if ((st = loom_search_graph(s, 2, &g2, err))) return st;
+    loom_graph_totals tot2;
+    loom_graph_totals_get(g2, &tot2);
+    int64_t fixed_b = 0;
+    if (tot2.fwd_flops == tot.fwd_flops) {
+        const loom_model_info *mi = loom_graph_info_c(g1);
+        fixed_b = mi->batch > 0 ? mi->batch : 1;
+        if (mi->seq > 0) s->seq_tokens = mi->seq;
+    }
+    if (fixed_b > 0 && s->req.inference)
+        return loom_error_set(err, LOOM_ERR_UNSUPPORTED,
+                              "%s: inference plans a decode step, which needs a model config "
+                              "(HF config.json); a loom graph file has fixed shapes",
+                              s->req.model_path);
 
     /* GPU counts to try: all of them, or for cost/energy also fewer. */
     int64_t used[64];
@@ -606,7 +630,7 @@ loom_status loom_search_run(loom_search *s, const loom_search_result **result, l
                         continue;
                     }
                     for (int64_t b = 1; b <= B / dp && b <= s->req.max_micro_batch; b++) {
-                        if ((B / dp) % b) continue;
+                        if ((B / dp) % b || (fixed_b > 0 && b != fixed_b)) continue;
                         if (pass == 0) {
                             total++;
                             continue;
@@ -635,9 +659,9 @@ out:
     s->res.time_s = loom_search_now() - s->t_start;
     if (st) return st;
     if (!s->have_best) {
-        if (s->res.stopped || s->res.timed_out)
+        if (s->res.stopped)
             return loom_error_set(err, LOOM_ERR_LIMIT,
-                                  "the search was stopped before it found a plan");
+                                  "the search was interrupted before it found a plan");
         double need = (double)s->res.min_memory_bytes / 1073741824.0;
         return loom_error_set(err, LOOM_ERR_INFEASIBLE,
                               "no plan fits: every plan needs at least %.1f GiB per GPU, the %s "

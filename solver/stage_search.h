@@ -109,7 +109,8 @@ typedef struct {
     loom_search_objective objective;
     double latency_bound_s;        /* throughput objective: per-token latency bound (0 = none) */
     bool megatron_only;            /* --space megatron: uniform stages, Megatron strategies */
-    double time_limit_s;           /* whole search (0 = none): best so far when reached */
+    double time_limit_s;           /* whole search (0 = none): once a plan has been found,
+                                      the best so far when reached */
     double ilp_time_limit_s;       /* per ILP solve (0 = intra's default) */
     int32_t max_clusters;          /* layer clusters for the DP (default 24) */
     int64_t max_micro_batch;       /* largest micro-batch tried (default 8) */
@@ -206,8 +207,9 @@ void loom_search_eval_free(loom_search_eval_result *r);
 /* The graph for micro-batch b (built on first use, owned by the search). */
 loom_status loom_search_graph(loom_search *s, int64_t b, const loom_graph **out, loom_error *err);
 
-/* The intra cache the search uses. */
+/* The intra cache and the cost model the search uses. */
 loom_intra_cache *loom_search_cache(loom_search *s);
+const loom_cost_model *loom_search_cost_model(const loom_search *s);
 
 /* The distinct (op, dtype, shard shape) keys of the strategies the search
  * chose on every mesh it tabled: the profile requests of

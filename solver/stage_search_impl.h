@@ -41,6 +41,7 @@ struct loom_search {
     loom_intra_cache *cache;
     loom_stage_workspace *ws;        /* DP buffers reused across solves */
     int64_t context;                 /* inference: tokens cached per sequence */
+    int64_t seq_tokens;              /* training: tokens per sequence */
     int ng;
     int64_t graph_b[LOOM_SEARCH_MAX_GRAPHS];
     loom_graph *graphs[LOOM_SEARCH_MAX_GRAPHS];

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# plan_cli.sh — `loom plan` end to end: the bundled example, output files
+# (-o, --svg, --emit-profile-requests, --json) and their determinism,
+# inference mode, the time limit and Ctrl-C (best plan so far), a model that
+# cannot fit (exit 3, the memory it needs, no output file), and bad input
+# (exit 1 or 2, the file or option named, nothing written).
+#
+# usage: bash tests/plan_cli.sh path/to/loom   (from the repo root)
+set -u
+LOOM=$(realpath "${1:?usage: plan_cli.sh path/to/loom}")
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0 passes=0
+ok() { passes=$((passes + 1)); }
+bad() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+# run EXPECTED_EXIT ARGS... : runs loom, captures stdout/stderr in $tmp/out, $tmp/err
+run() {
+    local want=$1; shift
+    "$LOOM" "$@" >"$tmp/out" 2>"$tmp/err"
+    local got=$?
+    if [ "$got" -eq "$want" ]; then ok; else bad "loom $* exited $got, expected $want: $(head -c 400 "$tmp/err")"; fi
+}
+has() {   # has FILE TEXT
+    if grep -qF -- "$2" "$1"; then ok; else bad "$1 lacks '$2': $(head -c 400 "$1")"; fi
+}
+nofile() {
+    if [ ! -e "$1" ]; then ok; else bad "$1 was written"; fi
+    if ls "$(dirname "$1")" | grep -q '\.tmp\.'; then bad "temporary file left in $(dirname "$1")"; else ok; fi
+}
+
+run 0 plan --help
+has "$tmp/out" "usage: loom plan"
+has "$tmp/out" "--emit-profile-requests"
+
+# the bundled example (what `make run` shows)
+run 0 plan
+has "$tmp/out" "loom plan: llama-3-8b on dgx-h100-x2"
+has "$tmp/out" "stage rank  layers"
+has "$tmp/out" "tokens/s"
+
+# output files, deterministic with --no-timings and LOOM_DETERMINISTIC=1
+args=(plan gpt2 --cluster dgx-h100-x1 --gbs 16 --seq 1024)
+run 0 "${args[@]}" -o "$tmp/a.json" --svg "$tmp/a.svg" --emit-profile-requests "$tmp/req.json" --no-timings
+has "$tmp/a.json" '"format":	"loom-plan/1"'
+has "$tmp/a.json" '"time_s":	0,'
+has "$tmp/a.svg" '<svg xmlns='
+has "$tmp/req.json" 'loom-profile-requests/1'
+has "$tmp/req.json" '"einsum"'
+has "$tmp/out" "plan        $tmp/a.json"
+LOOM_DETERMINISTIC=1 run 0 "${args[@]}" -o "$tmp/b.json"
+if cmp -s "$tmp/a.json" "$tmp/b.json"; then ok; else bad "identical runs wrote different plans"; fi
+run 0 "${args[@]}" --json --no-timings
+if cmp -s "$tmp/out" "$tmp/a.json"; then ok; else bad "--json differs from -o"; fi
+run 0 "${args[@]}" --space megatron
+has "$tmp/out" "loom plan: gpt2"
+
+# inference
+run 0 plan gpt2 --cluster dgx-h100-x1 --mode infer --gbs 8 --seq 1024
+has "$tmp/out" "decode"
+has "$tmp/out" "per token"
+run 0 plan gpt2 --cluster dgx-h100-x1 --mode infer --objective throughput --latency-bound 0.5 --gbs 64
+has "$tmp/out" "objective throughput"
+
+# a time limit returns the best plan found so far
+run 0 plan llama-3-70b --cluster dgx-h100-x8 --gbs 256 --time-limit 0.001
+has "$tmp/out" "(time-limit)"
+
+# Ctrl-C: the best plan so far, or a clean message if none was found yet
+"$LOOM" plan llama-3-70b --cluster dgx-h100-x128 --gbs 2048 --seq 8192 >"$tmp/out" 2>"$tmp/err" &
+pid=$!
+sleep 1
+kill -INT $pid 2>/dev/null
+wait $pid
+code=$?
+if [ $code -eq 0 ]; then
+    ok; has "$tmp/out" "stage rank  layers"
+elif [ $code -eq 1 ] && grep -q "interrupted before it found a plan" "$tmp/err"; then
+    ok
+else
+    bad "Ctrl-C: exit $code: $(head -c 300 "$tmp/err")"
+fi
+
+# cannot fit: exit 3, what a GPU would need, no output file
+run 3 plan llama-3.1-405b --cluster dgx-h100-x1 --gbs 16 --seq 8192 -o "$tmp/x.json"
+has "$tmp/err" "no plan fits: every plan needs at least"
+has "$tmp/err" "GiB per GPU"
+has "$tmp/err" "more GPUs"
+has "$tmp/err" "shorter sequence"
+nofile "$tmp/x.json"
+if [ -s "$tmp/out" ]; then bad "cannot-fit printed to stdout"; else ok; fi
+
+# usage errors: exit 2, the option named
+run 2 plan --gbs 0;                 has "$tmp/err" "--gbs"
+run 2 plan --frobnicate;            has "$tmp/err" "unknown option '--frobnicate'"
+run 2 plan gpt2;                    has "$tmp/err" "--cluster is required"
+run 2 plan --mode serve;            has "$tmp/err" "--mode expects train or infer"
+run 2 plan --objective latency;     has "$tmp/err" "--objective latency is for inference"
+run 2 plan --space odd;             has "$tmp/err" "--space expects full or megatron"
+run 2 plan --dtype int8;            has "$tmp/err" "--dtype"
+run 2 plan gpt2 gpt3 --cluster dgx-h100-x1; has "$tmp/err" "one model only"
+
+# bad input: exit 1, the file and the place named, nothing written
+run 1 plan no-such-model --cluster dgx-h100-x1 -o "$tmp/y.json"
+has "$tmp/err" "no-such-model"
+nofile "$tmp/y.json"
+printf '{"format": "loom-cluster/1",\n "nodes": 2,,}\n' >"$tmp/broken-cluster.json"
+run 1 plan gpt2 --cluster "$tmp/broken-cluster.json" -o "$tmp/y.json"
+has "$tmp/err" "broken-cluster.json:2:"
+nofile "$tmp/y.json"
+printf '{"architectures": ["LlamaForCausalLM"], "hidden_size": -4}\n' >"$tmp/bad-model.json"
+run 1 plan "$tmp/bad-model.json" --cluster dgx-h100-x1 -o "$tmp/y.json"
+has "$tmp/err" "bad-model.json"
+nofile "$tmp/y.json"
+run 1 plan gpt2 --cluster dgx-h100-x1 --calib "$tmp/missing-calib.json"
+has "$tmp/err" "missing-calib.json"
+mkdir "$tmp/ro" && chmod a-w "$tmp/ro"
+if [ "$(id -u)" != 0 ]; then
+    run 1 plan gpt2 --cluster dgx-h100-x1 --gbs 8 -o "$tmp/ro/p.json"
+    has "$tmp/err" "$tmp/ro/p.json"
+fi
+
+echo "plan_cli: $passes passed, $fails failed"
+[ "$fails" -eq 0 ]
