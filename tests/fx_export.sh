@@ -180,14 +180,17 @@ if "$LOOM" eval --help > /dev/null 2>&1; then
     done
 fi
 
-# loom plan on an export, once the planner exists.
+# loom plan on an export, once the planner exists: a valid plan file.
 if "$LOOM" plan --help > /dev/null 2>&1; then
-    if "$LOOM" plan "$T/llama-eager.json" --cluster dgx-h100-x1 --gbs 8 --seq 128 > "$T/plan.out" 2>&1; then
-        ok "loom plan on the Llama export"
-    else
-        fail "loom plan on the Llama export:"
-        cat "$T/plan.out"
-    fi
+    for m in llama-eager gpt-sdpa; do
+        if "$LOOM" plan "$T/$m.json" --cluster dgx-h100-x1 --gbs 8 --seq 128 -o "$T/$m.plan.json" \
+                > "$T/$m.plan.out" 2>&1 && grep -q '"format":[[:space:]]*"loom-plan/1"' "$T/$m.plan.json"; then
+            ok "$m: loom plan --cluster dgx-h100-x1 --gbs 8 --seq 128 writes a plan"
+        else
+            fail "$m: loom plan on the export:"
+            cat "$T/$m.plan.out"
+        fi
+    done
 else
     echo "note: \`loom plan\` is not built yet; the planning check is skipped"
 fi
