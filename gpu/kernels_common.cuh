@@ -59,29 +59,22 @@ __device__ __forceinline__ float warp_max(float v)
     return v;
 }
 
-/* Sum over the block (blockDim.x a multiple of 32, <= 1024); every thread
- * gets the result. `sh` holds 32 floats; the block must reach this call
- * together. */
-__device__ __forceinline__ float block_sum(float v, float *sh)
+/* Sum (or max) over the block (blockDim.x a multiple of 32, <= 1024);
+ * every thread gets the result. `sh` holds 32 floats; the block must reach
+ * this call together. */
+template <bool MAX>
+__device__ __forceinline__ float block_reduce(float v, float *sh)
 {
     int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    v = warp_sum(v);
-    __syncthreads();
+    v = MAX ? warp_max(v) : warp_sum(v);
+    __syncthreads();   /* sh may still be read by a previous reduction */
     if (lane == 0) sh[w] = v;
     __syncthreads();
-    v = lane < nw ? sh[lane] : 0.f;
-    return warp_sum(v);
+    v = lane < nw ? sh[lane] : (MAX ? -INFINITY : 0.f);
+    return MAX ? warp_max(v) : warp_sum(v);
 }
-__device__ __forceinline__ float block_max(float v, float *sh)
-{
-    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    v = warp_max(v);
-    __syncthreads();
-    if (lane == 0) sh[w] = v;
-    __syncthreads();
-    v = lane < nw ? sh[lane] : -INFINITY;
-    return warp_max(v);
-}
+__device__ __forceinline__ float block_sum(float v, float *sh) { return block_reduce<false>(v, sh); }
+__device__ __forceinline__ float block_max(float v, float *sh) { return block_reduce<true>(v, sh); }
 
 /* Blocks for a grid-stride loop over n items: enough to fill the GPU a few
  * times over, never more than the work. */

@@ -173,6 +173,19 @@ __global__ void loom_xent_bwd_kernel(int64_t n, int64_t v, const T *__restrict__
     }
 }
 
+/* Max and Σ exp(x - max) of one token's e router logits, by its warp. */
+template <typename T>
+__device__ void warp_softmax_stats(const T *lr, int e, int lane, float *mx, float *sum)
+{
+    float m = -INFINITY;
+    for (int j = lane; j < e; j += 32) m = fmaxf(m, to_f(lr[j]));
+    m = warp_max(m);
+    float s = 0.f;
+    for (int j = lane; j < e; j += 32) s += __expf(to_f(lr[j]) - m);
+    *mx = m;
+    *sum = warp_sum(s);
+}
+
 /* One warp per token: p = softmax(logits), top-k of p (ties: lower index). */
 template <typename T>
 __global__ void loom_route_fwd_kernel(int64_t n, int e, int k, const T *__restrict__ logits,
@@ -182,12 +195,8 @@ __global__ void loom_route_fwd_kernel(int64_t n, int e, int k, const T *__restri
     int64_t warps = (int64_t)gridDim.x * (blockDim.x >> 5);
     for (int64_t t = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); t < n; t += warps) {
         const T *lr = logits + t * e;
-        float m = -INFINITY;
-        for (int j = lane; j < e; j += 32) m = fmaxf(m, to_f(lr[j]));
-        m = warp_max(m);
-        float s = 0.f;
-        for (int j = lane; j < e; j += 32) s += __expf(to_f(lr[j]) - m);
-        s = warp_sum(s);
+        float m, s;
+        warp_softmax_stats(lr, e, lane, &m, &s);
         int chosen[8];
         for (int r = 0; r < k; r++) {
             float best = -INFINITY;
@@ -221,12 +230,8 @@ __global__ void loom_route_bwd_kernel(int64_t n, int e, int k, const T *__restri
     int64_t warps = (int64_t)gridDim.x * (blockDim.x >> 5);
     for (int64_t t = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); t < n; t += warps) {
         const T *lr = logits + t * e;
-        float m = -INFINITY;
-        for (int j = lane; j < e; j += 32) m = fmaxf(m, to_f(lr[j]));
-        m = warp_max(m);
-        float s = 0.f;
-        for (int j = lane; j < e; j += 32) s += __expf(to_f(lr[j]) - m);
-        s = warp_sum(s);
+        float m, s;
+        warp_softmax_stats(lr, e, lane, &m, &s);
         /* dlogit_j = p_j (g_j - Σ_sel g_i p_i), g_j = dw for selected j, else 0. */
         float dot = 0.f;
         for (int r = 0; r < k; r++)

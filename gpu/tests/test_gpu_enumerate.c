@@ -21,24 +21,16 @@
 #include "check.h"
 #include "gpu/enumerate.h"
 #include "graph/model.h"
+#include "gpu_test.h"
 
-static const loom_profile_key *find(const loom_profile_key *keys, int32_t n, const char *op,
-                                    const char *sig, const char *const *names, const int64_t *sizes,
-                                    int nd)
+/* The key (op, sig, bf16, "names", sizes) if enumerated. */
+static bool has(const loom_profile_key *keys, int32_t n, const char *op, const char *sig,
+                const char *names, const int64_t *sizes)
 {
-    loom_profile_key q;
-    memset(&q, 0, sizeof q);
-    strcpy(q.op, op);
-    strcpy(q.sig, sig);
-    q.dtype = LOOM_DTYPE_BF16;
-    q.n_dims = nd;
-    for (int i = 0; i < nd; i++) {
-        strcpy(q.shape[i].name, names[i]);
-        q.shape[i].size = sizes[i];
-    }
+    loom_profile_key q = test_key(op, sig, LOOM_DTYPE_BF16, names, sizes);
     for (int32_t i = 0; i < n; i++)
-        if (loom_profile_key_equal(&keys[i], &q)) return &keys[i];
-    return NULL;
+        if (loom_profile_key_equal(&keys[i], &q)) return true;
+    return false;
 }
 
 int main(void)
@@ -61,31 +53,28 @@ int main(void)
     CHECK_INT_EQ(n, 54);
     for (int32_t i = 1; i < n; i++) CHECK(loom_profile_key_cmp(&keys[i - 1], &keys[i]) < 0);
 
-    static const char *const bshnd[] = {"b", "s", "h", "n", "d"}, *const nd[] = {"n", "d"};
-    static const char *const att[] = {"b", "s", "t", "heads", "kvh", "dqk", "dv"};
-    static const char *const bshf[] = {"b", "s", "h", "f"}, *const bshv[] = {"b", "s", "h", "v"};
-    static const char *const nvh[] = {"n", "v", "h"}, *const nv[] = {"n", "v"};
-    static const char *const bskd[] = {"b", "s", "h", "k", "d"};
     /* TP 8: q_proj n = 32/8 heads; k_proj k = 8/8 kv heads. */
-    CHECK(find(keys, n, "einsum", "bsh,hnd->bsnd", bshnd, (int64_t[]){1, 4096, 4096, 4, 128}, 5));
-    CHECK(find(keys, n, "einsum", "bsh,hkd->bskd", bskd, (int64_t[]){1, 4096, 4096, 1, 128}, 5));
-    CHECK(find(keys, n, "attention", "causal", att, (int64_t[]){1, 4096, 4096, 4, 1, 128, 128}, 7));
-    CHECK(find(keys, n, "attention", "causal", att, (int64_t[]){1, 4096, 4096, 32, 8, 128, 128}, 7));
-    CHECK(find(keys, n, "einsum", "bsh,hf->bsf", bshf, (int64_t[]){1, 4096, 4096, 14336 / 8}, 4));
+    CHECK(has(keys, n, "einsum", "bsh,hnd->bsnd", "b s h n d", (int64_t[]){1, 4096, 4096, 4, 128}));
+    CHECK(has(keys, n, "einsum", "bsh,hkd->bskd", "b s h k d", (int64_t[]){1, 4096, 4096, 1, 128}));
+    CHECK(has(keys, n, "attention", "causal", "b s t heads kvh dqk dv",
+              (int64_t[]){1, 4096, 4096, 4, 1, 128, 128}));
+    CHECK(has(keys, n, "attention", "causal", "b s t heads kvh dqk dv",
+              (int64_t[]){1, 4096, 4096, 32, 8, 128, 128}));
+    CHECK(has(keys, n, "einsum", "bsh,hf->bsf", "b s h f", (int64_t[]){1, 4096, 4096, 14336 / 8}));
     /* q_rope: rows b·s·heads/tp = 4096·4 at TP 8; k_rope 4096·1. */
-    CHECK(find(keys, n, "elementwise", "rope", nd, (int64_t[]){16384, 128}, 2));
-    CHECK(find(keys, n, "elementwise", "rope", nd, (int64_t[]){4096, 128}, 2));
-    CHECK(find(keys, n, "elementwise", "swiglu", nd, (int64_t[]){4096, 1792}, 2));
+    CHECK(has(keys, n, "elementwise", "rope", "n d", (int64_t[]){16384, 128}));
+    CHECK(has(keys, n, "elementwise", "rope", "n d", (int64_t[]){4096, 128}));
+    CHECK(has(keys, n, "elementwise", "swiglu", "n d", (int64_t[]){4096, 1792}));
     /* Norms and residual adds: whole, and sequence-parallel at 4096/8 rows. */
-    CHECK(find(keys, n, "norm", "rmsnorm", nd, (int64_t[]){4096, 4096}, 2));
-    CHECK(find(keys, n, "norm", "rmsnorm", nd, (int64_t[]){512, 4096}, 2));
-    CHECK(find(keys, n, "elementwise", "add", nd, (int64_t[]){2048, 4096}, 2));
-    CHECK(!find(keys, n, "elementwise", "swiglu", nd, (int64_t[]){512, 1792}, 2));   /* no SP inside the MLP */
+    CHECK(has(keys, n, "norm", "rmsnorm", "n d", (int64_t[]){4096, 4096}));
+    CHECK(has(keys, n, "norm", "rmsnorm", "n d", (int64_t[]){512, 4096}));
+    CHECK(has(keys, n, "elementwise", "add", "n d", (int64_t[]){2048, 4096}));
+    CHECK(!has(keys, n, "elementwise", "swiglu", "n d", (int64_t[]){512, 1792}));   /* no SP inside the MLP */
     /* Vocab-parallel embedding, lm_head (tied layout [v, h]) and loss. */
-    CHECK(find(keys, n, "embedding", "", nvh, (int64_t[]){4096, 128256 / 8, 4096}, 3));
-    CHECK(find(keys, n, "einsum", "bsh,vh->bsv", bshv, (int64_t[]){1, 4096, 4096, 128256 / 4}, 4));
-    CHECK(find(keys, n, "cross_entropy", "", nv, (int64_t[]){4096, 128256}, 2));
-    CHECK(!find(keys, n, "einsum", "bsh,hf->bsf", bshf, (int64_t[]){1, 4096, 4096, 14336 / 3}, 4));
+    CHECK(has(keys, n, "embedding", "", "n v h", (int64_t[]){4096, 128256 / 8, 4096}));
+    CHECK(has(keys, n, "einsum", "bsh,vh->bsv", "b s h v", (int64_t[]){1, 4096, 4096, 128256 / 4}));
+    CHECK(has(keys, n, "cross_entropy", "", "n v", (int64_t[]){4096, 128256}));
+    CHECK(!has(keys, n, "einsum", "bsh,hf->bsf", "b s h f", (int64_t[]){1, 4096, 4096, 14336 / 3}));
     free(keys);
 
     /* One layer at TP 2: 15 ops (norm, q/k/v, 2 ropes, attention, o_proj,

@@ -18,6 +18,7 @@
 #include "check.h"
 #include "gpu/device.h"
 #include "gpu/op_runner.h"
+#include "gpu_test.h"
 
 static loom_gpu *gpu;
 
@@ -94,25 +95,6 @@ static void near(const char *what, const double *got, const double *ref, int64_t
     CHECK(rel <= tol);
 }
 
-static loom_profile_key key(const char *op, const char *sig, loom_dtype dt, const char *names,
-                            const int64_t *sizes)
-{
-    /* names: space-separated dim names */
-    loom_profile_key k;
-    memset(&k, 0, sizeof k);
-    strcpy(k.op, op);
-    strcpy(k.sig, sig);
-    k.dtype = dt;
-    char buf[128];
-    strcpy(buf, names);
-    for (char *t = strtok(buf, " "); t; t = strtok(NULL, " ")) {
-        strcpy(k.shape[k.n_dims].name, t);
-        k.shape[k.n_dims].size = sizes[k.n_dims];
-        k.n_dims++;
-    }
-    return k;
-}
-
 /* Creates, runs forward and backward, synchronises. */
 static loom_gpu_op *run(const loom_profile_key *k)
 {
@@ -165,7 +147,7 @@ static void host_einsum(const char *sig, const loom_profile_key *k, const double
 static void test_einsum(const char *sig, loom_dtype dt, const char *names, const int64_t *sizes,
                         double tol)
 {
-    loom_profile_key k = key("einsum", sig, dt, names, sizes);
+    loom_profile_key k = test_key("einsum", sig, dt, names, sizes);
     loom_gpu_op *op = run(&k);
     if (!op) return;
     const loom_gpu_buf *bz = loom_gpu_op_buffer(op, "z"), *bx = loom_gpu_op_buffer(op, "x"),
@@ -197,7 +179,7 @@ static void test_einsum(const char *sig, loom_dtype dt, const char *names, const
 static void test_attention(bool causal, loom_dtype dt, int64_t b, int64_t s, int64_t t,
                            int64_t heads, int64_t kvh, int64_t dqk, int64_t dv)
 {
-    loom_profile_key k = key("attention", causal ? "causal" : "full", dt, "b s t heads kvh dqk dv",
+    loom_profile_key k = test_key("attention", causal ? "causal" : "full", dt, "b s t heads kvh dqk dv",
                              (int64_t[]){b, s, t, heads, kvh, dqk, dv});
     loom_gpu_op *op = run(&k);
     if (!op) return;
@@ -260,7 +242,7 @@ static double sig_(double x) { return 1 / (1 + exp(-x)); }
 
 static void test_elementwise(const char *fn, loom_dtype dt, int64_t n, int64_t d, double tol)
 {
-    loom_profile_key k = key("elementwise", fn, dt, "n d", (int64_t[]){n, d});
+    loom_profile_key k = test_key("elementwise", fn, dt, "n d", (int64_t[]){n, d});
     loom_gpu_op *op = run(&k);
     if (!op) return;
     int64_t m = n * d;
@@ -324,7 +306,7 @@ static void test_elementwise(const char *fn, loom_dtype dt, int64_t n, int64_t d
 
 static void test_norm(bool rms, loom_dtype dt, int64_t n, int64_t d, double tol)
 {
-    loom_profile_key k = key("norm", rms ? "rmsnorm" : "layernorm", dt, "n d", (int64_t[]){n, d});
+    loom_profile_key k = test_key("norm", rms ? "rmsnorm" : "layernorm", dt, "n d", (int64_t[]){n, d});
     loom_gpu_op *op = run(&k);
     if (!op) return;
     double *x = fetch(op, "x"), *gm = fetch(op, "gamma"), *bt = rms ? NULL : fetch(op, "beta");
@@ -368,7 +350,7 @@ static void test_norm(bool rms, loom_dtype dt, int64_t n, int64_t d, double tol)
 static void test_softmax_xent(void)
 {
     int64_t n = 13, d = 77;
-    loom_profile_key k = key("softmax", "", LOOM_DTYPE_FP32, "n d", (int64_t[]){n, d});
+    loom_profile_key k = test_key("softmax", "", LOOM_DTYPE_FP32, "n d", (int64_t[]){n, d});
     loom_gpu_op *op = run(&k);
     if (op) {
         double *x = fetch(op, "x"), *y = fetch(op, "y"), *g = fetch(op, "g"), *dx = fetch(op, "dx");
@@ -387,7 +369,7 @@ static void test_softmax_xent(void)
         loom_gpu_op_destroy(op);
     }
     int64_t v = 33;
-    k = key("cross_entropy", "", LOOM_DTYPE_FP32, "n v", (int64_t[]){9, v});
+    k = test_key("cross_entropy", "", LOOM_DTYPE_FP32, "n v", (int64_t[]){9, v});
     op = run(&k);
     if (!op) return;
     double *x = fetch(op, "logits"), *lab = fetch(op, "labels"), *loss = fetch(op, "loss");
@@ -413,7 +395,7 @@ static void test_softmax_xent(void)
 static void test_embedding(void)
 {
     int64_t n = 50, v = 20, h = 48;
-    loom_profile_key k = key("embedding", "", LOOM_DTYPE_BF16, "n v h", (int64_t[]){n, v, h});
+    loom_profile_key k = test_key("embedding", "", LOOM_DTYPE_BF16, "n v h", (int64_t[]){n, v, h});
     loom_gpu_op *op = run(&k);
     if (!op) return;
     double *ids = fetch(op, "ids"), *tab = fetch(op, "table"), *y = fetch(op, "y");
@@ -433,7 +415,7 @@ static void test_embedding(void)
 static void test_moe(void)
 {
     int64_t n = 10, e = 8, kk = 2;
-    loom_profile_key k = key("moe_route", "top2", LOOM_DTYPE_FP32, "n e", (int64_t[]){n, e});
+    loom_profile_key k = test_key("moe_route", "top2", LOOM_DTYPE_FP32, "n e", (int64_t[]){n, e});
     loom_gpu_op *op = run(&k);
     if (op) {
         double *lg = fetch(op, "logits"), *w = fetch(op, "w"), *idx = fetch(op, "idx");
@@ -471,7 +453,7 @@ static void test_moe(void)
     /* dispatch / combine: n 12 tokens, top-2 of e 4 experts, capacity c 6
      * (= 12·2/4: every slot used); token t's j-th choice is expert (2t + j) mod 4. */
     int64_t c = 6, h = 16, nk = 24, ec = 24;
-    k = key("moe_dispatch", "top2", LOOM_DTYPE_BF16, "n e c h", (int64_t[]){12, 4, c, h});
+    k = test_key("moe_dispatch", "top2", LOOM_DTYPE_BF16, "n e c h", (int64_t[]){12, 4, c, h});
     op = run(&k);
     if (op) {
         double *x = fetch(op, "x"), *buf = fetch(op, "buf"), *dbuf = fetch(op, "dbuf"), *dx = fetch(op, "dx");
@@ -488,7 +470,7 @@ static void test_moe(void)
         free(x), free(buf), free(dbuf), free(dx), free(slot);
         loom_gpu_op_destroy(op);
     }
-    k = key("moe_combine", "top2", LOOM_DTYPE_FP32, "n e c h", (int64_t[]){12, 4, c, h});
+    k = test_key("moe_combine", "top2", LOOM_DTYPE_FP32, "n e c h", (int64_t[]){12, 4, c, h});
     op = run(&k);
     if (!op) return;
     double *buf = fetch(op, "buf"), *w = fetch(op, "w"), *slot = fetch(op, "slot"), *y = fetch(op, "y");
@@ -514,15 +496,7 @@ int main(void)
 {
     loom_error err;
     loom_gpu_info info;
-    if (loom_gpu_probe(0, &info, &err)) {
-        printf("skipped: %s\n", err.msg);
-        return 77;
-    }
-    if (loom_gpu_create(0, &gpu, &err)) {
-        fprintf(stderr, "%s\n", err.msg);
-        return 1;
-    }
-    printf("device: %s (sm_%d%d)\n", info.name, info.cc_major, info.cc_minor);
+    gpu = test_open_gpu(&info);
 
     test_einsum("bsh,hf->bsf", LOOM_DTYPE_BF16, "b s h f", (int64_t[]){2, 3, 64, 40}, 2.5e-2);
     test_einsum("bsh,hf->bsf", LOOM_DTYPE_FP32, "b s h f", (int64_t[]){2, 3, 17, 9}, 1e-4);
@@ -551,14 +525,14 @@ int main(void)
     test_moe();
 
     /* Refusals, with reasons. */
-    loom_profile_key k = key("attention", "causal", LOOM_DTYPE_FP32, "b s t heads kvh dqk dv",
+    loom_profile_key k = test_key("attention", "causal", LOOM_DTYPE_FP32, "b s t heads kvh dqk dv",
                              (int64_t[]){1, 8, 8, 2, 2, 16, 16});
     loom_gpu_op *op = NULL;
     CHECK(loom_gpu_op_create(gpu, &k, 1, &op, &err) == LOOM_ERR_UNSUPPORTED);
     CHECK_STR_CONTAINS(err.msg, "attention in fp32");
-    k = key("reshape", "", LOOM_DTYPE_BF16, "n", (int64_t[]){8});
+    k = test_key("reshape", "", LOOM_DTYPE_BF16, "n", (int64_t[]){8});
     CHECK(loom_gpu_op_create(gpu, &k, 1, &op, &err) == LOOM_ERR_UNSUPPORTED);
-    k = key("elementwise", "tanh", LOOM_DTYPE_BF16, "n d", (int64_t[]){2, 8});
+    k = test_key("elementwise", "tanh", LOOM_DTYPE_BF16, "n d", (int64_t[]){2, 8});
     CHECK(loom_gpu_op_create(gpu, &k, 1, &op, &err) == LOOM_ERR_UNSUPPORTED);
     CHECK_STR_CONTAINS(err.msg, "\"tanh\"");
     loom_gpu_destroy(gpu);

@@ -18,33 +18,14 @@
 #include "gpu/profile.h"
 #include "gpu/enumerate.h"
 #include "graph/model.h"
-
-static loom_profile_key key(const char *op, const char *sig, const char *const *names,
-                            const int64_t *sizes, int n)
-{
-    loom_profile_key k;
-    memset(&k, 0, sizeof k);
-    strcpy(k.op, op);
-    strcpy(k.sig, sig);
-    k.dtype = LOOM_DTYPE_BF16;
-    k.n_dims = n;
-    for (int i = 0; i < n; i++) {
-        strcpy(k.shape[i].name, names[i]);
-        k.shape[i].size = sizes[i];
-    }
-    return k;
-}
+#include "gpu_test.h"
 
 int main(void)
 {
     loom_error err;
     loom_gpu_info info;
-    if (loom_gpu_probe(0, &info, &err)) {
-        printf("skipped: %s\n", err.msg);
-        return 77;
-    }
-    loom_gpu *g;
-    if (loom_gpu_create(0, &g, &err) || loom_cupti_start(&err)) {
+    loom_gpu *g = test_open_gpu(&info);
+    if (loom_cupti_start(&err)) {
         fprintf(stderr, "%s\n", err.msg);
         return 1;
     }
@@ -54,8 +35,8 @@ int main(void)
     o.repeats = 10;
 
     /* A plain GEMM: buffers x, y, z, dz, dx, dy, no scratch. */
-    static const char *const bshf[] = {"b", "s", "h", "f"};
-    loom_profile_key k1 = key("einsum", "bsh,hf->bsf", bshf, (int64_t[]){1, 512, 1024, 768}, 4);
+    loom_profile_key k1 = test_key("einsum", "bsh,hf->bsf", LOOM_DTYPE_BF16, "b s h f",
+                                   (int64_t[]){1, 512, 1024, 768});
     loom_profile_entry e;
     CHECK_INT_EQ(loom_profile_measure(g, &k1, &o, &e, &err), LOOM_OK);
     CHECK(e.fwd_ns > 0 && e.bwd_ns > 0);
@@ -72,8 +53,8 @@ int main(void)
 
     /* Attention scores the unfused way: two permutes + a batched GEMM; both
      * kernel kinds must be in the entry (the external id caught them all). */
-    static const char *const bsndt[] = {"b", "s", "n", "d", "t"};
-    loom_profile_key k2 = key("einsum", "bsnd,btnd->bnst", bsndt, (int64_t[]){2, 256, 8, 64, 256}, 5);
+    loom_profile_key k2 = test_key("einsum", "bsnd,btnd->bnst", LOOM_DTYPE_BF16, "b s n d t",
+                                   (int64_t[]){2, 256, 8, 64, 256});
     CHECK_INT_EQ(loom_profile_measure(g, &k2, &o, &e, &err), LOOM_OK);
     bool saw_permute = false, saw_other = false;
     for (int i = 0; i < e.n_kernels; i++) {
