@@ -142,54 +142,58 @@ else
     cat "$T/unit.err"
 fi
 
+# check WHAT DETAILS COMMAND...: ok WHAT when COMMAND succeeds, else fail
+# and show the DETAILS file
+check() {
+    local what=$1 details=$2
+    shift 2
+    if "$@"; then
+        ok "$what"
+    else
+        fail "$what:"
+        cat "$details" 2> /dev/null
+    fi
+}
+
 # The intra-op ILP shards an export as it shards the config (2x4 mesh).
+shard_same() {   # NAME CONFIG BATCH SEQ
+    "$LOOM" shard "$T/$1.json" --mesh 2x4 --json > "$T/$1.sa" &&
+        "$LOOM" shard "$2" --seq "$4" --batch "$3" --mesh 2x4 --json > "$T/$1.sb" &&
+        "$PY" tests/fx/check_export.py shard "$T/$1.sa" "$T/$1.sb" > "$T/$1.sdiff"
+}
 if "$LOOM" shard --help > /dev/null 2>&1; then
-    for c in "llama-sdpa tests/fx/tiny_llama.config.json 1 64" "gpt-sdpa tests/fx/tiny_gpt.config.json 2 128"; do
-        # shellcheck disable=SC2086
-        set -- $c
-        if "$LOOM" shard "$T/$1.json" --mesh 2x4 --json > "$T/$1.sa" &&
-           "$LOOM" shard "$2" --seq "$4" --batch "$3" --mesh 2x4 --json > "$T/$1.sb" &&
-           "$PY" tests/fx/check_export.py shard "$T/$1.sa" "$T/$1.sb" > "$T/$1.sdiff"; then
-            ok "$1: loom shard finds the same optimum as for the HF config"
-        else
-            fail "$1: loom shard differs:"
-            cat "$T/$1.sdiff" 2> /dev/null
-        fi
-    done
+    check "llama-sdpa: loom shard finds the same optimum as for the HF config" "$T/llama-sdpa.sdiff" \
+        shard_same llama-sdpa tests/fx/tiny_llama.config.json 1 64
+    check "gpt-sdpa: loom shard finds the same optimum as for the HF config" "$T/gpt-sdpa.sdiff" \
+        shard_same gpt-sdpa tests/fx/tiny_gpt.config.json 2 128
 fi
 
 # loom eval predicts the same Megatron-style step for an export as for its
 # config (everything but the model's name). Llama only: GPT's position
 # embedding differs in bytes moved (PyTorch gathers s rows and broadcasts
 # them over the batch; the HF builder gathers b·s), so roofline times differ
-# by ~0.01% while FLOPs, params and activations agree.
+# by ~0.01% while FLOPs, params and activations agree. An exported graph
+# carries its batch, so the micro-batch is that batch.
+eval_same() {   # NAME CONFIG BATCH SEQ [--unfused-attention]
+    local ev=(--cluster dgx-h100-x1 --tp 2 --pp 2 --mbs "$3" --gbs 8 --seq "$4" ${5:+"$5"} --json)
+    "$LOOM" eval "$T/$1.json" "${ev[@]}" > "$T/$1.ea" && "$LOOM" eval "$2" "${ev[@]}" > "$T/$1.eb" &&
+        diff <(grep -v '"model":' "$T/$1.ea") <(grep -v '"model":' "$T/$1.eb") > "$T/$1.ediff"
+}
 if "$LOOM" eval --help > /dev/null 2>&1; then
-    # an exported graph carries its batch: the micro-batch must match it
-    for c in "llama-sdpa tests/fx/tiny_llama.config.json 1 64" "llama-eager tests/fx/tiny_llama.config.json 2 128 --unfused-attention"; do
-        # shellcheck disable=SC2086
-        set -- $c
-        ev="--cluster dgx-h100-x1 --tp 2 --pp 2 --mbs $3 --gbs 8 --seq $4 ${5:-} --json"
-        # shellcheck disable=SC2086
-        if "$LOOM" eval "$T/$1.json" $ev > "$T/$1.ea" && "$LOOM" eval "$2" $ev > "$T/$1.eb" &&
-           diff <(grep -v '"model":' "$T/$1.ea") <(grep -v '"model":' "$T/$1.eb") > "$T/$1.ediff"; then
-            ok "$1: loom eval (tp 2, pp 2, dp 2) predicts the same step as for the HF config"
-        else
-            fail "$1: loom eval differs:"
-            cat "$T/$1.ediff" 2> /dev/null
-        fi
-    done
+    check "llama-sdpa: loom eval (tp 2, pp 2, dp 2) predicts the same step as for the HF config" \
+        "$T/llama-sdpa.ediff" eval_same llama-sdpa tests/fx/tiny_llama.config.json 1 64
+    check "llama-eager: loom eval (tp 2, pp 2, dp 2) predicts the same step as for the HF config" \
+        "$T/llama-eager.ediff" eval_same llama-eager tests/fx/tiny_llama.config.json 2 128 --unfused-attention
 fi
 
-# loom plan on an export, once the planner exists: a valid plan file.
+# loom plan on an export, once the planner exists: a plan file is written.
+plan_ok() {   # NAME
+    "$LOOM" plan "$T/$1.json" --cluster dgx-h100-x1 --gbs 8 --seq 128 -o "$T/$1.plan.json" \
+        > "$T/$1.plan.out" 2>&1 && grep -q '"format":[[:space:]]*"loom-plan/1"' "$T/$1.plan.json"
+}
 if "$LOOM" plan --help > /dev/null 2>&1; then
     for m in llama-eager gpt-sdpa; do
-        if "$LOOM" plan "$T/$m.json" --cluster dgx-h100-x1 --gbs 8 --seq 128 -o "$T/$m.plan.json" \
-                > "$T/$m.plan.out" 2>&1 && grep -q '"format":[[:space:]]*"loom-plan/1"' "$T/$m.plan.json"; then
-            ok "$m: loom plan --cluster dgx-h100-x1 --gbs 8 --seq 128 writes a plan"
-        else
-            fail "$m: loom plan on the export:"
-            cat "$T/$m.plan.out"
-        fi
+        check "$m: loom plan --cluster dgx-h100-x1 --gbs 8 --seq 128 writes a plan" "$T/$m.plan.out" plan_ok "$m"
     done
 else
     echo "note: \`loom plan\` is not built yet; the planning check is skipped"
