@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# interrupt.sh — a `loom plan` search that is stopped keeps its best plan
+# (issue 9, "Solver limits").
+#
+# The case, DeepSeek-V3 on 32 DGX H100 nodes, searches for a few seconds.
+# It is planned once to the end (the reference: its step time T_full and
+# wall time W), then:
+#
+#   1. Ctrl-C (SIGINT) early, before any plan exists: exit 1, "stopped before
+#      it found a plan", and no plan file or temporary left;
+#   2. Ctrl-C part way (at 40 %, 60 %, 80 %, 95 % of W until one lands after
+#      the first plan): exit 0, "interrupted: the plan below is the best found
+#      so far" on stderr, a plan file whose search.status is "stopped" and
+#      whose step time is no better than T_full (a search stopped early
+#      cannot beat the complete one);
+#   3. --time-limit: the same promise without a signal;
+#   4. two Ctrl-C: the second ends the process at once, still leaving no
+#      partial file.
+# Timing only picks when the signal is sent; every assertion is about what
+# the program wrote.
+#
+# usage: bash tests/interrupt.sh path/to/loom   (from the repo root)
+set -u
+LOOM=$(realpath "${1:?usage: interrupt.sh path/to/loom}")
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+source tests/lib/cli.sh
+CASE=(deepseek-v3 --cluster dgx-h100-x32 --gbs 1024 --seq 4096 --no-timings)
+
+# field FILE KEY: a number or string from the plan JSON ("search.status").
+field() {
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
+for k in sys.argv[2].split("."): d=d[k]
+print(d)' "$1" "$2"
+}
+mul() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a * b }'; }
+no_leftovers() {   # only the files named in $@ may exist in $tmp/run
+    local extra
+    extra=$(cd "$tmp/run" && ls -A | grep -vxF "$(printf '%s\n' "$@")")
+    if [ -n "$extra" ]; then bad "files left behind: $extra"; else ok; fi
+}
+# interrupt_after SECONDS [SIGNALS]: runs the case in the background, sends
+# SIGINT after SECONDS (twice when SIGNALS is 2); sets $rc.
+interrupt_after() {
+    rm -rf "$tmp/run" && mkdir -p "$tmp/run"
+    (cd "$tmp/run" && exec "$LOOM" plan "${CASE[@]}" -o plan.json >out 2>err) &
+    local pid=$!
+    sleep "$1"
+    kill -INT "$pid" 2>/dev/null
+    if [ "${2:-1}" = 2 ]; then sleep 0.05; kill -INT "$pid" 2>/dev/null; fi
+    wait "$pid"
+    rc=$?
+}
+
+# The reference: the whole search.
+mkdir -p "$tmp/full"
+start=$(date +%s.%N)
+(cd "$tmp/full" && "$LOOM" plan "${CASE[@]}" -o plan.json >out 2>err)
+rc=$?
+wall=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f", b - a }')
+if [ $rc -ne 0 ]; then
+    bad "full search: exit $rc: $(head -c 300 "$tmp/full/err")"
+    finish interrupt
+    exit
+fi
+t_full=$(field "$tmp/full/plan.json" predicted.step_time_s)
+status=$(field "$tmp/full/plan.json" search.status)
+if [ "$status" = complete ]; then ok; else bad "full search: search.status $status, want complete"; fi
+echo "full search: ${wall} s, step time ${t_full} s"
+
+# 1. Before any plan: nothing to report, nothing written.
+interrupt_after 0.05
+if [ $rc -eq 1 ]; then ok; else bad "early Ctrl-C: exit $rc, want 1: $(head -c 300 "$tmp/run/err")"; fi
+has "$tmp/run/err" "the search was stopped before it found a plan"
+[ -e "$tmp/run/plan.json" ] && bad "early Ctrl-C: a plan file was written"
+no_leftovers out err
+
+# 2. Part way: the best plan so far.
+landed=0
+for frac in 0.4 0.6 0.8 0.95; do
+    interrupt_after "$(mul "$wall" "$frac")"
+    grep -q "interrupted: the plan below is the best found so far" "$tmp/run/err" || continue
+    landed=1
+    if [ $rc -eq 0 ]; then ok; else bad "Ctrl-C at ${frac}: exit $rc: $(head -c 300 "$tmp/run/err")"; fi
+    status=$(field "$tmp/run/plan.json" search.status)
+    t_stop=$(field "$tmp/run/plan.json" predicted.step_time_s)
+    if [ "$status" = stopped ]; then ok; else bad "Ctrl-C at ${frac}: search.status $status"; fi
+    if python3 -c "import sys; sys.exit(0 if float('$t_stop') >= float('$t_full') * (1 - 1e-12) else 1)"; then
+        ok
+    else
+        bad "Ctrl-C at ${frac}: stopped plan ($t_stop s) beats the complete search ($t_full s)"
+    fi
+    has "$tmp/run/out" "plan.json"
+    no_leftovers plan.json out err
+    echo "Ctrl-C at ${frac} of the search: best so far ${t_stop} s (complete: ${t_full} s)"
+    break
+done
+[ $landed -eq 1 ] || echo "note: every Ctrl-C landed before the first plan or after the end (wall ${wall} s)"
+
+# 3. The time limit: the same promise, no signal.
+rm -rf "$tmp/run" && mkdir -p "$tmp/run"
+limit=$(mul "$wall" 0.5)
+(cd "$tmp/run" && "$LOOM" plan "${CASE[@]}" --time-limit "$limit" -o plan.json >out 2>err)
+rc=$?
+if [ $rc -eq 0 ]; then
+    status=$(field "$tmp/run/plan.json" search.status)
+    t_lim=$(field "$tmp/run/plan.json" predicted.step_time_s)
+    case "$status" in time-limit|complete) ok ;; *) bad "--time-limit: search.status $status" ;; esac
+    if python3 -c "import sys; sys.exit(0 if float('$t_lim') >= float('$t_full') * (1 - 1e-12) else 1)"; then ok
+    else bad "--time-limit: $t_lim s beats the complete search ($t_full s)"; fi
+    echo "--time-limit $limit: status $status, step time $t_lim s"
+elif [ $rc -eq 1 ]; then
+    has "$tmp/run/err" "before it found a plan"
+    [ -e "$tmp/run/plan.json" ] && bad "--time-limit without a plan wrote a file"
+else
+    bad "--time-limit $limit: exit $rc: $(head -c 300 "$tmp/run/err")"
+fi
+
+# 4. Two Ctrl-C: killed at once (128 + SIGINT), no partial file.
+interrupt_after "$(mul "$wall" 0.3)" 2
+if [ $rc -eq 130 ] || [ $rc -eq 0 ] || [ $rc -eq 1 ]; then ok; else bad "double Ctrl-C: exit $rc"; fi
+if [ $rc -eq 130 ]; then
+    [ -e "$tmp/run/plan.json" ] && bad "double Ctrl-C: a plan file was left"
+    no_leftovers out err
+fi
+finish interrupt
