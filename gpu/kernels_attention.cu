@@ -84,11 +84,24 @@ Smem plan(const Args &a, bool bwd, int elem)
 }
 
 /* rows × cols tile of a [.., row_stride] tensor into shared memory (ld),
- * zero outside rows_valid × cols_valid. */
+ * zero outside rows_valid × cols_valid. 16-byte loads when the rows are
+ * whole and aligned (head dims that are multiples of 8), else element-wise. */
 template <typename T>
 __device__ void load_tile(T *sm, int ld, const T *g, int64_t row_stride, int rows, int cols,
                           int64_t rows_valid, int64_t cols_valid)
 {
+    const int V = 16 / sizeof(T);
+    if (cols_valid == cols && cols % V == 0 && row_stride % V == 0 && ld % V == 0 &&
+        (uintptr_t)g % 16 == 0) {
+        int cv = cols / V;
+        for (int idx = threadIdx.x; idx < rows * cv; idx += blockDim.x) {
+            int r = idx / cv, c = idx % cv * V;
+            uint4 val = r < rows_valid ? *reinterpret_cast<const uint4 *>(g + (int64_t)r * row_stride + c)
+                                       : make_uint4(0, 0, 0, 0);
+            *reinterpret_cast<uint4 *>(sm + r * ld + c) = val;
+        }
+        return;
+    }
     for (int idx = threadIdx.x; idx < rows * cols; idx += blockDim.x) {
         int r = idx / cols, c = idx % cols;
         sm[r * ld + c] = (r < rows_valid && c < cols_valid) ? g[(int64_t)r * row_stride + c] : from_f<T>(0.f);

@@ -103,17 +103,26 @@ __global__ void loom_column_sum_kernel(const float *__restrict__ part, int parts
     }
 }
 
-/* Row max and Σ exp(x - max) of one row; every thread gets both. */
+/* Row max and Σ exp(x - max) of one row in one pass (the online softmax
+ * normaliser of Milakov & Gimelshein, 2018): each thread keeps a running
+ * max m_t and sum s_t, rescaling s_t by exp(m_old - m_new) when m_t grows;
+ * the block combines s = Σ_t s_t · exp(m_t - m). Every thread gets both. */
 template <typename T>
 __device__ void row_max_sum(const T *xr, int64_t d, float *sh, float *mx, float *sum)
 {
-    float m = -INFINITY;
-    for (int64_t c = threadIdx.x; c < d; c += blockDim.x) m = fmaxf(m, to_f(xr[c]));
-    m = block_max(m, sh);
-    float s = 0.f;
-    for (int64_t c = threadIdx.x; c < d; c += blockDim.x) s += __expf(to_f(xr[c]) - m);
-    *mx = m;
-    *sum = block_sum(s, sh);
+    float m = -INFINITY, s = 0.f;
+    for (int64_t c = threadIdx.x; c < d; c += blockDim.x) {
+        float v = to_f(xr[c]);
+        if (v > m) {
+            s = s * __expf(m - v) + 1.f;   /* exp(-inf) = 0 on the first element */
+            m = v;
+        } else if (v > -INFINITY) {   /* a masked -inf adds nothing (and no NaN) */
+            s += __expf(v - m);
+        }
+    }
+    float bm = block_max(m, sh);
+    *mx = bm;
+    *sum = block_sum(m == -INFINITY ? 0.f : s * __expf(m - bm), sh);
 }
 
 template <typename T>
