@@ -181,6 +181,15 @@ static loom_status read_record(const loom_jctx *c, const cJSON *o, const char *p
         loom_error_prefix(c->err, "%s: %s", c->file, path);
         return s;
     }
+    /* Build the record's graph once, as calibrate will, so that a shape the
+     * GPT builder rejects (heads not dividing hidden, sizes that overflow) is
+     * reported here at the record's path rather than later without it. */
+    loom_graph *g = NULL;
+    if ((s = loom_calib_record_graph(r, &g, c->err))) {
+        loom_error_prefix(c->err, "%s: %s", c->file, path);
+        return s;
+    }
+    loom_graph_destroy(g);
     return LOOM_OK;
 }
 
