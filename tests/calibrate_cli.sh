@@ -9,50 +9,27 @@
 set -u
 LOOM=${1:?usage: calibrate_cli.sh path/to/loom}
 RUNS=examples/calibration/published-runs.json
-fails=0
-passes=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-ok() { passes=$((passes + 1)); }
-bad() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+source tests/lib/cli_expect.bash
+NEVER=$tmp/never.json   # no failure may leave the -o file
 
-expect_fail() {
-    local code=$1; shift
-    local args=()
-    while [ "$1" != "--" ]; do args+=("$1"); shift; done
-    shift
-    "$LOOM" calibrate "${args[@]}" >"$tmp/out" 2>"$tmp/err"
-    local rc=$?
-    if [ $rc -ne "$code" ]; then
-        bad "calibrate ${args[*]}: exit $rc, want $code ($(head -c 300 "$tmp/err"))"
-        return
-    fi
-    if [ -s "$tmp/out" ]; then bad "calibrate ${args[*]}: wrote to stdout on failure"; return; fi
-    if [ -e "$tmp/never.json" ]; then bad "calibrate ${args[*]}: left an output file"; return; fi
-    local err
-    err=$(<"$tmp/err")
-    for needle in "$@"; do
-        if [[ "$err" == *"$needle"* ]]; then ok
-        else bad "calibrate ${args[*]}: stderr lacks '$needle': $err"; fi
-    done
-}
-
-expect_fail 2 -- "missing RECORDS.json"
-expect_fail 2 $RUNS --frob -- "unknown option '--frob'"
-expect_fail 2 $RUNS -o "$tmp/never.json" -- "runs on several GPUs" "--gpu"
-expect_fail 2 $RUNS --gpu Z100 -o "$tmp/never.json" -- "unknown GPU 'Z100'"
-expect_fail 2 $RUNS --evaluate -o "$tmp/never.json" -- "-o and --gpu do not apply"
-expect_fail 2 $RUNS --gpu H100 --json -- "--calib and --json go with --evaluate"
-expect_fail 1 "$tmp/none.json" -o "$tmp/never.json" -- "$tmp/none.json"
+expect_fail calibrate 2 -- "missing RECORDS.json"
+expect_fail calibrate 2 $RUNS --frob -- "unknown option '--frob'"
+expect_fail calibrate 2 $RUNS -o "$tmp/never.json" -- "runs on several GPUs" "--gpu"
+expect_fail calibrate 2 $RUNS --gpu Z100 -o "$tmp/never.json" -- "unknown GPU 'Z100'"
+expect_fail calibrate 2 $RUNS --evaluate -o "$tmp/never.json" -- "-o and --gpu do not apply"
+expect_fail calibrate 2 $RUNS --gpu H100 --json -- "--calib and --json go with --evaluate"
+expect_fail calibrate 1 "$tmp/none.json" -o "$tmp/never.json" -- "$tmp/none.json"
 echo '{"records": [{"gpu": "H100", "layers": 4}]}' >"$tmp/short.json"
-expect_fail 1 "$tmp/short.json" -o "$tmp/never.json" -- "$tmp/short.json" '$.records[0]' "hidden"
+expect_fail calibrate 1 "$tmp/short.json" -o "$tmp/never.json" -- "$tmp/short.json" '$.records[0]' "hidden"
 echo '{"records": [{"gpu": "H100", "layers": 4, "hidden": 256, "heads": 8, "seq_len": 128,
   "vocab": 1024, "global_batch": 8, "num_gpus": 8, "tp": 1, "pp": 1, "dp": 8,
   "recompute": "sometimes", "iteration_time_s": 0.01}]}' >"$tmp/rc.json"
-expect_fail 1 "$tmp/rc.json" -o "$tmp/never.json" -- '$.records[0].recompute' '"sometimes"'
-expect_fail 1 $RUNS --gpu V100 -o "$tmp/never.json" -- "no record was measured on V100"
-expect_fail 1 $RUNS --evaluate --calib "$tmp/none.json" -- "$tmp/none.json"
+expect_fail calibrate 1 "$tmp/rc.json" -o "$tmp/never.json" -- '$.records[0].recompute' '"sometimes"'
+expect_fail calibrate 1 $RUNS --gpu V100 -o "$tmp/never.json" -- "no record was measured on V100"
+expect_fail calibrate 1 $RUNS --evaluate --calib "$tmp/none.json" -- "$tmp/none.json"
 
 # A fit: a loom-calib/1 file, deterministic, accepted by eval.
 if "$LOOM" calibrate $RUNS --gpu A100-80GB -o "$tmp/a.json" 2>"$tmp/err"; then ok

@@ -9,64 +9,39 @@
 # usage: bash tests/eval_cli.sh path/to/loom   (run from the repo root)
 set -u
 LOOM=${1:?usage: eval_cli.sh path/to/loom}
-fails=0
-passes=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-ok() { passes=$((passes + 1)); }
-bad() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-
-# expect_fail CODE ARGS... -- NEEDLE...: `loom eval ARGS` exits CODE, prints
-# nothing on stdout, and stderr holds every NEEDLE.
-expect_fail() {
-    local code=$1; shift
-    local args=()
-    while [ "$1" != "--" ]; do args+=("$1"); shift; done
-    shift
-    "$LOOM" eval "${args[@]}" >"$tmp/out" 2>"$tmp/err"
-    local rc=$?
-    if [ $rc -ne "$code" ]; then
-        bad "eval ${args[*]}: exit $rc, want $code ($(head -c 300 "$tmp/err"))"
-        return
-    fi
-    if [ -s "$tmp/out" ]; then bad "eval ${args[*]}: wrote to stdout on failure"; return; fi
-    local err
-    err=$(<"$tmp/err")
-    for needle in "$@"; do
-        if [[ "$err" == *"$needle"* ]]; then ok
-        else bad "eval ${args[*]}: stderr lacks '$needle': $err"; fi
-    done
-}
+source tests/lib/cli_expect.bash
 
 C=(--cluster dgx-a100-80g-x1)
 # usage errors
-expect_fail 2 -- "missing MODEL"
-expect_fail 2 gpt2 --tp 1 --gbs 8 -- "missing --cluster"
-expect_fail 2 gpt2 "${C[@]}" --tp 1 -- "missing --gbs"
-expect_fail 2 gpt2 "${C[@]}" --gbs 8 --bogus -- "unknown option '--bogus'"
-expect_fail 2 gpt2 "${C[@]}" --gbs 8 --tp 0 -- "--tp must be in [1,"
-expect_fail 2 gpt2 "${C[@]}" --gbs 8 --tp x -- "--tp expects an integer, got 'x'"
-expect_fail 2 gpt2 "${C[@]}" --gbs 8 --recompute some -- "--recompute expects none, selective or full, got 'some'"
-expect_fail 2 gpt2 "${C[@]}" --gbs 8 --dtype int8 -- "--dtype expects bf16, fp16 or fp8"
-expect_fail 2 gpt2 "${C[@]}" --gbs 8 --zero 4 -- "--zero must be in [0, 3]"
-expect_fail 2 gpt2 "${C[@]}" --gbs 8 --tp 3 -- "does not divide the 8 GPUs"
+expect_fail eval 2 -- "missing MODEL"
+expect_fail eval 2 gpt2 --tp 1 --gbs 8 -- "missing --cluster"
+expect_fail eval 2 gpt2 "${C[@]}" --tp 1 -- "missing --gbs"
+expect_fail eval 2 gpt2 "${C[@]}" --gbs 8 --bogus -- "unknown option '--bogus'"
+expect_fail eval 2 gpt2 "${C[@]}" --gbs 8 --tp 0 -- "--tp must be in [1,"
+expect_fail eval 2 gpt2 "${C[@]}" --gbs 8 --tp x -- "--tp expects an integer, got 'x'"
+expect_fail eval 2 gpt2 "${C[@]}" --gbs 8 --recompute some -- "--recompute expects none, selective or full, got 'some'"
+expect_fail eval 2 gpt2 "${C[@]}" --gbs 8 --dtype int8 -- "--dtype expects bf16, fp16 or fp8"
+expect_fail eval 2 gpt2 "${C[@]}" --gbs 8 --zero 4 -- "--zero must be in [0, 3]"
+expect_fail eval 2 gpt2 "${C[@]}" --gbs 8 --tp 3 -- "does not divide the 8 GPUs"
 # bad files
-expect_fail 1 no-such-model "${C[@]}" --gbs 8 -- "no-such-model: no such file"
-expect_fail 1 gpt2 --cluster no-such-cluster --gbs 8 -- "no-such-cluster" "presets are"
-expect_fail 1 gpt2 "${C[@]}" --gbs 8 --calib "$tmp/none.json" -- "$tmp/none.json"
+expect_fail eval 1 no-such-model "${C[@]}" --gbs 8 -- "no-such-model: no such file"
+expect_fail eval 1 gpt2 --cluster no-such-cluster --gbs 8 -- "no-such-cluster" "presets are"
+expect_fail eval 1 gpt2 "${C[@]}" --gbs 8 --calib "$tmp/none.json" -- "$tmp/none.json"
 echo '{"format": "loom-calib/1", "gemm_eff_max": 1.5}' >"$tmp/calib.json"
-expect_fail 1 gpt2 "${C[@]}" --gbs 8 --calib "$tmp/calib.json" -- "gemm_eff_max" "1.5"
+expect_fail eval 1 gpt2 "${C[@]}" --gbs 8 --calib "$tmp/calib.json" -- "gemm_eff_max" "1.5"
 # impossible configurations
-expect_fail 1 gpt2 "${C[@]}" --tp 2 --pp 1 --dp 3 --gbs 6 -- "tp 2 × pp 1 × dp 3 × cp 1 = 6 GPUs, but the cluster has 8"
-expect_fail 1 gpt2 "${C[@]}" --tp 8 --gbs 8 -- "12 attention heads are not divisible by --tp 8"
-expect_fail 1 gpt2 --cluster dgx-a100-80g-x4 --pp 16 --dp 2 --gbs 32 -- "--pp 16 stages but the model has only 12 layers"
-expect_fail 1 gpt2 "${C[@]}" --dp 8 --gbs 12 -- "--gbs 12 is not a multiple of --mbs 1 × --dp 8 = 8"
-expect_fail 1 gpt2 "${C[@]}" --dp 8 --gbs 8 --dtype fp8 -- "A100-SXM4-80GB has no fp8 tensor cores"
-expect_fail 1 gpt2 "${C[@]}" --tp 2 --pp 2 --gbs 8 --vpp 4 -- "12 layers do not split evenly into --pp 2 × --vpp 4"
-expect_fail 1 gpt2 "${C[@]}" --tp 2 --gbs 8 --tp-comm-overlap -- "TP communication overlap needs sequence parallelism"
-expect_fail 1 gpt2 "${C[@]}" --pp 2 --gbs 8 --zero 2 -- "--zero 2 cannot be combined with pipeline parallelism"
-expect_fail 1 gpt2 "${C[@]}" --seq 4096 --gbs 8 -- "exceeds the learned position table"
+expect_fail eval 1 gpt2 "${C[@]}" --tp 2 --pp 1 --dp 3 --gbs 6 -- "tp 2 × pp 1 × dp 3 × cp 1 = 6 GPUs, but the cluster has 8"
+expect_fail eval 1 gpt2 "${C[@]}" --tp 8 --gbs 8 -- "12 attention heads are not divisible by --tp 8"
+expect_fail eval 1 gpt2 --cluster dgx-a100-80g-x4 --pp 16 --dp 2 --gbs 32 -- "--pp 16 stages but the model has only 12 layers"
+expect_fail eval 1 gpt2 "${C[@]}" --dp 8 --gbs 12 -- "--gbs 12 is not a multiple of --mbs 1 × --dp 8 = 8"
+expect_fail eval 1 gpt2 "${C[@]}" --dp 8 --gbs 8 --dtype fp8 -- "A100-SXM4-80GB has no fp8 tensor cores"
+expect_fail eval 1 gpt2 "${C[@]}" --tp 2 --pp 2 --gbs 8 --vpp 4 -- "12 layers do not split evenly into --pp 2 × --vpp 4"
+expect_fail eval 1 gpt2 "${C[@]}" --tp 2 --gbs 8 --tp-comm-overlap -- "TP communication overlap needs sequence parallelism"
+expect_fail eval 1 gpt2 "${C[@]}" --pp 2 --gbs 8 --zero 2 -- "--zero 2 cannot be combined with pipeline parallelism"
+expect_fail eval 1 gpt2 "${C[@]}" --seq 4096 --gbs 8 -- "exceeds the learned position table"
 
 # --help
 if "$LOOM" eval --help | grep -q "usage: loom eval MODEL --cluster C"; then ok; else bad "eval --help"; fi
