@@ -2,7 +2,8 @@
  * ilp.c — how big and how fast the intra-operator ILP is on real layers.
  * For one transformer layer of each model on each logical mesh (a DGX H100
  * cluster large enough; batch 1, seq 4096, training) prints the ILP's size
- * (variables, constraints, ops before/after follow-merging), its status,
+ * (variables, constraints, the variables of the core left to GLPK after
+ * exact elimination, ops before/after follow-merging), its status,
  * GLPK's solve time and the wall time of the whole loom_intra_solve call
  * (strategy enumeration + costing + merge + pruning + GLPK), median of 5
  * runs; then the wall time of solving EVERY layer of the model at once
@@ -47,8 +48,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "ilp bench: %s\n", err.msg);
         return 1;
     }
-    printf("%-14s %-5s %-8s %6s %6s %9s %9s %10s %12s\n", "model", "mesh", "status", "vars",
-           "cons", "ops", "glpk ms", "solve ms", "layer ms");
+    printf("%-14s %-5s %-8s %6s %6s %6s %9s %9s %10s %12s\n", "model", "mesh", "status", "vars",
+           "cons", "core", "ops", "glpk ms", "solve ms", "layer ms");
     for (int mi = 0; mi < n_models; mi++) {
         const char *path = argc > 1 ? argv[mi + 1] : models[mi];
         loom_model_opts mo;
@@ -79,8 +80,8 @@ int main(int argc, char **argv)
             char mesh[16], ops[16];
             snprintf(mesh, sizeof mesh, "%lldx%lld", (long long)meshes[k].n0, (long long)meshes[k].n1);
             snprintf(ops, sizeof ops, "%d->%d", (int)r.ops_before_merge, (int)r.ops_after_merge);
-            printf("%-14s %-5s %-8s %6d %6d %9s %9.1f %10.1f %12.3f\n", loom_graph_name(g), mesh,
-                   loom_ilp_status_name(r.status), (int)r.n_vars, (int)r.n_cons, ops,
+            printf("%-14s %-5s %-8s %6d %6d %6d %9s %9.1f %10.1f %12.3f\n", loom_graph_name(g), mesh,
+                   loom_ilp_status_name(r.status), (int)r.n_vars, (int)r.n_cons, (int)r.core_vars, ops,
                    glpk[2] * 1e3, wall[2] * 1e3, r.time_s * 1e3);
             loom_intra_result_free(&r);
         }

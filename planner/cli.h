@@ -24,6 +24,8 @@ int loom_cmd_eval(int argc, char **argv);
 int loom_cmd_calibrate(int argc, char **argv);
 int loom_cmd_shard(int argc, char **argv);
 int loom_cmd_plan(int argc, char **argv);
+int loom_cmd_compare(int argc, char **argv);
+int loom_cmd_compare_merge(int argc, char **argv);
 
 /* Prints "loom: MESSAGE" to stderr and returns the exit code for err. */
 int loom_cli_fail(const loom_error *err);

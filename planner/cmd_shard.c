@@ -8,7 +8,8 @@
  * ILP's size before and after follow-merging, its status and solve time,
  * and the layer's totals. --json prints the same as one object:
  *   { status, objective_s, solve_time_s, ilp: {variables, constraints,
- *     ops_before_merge, ops_after_merge}, ops: [{name, strategy,
+ *     ops_before_merge, ops_after_merge, core_variables, core_constraints},
+ *     ops: [{name, strategy,
  *     specs: {inputs, outputs, weights}, …}], comm_bytes_per_layer_fwd, … }
  * The layer is solved as part of its run of identical layers (periodic
  * boundary), so its time is the per-layer cost of the whole stack.
@@ -208,6 +209,9 @@ static void print_text(const shard_args *a, const char *path, const loom_graph *
     printf("ILP      %s, %d variables, %d constraints; %d ops -> %d nodes after merging; "
            "solved in %.1f ms\n", loom_ilp_status_name(r->status), (int)r->n_vars, (int)r->n_cons,
            (int)r->ops_before_merge, (int)r->ops_after_merge, r->solve_time_s * 1e3);
+    if (r->core_vars) printf("         GLPK core after exact elimination: %d variables, %d constraints\n",
+                             (int)r->core_vars, (int)r->core_cons);
+    else printf("         solved by exact elimination alone (no GLPK core left)\n");
     if (r->status == LOOM_ILP_FEASIBLE) printf("         time limit reached: gap %.3g%%\n", 100 * r->gap);
     if (r->status == LOOM_ILP_INFEASIBLE) return;
 
@@ -284,6 +288,8 @@ static int print_json(const shard_args *a, const char *path, const loom_graph *g
     cJSON_AddNumberToObject(ilp, "constraints", r->n_cons);
     cJSON_AddNumberToObject(ilp, "ops_before_merge", r->ops_before_merge);
     cJSON_AddNumberToObject(ilp, "ops_after_merge", r->ops_after_merge);
+    cJSON_AddNumberToObject(ilp, "core_variables", r->core_vars);
+    cJSON_AddNumberToObject(ilp, "core_constraints", r->core_cons);
     if (ok) {
         cJSON_AddNumberToObject(o, "time_s", r->time_s);
         cJSON_AddNumberToObject(o, "compute_s", r->compute_s);

@@ -15,6 +15,8 @@ static const loom_command commands[] = {
     {"shard", loom_cmd_shard, "intra-operator sharding of one layer on a logical mesh (the ILP)"},
     {"eval", loom_cmd_eval, "step time, MFU and memory of one Megatron-style configuration"},
     {"calibrate", loom_cmd_calibrate, "fit the cost model's efficiencies to measured runs"},
+    {"compare", loom_cmd_compare, "search algorithms side by side on a suite of cases, one evaluator"},
+    {"compare-merge", loom_cmd_compare_merge, "join the JSON reports of `loom compare --shard` runs"},
     /* helpers: add one line per subcommand here, keep the order of the README */
 };
 

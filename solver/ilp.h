@@ -89,6 +89,7 @@ typedef struct {
     double time_limit_s;        /* GLPK wall-clock limit (default 10) */
     double memory_budget;       /* bytes; 0 = none */
     const char *lp_path;        /* non-NULL: write the model in CPLEX LP format there */
+    bool no_reduce;             /* give GLPK the whole problem (see below) */
 } loom_ilp_opts;
 
 void loom_ilp_opts_init(loom_ilp_opts *o);
@@ -99,7 +100,8 @@ typedef struct {
     double bound;               /* best lower bound (= objective when optimal) */
     double gap;                 /* (objective - bound) / max(|objective|, 1e-12) */
     double solve_time_s;
-    int32_t n_vars, n_cons;     /* size of the integer program */
+    int32_t n_vars, n_cons;     /* size of the integer program (transportation form) */
+    int32_t core_vars, core_cons;   /* what GLPK solved after elimination (0: nothing left) */
     int32_t *choice;            /* [V]: chosen choice per node (malloc; free with
                                    loom_ilp_solution_free); NULL when infeasible */
 } loom_ilp_solution;
@@ -107,7 +109,12 @@ typedef struct {
 void loom_ilp_solution_free(loom_ilp_solution *s);
 
 /* GLPK glp_intopt on the transportation form: presolve on, time limit, MIP
- * gap 0, terminal output off. GLPK's fatal errors come back as
+ * gap 0, terminal output off. Without a memory budget, nodes with at most
+ * two neighbours are first eliminated exactly (ilp_reduce.c: variable
+ * elimination, as dynamic programming does on chains) and GLPK solves the
+ * remaining core (core_vars / core_cons; n_vars / n_cons stay the whole
+ * model's, which lp_path receives). A problem that reduces to nothing needs
+ * no GLPK call. GLPK's fatal errors come back as
  * LOOM_ERR_SOLVER. When the time limit stops the search, the better of
  * GLPK's incumbent and loom_ilp_local_search's assignment is returned as
  * FEASIBLE, with the best lower bound known (GLPK's best open node, or

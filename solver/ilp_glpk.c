@@ -129,6 +129,71 @@ static void free_trip(triplets *t)
     free(t->ar);
 }
 
+/* Marks the classes of e's ends that some choice uses; counts them and
+ * returns the last one seen at each end (the only one when the count is 1). */
+static void used_classes(const loom_ilp *p, const loom_ilp_edge *e, bool *used_u, bool *used_v,
+                         int32_t maxcls, int *nu, int *nv, int *pu, int *qv)
+{
+    memset(used_u, 0, (size_t)maxcls);
+    memset(used_v, 0, (size_t)maxcls);
+    *nu = *nv = 0;
+    *pu = *qv = -1;
+    for (int32_t c = 0; c < p->nodes[e->u].k; c++)
+        if (!used_u[e->cu[c]]) used_u[e->cu[c]] = true, (*nu)++, *pu = e->cu[c];
+    for (int32_t c = 0; c < p->nodes[e->v].k; c++)
+        if (!used_v[e->cv[c]]) used_v[e->cv[c]] = true, (*nv)++, *qv = e->cv[c];
+}
+
+/* True when every used cell of e costs the same (lowest value in *lo). */
+static bool edge_constant(const loom_ilp_edge *e, const bool *used_u, const bool *used_v, double *lo)
+{
+    double l = INFINITY, hi = -INFINITY;
+    for (int32_t a = 0; a < e->ku; a++)
+        for (int32_t b = 0; b < e->kv; b++)
+            if (used_u[a] && used_v[b]) {
+                double r = e->R[(int64_t)a * e->kv + b];
+                l = fmin(l, r), hi = fmax(hi, r);
+            }
+    *lo = l;
+    return hi - l <= 1e-15 * fmax(1.0, fabs(hi));
+}
+
+static int32_t max_classes(const loom_ilp *p)
+{
+    int32_t m = 1;
+    for (int32_t i = 0; i < p->n_edges; i++) {
+        if (p->edges[i].ku > m) m = p->edges[i].ku;
+        if (p->edges[i].kv > m) m = p->edges[i].kv;
+    }
+    return m;
+}
+
+/* Size of the model build() makes: s columns, e columns of the edges that
+ * keep them; one row per node, per used class of those edges, budget. */
+static bool model_size(const loom_ilp *p, double budget, int32_t *vars, int32_t *cons)
+{
+    int32_t maxcls = max_classes(p);
+    bool *used_u = malloc((size_t)maxcls), *used_v = malloc((size_t)maxcls);
+    if (!used_u || !used_v) {
+        free(used_u), free(used_v);
+        return false;
+    }
+    int64_t nvar = 0, ncon = p->n_nodes + (budget > 0);
+    for (int32_t v = 0; v < p->n_nodes; v++) nvar += p->nodes[v].k;
+    for (int32_t i = 0; i < p->n_edges; i++) {
+        int nu, nv, pu, qv;
+        double lo;
+        used_classes(p, &p->edges[i], used_u, used_v, maxcls, &nu, &nv, &pu, &qv);
+        if (nu == 1 || nv == 1 || edge_constant(&p->edges[i], used_u, used_v, &lo)) continue;
+        nvar += (int64_t)nu * nv;
+        ncon += nu + nv;
+    }
+    free(used_u), free(used_v);
+    *vars = nvar > INT32_MAX ? INT32_MAX : (int32_t)nvar;
+    *cons = ncon > INT32_MAX ? INT32_MAX : (int32_t)ncon;
+    return true;
+}
+
 /* Builds the GLPK problem; returns false on out-of-memory. */
 static bool build(glp_prob *lp, const loom_ilp *p, const loom_ilp_opts *o, model_map *mm,
                   triplets *tr, int *kept_edges)
@@ -148,23 +213,13 @@ static bool build(glp_prob *lp, const loom_ilp *p, const loom_ilp_opts *o, model
         memcpy(mm->cost + base[v], p->nodes[v].cost, (size_t)p->nodes[v].k * sizeof(double));
 
     /* Fold single-class ends and constant edges into node costs. */
-    int32_t maxcls = 1;
-    for (int32_t i = 0; i < p->n_edges; i++) {
-        const loom_ilp_edge *e = &p->edges[i];
-        if (e->ku > maxcls) maxcls = e->ku;
-        if (e->kv > maxcls) maxcls = e->kv;
-    }
+    int32_t maxcls = max_classes(p);
     bool *used_u = calloc((size_t)maxcls, 1), *used_v = calloc((size_t)maxcls, 1);
     ok = ok && used_u && used_v;
     for (int32_t i = 0; ok && i < p->n_edges; i++) {
         const loom_ilp_edge *e = &p->edges[i];
-        memset(used_u, 0, (size_t)maxcls);
-        memset(used_v, 0, (size_t)maxcls);
-        int nu = 0, nv = 0, pu = -1, qv = -1;
-        for (int32_t c = 0; c < p->nodes[e->u].k; c++)
-            if (!used_u[e->cu[c]]) used_u[e->cu[c]] = true, nu++, pu = e->cu[c];
-        for (int32_t c = 0; c < p->nodes[e->v].k; c++)
-            if (!used_v[e->cv[c]]) used_v[e->cv[c]] = true, nv++, qv = e->cv[c];
+        int nu, nv, pu, qv;
+        used_classes(p, e, used_u, used_v, maxcls, &nu, &nv, &pu, &qv);
         if (nu == 1) {
             for (int32_t c = 0; c < p->nodes[e->v].k; c++)
                 mm->cost[base[e->v] + c] += e->R[(int64_t)pu * e->kv + e->cv[c]];
@@ -175,14 +230,8 @@ static bool build(glp_prob *lp, const loom_ilp *p, const loom_ilp_opts *o, model
                 mm->cost[base[e->u] + c] += e->R[(int64_t)e->cu[c] * e->kv + qv];
             continue;
         }
-        double lo = INFINITY, hi = -INFINITY;
-        for (int32_t a = 0; a < e->ku; a++)
-            for (int32_t b = 0; b < e->kv; b++)
-                if (used_u[a] && used_v[b]) {
-                    double r = e->R[(int64_t)a * e->kv + b];
-                    lo = fmin(lo, r), hi = fmax(hi, r);
-                }
-        if (hi - lo <= 1e-15 * fmax(1.0, fabs(hi))) {
+        double lo;
+        if (edge_constant(e, used_u, used_v, &lo)) {
             offset += lo;
             continue;
         }
@@ -218,12 +267,8 @@ static bool build(glp_prob *lp, const loom_ilp *p, const loom_ilp_opts *o, model
     int ncols = (int)total, nrows = V;
     for (int32_t i = 0; ok && i < p->n_edges; i++) {
         if (!keep[i]) continue;
-        const loom_ilp_edge *e = &p->edges[i];
-        memset(used_u, 0, (size_t)maxcls);
-        memset(used_v, 0, (size_t)maxcls);
-        int nu = 0, nv = 0;
-        for (int32_t c = 0; c < p->nodes[e->u].k; c++) if (!used_u[e->cu[c]]) used_u[e->cu[c]] = 1, nu++;
-        for (int32_t c = 0; c < p->nodes[e->v].k; c++) if (!used_v[e->cv[c]]) used_v[e->cv[c]] = 1, nv++;
+        int nu, nv, pu, qv;
+        used_classes(p, &p->edges[i], used_u, used_v, maxcls, &nu, &nv, &pu, &qv);
         ncols += nu * nv;
         nrows += nu + nv;
     }
@@ -312,9 +357,10 @@ static loom_status write_lp(glp_prob *lp, const char *path, loom_error *err)
     return LOOM_OK;
 }
 
-/* The solve proper; its parameters are never reassigned (setjmp). */
-static loom_status solve(const loom_ilp *p, const loom_ilp_opts *o, loom_ilp_solution *out,
-                         loom_error *err)
+/* The solve proper; its parameters are never reassigned (setjmp). With
+ * write_only, builds the model, writes o->lp_path and stops. */
+static loom_status solve(const loom_ilp *p, const loom_ilp_opts *o, bool write_only,
+                         loom_ilp_solution *out, loom_error *err)
 {
     double t0 = now_s();
     glpk_trap trap;
@@ -357,8 +403,8 @@ static loom_status solve(const loom_ilp *p, const loom_ilp_opts *o, loom_ilp_sol
         loom_ilp_glpk_fault_next = 0;
         glp_set_col_kind(lp, 0, GLP_BV);
     }
-    out->n_vars = glp_get_num_cols(lp);
-    out->n_cons = glp_get_num_rows(lp);
+    out->n_vars = out->core_vars = glp_get_num_cols(lp);
+    out->n_cons = out->core_cons = glp_get_num_rows(lp);
     if (o->lp_path) {
         /* Readable names for the debug file: s<node>_<choice>, e<edge>_<p>_<q>. */
         char name[64];
@@ -368,6 +414,7 @@ static loom_status solve(const loom_ilp *p, const loom_ilp_opts *o, loom_ilp_sol
                 glp_set_col_name(lp, mm->col0[v] + c, name);
             }
         if ((st = write_lp(lp, o->lp_path, err))) goto fail;
+        if (write_only) goto done;
     }
 
     glp_iocp parm;
@@ -475,5 +522,50 @@ loom_status loom_ilp_solve_glpk(const loom_ilp *p, const loom_ilp_opts *o, loom_
         out->status = LOOM_ILP_OPTIMAL;
         return LOOM_OK;
     }
-    return solve(p, o, out, err);
+    if (o->memory_budget > 0 || o->no_reduce) return solve(p, o, false, out, err);
+
+    /* Eliminate what dynamic programming can, solve the core, expand. The
+     * debug file shows the whole model. */
+    double t0 = now_s();
+    loom_ilp *core;
+    loom_ilp_reduction *red;
+    loom_status s;
+    if (o->lp_path) {
+        loom_ilp_solution w;
+        if ((s = solve(p, o, true, &w, err))) return s;
+    }
+    loom_ilp_opts co = *o;
+    co.lp_path = NULL;
+    if ((s = loom_ilp_reduce(p, &core, &red, err))) return s;
+    loom_ilp_solution cs = {.status = LOOM_ILP_OPTIMAL};
+    if (core->n_nodes > 0 && (s = solve(core, &co, false, &cs, err))) goto done;
+    if (!model_size(p, 0, &out->n_vars, &out->n_cons)) {
+        s = loom_error_set(err, LOOM_ERR_NOMEM, "out of memory sizing the ILP");
+        goto done;
+    }
+    out->choice = malloc((size_t)p->n_nodes * sizeof(int32_t));
+    if (!out->choice) {
+        s = loom_error_set(err, LOOM_ERR_NOMEM, "out of memory expanding the ILP solution");
+        goto done;
+    }
+    loom_ilp_expand(red, cs.choice, out->choice);
+    out->status = cs.status;
+    out->core_vars = cs.core_vars;
+    out->core_cons = cs.core_cons;
+    out->objective = loom_ilp_objective(p, out->choice);
+    if (cs.status == LOOM_ILP_OPTIMAL) {
+        out->bound = out->objective;
+    } else {
+        /* the core's bound plus what was minimised out bounds the whole */
+        out->bound = fmin(out->objective, fmax(loom_ilp_trivial_bound(p),
+                                               cs.bound + loom_ilp_reduction_constant(red)));
+        out->gap = (out->objective - out->bound) / fmax(fabs(out->objective), 1e-12);
+    }
+done:
+    out->solve_time_s = now_s() - t0;
+    loom_ilp_solution_free(&cs);
+    loom_ilp_destroy(core);
+    loom_ilp_reduction_free(red);
+    if (s) loom_ilp_solution_free(out);
+    return s;
 }

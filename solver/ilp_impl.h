@@ -28,4 +28,16 @@ struct loom_ilp {
     int32_t n_edges, cap_edges;
 };
 
+/* ilp_reduce.c: exact elimination of nodes with at most two neighbours.
+ * The core keeps the surviving nodes (renumbered, in order); its optimum
+ * plus loom_ilp_reduction_constant is the problem's optimum, and
+ * loom_ilp_expand turns a core assignment into a full one that attains it.
+ * Ignores memory: callers with a budget must not reduce. */
+typedef struct loom_ilp_reduction loom_ilp_reduction;
+loom_status loom_ilp_reduce(const loom_ilp *p, loom_ilp **core, loom_ilp_reduction **out,
+                            loom_error *err);
+void loom_ilp_expand(const loom_ilp_reduction *r, const int32_t *core_x, int32_t *x);
+double loom_ilp_reduction_constant(const loom_ilp_reduction *r);
+void loom_ilp_reduction_free(loom_ilp_reduction *r);
+
 #endif

@@ -54,7 +54,7 @@ struct loom_intra_layer {
     loom_layer_totals tot;
     double min_mem;               /* least memory of any assignment */
     double gap, solve_time_s;
-    int32_t n_vars, n_cons, ops_before, ops_after;
+    int32_t n_vars, n_cons, core_vars, core_cons, ops_before, ops_after;
     int32_t n_ops;
     intra_op *ops;                /* NULL when infeasible */
 };
@@ -390,6 +390,7 @@ static loom_status solve_layer(run_ctx *r, int32_t l, double budget, loom_intra_
     L->gap = sol.gap;
     L->solve_time_s = sol.solve_time_s;
     L->n_vars = sol.n_vars, L->n_cons = sol.n_cons;
+    L->core_vars = sol.core_vars, L->core_cons = sol.core_cons;
     L->ops_before = count;
     L->ops_after = loom_layer_problem_num_sets(p);
     L->n_ops = count;
@@ -590,6 +591,7 @@ loom_status loom_intra_solve(const loom_graph *g, const loom_cost_model *cm, int
         for (int32_t j = 0; j < i && first_of_kind; j++) first_of_kind = out->layers[j] != L;
         if (first_of_kind) {
             out->n_vars += L->n_vars, out->n_cons += L->n_cons;
+            out->core_vars += L->core_vars, out->core_cons += L->core_cons;
             out->ops_before_merge += L->ops_before, out->ops_after_merge += L->ops_after;
         }
         out->gap = fmax(out->gap, L->gap);

@@ -87,6 +87,7 @@ typedef struct {
     double gap;                    /* largest relative MIP gap over the layer solves */
     double solve_time_s;           /* ILP time spent in this call (0 when all cached) */
     int32_t n_vars, n_cons;        /* ILP size, summed over the distinct layer solves */
+    int32_t core_vars, core_cons;  /* what GLPK solved after exact elimination (ilp.h) */
     int32_t ops_before_merge, ops_after_merge;   /* likewise (ILP nodes after merging) */
     int32_t layer_first, layer_last;
     int32_t n_solves, n_cache_hits;

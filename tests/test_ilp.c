@@ -77,6 +77,7 @@ static void property_vs_brute(void)
         loom_ilp_opts o;
         loom_ilp_opts_init(&o);
         o.memory_budget = budget;
+        o.no_reduce = seed % 4 == 1;   /* the reduction applies without a budget */
         loom_status st = loom_ilp_solve_glpk(p, &o, &gs, &err);
         CHECK_INT_EQ(st, LOOM_OK);
         if (st) fprintf(stderr, "seed %llu: %s\n", (unsigned long long)seed, err.msg);
@@ -115,9 +116,11 @@ static void property_vs_chain_dp(void)
         CHECK(loom_ilp_solve_chain_dp(p, &ds, &err) == LOOM_OK);
         loom_ilp_opts o;
         loom_ilp_opts_init(&o);
+        o.no_reduce = seed % 2 == 0;
         CHECK(loom_ilp_solve_glpk(p, &o, &gs, &err) == LOOM_OK);
         CHECK_INT_EQ(gs.status, LOOM_ILP_OPTIMAL);
         CHECK_NEAR_REL(gs.objective, ds.objective, 1e-7);
+        if (!o.no_reduce) CHECK_INT_EQ(gs.core_vars, 0);   /* a chain reduces away */
         if (V <= 7) {   /* the DP itself against brute force */
             loom_ilp_solution bs;
             CHECK(loom_ilp_solve_brute(p, 0, 10000000, &bs, &err) == LOOM_OK);
@@ -145,11 +148,21 @@ static void hand_instance(void)
     CHECK(loom_ilp_add_node(p, 2, b, NULL, &id, &err) == LOOM_OK);
     CHECK(loom_ilp_add_edge(p, 0, 1, 2, cls, 2, cls, R, &err) == LOOM_OK);
     loom_ilp_solution s;
+    /* reduced: a chain of two is solved by elimination alone */
     CHECK(loom_ilp_solve_glpk(p, NULL, &s, &err) == LOOM_OK);
     CHECK_INT_EQ(s.status, LOOM_ILP_OPTIMAL);
     CHECK_NEAR_REL(s.objective, 4.0, 1e-12);
     CHECK_INT_EQ(s.choice[0], 1);
     CHECK_INT_EQ(s.choice[1], 1);
+    CHECK_INT_EQ(s.core_vars, 0);
+    CHECK(s.n_vars >= 4);   /* the model it stands for */
+    loom_ilp_solution_free(&s);
+    /* GLPK on the whole problem */
+    loom_ilp_opts whole;
+    loom_ilp_opts_init(&whole);
+    whole.no_reduce = true;
+    CHECK(loom_ilp_solve_glpk(p, &whole, &s, &err) == LOOM_OK);
+    CHECK_NEAR_REL(s.objective, 4.0, 1e-12);
     CHECK(s.n_vars >= 4 && s.n_cons >= 2);
     CHECK(s.gap == 0);
     loom_ilp_solution_free(&s);
@@ -186,6 +199,7 @@ static void hand_instance(void)
     char path[256];
     snprintf(path, sizeof path, "/tmp/loom_test_ilp_%ld.lp", (long)getpid());
     o.memory_budget = 0;
+    o.no_reduce = true;
     o.lp_path = path;
     CHECK(loom_ilp_solve_glpk(p, &o, &s, &err) == LOOM_OK);
     loom_ilp_solution_free(&s);
@@ -241,6 +255,7 @@ static void time_limit(void)
     }
     loom_ilp_opts o;
     loom_ilp_opts_init(&o);
+    o.no_reduce = true;   /* GLPK itself must be stopped */
     loom_ilp_solution full, quick;
     CHECK(loom_ilp_solve_glpk(p, &o, &full, &err) == LOOM_OK);
     CHECK_INT_EQ(full.status, LOOM_ILP_OPTIMAL);
