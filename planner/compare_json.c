@@ -70,6 +70,15 @@ done:
     return s;
 }
 
+/* Fails at PATH.key. */
+static loom_status fail_at(const loom_jctx *c, const char *path, const char *key, const char *fmt,
+                           const char *a, const char *b)
+{
+    char p[96];
+    snprintf(p, sizeof p, "%s.%s", path, key);
+    return loom_json_fail(c, p, fmt, a, b);
+}
+
 static loom_status read_case(const loom_jctx *c, const char *file, const cJSON *o,
                              const char *path, const case_fields *defaults, int32_t index,
                              loom_compare_case *out)
@@ -87,41 +96,42 @@ static loom_status read_case(const loom_jctx *c, const char *file, const cJSON *
     TRY(loom_json_get_str(c, o, path, "cluster", true, &cluster));
     TRY(read_fields(c, o, path, &f));
     if (!name[0] || strlen(name) >= sizeof out->name || strpbrk(name, "|,\"\n"))
-        return loom_json_fail(c, path, "name: expected 1 to %d characters without | , \" or "
-                              "newlines, found \"%s\"", (int)sizeof out->name - 1, name);
+        return fail_at(c, path, "name", "expected 1 to 63 characters without | , \" or "
+                       "newlines, found \"%s\"%s", name, "");
     if (strlen(model) >= sizeof out->model || strlen(cluster) >= sizeof out->cluster)
-        return loom_json_fail(c, path, "model / cluster: longer than %d characters",
-                              (int)sizeof out->model - 1);
+        return fail_at(c, path, strlen(model) >= sizeof out->model ? "model" : "cluster",
+                       "longer than %s characters%s", "1023", "");
     snprintf(out->name, sizeof out->name, "%s", name);
     snprintf(out->model, sizeof out->model, "%s", model);
     snprintf(out->cluster, sizeof out->cluster, "%s", cluster);
-    if (f.gbs < 1) return loom_json_fail(c, path, "gbs: missing (and no default)");
+    if (f.gbs < 1) return fail_at(c, path, "gbs", "missing, and no default%s%s", "", "");
     out->gbs = f.gbs;
     out->seq = f.seq;
     if (!loom_plan_mode_parse(f.mode, &out->mode))
-        return loom_json_fail(c, path, "mode: expected \"train\" or \"infer\", found \"%s\"", f.mode);
+        return fail_at(c, path, "mode", "expected \"train\" or \"infer\", found \"%s\"%s", f.mode,
+                       "");
     const char *obj = f.objective ? f.objective : out->mode == LOOM_PLAN_TRAIN ? "time" : "latency";
     bool infer_obj = !strcmp(obj, "latency") || !strcmp(obj, "throughput");
     if (!loom_plan_objective_parse(obj, &out->objective) ||
         infer_obj != (out->mode == LOOM_PLAN_INFER))
-        return loom_json_fail(c, path, "objective: expected %s for mode %s, found \"%s\"",
-                              out->mode == LOOM_PLAN_TRAIN ? "time, cost or energy"
-                                                           : "latency or throughput",
-                              loom_plan_mode_name(out->mode), obj);
+        return fail_at(c, path, "objective", "expected %s, found \"%s\"",
+                       out->mode == LOOM_PLAN_TRAIN ? "time, cost or energy for mode train"
+                                                    : "latency or throughput for mode infer",
+                       obj);
     if (!loom_dtype_parse(f.dtype, &out->dtype) ||
         (out->dtype != LOOM_DTYPE_BF16 && out->dtype != LOOM_DTYPE_FP16 &&
          out->dtype != LOOM_DTYPE_FP8 && out->dtype != LOOM_DTYPE_FP32))
-        return loom_json_fail(c, path, "dtype: expected bf16, fp16, fp32 or fp8, found \"%s\"",
-                              f.dtype);
+        return fail_at(c, path, "dtype", "expected bf16, fp16, fp32 or fp8, found \"%s\"%s",
+                       f.dtype, "");
     out->latency_bound_s = f.latency_bound_ms / 1e3;
     if (!resolve(file, model, "models", out->model_path, sizeof out->model_path))
-        return loom_json_fail(c, path, "model: '%s' is neither a file (relative to the suite) "
-                              "nor a bundled model", model);
+        return fail_at(c, path, "model", "'%s' is neither a file (relative to the suite) nor a "
+                       "bundled model%s", model, "");
     if (loom_cluster_is_preset_name(cluster))
         snprintf(out->cluster_path, sizeof out->cluster_path, "%s", cluster);
     else if (!resolve(file, cluster, "clusters", out->cluster_path, sizeof out->cluster_path))
-        return loom_json_fail(c, path, "cluster: '%s' is neither a preset (dgx-h100-x16, …), a "
-                              "file (relative to the suite) nor a bundled cluster", cluster);
+        return fail_at(c, path, "cluster", "'%s' is neither a preset (dgx-h100-x16, …), a file "
+                       "(relative to the suite) nor a bundled cluster%s", cluster, "");
 done:
     return s;
 }
@@ -143,13 +153,13 @@ loom_status loom_compare_suite_read(const char *path, loom_compare_suite *out, l
         s = loom_json_fail(&c, "$", "expected an object, found %s", loom_json_type_name(root));
         goto done;
     }
-    TRY(loom_json_check_keys(&c, root, "$", keys));
     TRY(loom_json_get_str(&c, root, "$", "format", true, &format));
     if (strcmp(format, LOOM_SUITE_FORMAT)) {
         s = loom_json_fail(&c, "$.format", "expected \"%s\", found \"%s\"", LOOM_SUITE_FORMAT,
                            format);
         goto done;
     }
+    TRY(loom_json_check_keys(&c, root, "$", keys));
     TRY(loom_json_get_str(&c, root, "$", "name", true, &name));
     TRY(loom_json_get_str(&c, root, "$", "description", false, &desc));
     if (!name[0] || strlen(name) >= sizeof out->name) {
@@ -186,8 +196,10 @@ loom_status loom_compare_suite_read(const char *path, loom_compare_suite *out, l
         TRY(read_case(&c, path, it, p, &d, i, &out->cases[i]));
         for (int j = 0; j < i; j++)
             if (!strcmp(out->cases[j].name, out->cases[i].name)) {
-                s = loom_json_fail(&c, p, "name: \"%s\" is also the name of $.cases[%d]",
-                                   out->cases[i].name, j);
+                char other[32];
+                snprintf(other, sizeof other, "$.cases[%d]", j);
+                s = fail_at(&c, p, "name", "\"%s\" is also the name of %s", out->cases[i].name,
+                            other);
                 goto done;
             }
         out->n_cases = ++i;
@@ -410,13 +422,13 @@ loom_status loom_compare_read(const char *path, loom_compare_report *out, loom_e
         s = loom_json_fail(&c, "$", "expected an object, found %s", loom_json_type_name(root));
         goto done;
     }
-    TRY(loom_json_check_keys(&c, root, "$", keys));
     TRY(loom_json_get_str(&c, root, "$", "format", true, &format));
     if (strcmp(format, LOOM_COMPARE_FORMAT)) {
         s = loom_json_fail(&c, "$.format", "expected \"%s\", found \"%s\"", LOOM_COMPARE_FORMAT,
                            format);
         goto done;
     }
+    TRY(loom_json_check_keys(&c, root, "$", keys));
     TRY(copy_str(&c, root, "$", "suite", out->suite, sizeof out->suite));
     TRY(loom_json_get_int(&c, root, "$", "suite_cases", true, 1, 1 << 24, &n));
     out->suite_cases = (int32_t)n;
