@@ -93,29 +93,35 @@ loom_status loom_plan_set_stages(loom_plan *p, int32_t n, loom_error *err)
     return LOOM_OK;
 }
 
+/* Replaces *arr by n zeroed elements of `size` bytes (none when n <= 0). */
+static loom_status fresh_array(void **arr, int64_t n, size_t size, const char *what,
+                               loom_error *err)
+{
+    free(*arr);
+    *arr = NULL;
+    if (n <= 0) return LOOM_OK;
+    *arr = calloc((size_t)n, size);
+    if (!*arr)
+        return loom_error_set(err, LOOM_ERR_NOMEM, "out of memory: %lld %s", (long long)n, what);
+    return LOOM_OK;
+}
+
 loom_status loom_plan_stage_set_gpus(loom_plan_stage *s, int64_t n, loom_error *err)
 {
-    free(s->gpus);
-    s->gpus = NULL;
-    s->n_gpus = 0;
-    if (n <= 0) return LOOM_OK;
-    s->gpus = calloc((size_t)n, sizeof *s->gpus);
-    if (!s->gpus)
-        return loom_error_set(err, LOOM_ERR_NOMEM, "out of memory: %lld GPU ids", (long long)n);
-    s->n_gpus = n;
-    return LOOM_OK;
+    void *a = s->gpus;
+    loom_status st = fresh_array(&a, n, sizeof *s->gpus, "GPU ids", err);
+    s->gpus = a;
+    s->n_gpus = st || n < 0 ? 0 : n;
+    return st;
 }
 
 loom_status loom_plan_stage_set_ops(loom_plan_stage *s, int32_t n, loom_error *err)
 {
-    free(s->ops);
-    s->ops = NULL;
-    s->n_ops = 0;
-    if (n <= 0) return LOOM_OK;
-    s->ops = calloc((size_t)n, sizeof *s->ops);
-    if (!s->ops) return loom_error_set(err, LOOM_ERR_NOMEM, "out of memory: %d ops", (int)n);
-    s->n_ops = n;
-    return LOOM_OK;
+    void *a = s->ops;
+    loom_status st = fresh_array(&a, n, sizeof *s->ops, "ops", err);
+    s->ops = a;
+    s->n_ops = st || n < 0 ? 0 : n;
+    return st;
 }
 
 void loom_plan_memory_sum(loom_plan_memory *m)

@@ -525,38 +525,38 @@ static loom_status read_root(const loom_jctx *c, const cJSON *root, loom_plan *p
     return LOOM_OK;
 }
 
+/* The plan in a parsed tree, validated; takes ownership of root. */
+static loom_status from_tree(const char *file, cJSON *root, loom_plan **out, loom_error *err)
+{
+    loom_plan *p = NULL;
+    loom_status s = loom_plan_create(&p, err);
+    if (!s) {
+        loom_jctx c = {file, err};
+        s = read_root(&c, root, p);
+    }
+    if (!s) s = loom_plan_check(p, file, err);
+    cJSON_Delete(root);
+    if (s) {
+        loom_plan_destroy(p);
+        return s;
+    }
+    *out = p;
+    return LOOM_OK;
+}
+
 loom_status loom_plan_parse(const char *file, const char *text, size_t len, loom_plan **out,
                             loom_error *err)
 {
-    *out = NULL;
     cJSON *root = NULL;
-    loom_plan *p = NULL;
+    *out = NULL;
     loom_status s = loom_json_parse(file, text, len, &root, err);
-    if (s) return s;
-    s = loom_plan_create(&p, err);
-    if (s) goto fail;
-    loom_jctx c = {file, err};
-    s = read_root(&c, root, p);
-    if (s) goto fail;
-    s = loom_plan_check(p, file, err);
-    if (s) goto fail;
-    cJSON_Delete(root);
-    *out = p;
-    return LOOM_OK;
-fail:
-    cJSON_Delete(root);
-    loom_plan_destroy(p);
-    return s;
+    return s ? s : from_tree(file, root, out, err);
 }
 
 loom_status loom_plan_read(const char *path, loom_plan **out, loom_error *err)
 {
-    char *text;
-    size_t len;
+    cJSON *root = NULL;
     *out = NULL;
-    loom_status s = loom_read_file(path, 0, &text, &len, err);
-    if (s) return s;
-    s = loom_plan_parse(path, text, len, out, err);
-    free(text);
-    return s;
+    loom_status s = loom_json_parse_file(path, &root, err);
+    return s ? s : from_tree(path, root, out, err);
 }

@@ -252,13 +252,14 @@ static loom_status build_tab(loom_search *s, const loom_graph *g, loom_layer_tab
         return st;
     }
     t->ok = true;
+    const uint64_t *sigs = loom_search_sigs(s, g);
     uint64_t seen_sig[64];
     int n_seen = 0;
     for (int32_t l = 0; l < n; l++) {
         int32_t first, count;
         loom_graph_layer_ops(g, l, &first, &count);
         bool block = loom_memory_is_block(g, l);
-        uint64_t sig = loom_graph_layer_signature(g, l);
+        uint64_t sig = sigs ? sigs[l] : loom_graph_layer_signature(g, l);
         bool fresh = true;
         for (int q = 0; q < n_seen; q++) fresh &= seen_sig[q] != sig;
         if (fresh && n_seen < 64) seen_sig[n_seen++] = sig;
@@ -367,32 +368,48 @@ static loom_status eval_stage(loom_search *s, const loom_graph *g, const loom_se
     bool rc = st->recompute == LOOM_RECOMPUTE_FULL && train;
     double bwd = 0, rerun = 0, kv_read = 0;
     int64_t saved = 0, work = 0, kv = 0;
+    /* Identical layers share one solved layer (intra.h), so their sums are
+     * computed once: the stage costs O(distinct layers), not O(layers). */
+    typedef struct {
+        const loom_intra_layer *layer;
+        double bwd, rerun, flops, measured, total;
+    } layer_sums;
+    layer_sums seen[8];
+    int n_seen = 0;
     for (int32_t l = st->first_layer; l <= st->last_layer; l++) {
         int32_t first, count;
         loom_graph_layer_ops(g, l, &first, &count);
         bool block = loom_memory_is_block(g, l);
-        for (int32_t q = first; q < first + count; q++) {
+        const loom_intra_layer *lay = e->intra.layers[l - st->first_layer];
+        int k = 0;
+        while (k < n_seen && seen[k].layer != lay) k++;   /* identity only: the type is opaque */
+        layer_sums one = {lay, 0, 0, 0, 0, 0};
+        if (k < n_seen) one = seen[k];
+        for (int32_t q = first; q < first + count && k == n_seen; q++) {
             loom_intra_op_cost c;
             if (!loom_intra_op_cost_get(&e->intra, g, q, &c)) continue;
             const loom_op *op = loom_graph_op(g, q);
             double ff = train ? fwd_frac(op) : 1.0;
-            bwd += c.compute_s * (1 - ff) + (train ? 0.5 * c.comm_s : 0);
-            if (rc && block) rerun += c.compute_s * fwd_frac(op) + 0.5 * c.comm_s;
-            if (is_matmul(op)) e->model_flops += (train ? 3.0 : 1.0) * (double)op->fwd_flops;
+            one.bwd += c.compute_s * (1 - ff) + (train ? 0.5 * c.comm_s : 0);
+            if (rc && block) one.rerun += c.compute_s * fwd_frac(op) + 0.5 * c.comm_s;
+            if (is_matmul(op)) one.flops += (train ? 3.0 : 1.0) * (double)op->fwd_flops;
             if (!s->want_measured) continue;
             /* where the compute time comes from (profile db or roofline) */
             loom_dim div[LOOM_PROFILE_MAX_DIMS];
             int nd = op_splits(&e->intra, g, q, st->mesh, div, LOOM_PROFILE_MAX_DIMS);
             loom_dim_split sp[LOOM_PROFILE_MAX_DIMS];
-            for (int k = 0; k < nd; k++) sp[k] = (loom_dim_split){div[k].name, div[k].size};
+            for (int d = 0; d < nd; d++) sp[d] = (loom_dim_split){div[d].name, div[d].size};
             loom_op_time ot;
             loom_error eo;
             if (loom_cost_op_time(s->req.cm, g, q, sp, nd, &ot, &eo) == LOOM_OK) {
                 double tt = ot.fwd_s + (train ? ot.bwd_s : 0);
-                e->total_s += tt;
-                if (ot.source != LOOM_SRC_ROOFLINE) e->measured_s += tt;
+                one.total += tt;
+                if (ot.source != LOOM_SRC_ROOFLINE) one.measured += tt;
             }
         }
+        if (k == n_seen && n_seen < 8) seen[n_seen++] = one;
+        bwd += one.bwd, rerun += one.rerun, e->model_flops += one.flops;
+        e->measured_s += one.measured, e->total_s += one.total;
         if (train) {
             saved += rc && block ? t->input_bytes[l] : t->act_bytes[l];
             if (rc && block && t->act_bytes[l] > work) work = t->act_bytes[l];

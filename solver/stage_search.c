@@ -67,7 +67,10 @@ loom_status loom_search_create(const loom_search_request *req, loom_search **out
 void loom_search_destroy(loom_search *s)
 {
     if (!s) return;
-    for (int i = 0; i < s->ng; i++) loom_graph_destroy(s->graphs[i]);
+    for (int i = 0; i < s->ng; i++) {
+        loom_graph_destroy(s->graphs[i]);
+        free(s->sigs[i]);
+    }
     loom_search_tabs_free(s);
     loom_search_eval_free(&s->res.eval);
     loom_intra_cache_destroy(s->cache);
@@ -94,10 +97,25 @@ loom_status loom_search_graph(loom_search *s, int64_t b, const loom_graph **out,
     loom_graph *g;
     loom_status st = loom_model_load(s->req.model_path, &o, &g, err);
     if (st) return st;
+    int32_t n = loom_graph_layer_count(g);
+    uint64_t *sig = malloc(sizeof *sig * ((size_t)n + 1));
+    if (!sig) {
+        loom_graph_destroy(g);
+        return loom_error_set(err, LOOM_ERR_NOMEM, "stage search: out of memory");
+    }
+    for (int32_t l = 0; l < n; l++) sig[l] = loom_graph_layer_signature(g, l);
     s->graph_b[s->ng] = b;
+    s->sigs[s->ng] = sig;
     s->graphs[s->ng++] = g;
     *out = g;
     return LOOM_OK;
+}
+
+const uint64_t *loom_search_sigs(const loom_search *s, const loom_graph *g)
+{
+    for (int i = 0; i < s->ng; i++)
+        if (s->graphs[i] == g) return s->sigs[i];
+    return NULL;
 }
 
 /* ---- one (replica size, replicas, micro-batch) point ------------------------------ */
@@ -134,11 +152,6 @@ static bool stop_now(loom_search *s)
 static void consider(loom_search *s, const loom_search_config *cfg, loom_search_eval_result *ev)
 {
     s->res.configs_evaluated++;
-    if (getenv("LOOM_DEBUG_SEARCH")) {
-        fprintf(stderr, "cfg D %lld dp %lld b %lld M %lld pp %lld v %lld score %.4f fits %d mem %.1f:", (long long)cfg->gpus_per_replica, (long long)cfg->dp, (long long)cfg->mbs, (long long)cfg->micro_batches, (long long)cfg->pp, (long long)cfg->vpp, ev->score, ev->fits, ev->memory_per_gpu_bytes / 1073741824.0);
-        for (int i = 0; i < cfg->n_stages && i < 6; i++) fprintf(stderr, " [%d-%d %lldx%lld%s%s]", cfg->stages[i].first_layer, cfg->stages[i].last_layer, (long long)cfg->stages[i].mesh.n0, (long long)cfg->stages[i].mesh.n1, cfg->stages[i].megatron ? "M" : "", cfg->stages[i].recompute ? "R" : "");
-        fprintf(stderr, "\n");
-    }
     bool ok = ev->fits;
     if (s->req.objective == LOOM_SEARCH_THROUGHPUT && s->req.latency_bound_s > 0 &&
         ev->latency_s > s->req.latency_bound_s)
@@ -447,7 +460,6 @@ static loom_status try_interleaved(loom_search *s, const point *pt, int32_t m, i
                 if (tr[r] > mx) mx = tr[r];
             }
             double est = (double)pt->M * mx + (sum - mx) / (double)v;
-            if (getenv("LOOM_DEBUG_SEARCH")) fprintf(stderr, "  ilv D %lld b %lld v %lld mesh %lldx%lld rc %d est %g fits %d static %.1f act %.2f GiB inflight %.2f cap %.1f\n", (long long)pt->D, (long long)pt->b, (long long)v, (long long)pt->shape[m][si][0], (long long)pt->shape[m][si][1], (int)rc, est, (int)fits, st_b[0]/1073741824.0, act_b[0]/1073741824.0, loom_memory_inflight_microbatches(pp, 0, v, pt->M), cap/1073741824.0);
             if (fits && est < best_est) best_est = est, best_si = si, best_rc = rc;
         }
     }
@@ -643,7 +655,6 @@ loom_status loom_search_run(loom_search *s, const loom_search_result **result, l
                         }
                         pt->D = D, pt->dp = dp, pt->b = b, pt->M = B / dp / b, pt->seqs = B;
                         st = try_point(s, pt, err);
-                        if (getenv("LOOM_DEBUG_SEARCH")) fprintf(stderr, "point D %lld dp %lld b %lld M %lld: configs %lld best %g st %d\n", (long long)D, (long long)dp, (long long)b, (long long)pt->M, (long long)s->res.configs_evaluated, s->have_best ? s->res.eval.score : -1.0, (int)st);
                         free(pt);
                         if (st) goto out;
                         done++;

@@ -45,6 +45,7 @@ struct loom_search {
     int ng;
     int64_t graph_b[LOOM_SEARCH_MAX_GRAPHS];
     loom_graph *graphs[LOOM_SEARCH_MAX_GRAPHS];
+    uint64_t *sigs[LOOM_SEARCH_MAX_GRAPHS];   /* layer signatures of each graph */
     loom_layer_tab **tabs;           /* each allocated alone: pointers stay valid */
     int32_t n_tabs, cap_tabs;
     loom_profile_key *keys;
@@ -54,6 +55,9 @@ struct loom_search {
     bool want_measured;              /* eval: also look up each op's time source */
     double t_start;
 };
+
+/* Layer signatures of a graph the search loaded (NULL for another graph). */
+const uint64_t *loom_search_sigs(const loom_search *s, const loom_graph *g);
 
 /* Seconds on a monotonic clock. */
 double loom_search_now(void);

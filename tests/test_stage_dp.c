@@ -8,15 +8,22 @@
  * min(S-i, M)), and evaluates T = Σ t_i + (M-1)·max t_i directly. Picking each
  * stage's option independently is exact because T only grows with each t_i.
  * Random cost tables (fixed seeds) cover times, memory pressure and
- * infeasible options; the DP must match the reference to rounding.
+ * infeasible options; the DP must match the reference to rounding. So must
+ * it on real tables: every layer of a small model solved by the intra-op
+ * ILP on every logical mesh of every sub-mesh of one 8-GPU node.
  */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check.h"
+#include "costs/cluster.h"
+#include "graph/fileio.h"
+#include "graph/model.h"
+#include "solver/intra.h"
 #include "solver/stage_dp.h"
 
 static uint64_t rng = 88172645463325252ull;
@@ -148,6 +155,27 @@ static void check_solution(const loom_stage_problem *p, const loom_stage_solutio
     CHECK_NEAR_REL(s->step_s, sum + (double)(p->micro_batches - 1) * mx, 1e-12);
 }
 
+/* Solves p with the DP and compares with brute force; returns 1 when they
+ * agree (both infeasible, or the same step time and a valid solution). */
+static int dp_matches_brute(const loom_stage_problem *p, loom_stage_solution *sol)
+{
+    double ref;
+    int64_t ref_mem;
+    brute_solve(p, &ref, &ref_mem);
+    loom_error err = {0};
+    loom_status s = loom_stage_dp_solve(p, sol, &err);
+    CHECK_INT_EQ(loom_stage_dp_min_memory(p), ref_mem);
+    if (ref == INFINITY) {
+        CHECK_INT_EQ(s, LOOM_ERR_INFEASIBLE);
+        return s == LOOM_ERR_INFEASIBLE;
+    }
+    CHECK_INT_EQ(s, LOOM_OK);
+    if (s != LOOM_OK) return 0;
+    CHECK_NEAR_REL(sol->step_s, ref, 1e-9);
+    check_solution(p, sol);
+    return fabs(sol->step_s - ref) <= 1e-9 * ref;
+}
+
 /* ---- random problems ---------------------------------------------------------------- */
 
 #define MAXC (8 * 8 * 4)
@@ -201,34 +229,22 @@ static void test_random_vs_brute(void)
         if (trial % 3 == 2) p.stage_bytes = once;
         if (trial % 5 == 0) p.max_stages = (int32_t)irand(1, 4);
         if (trial % 2) p.ws = ws;   /* reused buffers must not change answers */
-        double ref;
-        int64_t ref_mem;
-        brute_solve(&p, &ref, &ref_mem);
         loom_stage_solution sol;
-        loom_error err = {0};
-        loom_status s = loom_stage_dp_solve(&p, &sol, &err);
+        int ok = dp_matches_brute(&p, &sol);
         runs++;
-        if (ref == INFINITY) {
-            CHECK_INT_EQ(s, LOOM_ERR_INFEASIBLE);
+        agree += ok;
+        if (!ok)
+            fprintf(stderr, "  trial %d: L %d, %d options, D %lld, M %lld\n", trial, (int)L,
+                    (int)NO, (long long)D, (long long)p.micro_batches);
+        else if (sol.n_stages == 0)   /* the DP said infeasible, and so did brute force */
             infeasible++;
-        } else {
-            CHECK_INT_EQ(s, LOOM_OK);
-            if (s == LOOM_OK) {
-                CHECK_NEAR_REL(sol.step_s, ref, 1e-9);
-                if (fabs(sol.step_s - ref) > 1e-9 * ref)
-                    fprintf(stderr, "  trial %d: L %d, %d options, D %lld, M %lld\n", trial,
-                            (int)L, (int)NO, (long long)D, (long long)p.micro_batches);
-                check_solution(&p, &sol);
-                if (fabs(sol.step_s - ref) <= 1e-9 * ref) agree++;
-            }
-        }
-        CHECK_INT_EQ(loom_stage_dp_min_memory(&p), ref_mem);
     }
     loom_stage_workspace_destroy(ws);
     loom_stage_workspace_destroy(NULL);
     printf("stage DP vs brute force: %d agree, %d infeasible, of %d\n", agree, infeasible, runs);
-    CHECK(agree > 150);
-    CHECK(infeasible > 5);
+    CHECK_INT_EQ(agree, runs);
+    CHECK(infeasible > 5);              /* the cases exercise memory limits */
+    CHECK(runs - infeasible > 150);     /* and mostly have plans */
 }
 
 /* A hand-checkable case: 4 identical layers, sub-meshes of 1, 2 and 4 GPUs,
@@ -472,6 +488,109 @@ static void test_bad_problem(void)
     CHECK_STR_CONTAINS(err.msg, "multiples of 3");
 }
 
+/* ---- real ILP costs ------------------------------------------------------------------ */
+
+/* Fills a cost table for graph g on one node of cluster c: per layer, per
+ * sub-mesh, per logical mesh: the ILP's time, its parameters at 18 bytes
+ * (mixed-precision Adam) and its saved activations. */
+static int real_table(const loom_graph *g, const loom_cost_model *cm, int64_t gpn,
+                      loom_stage_cost *cost, int64_t *devs, int32_t *nm_out, int32_t *no_out)
+{
+    loom_submesh sm[8];
+    int32_t NM = loom_stage_submeshes(gpn, gpn, 0, sm, 8), NO = 0;
+    int64_t shapes[8][8][2];
+    int32_t ns[8];
+    for (int32_t m = 0; m < NM; m++) {
+        devs[m] = loom_submesh_devices(sm[m]);
+        ns[m] = loom_stage_logical_meshes(sm[m], shapes[m], 8);
+        if (ns[m] > NO) NO = ns[m];
+    }
+    int32_t L = loom_graph_layer_count(g), solved = 0;
+    loom_intra_cache *cache = NULL;
+    loom_error err = {0};
+    if (loom_intra_cache_create(&cache, &err)) return 0;
+    for (int32_t l = 0; l < L; l++)
+        for (int32_t m = 0; m < NM; m++)
+            for (int32_t o = 0; o < NO; o++) {
+                loom_stage_cost *c = &cost[((size_t)l * NM + m) * NO + o];
+                *c = (loom_stage_cost){INFINITY, 0, 0};
+                if (o >= ns[m]) continue;
+                loom_intra_opts io;
+                loom_intra_opts_init(&io);
+                io.cache = cache;
+                io.micro_batches = 4;
+                loom_intra_result r;
+                loom_mesh_shape mesh = {shapes[m][o][0], shapes[m][o][1]};
+                if (loom_intra_solve(g, cm, l, l, mesh, &io, &r, &err) == LOOM_OK &&
+                    r.status != LOOM_ILP_INFEASIBLE) {
+                    *c = (loom_stage_cost){r.time_s, r.param_count_per_gpu * 18,
+                                           r.act_bytes_per_gpu};
+                    solved++;
+                }
+                loom_intra_result_free(&r);
+            }
+    loom_intra_cache_destroy(cache);
+    *nm_out = NM, *no_out = NO;
+    return solved;
+}
+
+static void test_real_costs(void)
+{
+    loom_cluster c;
+    loom_error err = {0};
+    loom_cost_model *cm = NULL;
+    CHECK_INT_EQ(loom_cluster_load("dgx-h100-x1", &c, &err), LOOM_OK);
+    CHECK_INT_EQ(loom_cost_model_create(&c, NULL, NULL, &cm, &err), LOOM_OK);
+    if (!cm) return;
+    /* a 6-block Llama (8 layer slots) and the 2-block tiny GPT graph (4 slots) */
+    const char *llama = "{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": \"llama\", "
+                        "\"hidden_size\": 1024, \"intermediate_size\": 2816, "
+                        "\"num_attention_heads\": 16, \"num_key_value_heads\": 4, "
+                        "\"num_hidden_layers\": 6, \"vocab_size\": 32000, "
+                        "\"max_position_embeddings\": 4096, \"tie_word_embeddings\": false}\n";
+    const char *path = "/tmp/loom_test_stage_dp_llama6.json";
+    CHECK_INT_EQ(loom_write_file_atomic(path, llama, strlen(llama), &err), LOOM_OK);
+    const char *models[2] = {path, "examples/models/tiny-gpt.graph.json"};
+    int agree = 0, total = 0;
+    for (int mi = 0; mi < 2; mi++) {
+        loom_model_opts o;
+        loom_model_opts_init(&o);
+        o.seq = 1024, o.batch = 4;
+        loom_graph *g = NULL;
+        CHECK_INT_EQ(loom_model_load(models[mi], &o, &g, &err), LOOM_OK);
+        if (!g) continue;
+        static loom_stage_cost cost[8 * 8 * 8];
+        int64_t devs[8];
+        int32_t NM = 0, NO = 0, L = loom_graph_layer_count(g);
+        CHECK(L <= 8);
+        int solved = real_table(g, cm, 8, cost, devs, &NM, &NO);
+        CHECK(solved > L * NM);   /* most (layer, mesh) pairs have strategies */
+        /* memory: from no limit down to tighter than some plans need */
+        int64_t most = 0;
+        for (int32_t l = 0; l < L; l++) most += cost[(size_t)l * NM * NO].static_bytes +
+                                              4 * cost[(size_t)l * NM * NO].act_bytes;
+        for (int trial = 0; trial < 12; trial++) {
+            loom_stage_problem p = {.n_layers = L, .n_meshes = NM, .n_options = NO,
+                                    .mesh_devices = devs, .cost = cost, .devices = 8,
+                                    .micro_batches = 1 + trial % 6,
+                                    .capacity_bytes = trial < 3 ? INT64_MAX : most / (trial - 1)};
+            loom_stage_solution sol;
+            memset(&sol, 0, sizeof sol);
+            total++;
+            agree += dp_matches_brute(&p, &sol);
+            if (getenv("LOOM_TEST_VERBOSE"))
+                printf("  model %d: M %lld, capacity %lld: %d stages, %.4g s\n", mi,
+                       (long long)p.micro_batches, (long long)p.capacity_bytes,
+                       (int)sol.n_stages, sol.step_s);
+        }
+        loom_graph_destroy(g);
+    }
+    printf("stage DP vs brute force on ILP costs: %d of %d agree\n", agree, total);
+    CHECK_INT_EQ(agree, total);
+    unlink(path);
+    loom_cost_model_destroy(cm);
+}
+
 int main(void)
 {
     test_hand_case();
@@ -483,5 +602,6 @@ int main(void)
     test_place();
     test_cluster();
     test_bad_problem();
+    test_real_costs();
     return check_done();
 }
