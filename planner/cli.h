@@ -24,6 +24,7 @@ int loom_cmd_eval(int argc, char **argv);
 int loom_cmd_calibrate(int argc, char **argv);
 int loom_cmd_shard(int argc, char **argv);
 int loom_cmd_plan(int argc, char **argv);
+int loom_cmd_export(int argc, char **argv);
 int loom_cmd_compare(int argc, char **argv);
 int loom_cmd_compare_merge(int argc, char **argv);
 

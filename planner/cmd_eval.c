@@ -21,6 +21,7 @@
 #include "graph/json_util.h"
 #include "graph/model.h"
 #include "planner/cli.h"
+#include "planner/megatron_import.h"
 
 static const char *const usage_text =
     "usage: loom eval MODEL --cluster C --tp T --pp P [--dp D] [--cp C] [--ep E] --mbs B --gbs G\n"
@@ -28,6 +29,7 @@ static const char *const usage_text =
     "                 [--zero 0|1|2|3] [--dist-opt] [--vpp V] [--dtype bf16|fp16|fp8]\n"
     "                 [--unfused-attention] [--tp-comm-overlap] [--no-overlap-grad-reduce]\n"
     "                 [--grad-reduce-bf16] [--calib FILE] [--profile DB] [--json]\n"
+    "       loom eval [MODEL] --cluster C --from-megatron \"torchrun ... pretrain_gpt.py ...\"\n"
     "\n"
     "Predicts one training step of a Megatron-style configuration: step time and where it\n"
     "goes (compute, tensor-parallel comm, pipeline bubble, p2p, gradient sync, optimizer),\n"
@@ -52,11 +54,14 @@ static const char *const usage_text =
     "  --calib FILE         calibrated efficiencies (loom calibrate); default: shipped values\n"
     "  --profile DB         measured op times (loom-profile) for this cluster's GPU\n"
     "  --json               one JSON object on stdout\n"
+    "  --from-megatron L    the configuration of a Megatron-LM launch line instead of the\n"
+    "                       options above: the text, @FILE or a script path (docs/export.md);\n"
+    "                       without MODEL the model is built from its shape arguments\n"
     "\n"
     "Model FLOPs count attention in full (non-causal), as Korthikanti et al. and Megatron-LM.\n";
 
 typedef struct {
-    const char *model, *cluster, *calib, *profile;
+    const char *model, *cluster, *calib, *profile, *from_megatron;
     loom_parallel p;
     int64_t zero;
     const char *recompute, *dtype;
@@ -75,6 +80,7 @@ static const struct {
 } eval_opts[] = {
 #define F(f) offsetof(eval_args, f)
     {"--cluster", OPT_STR, F(cluster), 0, 0, 0},
+    {"--from-megatron", OPT_STR, F(from_megatron), 0, 0, 0},
     {"--tp", OPT_INT, F(p.tp), 1, 1 << 20, 0},
     {"--pp", OPT_INT, F(p.pp), 1, 1 << 20, 0},
     {"--dp", OPT_INT, F(p.dp), 1, 1 << 24, F(dp_given)},
@@ -140,9 +146,11 @@ static int parse(int argc, char **argv, eval_args *a)
                                         argv[i]);
         a->model = argv[i++];
     }
-    if (!a->model) return loom_cli_usage_error("eval", "missing MODEL (a path or a bundled name)");
+    if (!a->model && !a->from_megatron)
+        return loom_cli_usage_error("eval", "missing MODEL (a path or a bundled name)");
     if (!a->cluster) return loom_cli_usage_error("eval", "missing --cluster (a preset or a file)");
-    if (!a->gbs_given) return loom_cli_usage_error("eval", "missing --gbs (global batch, sequences)");
+    if (!a->gbs_given && !a->from_megatron)
+        return loom_cli_usage_error("eval", "missing --gbs (global batch, sequences)");
     a->p.zero = (int)a->zero;
     a->p.flash = !a->unfused;
     a->p.overlap_grad_reduce = !a->no_grad_overlap;
@@ -319,7 +327,7 @@ int loom_cmd_eval(int argc, char **argv)
     loom_calib cal;
     if (a.calib && loom_calib_load(a.calib, &cal, &err)) return loom_cli_fail(&err);
 
-    if (!loom_cli_find_data(a.model, "models", path, sizeof path)) {
+    if (a.model && !loom_cli_find_data(a.model, "models", path, sizeof path)) {
         fprintf(stderr, "loom: %s: no such file, and no bundled model of that name "
                 "(see examples/models/)\n", a.model);
         return LOOM_EXIT_FAIL;
@@ -334,7 +342,12 @@ int loom_cmd_eval(int argc, char **argv)
     loom_cost_model *cm = NULL;
     loom_eval_result r;
     memset(&r, 0, sizeof r);
-    if (loom_model_load(path, &mo, &g, &err) == LOOM_OK && !a.seq_given &&
+    if (a.from_megatron) {   /* the configuration (without MODEL also the model) from a launch line */
+        loom_export_list notes = {0};
+        if (!loom_megatron_eval_setup(a.from_megatron, a.model ? path : NULL,
+                                      loom_cluster_gpus(&cluster), &a.p, &g, &notes, &err))
+            for (int i = 0; i < notes.n; i++) fprintf(stderr, "loom eval: note: %s\n", notes.item[i]);
+    } else if (loom_model_load(path, &mo, &g, &err) == LOOM_OK && !a.seq_given &&
         loom_graph_info_c(g)->seq > 0)
         a.p.seq = loom_graph_info_c(g)->seq;
     if (!g || loom_cost_model_create(&cluster, a.calib ? &cal : NULL, a.profile, &cm, &err) ||

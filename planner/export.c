@@ -60,6 +60,11 @@ int64_t loom_runtime_gpus(const loom_runtime_config *c)
     return c->par.tp * c->par.pp * c->par.dp * c->par.cp;
 }
 
+int loom_runtime_zero(const loom_runtime_config *c)
+{
+    return c->par.dist_opt ? 1 : c->par.zero;
+}
+
 int64_t loom_runtime_microbatches(const loom_runtime_config *c)
 {
     int64_t per_step = c->par.mbs * c->par.dp;
@@ -202,8 +207,10 @@ loom_status loom_runtime_config_normalize(loom_runtime_config *c, loom_error *er
     if (!p->sp) p->tp_comm_overlap = false;           /* it overlaps SP's collectives */
     if (p->dp == 1) p->overlap_grad_reduce = false;   /* no gradient reduction to hide */
     if (p->etp == p->tp) p->etp = 0;
-    if (p->dist_opt && p->zero == 0) p->zero = 1;
-    p->dist_opt = p->zero == 1;
+    /* ZeRO-1 and Megatron's distributed optimizer are one thing; costs/eval.h
+     * takes it as dist_opt with zero 0 (one name, not both) */
+    if (p->zero >= 2) p->dist_opt = false;
+    else if (p->zero == 1 || p->dist_opt) p->zero = 0, p->dist_opt = true;
     if (p->recompute != LOOM_RECOMPUTE_FULL) p->recompute_layers = 0;
     if (c->model.experts == 0) p->ep = 1;
     return LOOM_OK;

@@ -89,6 +89,8 @@ loom_status loom_runtime_config_validate(const loom_runtime_config *c, loom_erro
 
 /* GPUs the configuration uses: tp · pp · dp · cp. */
 int64_t loom_runtime_gpus(const loom_runtime_config *c);
+/* The ZeRO stage: 1 for Megatron's distributed optimizer, else par.zero. */
+int loom_runtime_zero(const loom_runtime_config *c);
 /* Micro-batches per step per data-parallel replica: gbs / (mbs · dp). */
 int64_t loom_runtime_microbatches(const loom_runtime_config *c);
 
@@ -102,7 +104,7 @@ loom_status loom_runtime_chunks(const loom_runtime_config *c, int32_t *chunks, l
  * compare equal: chunk_layers cleared when the split is even; for vpp = 1
  * and a split whose middle stages are equal, par.first_stage_layers /
  * last_stage_layers set to the first and last stage's blocks (else 0);
- * dist_opt and ZeRO-1 made the same thing; etp = tp written as 0; SP off
+ * ZeRO-1 written as dist_opt with zero 0 (costs/eval.h's form); etp = tp written as 0; SP off
  * when tp = 1, TP comm overlap off without SP, gradient-reduce overlap off
  * when dp = 1. */
 loom_status loom_runtime_config_normalize(loom_runtime_config *c, loom_error *err);

@@ -79,7 +79,7 @@ loom_status loom_export_write_deepspeed(const loom_runtime_config *c, const int3
     (void)source;
     const loom_parallel *p = &c->par;
     int64_t M = loom_runtime_microbatches(c);
-    int zero = p->zero > 0 ? p->zero : (p->dist_opt ? 1 : 0);
+    int zero = loom_runtime_zero(c);
 
     if (p->pp > 1)
         loom_export_list_add(notes,

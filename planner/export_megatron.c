@@ -176,6 +176,9 @@ int loom_export_megatron_args(const loom_runtime_config *c, const int32_t *chunk
         arg(&a, "--swiglu", NULL);
         arg(&a, "--disable-bias-linear", NULL);
         if (m->qkv_bias) arg(&a, "--add-qkv-bias", NULL);
+        /* the Llama family trains without dropout; Megatron-LM's default is 0.1 */
+        arg(&a, "--attention-dropout", "0");
+        arg(&a, "--hidden-dropout", "0");
     }
     if (is_mla(m)) arg(&a, "--multi-latent-attention", NULL);
     if (!m->tied_embeddings) arg(&a, "--untie-embeddings-and-output-weights", NULL);

@@ -33,6 +33,7 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "planner/export.h"
@@ -64,44 +65,112 @@ static void note_issue(issue *is, const loom_plan_op *op, const char *which, con
         snprintf(is->example, sizeof is->example, "%s (%s %s)", op->name, which, tok);
 }
 
-/* The roles of a stage's two mesh axes: the tensor-parallel one has the
- * stage's tensor_parallel GPUs. Returns false when neither axis alone does
- * (weights split over both: 2-D tensor parallelism). */
-static bool axis_roles(const loom_plan_stage *s, int *dp_axis, int *tp_axis)
+/* Mesh axes (bit 0, bit 1) dim `dim` of one operand token list splits
+ * over; any dim when dim is NULL; only axes of more than one GPU. With
+ * `found`, also whether the dim occurs at all. */
+static unsigned dim_axes(const char *spec, const char *dim, const int64_t mesh[2], bool *found)
 {
-    if (s->mesh[1] == s->tensor_parallel) *tp_axis = 1, *dp_axis = 0;
-    else if (s->mesh[0] == s->tensor_parallel) *tp_axis = 0, *dp_axis = 1;
-    else return false;
+    unsigned axes = 0;
+    if (found) *found = false;
+    for (const char *p = spec; *p;) {
+        while (*p == ' ' || *p == ',') p++;
+        const char *name = p;
+        while (*p && *p != ' ' && *p != ',' && *p != '@') p++;
+        size_t len = (size_t)(p - name);
+        unsigned a = 0;
+        if (*p == '@')
+            for (p++; *p == '0' || *p == '1'; p++) a |= *p == '0' ? 1u : 2u;
+        while (*p && *p != ' ' && *p != ',') p++;
+        if (!dim || (strlen(dim) == len && strncmp(dim, name, len) == 0)) {
+            axes |= a;
+            if (found && len) *found = true;
+        }
+    }
+    if (mesh[0] <= 1) axes &= ~1u;
+    if (mesh[1] <= 1) axes &= ~2u;
+    return axes;
+}
+
+static unsigned spec_axes(const char *spec, const char *dim, const int64_t mesh[2])
+{
+    return dim_axes(spec, dim, mesh, NULL);
+}
+
+/* Expert parallel and expert TP degrees of an expert weight spec
+ * ("e@0 h f@1"): the mesh GPUs its e and f dims split over. Returns false
+ * when the spec is not an expert weight (one with both an e and an f dim;
+ * the router's "h e" has no f). */
+static bool expert_degrees(const char *spec, const int64_t mesh[2], int64_t *ep, int64_t *etp)
+{
+    bool has_e, has_f;
+    unsigned e = dim_axes(spec, "e", mesh, &has_e), f = dim_axes(spec, "f", mesh, &has_f);
+    if (!has_e || !has_f) return false;
+    *ep = ((e & 1u) ? mesh[0] : 1) * ((e & 2u) ? mesh[1] : 1);
+    *etp = ((f & 1u) ? mesh[0] : 1) * ((f & 2u) ? mesh[1] : 1);
     return true;
+}
+
+/* How a stage uses its mesh, Megatron's way: the tensor-parallel axes are
+ * those its dense weights (weights without an expert dim e) split over;
+ * the others are data-parallel. A plan without per-op specs falls back on
+ * the stage's tensor_parallel / data_parallel fields. */
+typedef struct {
+    unsigned tp_axes;        /* bit 0, bit 1; both: 2-D tensor parallelism */
+    int64_t tp, dp_in;
+} stage_roles;
+
+static stage_roles roles_of(const loom_plan_stage *s)
+{
+    stage_roles r = {0, 1, s->n_gpus > 0 ? s->n_gpus : 1};
+    bool any = false;
+    for (int32_t k = 0; k < s->n_ops; k++) {
+        const char *w = s->ops[k].weight;
+        if (!w[0]) continue;
+        any = true;
+        int64_t ep, etp;
+        if (expert_degrees(w, s->mesh, &ep, &etp)) continue;   /* expert parallelism */
+        r.tp_axes |= spec_axes(w, NULL, s->mesh);
+    }
+    if (!any) {
+        r.tp = s->tensor_parallel > 0 ? s->tensor_parallel : 1;
+        r.tp_axes = s->mesh[1] == r.tp && r.tp > 1 ? 2u : s->mesh[0] == r.tp && r.tp > 1 ? 1u : 0u;
+    } else {
+        if (r.tp_axes & 1u) r.tp *= s->mesh[0];
+        if (r.tp_axes & 2u) r.tp *= s->mesh[1];
+    }
+    r.dp_in = r.tp > 0 && s->n_gpus % r.tp == 0 ? s->n_gpus / r.tp : 1;
+    return r;
 }
 
 /* Checks one operand spec ("b@0 s h@1, b@0 s h@1") of op in stage s. */
 static void check_spec(const loom_plan_op *op, const char *which, const char *spec,
-                       const loom_plan_stage *st, issue *issues)
+                       const loom_plan_stage *st, const stage_roles *r, issue *issues)
 {
-    int dp_axis, tp_axis;
-    if (!axis_roles(st, &dp_axis, &tp_axis)) {
+    if (r->tp_axes == 3u) {
         if (strchr(spec, '@')) note_issue(&issues[ISSUE_2D_TP], op, which, spec);
         return;
     }
+    unsigned dp_axes = 3u & ~r->tp_axes;
+    if (st->mesh[0] <= 1) dp_axes &= ~1u;
+    if (st->mesh[1] <= 1) dp_axes &= ~2u;
     char buf[LOOM_PLAN_SPEC_MAX];
     snprintf(buf, sizeof buf, "%s", spec);
     /* each operand separately: the batch rule is per tensor */
     char *save_op = NULL;
     for (char *operand = strtok_r(buf, ",", &save_op); operand;
          operand = strtok_r(NULL, ",", &save_op)) {
-        bool has_b = false, b_split = false;
+        bool has_b = false;
+        unsigned b_axes = 0;
         char *save_tok = NULL;
         for (char *tok = strtok_r(operand, " ", &save_tok); tok; tok = strtok_r(NULL, " ", &save_tok)) {
             char *at = strchr(tok, '@');
             char dim[LOOM_DIM_NAME_MAX + 8];
             snprintf(dim, sizeof dim, "%.*s", at ? (int)(at - tok) : (int)strlen(tok), tok);
             if (strcmp(dim, "b") == 0) has_b = true;
-            if (!at) continue;
-            char dc = (char)('0' + dp_axis), tc = (char)('0' + tp_axis);
-            bool on_dp = strchr(at + 1, dc) && st->mesh[dp_axis] > 1;
-            bool on_tp = strchr(at + 1, tc) && st->mesh[tp_axis] > 1;
-            if (on_dp && strcmp(dim, "b") == 0) b_split = true;
+            unsigned axes = spec_axes(tok, NULL, st->mesh);
+            if (!axes) continue;
+            bool on_dp = axes & dp_axes, on_tp = axes & r->tp_axes;
+            if (strcmp(dim, "b") == 0) b_axes = axes;
             if (on_dp && on_tp) {
                 if (!in_list(dim, both_dims)) note_issue(&issues[ISSUE_BOTH_AXES], op, which, tok);
             } else if (on_dp && !in_list(dim, dp_dims)) {
@@ -110,63 +179,22 @@ static void check_spec(const loom_plan_op *op, const char *which, const char *sp
                 note_issue(&issues[ISSUE_TP_AXIS], op, which, tok);
             }
         }
-        if (has_b && !b_split && st->mesh[dp_axis] > 1)
-            note_issue(&issues[ISSUE_BATCH], op, which, "b");
+        /* every data-parallel axis must split the batch, or GPUs repeat work */
+        if (has_b && (b_axes & dp_axes) != dp_axes) note_issue(&issues[ISSUE_BATCH], op, which, "b");
     }
 }
 
-/* Product of the mesh axes named after '@' in token "e@01". */
-static int64_t axes_size(const char *at, const int64_t mesh[2])
+/* Adds "what differs across stages" when the values are not all equal. */
+static void uniform(const int64_t *v, int32_t n, const char *what, loom_export_list *obs)
 {
-    int64_t n = 1;
-    if (strchr(at, '0')) n *= mesh[0];
-    if (strchr(at, '1')) n *= mesh[1];
-    return n;
-}
-
-/* Expert parallel and expert TP degrees of an expert weight spec
- * ("e@0 h f@1"): the axes its e and f dims split over. Returns false when
- * the spec has no e dim (not an expert weight). */
-static bool expert_degrees(const char *spec, const int64_t mesh[2], int64_t *ep, int64_t *etp)
-{
-    bool has_e = false;
-    *ep = *etp = 1;
-    char buf[LOOM_PLAN_SPEC_MAX];
-    snprintf(buf, sizeof buf, "%s", spec);
-    char *save = NULL;
-    for (char *tok = strtok_r(buf, " ,", &save); tok; tok = strtok_r(NULL, " ,", &save)) {
-        char *at = strchr(tok, '@');
-        size_t len = at ? (size_t)(at - tok) : strlen(tok);
-        if (len == 1 && tok[0] == 'e') {
-            has_e = true;
-            if (at) *ep = axes_size(at + 1, mesh);
-        } else if (len == 1 && tok[0] == 'f' && at) {
-            *etp = axes_size(at + 1, mesh);
-        }
-    }
-    return has_e;
-}
-
-/* Adds "what differs across stages" when stage values are not all equal. */
-static bool uniform_i64(const loom_plan *p, int64_t (*get)(const loom_plan_stage *), const char *what,
-                        loom_export_list *obs)
-{
-    for (int32_t i = 1; i < p->n_stages; i++)
-        if (get(&p->stages[i]) != get(&p->stages[0])) {
+    for (int32_t i = 1; i < n; i++)
+        if (v[i] != v[0]) {
             loom_export_list_add(obs, "stages use different %s (stage 0: %lld, stage %d: %lld); the "
                                       "runtime sets one for the whole model",
-                                 what, (long long)get(&p->stages[0]), (int)i,
-                                 (long long)get(&p->stages[i]));
-            return false;
+                                 what, (long long)v[0], (int)i, (long long)v[i]);
+            return;
         }
-    return true;
 }
-
-static int64_t get_tp(const loom_plan_stage *s) { return s->tensor_parallel; }
-static int64_t get_dp(const loom_plan_stage *s) { return s->data_parallel; }
-static int64_t get_sp(const loom_plan_stage *s) { return s->sequence_parallel; }
-static int64_t get_rc(const loom_plan_stage *s) { return s->recompute; }
-static int64_t get_zero(const loom_plan_stage *s) { return s->zero; }
 
 loom_status loom_export_from_plan(const loom_plan *p, loom_runtime_config *c,
                                   loom_export_list *obs, loom_error *err)
@@ -188,11 +216,26 @@ loom_status loom_export_from_plan(const loom_plan *p, loom_runtime_config *c,
     const loom_plan_stage *s0 = &p->stages[0];
 
     /* stage-wide choices must agree: the runtimes take them once */
-    uniform_i64(p, get_tp, "tensor-parallel sizes", obs);
-    uniform_i64(p, get_dp, "in-stage data-parallel sizes (GPUs per stage / TP)", obs);
-    uniform_i64(p, get_sp, "sequence-parallel settings (0 off, 1 on)", obs);
-    uniform_i64(p, get_rc, "recompute settings (0 none, 1 selective, 2 full)", obs);
-    uniform_i64(p, get_zero, "ZeRO stages", obs);
+    int32_t n = p->n_stages;
+    stage_roles *roles = malloc((size_t)n * sizeof *roles);
+    int64_t *val = malloc((size_t)n * sizeof *val);
+    if (!roles || !val) {
+        free(roles);
+        free(val);
+        return loom_error_set(err, LOOM_ERR_NOMEM, "out of memory");
+    }
+    for (int32_t i = 0; i < n; i++) roles[i] = roles_of(&p->stages[i]);
+    for (int32_t i = 0; i < n; i++) val[i] = roles[i].tp;
+    uniform(val, n, "tensor-parallel sizes", obs);
+    for (int32_t i = 0; i < n; i++) val[i] = roles[i].dp_in;
+    uniform(val, n, "in-stage data-parallel sizes (GPUs per stage / TP)", obs);
+    for (int32_t i = 0; i < n; i++) val[i] = p->stages[i].sequence_parallel;
+    uniform(val, n, "sequence-parallel settings (0 off, 1 on)", obs);
+    for (int32_t i = 0; i < n; i++) val[i] = p->stages[i].recompute;
+    uniform(val, n, "recompute settings (0 none, 1 selective, 2 full)", obs);
+    for (int32_t i = 0; i < n; i++) val[i] = p->stages[i].zero;
+    uniform(val, n, "ZeRO stages", obs);
+    free(val);
 
     /* op by op: only Megatron-style sharding; expert degrees on the way */
     issue issues[ISSUE_COUNT];
@@ -203,9 +246,9 @@ loom_status loom_export_from_plan(const loom_plan *p, loom_runtime_config *c,
         const loom_plan_stage *s = &p->stages[i];
         for (int32_t k = 0; k < s->n_ops; k++) {
             const loom_plan_op *op = &s->ops[k];
-            check_spec(op, "input", op->input, s, issues);
-            check_spec(op, "weight", op->weight, s, issues);
-            check_spec(op, "output", op->output, s, issues);
+            check_spec(op, "input", op->input, s, &roles[i], issues);
+            check_spec(op, "weight", op->weight, s, &roles[i], issues);
+            check_spec(op, "output", op->output, s, &roles[i], issues);
             int64_t e, t;
             if (op->weight[0] && expert_degrees(op->weight, s->mesh, &e, &t)) {
                 if (ep == 0) ep = e, etp = t;
@@ -238,17 +281,16 @@ loom_status loom_export_from_plan(const loom_plan *p, loom_runtime_config *c,
     snprintf(c->model_name, sizeof c->model_name, "%s", p->model);
     c->inference = p->mode == LOOM_PLAN_INFER;
     c->gpus_per_node = p->gpus_per_node > 0 ? p->gpus_per_node : 8;
-    par->tp = s0->tensor_parallel > 0 ? s0->tensor_parallel : 1;
+    par->tp = roles[0].tp;
     par->pp = pp;
     par->vpp = v;
-    par->dp = (p->data_parallel > 0 ? p->data_parallel : 1) *
-              (s0->data_parallel > 0 ? s0->data_parallel : 1);
+    int64_t dp_in = roles[0].dp_in;
+    par->dp = (p->data_parallel > 0 ? p->data_parallel : 1) * dp_in;
     par->cp = 1;
     par->ep = ep > 0 ? ep : 1;
     par->etp = etp > 0 && etp != par->tp ? etp : 0;
     /* the plan's micro-batch enters a stage whole and is split over its
      * in-stage data-parallel GPUs; a runtime's micro-batch is per GPU */
-    int64_t dp_in = s0->data_parallel > 0 ? s0->data_parallel : 1;
     int64_t b = p->micro_batch > 0 ? p->micro_batch : 1;
     if (b % dp_in)
         loom_export_list_add(obs, "the micro-batch of %lld sequences is split over %lld "
@@ -284,5 +326,6 @@ loom_status loom_export_from_plan(const loom_plan *p, loom_runtime_config *c,
         c->predicted_step_s = p->step_time_s;
     }
     c->predicted_memory_bytes = p->memory_per_gpu_bytes;
+    free(roles);
     return loom_runtime_config_normalize(c, err);
 }

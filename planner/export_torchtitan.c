@@ -42,7 +42,7 @@ void loom_export_check_torchtitan(const loom_runtime_config *c, const int32_t *c
     int32_t n = (int32_t)(p->pp * p->vpp);
     if (p->dtype == LOOM_DTYPE_FP16)
         loom_export_list_add(obs, "fp16: torchtitan's mixed precision is bfloat16 or float32");
-    if (p->zero == 1 && p->dp > 1)
+    if (p->dist_opt && p->dp > 1)
         loom_export_list_add(obs, "ZeRO-1 (distributed optimizer): torchtitan has DDP (ZeRO-0) "
                                   "and FSDP (ZeRO-2/3), nothing that shards only the optimizer");
     if (p->vpp > 1 && p->pp < 2)
@@ -52,7 +52,7 @@ void loom_export_check_torchtitan(const loom_runtime_config *c, const int32_t *c
         if (p->zero < 2)
             loom_export_list_add(obs, "EP %lld with ZeRO-%d: torchtitan's expert parallelism "
                                       "borrows the FSDP ranks (data_parallel_shard_degree)",
-                                 (long long)p->ep, p->zero);
+                                 (long long)p->ep, loom_runtime_zero(c));
         else if ((p->dp * p->cp) % p->ep)
             loom_export_list_add(obs, "EP %lld does not divide the FSDP x CP ranks (%lld) it is "
                                       "carved from",

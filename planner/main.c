@@ -12,6 +12,7 @@
 static const loom_command commands[] = {
     {"inspect", loom_cmd_inspect, "parameter counts, FLOPs, ops and activation bytes of a model"},
     {"plan", loom_cmd_plan, "the placement plan of a model on a cluster (stage DP + intra-op ILP)"},
+    {"export", loom_cmd_export, "a plan as Megatron-LM, vLLM, DeepSpeed or torchtitan configuration"},
     {"shard", loom_cmd_shard, "intra-operator sharding of one layer on a logical mesh (the ILP)"},
     {"eval", loom_cmd_eval, "step time, MFU and memory of one Megatron-style configuration"},
     {"calibrate", loom_cmd_calibrate, "fit the cost model's efficiencies to measured runs"},

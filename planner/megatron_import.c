@@ -679,3 +679,39 @@ loom_status loom_megatron_check_model(const loom_megatron_launch *l, const loom_
                                   pairs[i].flag, (long long)pairs[i].line, (long long)pairs[i].model);
     return LOOM_OK;
 }
+
+loom_status loom_megatron_eval_setup(const char *arg, const char *model_path, int64_t gpus,
+                                     loom_parallel *p, loom_graph **g, loom_export_list *notes,
+                                     loom_error *err)
+{
+    *g = NULL;
+    loom_megatron_launch *l = malloc(sizeof *l);
+    if (!l) return loom_error_set(err, LOOM_ERR_NOMEM, "out of memory");
+    loom_status s = loom_megatron_read(arg, gpus, l, err);
+    if (s == LOOM_OK) {
+        *p = l->config.par;
+        for (int i = 0; i < l->notes.n; i++) loom_export_list_add(notes, "%s", l->notes.item[i]);
+        if (l->config.n_chunks > 0 && p->first_stage_layers == 0)
+            loom_export_list_add(notes, "the launch line's layer split is not a first/last-stage "
+                                        "split; loom eval splits the layers evenly");
+        loom_model_opts o;
+        loom_model_opts_init(&o);
+        o.seq = p->seq;
+        o.batch = p->mbs;
+        o.dtype = p->dtype;
+        o.flash_attention = p->flash;
+        if (model_path) {
+            s = loom_model_load(model_path, &o, g, err);
+            if (s == LOOM_OK && (s = loom_megatron_check_model(l, loom_graph_info_c(*g), err)))
+                loom_error_prefix(err, "%s", model_path);
+        } else {
+            s = loom_megatron_build_model(l, &o, g, err);
+        }
+        if (s) {
+            loom_graph_destroy(*g);
+            *g = NULL;
+        }
+    }
+    free(l);
+    return s;
+}

@@ -91,4 +91,13 @@ loom_status loom_megatron_check_model(const loom_megatron_launch *l, const loom_
 loom_status loom_megatron_build_model(const loom_megatron_launch *l, const loom_model_opts *o,
                                       loom_graph **out, loom_error *err);
 
+/* What `loom eval --from-megatron ARG [MODEL]` needs: the launch line
+ * (loom_megatron_read) for a cluster of `gpus` GPUs as *p, and the model
+ * graph for one micro-batch of it — loaded from model_path and checked
+ * against the line's shape arguments, or (model_path NULL) built from them.
+ * What loom reads approximately is appended to `notes` (may be NULL). */
+loom_status loom_megatron_eval_setup(const char *arg, const char *model_path, int64_t gpus,
+                                     loom_parallel *p, loom_graph **g, loom_export_list *notes,
+                                     loom_error *err);
+
 #endif

@@ -232,7 +232,9 @@ static loom_plan *make_plan(const plan_spec *ps)
         s->mesh[0] = ps->dp_in;
         s->mesh[1] = ps->tp;
         if (loom_plan_stage_set_gpus(s, G, &err)) exit(2);
-        for (int64_t k = 0; k < G; k++) s->gpus[k] = s->group * G + k;
+        /* Megatron's rank order: a stage's replicas side by side, then the next rank */
+        for (int64_t k = 0; k < G; k++) s->gpus[k] = s->group * G * ps->replicas + k;
+        s->replica_stride = G;
         s->tensor_parallel = ps->tp;
         s->data_parallel = ps->dp_in;
         s->sequence_parallel = ps->sp;
@@ -591,21 +593,21 @@ static void test_obstacles(void)
     p->stages[2].mesh[0] = 2, p->stages[2].mesh[1] = 4;
     CHECK(loom_export_from_plan(p, &c, &obs, &err) == LOOM_OK);
     CHECK(has_item(&obs, "different tensor-parallel sizes (stage 0: 8, stage 2: 4)"));
-    /* … with a weight split over the data-parallel axis (2-D TP), and an op
-     * on the whole batch */
+    /* … whose MLP weight is split over both axes (2-D TP) */
     snprintf(p->stages[2].ops[1].weight, LOOM_PLAN_SPEC_MAX, "f@1 h@0");
-    snprintf(p->stages[2].ops[2].input, LOOM_PLAN_SPEC_MAX, "b s h");
-    obs = (loom_export_list){0};
-    CHECK(loom_export_from_plan(p, &c, &obs, &err) == LOOM_OK);
-    CHECK(has_item(&obs, "split over the data-parallel mesh axis"));
-    CHECK(has_item(&obs, "mlp.down_proj (weight h@0)"));
-    CHECK(has_item(&obs, "whole batch"));
-    /* a stage whose weights use both axes: TP 8 on a (2, 4) mesh */
-    p->stages[2].tensor_parallel = 8, p->stages[2].data_parallel = 1;
-    snprintf(p->stages[2].ops[0].weight, LOOM_PLAN_SPEC_MAX, "h@0 heads@1 dh");
     obs = (loom_export_list){0};
     CHECK(loom_export_from_plan(p, &c, &obs, &err) == LOOM_OK);
     CHECK(has_item(&obs, "2-D tensor parallelism"));
+    CHECK(has_item(&obs, "model.layers.39.self_attn.q_proj (input b@0 s h)"));
+    /* … or with the hidden dim of an activation on the data-parallel axis,
+     * and the batch not split there */
+    snprintf(p->stages[2].ops[1].weight, LOOM_PLAN_SPEC_MAX, "f@1 h");
+    snprintf(p->stages[2].ops[2].input, LOOM_PLAN_SPEC_MAX, "b s h@0");
+    obs = (loom_export_list){0};
+    CHECK(loom_export_from_plan(p, &c, &obs, &err) == LOOM_OK);
+    CHECK(has_item(&obs, "split over the data-parallel mesh axis"));
+    CHECK(has_item(&obs, "post_attention_layernorm (input h@0)"));
+    CHECK(has_item(&obs, "whole batch"));
     /* the hidden dim on the TP axis */
     loom_plan_destroy(p);
     p = make_plan(&specs[0]);
@@ -753,7 +755,8 @@ static void test_import(void)
         CHECK(p->sp);
         CHECK_INT_EQ(p->recompute, LOOM_RECOMPUTE_FULL);
         CHECK_INT_EQ(p->recompute_layers, 4);
-        CHECK_INT_EQ(p->zero, 1);
+        CHECK(p->dist_opt && p->zero == 0);
+        CHECK_INT_EQ(loom_runtime_zero(&l->config), 1);
         CHECK(p->overlap_grad_reduce);
         CHECK_INT_EQ(p->seq, 8192);
         CHECK_INT_EQ(l->config.model.layers, 32);

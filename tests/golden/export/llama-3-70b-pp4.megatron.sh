@@ -39,5 +39,7 @@ torchrun --nnodes 8 --nproc-per-node 8 \
     --position-embedding-type rope \
     --swiglu \
     --disable-bias-linear \
+    --attention-dropout 0 \
+    --hidden-dropout 0 \
     --untie-embeddings-and-output-weights \
     "$@"

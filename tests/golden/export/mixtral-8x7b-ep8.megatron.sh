@@ -38,6 +38,8 @@ torchrun --nnodes 4 --nproc-per-node 8 \
     --position-embedding-type rope \
     --swiglu \
     --disable-bias-linear \
+    --attention-dropout 0 \
+    --hidden-dropout 0 \
     --untie-embeddings-and-output-weights \
     --num-experts 8 \
     --moe-router-topk 2 \
