@@ -23,15 +23,7 @@ static loom_status alpa_common(loom_algo_ctx *ctx, bool megatron, loom_algo_resu
 {
     const loom_algo_request *req = loom_algo_ctx_request(ctx);
     loom_search_request r;
-    loom_search_request_init(&r);
-    r.model_path = req->model_path;
-    r.model = req->model;
-    r.cm = req->cm;
-    r.inference = req->inference;
-    r.gbs = req->gbs;
-    r.objective = req->objective;
-    r.latency_bound_s = req->latency_bound_s;
-    r.max_micro_batch = req->max_micro_batch;
+    loom_algo_search_request(req, &r);
     r.megatron_only = megatron;
     double left = loom_algo_ctx_remaining_s(ctx);
     if (isfinite(left)) r.time_limit_s = left > 1e-3 ? left : 1e-3;

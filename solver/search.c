@@ -91,19 +91,24 @@ const char *loom_algo_names(void)
 
 /* ---- the context and its evaluator ------------------------------------------------------- */
 
+void loom_algo_search_request(const loom_algo_request *req, loom_search_request *out)
+{
+    loom_search_request_init(out);
+    out->model_path = req->model_path;
+    out->model = req->model;
+    out->cm = req->cm;
+    out->inference = req->inference;
+    out->gbs = req->gbs;
+    out->objective = req->objective;
+    out->latency_bound_s = req->latency_bound_s;
+    out->max_micro_batch = req->max_micro_batch;
+}
+
 static loom_status make_instance(loom_algo_ctx *c, int cls, loom_error *err)
 {
     if (c->ev[cls]) return LOOM_OK;
     loom_search_request r;
-    loom_search_request_init(&r);
-    r.model_path = c->req.model_path;
-    r.model = c->req.model;
-    r.cm = c->req.cm;
-    r.inference = c->req.inference;
-    r.gbs = c->req.gbs;
-    r.objective = c->req.objective;
-    r.latency_bound_s = c->req.latency_bound_s;
-    r.max_micro_batch = c->req.max_micro_batch;
+    loom_algo_search_request(&c->req, &r);
     r.zero = class_zero[cls];
     return loom_search_create(&r, &c->ev[cls], err);
 }

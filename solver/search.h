@@ -142,6 +142,10 @@ loom_status loom_algo_run(const loom_algo *a, const loom_algo_request *req, loom
 
 /* ---- for algorithms ------------------------------------------------------------------ */
 
+/* The planner request (stage_search.h) of the same problem: what the
+ * evaluator's instances and the alpa algorithms are created with. */
+void loom_algo_search_request(const loom_algo_request *req, loom_search_request *out);
+
 loom_status loom_algo_ctx_create(const loom_algo_request *req, loom_algo_ctx **out,
                                  loom_error *err);
 void loom_algo_ctx_destroy(loom_algo_ctx *c);

@@ -252,6 +252,39 @@ static void test_determinism(loom_cost_model *cm)
     }
 }
 
+/* The worked example of docs/adding-an-algorithm.md: Llama-3-8B, seq 4096,
+ * on 16 A100-40GB. Without tensor parallelism one or two stages do not fit,
+ * four do: pp-only must answer pp 4, tp 1, no recompute, after exactly the
+ * three evaluations pp = 1, 2, 4 (pp = 3 does not divide 16 GPUs). */
+static void test_pp_only(void)
+{
+    loom_cost_model *cm = cost_model("dgx-a100-40g-x2");
+    loom_algo_request r;
+    request(&r, cm, 32, 4096, false);
+    loom_algo_result *a = run("pp-only", &r);
+    CHECK(a->score.fits);
+    CHECK_INT_EQ(a->config.pp, 4);
+    CHECK_INT_EQ(a->config.dp, 4);
+    CHECK_INT_EQ(a->evals, 3);
+    for (int32_t i = 0; i < a->config.n_stages; i++) {
+        CHECK_INT_EQ(a->config.stages[i].mesh.n0 * a->config.stages[i].mesh.n1, 1);
+        CHECK(a->config.stages[i].recompute == LOOM_RECOMPUTE_NONE);
+    }
+    loom_algo_ctx *ctx;
+    loom_error err = {0};
+    loom_mspace sp;
+    CHECK(loom_algo_ctx_create(&r, &ctx, &err) == LOOM_OK);
+    CHECK(loom_mspace_build(ctx, &sp, &err) == LOOM_OK);
+    for (int64_t pp = 1; pp <= 2; pp++) {   /* fewer stages do not fit */
+        loom_algo_score sc;
+        const loom_parallel *p = loom_mspace_pick(&sp, true, 1, pp, LOOM_RECOMPUTE_NONE);
+        CHECK(p && loom_mspace_eval(ctx, p, NULL, &sc, &err) == LOOM_OK && !sc.fits);
+    }
+    loom_mspace_free(&sp);
+    loom_algo_ctx_destroy(ctx);
+    loom_cost_model_destroy(cm);
+}
+
 static void test_budget(loom_cost_model *cm)
 {
     loom_algo_request r;
@@ -286,6 +319,7 @@ int main(void)
     test_alpa_rescored(cm2);
     test_determinism(cm2);
     test_budget(cm2);
+    test_pp_only();
     loom_cost_model_destroy(cm1);
     loom_cost_model_destroy(cm2);
     return check_done();
