@@ -241,7 +241,8 @@ char *loom_compare_json(const loom_compare_report *r)
     snprintf(shard, sizeof shard, "%d/%d", (int)r->shard_k, (int)r->shard_n);
     cJSON_AddStringToObject(root, "shard", shard);
     cJSON *al = cJSON_AddArrayToObject(root, "algorithms");
-    for (int32_t i = 0; i < r->n_algos; i++) cJSON_AddItemToArray(al, cJSON_CreateString(r->algos[i]));
+    for (int32_t i = 0; i < r->n_algos; i++)
+        cJSON_AddItemToArray(al, cJSON_CreateString(r->algos[i]));
     cJSON *cases = cJSON_AddArrayToObject(root, "cases");
     for (int32_t i = 0; i < r->n_cases; i++) {
         const loom_compare_case_result *c = &r->cases[i];
@@ -324,7 +325,8 @@ static loom_status read_row(const loom_jctx *c, const cJSON *o, const char *path
     TRY(copy_str(c, o, path, "algorithm", w->algorithm, sizeof w->algorithm));
     TRY(loom_json_get_str(c, o, path, "status", true, &st));
     if (!loom_compare_status_parse(st, &w->status)) {
-        s = loom_json_fail(c, path, "status: expected ok, no-fit, over-bound or none, found \"%s\"", st);
+        s = loom_json_fail(c, path, "status: expected ok, no-fit, over-bound or none, found \"%s\"",
+                           st);
         goto done;
     }
     TRY(loom_json_get_num(c, o, path, "step_time_s", true, 0, 1e30, &w->step_s));

@@ -35,7 +35,23 @@ static void fmt_time(char *buf, size_t n, double s)
     snprintf(buf, n, "%.*f %s", decimals, s, unit);
 }
 
-static void fmt_cell(const loom_compare_row *w, char *buf, size_t n)
+/* The objective's own quantity: time for time / latency, tokens per
+ * second for throughput, dollars or joules per step for cost / energy. */
+static void fmt_value(loom_plan_objective o, const loom_compare_row *w, char *buf, size_t n)
+{
+    switch (o) {
+    case LOOM_OBJ_THROUGHPUT:
+        if (w->tokens_per_s >= 1e6) snprintf(buf, n, "%.3g M tok/s", w->tokens_per_s / 1e6);
+        else if (w->tokens_per_s >= 1e3) snprintf(buf, n, "%.3g k tok/s", w->tokens_per_s / 1e3);
+        else snprintf(buf, n, "%.3g tok/s", w->tokens_per_s);
+        break;
+    case LOOM_OBJ_COST: snprintf(buf, n, "$%.3g/step", w->score); break;
+    case LOOM_OBJ_ENERGY: snprintf(buf, n, "%.3g kJ/step", w->score / 1e3); break;
+    default: fmt_time(buf, n, w->step_s);
+    }
+}
+
+static void fmt_cell(loom_plan_objective o, const loom_compare_row *w, char *buf, size_t n)
 {
     char t[32];
     if (w->status == LOOM_CMP_NONE) {
@@ -48,11 +64,12 @@ static void fmt_cell(const loom_compare_row *w, char *buf, size_t n)
         snprintf(buf, n, "no fit (%.0f GiB)", w->memory_per_gpu_bytes / GIB);
         return;
     }
-    fmt_time(t, sizeof t, w->step_s);
     if (w->status == LOOM_CMP_OVER_BOUND) {
+        fmt_time(t, sizeof t, w->step_s);
         snprintf(buf, n, "over bound (%s)", t);
         return;
     }
+    fmt_value(o, w, t, sizeof t);
     if (w->gap <= 0) snprintf(buf, n, "**%s**", t);
     else snprintf(buf, n, "%s +%.1f%%", t, 100 * w->gap);
 }
@@ -106,8 +123,9 @@ char *loom_compare_markdown(const loom_compare_report *r)
                "(solver/search.h).\n\n",
             (int)r->n_cases, (int)r->n_algos, r->budget_s, (long long)r->max_evals,
             (unsigned long long)r->seed);
-    fprintf(f, "Predicted step time (training) or per-token latency (inference) of each "
-               "algorithm's best plan and its gap to the best plan of the case (**bold**). "
+    fprintf(f, "Each algorithm's best plan by the case's objective — predicted step time "
+               "(training), per-token latency or tokens/s (inference) — and its gap to the best "
+               "plan of the case (**bold**). "
                "\"no fit (N GiB)\": its best plan needs N GiB per GPU; \"over bound (t)\": its "
                "best plan misses the latency bound; \"none\": no plan found; \"*\": the time "
                "budget ran out.\n\n");
@@ -118,7 +136,7 @@ char *loom_compare_markdown(const loom_compare_report *r)
                 loom_plan_mode_name(c->mode));
         for (int32_t k = 0; k < c->n_rows; k++) {
             char cell[96];
-            fmt_cell(&c->rows[k], cell, sizeof cell);
+            fmt_cell(c->objective, &c->rows[k], cell, sizeof cell);
             fprintf(f, " %s%s |", cell, c->rows[k].timed_out ? "*" : "");
         }
         fprintf(f, "\n");
@@ -136,9 +154,10 @@ char *loom_compare_markdown(const loom_compare_report *r)
         }
         fprintf(f, "\n");
     }
-    fprintf(f, "\nPlans (dp: pipeline replicas, pp: stages, v: interleaving / logical meshes, "
-               "m = Megatron strategies / micro-batch size x count / ZeRO / stages "
-               "recomputed):\n\n| case | algorithm | step | memory/GPU | MFU | plan |\n"
+    fprintf(f, "\nPlans (step: training step or per-token latency; dp: pipeline replicas, "
+               "pp: stages, v: interleaving / logical meshes, m = Megatron strategies / "
+               "micro-batch size x count / ZeRO / stages recomputed):\n\n"
+               "| case | algorithm | step | memory/GPU | MFU | plan |\n"
                "|---|---|---:|---:|---:|---|\n");
     for (int32_t i = 0; i < r->n_cases; i++) {
         const loom_compare_case_result *c = &r->cases[i];

@@ -123,8 +123,8 @@ loom_status loom_mspace_build(loom_algo_ctx *ctx, loom_mspace *out, loom_error *
             if (b.g % tp) continue;
             for (int64_t pp = 1; pp <= b.L && tp * pp <= b.G && !s; pp++) {
                 int64_t D = tp * pp, first, last;
-                if (b.G % D || !valid_replica(D, b.g) || !loom_mspace_uneven(b.L, pp, &first, &last) ||
-                    batches[bi] % (b.G / D))
+                if (b.G % D || !valid_replica(D, b.g) ||
+                    !loom_mspace_uneven(b.L, pp, &first, &last) || batches[bi] % (b.G / D))
                     continue;
                 s = add_degrees(&b, tp, pp, b.G / D, batches[bi], first, last, err);
             }
