@@ -27,6 +27,7 @@ static const char *const usage_text =
     "usage: loom eval MODEL --cluster C --tp T --pp P [--dp D] [--cp C] [--ep E] --mbs B --gbs G\n"
     "                 [--seq S] [--sp] [--recompute none|selective|full] [--recompute-layers N]\n"
     "                 [--zero 0|1|2|3] [--dist-opt] [--vpp V] [--dtype bf16|fp16|fp8]\n"
+    "                 [--first-stage-layers N] [--last-stage-layers N]\n"
     "                 [--unfused-attention] [--tp-comm-overlap] [--no-overlap-grad-reduce]\n"
     "                 [--grad-reduce-bf16] [--calib FILE] [--profile DB] [--json]\n"
     "       loom eval [MODEL] --cluster C --from-megatron \"torchrun ... pretrain_gpt.py ...\"\n"
@@ -38,14 +39,18 @@ static const char *const usage_text =
     "  MODEL                a path or bundled model name (examples/models/)\n"
     "  --cluster C          a preset (dgx-h100-x16, dgx-a100-80g-x4, …) or a cluster file\n"
     "  --tp/--pp/--dp/--cp/--ep   tensor, pipeline, data, context, expert parallel degrees\n"
+    "  --etp N              tensor-parallel degree of the experts (default: --tp)\n"
     "                       (default 1; --dp defaults to GPUs / (tp·pp·cp))\n"
-    "  --mbs B --gbs G      micro-batch and global batch, in sequences\n"
+    "  --mbs B --gbs G      micro-batch (default 1; a loom graph file: its own batch) and\n"
+    "                       global batch, in sequences\n"
     "  --seq S              sequence length (default 2048, at most GPT-2's n_positions)\n"
     "  --sp                 sequence parallelism\n"
     "  --recompute R        activation recomputation (default none); --recompute-layers N\n"
     "                       recomputes only the first N blocks of each stage (full)\n"
     "  --zero Z             DeepSpeed ZeRO stage; --dist-opt: Megatron distributed optimizer\n"
     "  --vpp V              interleaved schedule with V model chunks per pipeline rank\n"
+    "  --first-stage-layers N, --last-stage-layers N   uneven pipeline: blocks on the first /\n"
+    "                       last stage, the others split evenly\n"
     "  --dtype T            compute dtype (default bf16)\n"
     "  --unfused-attention  eager attention (s² activations) instead of flash attention\n"
     "  --tp-comm-overlap    overlap TP collectives with GEMMs (needs --sp)\n"
@@ -65,7 +70,7 @@ typedef struct {
     loom_parallel p;
     int64_t zero;
     const char *recompute, *dtype;
-    bool json, unfused, no_grad_overlap, dp_given, gbs_given, seq_given;
+    bool json, unfused, no_grad_overlap, dp_given, gbs_given, seq_given, mbs_given;
 } eval_args;
 
 typedef enum { OPT_INT, OPT_FLAG, OPT_STR } opt_kind;
@@ -86,12 +91,15 @@ static const struct {
     {"--dp", OPT_INT, F(p.dp), 1, 1 << 24, F(dp_given)},
     {"--cp", OPT_INT, F(p.cp), 1, 1 << 20, 0},
     {"--ep", OPT_INT, F(p.ep), 1, 1 << 20, 0},
-    {"--mbs", OPT_INT, F(p.mbs), 1, LOOM_MODEL_MAX_BATCH, 0},
+    {"--etp", OPT_INT, F(p.etp), 1, 1 << 20, 0},
+    {"--mbs", OPT_INT, F(p.mbs), 1, LOOM_MODEL_MAX_BATCH, F(mbs_given)},
     {"--gbs", OPT_INT, F(p.gbs), 1, (int64_t)1 << 40, F(gbs_given)},
     {"--seq", OPT_INT, F(p.seq), 1, LOOM_MODEL_MAX_SEQ, F(seq_given)},
     {"--vpp", OPT_INT, F(p.vpp), 1, 1 << 20, 0},
     {"--zero", OPT_INT, F(zero), 0, 3, 0},
     {"--recompute-layers", OPT_INT, F(p.recompute_layers), 0, 1 << 20, 0},
+    {"--first-stage-layers", OPT_INT, F(p.first_stage_layers), 0, 1 << 20, 0},
+    {"--last-stage-layers", OPT_INT, F(p.last_stage_layers), 0, 1 << 20, 0},
     {"--recompute", OPT_STR, F(recompute), 0, 0, 0},
     {"--dtype", OPT_STR, F(dtype), 0, 0, 0},
     {"--calib", OPT_STR, F(calib), 0, 0, 0},
@@ -204,13 +212,16 @@ static void print_text(const eval_args *a, const loom_cluster *c, const loom_gra
            "optim", "activ", "other", "total", "in-flt", "fits");
     for (int64_t i = 0; i < r->n_stages; i++) {
         const loom_eval_stage *s = &r->stages[i];
-        char layers[24];
-        snprintf(layers, sizeof layers, "%d-%d", s->first_layer, s->last_layer);
+        char layers[32];
+        snprintf(layers, sizeof layers, "%d-%d%s", s->first_layer, s->last_layer,
+                 p->vpp > 1 ? "*" : "");
         printf("%5lld %9s %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f  %s\n", (long long)i, layers,
                gib(s->mem.params_bytes), gib(s->mem.grads_bytes), gib(s->mem.optimizer_bytes),
                gib(s->mem.activations_bytes), gib(s->mem.other_bytes), gib(s->mem.total_bytes),
                s->mem.inflight, s->fits ? "yes" : "NO");
     }
+    if (p->vpp > 1)
+        printf("* interleaved: %lld model chunks spread over the layer range\n", (long long)p->vpp);
     printf("\n%s\n", r->fits ? "fits in memory"
                              : "does NOT fit: a stage needs more memory than the GPU has");
 }
@@ -347,9 +358,13 @@ int loom_cmd_eval(int argc, char **argv)
         if (!loom_megatron_eval_setup(a.from_megatron, a.model ? path : NULL,
                                       loom_cluster_gpus(&cluster), &a.p, &g, &notes, &err))
             for (int i = 0; i < notes.n; i++) fprintf(stderr, "loom eval: note: %s\n", notes.item[i]);
-    } else if (loom_model_load(path, &mo, &g, &err) == LOOM_OK && !a.seq_given &&
-        loom_graph_info_c(g)->seq > 0)
-        a.p.seq = loom_graph_info_c(g)->seq;
+    } else if (loom_model_load(path, &mo, &g, &err) == LOOM_OK) {
+        /* the model's default sequence; a loom graph file fixes its own
+         * batch and sequence */
+        const loom_model_info *mi = loom_graph_info_c(g);
+        if (!a.seq_given && mi->seq > 0) a.p.seq = mi->seq;
+        if (!a.mbs_given && mi->batch > 0) a.p.mbs = mi->batch;
+    }
     if (!g || loom_cost_model_create(&cluster, a.calib ? &cal : NULL, a.profile, &cm, &err) ||
         loom_eval_megatron(g, cm, &a.p, &r, &err)) {
         rc = loom_cli_fail(&err);
