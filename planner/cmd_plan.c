@@ -6,7 +6,9 @@
  * profile requests (--emit-profile-requests), each atomically and only on
  * success. With no MODEL it plans the bundled example, Llama-3-8B on two
  * DGX H100 nodes. Ctrl-C stops the search and plans with the best
- * configuration found so far; a second Ctrl-C ends the program.
+ * configuration found so far; a second Ctrl-C ends the program at once and
+ * removes what this run was writing (loom_write_file_atomic's temporary
+ * "PATH.tmp.<pid>") or had written, so nothing partial is left.
  *
  * Exit codes: 0 planned, 1 bad input or failure, 2 usage, 3 no plan fits.
  */
@@ -56,16 +58,38 @@ static const char usage_text[] =
 static volatile sig_atomic_t interrupted;
 static volatile int stop_flag;
 
+/* The output files of this run, for the second Ctrl-C: their temporary
+ * names, and whether the file itself has been written by this run. */
+#define MAX_OUTPUTS 3
+static char out_tmp[MAX_OUTPUTS][4200], out_path[MAX_OUTPUTS][4096];
+static volatile sig_atomic_t out_written[MAX_OUTPUTS], n_outputs;
+
 static void on_sigint(int sig)
 {
     (void)sig;
-    if (interrupted) {   /* second Ctrl-C: give up at once */
+    if (interrupted) {   /* second Ctrl-C: give up at once, leave nothing */
+        for (int i = 0; i < n_outputs; i++) {
+            unlink(out_tmp[i]);   /* async-signal-safe */
+            if (out_written[i]) unlink(out_path[i]);
+        }
         signal(SIGINT, SIG_DFL);
         raise(SIGINT);
         return;
     }
     interrupted = 1;
     stop_flag = 1;
+}
+
+/* Registers an output path before it is written. */
+static int add_output(const char *path)
+{
+    if (!path || !strcmp(path, "-") || n_outputs >= MAX_OUTPUTS) return -1;
+    int i = n_outputs;
+    snprintf(out_path[i], sizeof out_path[i], "%s", path);
+    snprintf(out_tmp[i], sizeof out_tmp[i], "%s.tmp.%ld", path, (long)getpid());
+    out_written[i] = 0;
+    n_outputs = i + 1;
+    return i;
 }
 
 typedef struct {
@@ -289,6 +313,8 @@ int loom_cmd_plan(int argc, char **argv)
     req.progress = progress;
     req.progress_ctx = &ps;
     req.stop = &stop_flag;
+    int o_req = add_output(req.profile_requests_path), o_plan = add_output(out),
+        o_svg = add_output(svg);
     struct sigaction sa, old;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
@@ -299,17 +325,23 @@ int loom_cmd_plan(int argc, char **argv)
     loom_plan_diag dg;
     loom_error err = {0};
     loom_status st = loom_plan_run(&req, &plan, &dg, &err);
-    sigaction(SIGINT, &old, NULL);
     if (ps.shown) fprintf(stderr, "\r\033[K");
-    if (st == LOOM_ERR_INFEASIBLE) return cannot_fit(&req, &dg, &err);
-    if (st) return loom_cli_fail(&err);
+    if (st == LOOM_ERR_INFEASIBLE) {
+        sigaction(SIGINT, &old, NULL);
+        return cannot_fit(&req, &dg, &err);
+    }
+    if (st) goto fail;
+    if (o_req >= 0) out_written[o_req] = 1;
     if (interrupted)
         fprintf(stderr, "loom plan: interrupted: the plan below is the best found so far\n");
 
     int flags = no_timings ? LOOM_PLAN_JSON_NO_TIMINGS : 0;
     if (no_timings) plan->search_time_s = 0;
     if (out && (st = loom_plan_write(plan, out, flags, &err))) goto fail;
+    if (o_plan >= 0) out_written[o_plan] = 1;
     if (svg && (st = loom_plan_svg_write(plan, svg, &err))) goto fail;
+    if (o_svg >= 0) out_written[o_svg] = 1;
+    sigaction(SIGINT, &old, NULL);
     if (json) {
         char *text = loom_plan_to_json(plan, flags);
         if (!text) {
@@ -327,6 +359,7 @@ int loom_cmd_plan(int argc, char **argv)
     loom_plan_destroy(plan);
     return LOOM_EXIT_OK;
 fail:
+    sigaction(SIGINT, &old, NULL);
     loom_plan_destroy(plan);
     return loom_cli_fail(&err);
 }

@@ -672,7 +672,7 @@ out:
     if (!s->have_best) {
         if (s->res.stopped)
             return loom_error_set(err, LOOM_ERR_LIMIT,
-                                  "the search was interrupted before it found a plan");
+                                  "the search was stopped before it found a plan");
         double need = (double)s->res.min_memory_bytes / 1073741824.0;
         return loom_error_set(err, LOOM_ERR_INFEASIBLE,
                               "no plan fits: every plan needs at least %.1f GiB per GPU, the %s "

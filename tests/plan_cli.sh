@@ -74,7 +74,7 @@ wait $pid
 code=$?
 if [ $code -eq 0 ]; then
     ok; has "$tmp/out" "stage rank  layers"
-elif [ $code -eq 1 ] && grep -q "interrupted before it found a plan" "$tmp/err"; then
+elif [ $code -eq 1 ] && grep -q "stopped before it found a plan" "$tmp/err"; then
     ok
 else
     bad "Ctrl-C: exit $code: $(head -c 300 "$tmp/err")"
