@@ -29,7 +29,7 @@ build: $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
 
 run: deps build
-	$(BUILD)/loom inspect llama-3-8b
+	$(BUILD)/loom plan
 
 test: deps build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
