@@ -1,0 +1,1 @@
+torchrun --nnodes 2 --nproc-per-node 8 pretrain_gpt.py --tensor-model-parallel-size 8 --num-layers 32 --hidden-size 4096 --num-attention-heads 32 --seq-length 4096 --max-position-embeddings 4096 --vocab-size 32000 --micro-batch-size 3 --global-batch-size 64
