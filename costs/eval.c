@@ -144,11 +144,16 @@ static double coll(const ctx *x, loom_collective k, loom_group grp, double bytes
 }
 
 /* Bytes of a whole tensor on one GPU of a TP group (its sequence divided by
- * cp): the buffer a TP collective moves. */
+ * cp; expert tokens by the tp/etp groups that run them): the buffer a TP
+ * collective moves. */
 static double comm_bytes(const ctx *x, const loom_tensor *t)
 {
+    const loom_parallel *p = x->p;
     double b = (double)loom_tensor_bytes(t);
-    return has_seq_dim(t) ? b / (double)x->p->cp : b;
+    int64_t etp = p->etp > 0 ? p->etp : p->tp;
+    if (has_dim(t, "e") && has_dim(t, "c") && p->tp > etp && p->tp % etp == 0)
+        b /= (double)(p->tp / etp);
+    return has_seq_dim(t) ? b / (double)p->cp : b;
 }
 
 /* What a collective of comm_s running beside a GEMM of gemm_s adds. */
@@ -190,6 +195,9 @@ static int op_splits(const ctx *x, const loom_op *op, loom_dim_split *sp, double
         if (kvh > 0) want[n++] = (loom_dim_split){"kvh", kvh < tpd ? kvh : tpd};
     }
     int64_t seq = (tp_op || !p->sp ? 1 : p->tp) * p->cp;
+    /* expert tokens: each etp-group of a TP group runs its own (memory.c) */
+    int64_t tok = (expert && p->tp > tpd && p->tp % tpd == 0 ? p->tp / tpd : 1) * p->cp;
+    if (expert) seq = tok;
     if (op->kind != LOOM_OP_ATTENTION && seq > 1) {
         want[n++] = (loom_dim_split){"s", seq};
         want[n++] = (loom_dim_split){"c", seq};
@@ -286,11 +294,41 @@ static void op_comm(const ctx *x, const loom_op *op, const loom_op_time *t, doub
     }
     if (p->ep > 1 && (op->kind == LOOM_OP_MOE_DISPATCH || op->kind == LOOM_OP_MOE_COMBINE)) {
         const loom_tensor *buf = op->kind == LOOM_OP_MOE_DISPATCH ? out0 : loom_graph_tensor(g, op->in[0]);
-        double b = (double)loom_memory_tensor_shard_bytes(buf, p, false);
+        /* each rank dispatches its own (sequence-parallel) tokens */
+        double b = (double)loom_tensor_bytes(buf) / (double)(p->tp * p->cp);
         double a2a = coll(x, LOOM_COLL_ALL_TO_ALL, x->ep, b);
         *fwd += a2a;
         *bwd += a2a;
     }
+}
+
+/* An expert GEMM under expert parallelism: a GPU owns e/ep experts and runs
+ * each on the tokens of ep ranks — the FLOPs of all e experts on its own
+ * tokens, but only e/ep experts' weights to read. The op's shard (splits of
+ * f by etp, of the tokens c) gives the FLOPs and activation bytes; weights
+ * are further divided by ep. Roofline as compute.c: forward one GEMM,
+ * backward two (dX, dW) with twice the bytes. */
+static void expert_time(const ctx *x, const loom_op *op, const loom_dim_split *sp, int n,
+                        double div, loom_op_time *t)
+{
+    double ratio = div, bytes = 0;
+    int32_t ids[3 * LOOM_MAX_IO];
+    int n_ids = operands(op, ids);
+    for (int i = 0; i < n; i++) ratio *= (double)sp[i].parts;   /* every split names a letter */
+    for (int k = 0; k < n_ids; k++) {
+        const loom_tensor *tn = loom_graph_tensor(x->g, ids[k]);
+        double b = (double)loom_tensor_bytes(tn);
+        for (int i = 0; i < n; i++)
+            if (has_dim(tn, sp[i].dim)) b /= (double)sp[i].parts;
+        if (tn->is_weight) b /= (double)x->p->ep;
+        bytes += b / div;
+    }
+    double flops = (double)op->fwd_flops / ratio;
+    loom_dtype dt = loom_graph_tensor(x->g, op->in[0])->dtype;
+    double mem = loom_cost_memory_time_s(x->cm, bytes);
+    t->fwd_s = fmax(loom_cost_gemm_time_s(x->cm, flops, dt), mem);
+    t->bwd_s = fmax(2 * loom_cost_gemm_time_s(x->cm, flops, dt), 2 * mem);
+    t->source = LOOM_SRC_ROOFLINE;
 }
 
 /* Costs of layer l, one micro-batch. */
@@ -306,10 +344,14 @@ static loom_status layer_costs(const ctx *x, int32_t l, layer_cost *lc, loom_err
         double div;
         int n = op_splits(x, op, sp, &div);
         loom_op_time t;
-        loom_status s = loom_cost_op_time(x->cm, x->g, i, sp, n, &t, err);
-        if (s) return s;
-        t.fwd_s /= div;
-        t.bwd_s /= div;
+        if (p->ep > 1 && op->kind == LOOM_OP_EINSUM && has_dim(loom_graph_tensor(x->g, op->out[0]), "e")) {
+            expert_time(x, op, sp, n, div, &t);
+        } else {
+            loom_status s = loom_cost_op_time(x->cm, x->g, i, sp, n, &t, err);
+            if (s) return s;
+            t.fwd_s /= div;
+            t.bwd_s /= div;
+        }
         double cf, cb;
         op_comm(x, op, &t, &cf, &cb);
         lc->fwd_s += t.fwd_s;

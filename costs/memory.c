@@ -43,7 +43,9 @@
  *    Kv heads that are fewer than tp are replicated (min(tp, kvh) parts).
  *    Expert activations are NOT divided by ep: with expert parallelism a GPU
  *    holds e/ep experts but each receives the tokens of ep data-parallel
- *    ranks, so the per-GPU bytes of the [e, c, …] buffers stay e·c·….
+ *    ranks, so the per-GPU bytes of the [e, c, …] buffers stay e·c·…; their
+ *    f is split by the expert-TP degree etp, and their tokens c by tp/etp
+ *    (each etp-group of a TP group gathers only its own tokens).
  *
  * 3. Micro-batches in flight. A 1F1B pipeline stage i of S runs S-i forward
  *    passes before its first backward, so it holds min(M, S-i) micro-batches
@@ -140,6 +142,14 @@ int64_t loom_memory_tensor_parts(const loom_tensor *t, const loom_parallel *p, b
     bool seq = has_dim(t, "s") || has_dim(t, "t") || has_dim(t, "c");
     if (weight) {
         if (expert && p->ep > 1) parts *= p->ep;
+        return parts;
+    }
+    if (expert) {
+        /* Megatron's MoE layer: each group of etp ranks of a TP group
+         * gathers its own tokens (sequence parallel), so the tokens per
+         * expert c are split tp/etp ways (and cp ways) */
+        int64_t groups = p->tp > tp && p->tp % tp == 0 ? p->tp / tp : 1;
+        if (has_dim(t, "c")) parts *= groups * (p->cp > 1 ? p->cp : 1);
         return parts;
     }
     if (tp_dim < 0 && p->sp && seq) parts = tp;   /* sequence parallel regions */

@@ -16,7 +16,8 @@
  *     cp, in 2·cp load-balanced chunks): seq % (tp · cp) = 0, seq % 2cp = 0;
  *   - context parallelism runs ring attention over a fused attention kernel;
  *   - experts: ep > 1 needs a MoE model, experts % ep = 0, and (dp·cp) % ep
- *     = 0 since expert-parallel ranks are data-parallel ranks;
+ *     = 0 since expert-parallel ranks are data-parallel ranks; with tp > 1
+ *     it needs sequence parallelism; the expert TP degree divides tp;
  *   - ZeRO-2/3 cannot be combined with pipeline parallelism (DeepSpeed),
  *     and ZeRO (DeepSpeed) and Megatron's distributed optimizer are two
  *     names for one choice: pick one;
@@ -93,6 +94,15 @@ loom_status loom_parallel_check(const loom_parallel *p, const loom_model_info *m
     if (p->tp_comm_overlap && !p->sp)
         return loom_error_set(err, LOOM_ERR_INVALID, "impossible configuration: TP communication "
                               "overlap needs sequence parallelism (--sp)");
+    if (p->ep > 1 && p->tp > 1 && !p->sp)
+        return loom_error_set(err, LOOM_ERR_INVALID,
+                              "impossible configuration: expert parallelism (--ep %lld) with tensor "
+                              "parallelism (--tp %lld) needs sequence parallelism (--sp), as in "
+                              "Megatron-LM", (long long)p->ep, (long long)p->tp);
+    if (p->etp > 0 && (p->etp > p->tp || p->tp % p->etp != 0))
+        return loom_error_set(err, LOOM_ERR_INVALID,
+                              "impossible configuration: expert tensor parallelism --etp %lld must "
+                              "divide --tp %lld", (long long)p->etp, (long long)p->tp);
     if ((p->dp * p->cp) % p->ep != 0)
         return loom_error_set(err, LOOM_ERR_INVALID,
                               "impossible configuration: --ep %lld must divide dp × cp = %lld "
