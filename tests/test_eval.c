@@ -27,11 +27,9 @@
 #define V 1024
 #define SEQ 128
 
-static loom_graph *gpt(int64_t mbs, bool flash)
+static loom_graph *build(const char *config, int64_t mbs, bool flash)
 {
-    cJSON *cfg = cJSON_Parse("{\"architectures\": [\"GPT2LMHeadModel\"], \"n_embd\": 256, "
-                             "\"n_layer\": 4, \"n_head\": 8, \"vocab_size\": 1024, "
-                             "\"n_positions\": 128}");
+    cJSON *cfg = cJSON_Parse(config);
     loom_model_opts o;
     loom_model_opts_init(&o);
     o.seq = SEQ;
@@ -45,6 +43,12 @@ static loom_graph *gpt(int64_t mbs, bool flash)
     }
     cJSON_Delete(cfg);
     return g;
+}
+
+static loom_graph *gpt(int64_t mbs, bool flash)
+{
+    return build("{\"architectures\": [\"GPT2LMHeadModel\"], \"n_embd\": 256, \"n_layer\": 4, "
+                 "\"n_head\": 8, \"vocab_size\": 1024, \"n_positions\": 128}", mbs, flash);
 }
 
 static loom_cost_model *model_on(const char *preset, loom_cluster *c)
@@ -244,19 +248,10 @@ static void test_impossible(void)
                  "tp 2 × pp 1 × dp 3 × cp 1 = 6 GPUs, but the cluster has 8");
     loom_parallel p = config(8, 1, 1, 1, 8);
     p.pp = 1, p.dp = 1, p.tp = 8;
-    loom_graph *g3 = NULL;
-    {
-        /* 12 heads over tp 8 */
-        cJSON *cfg = cJSON_Parse("{\"architectures\": [\"GPT2LMHeadModel\"], \"n_embd\": 384, "
-                                 "\"n_layer\": 2, \"n_head\": 12, \"vocab_size\": 512, "
-                                 "\"n_positions\": 128}");
-        loom_model_opts o;
-        loom_model_opts_init(&o);
-        o.seq = SEQ;
-        loom_error e;
-        CHECK_INT_EQ(loom_model_build_hf("h12", cfg, "h12", &o, &g3, &e), LOOM_OK);
-        cJSON_Delete(cfg);
-    }
+    /* 12 heads over tp 8 */
+    loom_graph *g3 = build("{\"architectures\": [\"GPT2LMHeadModel\"], \"n_embd\": 384, "
+                           "\"n_layer\": 2, \"n_head\": 12, \"vocab_size\": 512, "
+                           "\"n_positions\": 128}", 1, true);
     expect_error(g3, cm, p, LOOM_ERR_INVALID, "12 attention heads are not divisible by --tp 8");
     loom_graph_destroy(g3);
     expect_error(g, cm, config(1, 8, 1, 1, 8), LOOM_ERR_INVALID,
