@@ -259,6 +259,18 @@ static loom_status build_tab(loom_search *s, const loom_graph *g, loom_layer_tab
         int32_t first, count;
         loom_graph_layer_ops(g, l, &first, &count);
         bool block = loom_memory_is_block(g, l);
+        /* a layer solved like an earlier one (same shared solution, same
+         * role) costs what it does: copy instead of summing its ops again */
+        int32_t same = -1;
+        for (int32_t q = l - 1; q >= 0 && q >= l - 2 && same < 0; q--)
+            if (r.layers[q] == r.layers[l] && loom_memory_is_block(g, q) == block) same = q;
+        if (same >= 0) {
+            t->time_s[l] = t->time_s[same], t->sync_s[l] = t->sync_s[same];
+            t->rc_s[l] = t->rc_s[same], t->kv_read_s[l] = t->kv_read_s[same];
+            t->params[l] = t->params[same], t->act_bytes[l] = t->act_bytes[same];
+            t->input_bytes[l] = t->input_bytes[same], t->kv_per_seq[l] = t->kv_per_seq[same];
+            continue;
+        }
         uint64_t sig = sigs ? sigs[l] : loom_graph_layer_signature(g, l);
         bool fresh = true;
         for (int q = 0; q < n_seen; q++) fresh &= seen_sig[q] != sig;
