@@ -151,6 +151,28 @@ static void test_space(loom_cost_model *cm)
     loom_algo_ctx_destroy(ctx);
 }
 
+/* Inference, 8 GPUs, 8 sequences: no vpp, recompute or ZeRO, mbs divides
+ * 8/dp. Per tp: tp1 1+2+3+4 (pp 1, 2, 4, 8), tp2 2+3+4, tp4 3+4, tp8 4 =
+ * 30. The throughput objective also serves 1, 2 or 4 sequences: dp must
+ * divide them; B=1: 4 points (dp 1 only), B=2: 4·2 + 3·1 = 11, B=4:
+ * 4·3 + 3·2 + 2·1 = 20; 65 in all. */
+static void test_inference_space(loom_cost_model *cm)
+{
+    loom_algo_request r;
+    request(&r, cm, 8, 2048, true);
+    for (int thr = 0; thr < 2; thr++) {
+        r.objective = thr ? LOOM_SEARCH_THROUGHPUT : LOOM_SEARCH_LATENCY;
+        loom_algo_ctx *ctx;
+        loom_error err = {0};
+        loom_mspace sp;
+        CHECK(loom_algo_ctx_create(&r, &ctx, &err) == LOOM_OK);
+        CHECK(loom_mspace_build(ctx, &sp, &err) == LOOM_OK);
+        CHECK_INT_EQ(sp.n, thr ? 65 : 30);
+        loom_mspace_free(&sp);
+        loom_algo_ctx_destroy(ctx);
+    }
+}
+
 /* v = 2 on pp = 4: each rank holds the same layers, activations in flight
  * grow from pp = 4 to (3pp - 1)/2 = 5.5 micro-batches of its layers. */
 static void test_interleaved_memory(loom_cost_model *cm)
@@ -314,6 +336,7 @@ int main(void)
     test_registry();
     test_space(cm1);
     test_interleaved_memory(cm1);
+    test_inference_space(cm1);
     test_nesting(cm2, false);
     test_nesting(cm1, true);
     test_alpa_rescored(cm2);
