@@ -70,8 +70,17 @@ echo "full search: ${wall} s, step time ${t_full} s"
 
 # 1. Before any plan: nothing to report, nothing written.
 interrupt_after 0.05
-if [ $rc -eq 1 ]; then ok; else bad "early Ctrl-C: exit $rc, want 1: $(head -c 300 "$tmp/run/err")"; fi
-has "$tmp/run/err" "the search was stopped before it found a plan"
+# On a loaded machine the signal can land before loom has even installed its
+# handler; the default action (exit 130) then also leaves nothing behind.
+if [ $rc -eq 1 ]; then
+    ok
+    has "$tmp/run/err" "the search was stopped before it found a plan"
+elif [ $rc -eq 130 ] && [ ! -s "$tmp/run/err" ]; then
+    echo "early Ctrl-C landed before loom started its search (exit 130)"
+    ok
+else
+    bad "early Ctrl-C: exit $rc, want 1: $(head -c 300 "$tmp/run/err")"
+fi
 [ -e "$tmp/run/plan.json" ] && bad "early Ctrl-C: a plan file was written"
 no_leftovers out err
 
