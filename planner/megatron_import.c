@@ -263,6 +263,11 @@ static loom_status read_split(const ctx *c, loom_runtime_config *cfg)
                                      "embedding or loss", (long long)(units / n));
     } else {
         int64_t rest = L - first - last, others = pp - has_first - has_last;
+        if (others < 0)
+            return failf(c, line_of(c, "--decoder-last-pipeline-num-layers"),
+                         "--decoder-first-pipeline-num-layers and --decoder-last-pipeline-num-layers "
+                         "need at least 2 pipeline stages, --pipeline-model-parallel-size is %lld",
+                         (long long)pp);
         if (rest < 0 || (others == 0 && rest != 0) || (others > 0 && rest % others))
             return failf(c, line_of(c, has_first ? "--decoder-first-pipeline-num-layers"
                                                  : "--decoder-last-pipeline-num-layers"),
@@ -623,7 +628,8 @@ loom_status loom_megatron_parse(const char *source, const char *text, int64_t gp
         loom_export_list_add(&out->notes, "dropout (Megatron-LM's default 0.1 unless "
                                           "--hidden-dropout/--attention-dropout 0) is not modelled "
                                           "for Llama-family models");
-    if (s == LOOM_OK) s = loom_runtime_config_normalize(&out->config, err);
+    if (s == LOOM_OK && (s = loom_runtime_config_normalize(&out->config, err)))
+        loom_error_prefix(err, "%s", source);
     loom_megatron_line_free(&c);
     loom_sh_destroy(sh);
     return s;

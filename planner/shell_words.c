@@ -682,7 +682,7 @@ loom_status loom_sh_parse(const char *source, const char *text, loom_sh_script *
         }
         st = lex_word(&lx);
         if (st) break;
-        bool keyword = cmd.n == 0 && lx.active && !lx.unresolved &&
+        bool keyword = cmd.n == 0 && lx.len > 0 && !lx.unresolved &&
                        (!strcmp(lx.buf, "export") || !strcmp(lx.buf, "declare") ||
                         !strcmp(lx.buf, "local") || !strcmp(lx.buf, "readonly") ||
                         !strcmp(lx.buf, "typeset"));

@@ -895,6 +895,13 @@ static void test_import(void)
                  "--expert-model-parallel-size 2",
                  0, "--expert-model-parallel-size 2 without --num-experts");
     expect_error("echo hello", 8, "no training command found");
+    /* found by fuzzing: uneven first and last stages on a single stage; an
+     * empty quoted first word */
+    expect_error("--decoder-first-pipeline-num-layers 19 --decoder-last-pipeline-num-layers 21 "
+                 "--micro-batch-size 1 --num-layers 80 --hidden-size 64 --num-attention-heads 4 "
+                 "--seq-length 128",
+                 8, "need at least 2 pipeline stages, --pipeline-model-parallel-size is 1");
+    expect_error("\"\" --num-layers 2", 8, "no training command found");
     expect_error("torchrun pretrain_gpt.py --data-path \"/a\n--num-layers 2\n", 8,
                  "launch.sh:1: unterminated double quote");
     expect_error("torchrun pretrain_gpt.py --num-layers 2 --hidden-size 64 --num-attention-heads 4 "
