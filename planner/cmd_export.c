@@ -32,7 +32,8 @@ static const char *const usage_text =
     "                   [--calib FILE] [--profile DB]\n"
     "\n"
     "Writes the configuration a runtime needs to run a loom-plan/1 file:\n"
-    "  megatron    a bash launch script: torchrun ... pretrain_gpt.py --tensor-model-parallel-size ...\n"
+    "  megatron    a bash launch script: torchrun ... pretrain_gpt.py --tensor-model-parallel-size "
+    "...\n"
     "  vllm        a YAML file for `vllm serve MODEL --config FILE` (serving plans)\n"
     "  deepspeed   a DeepSpeed JSON config\n"
     "  torchtitan  the [training], [parallelism] and [activation_checkpoint] TOML sections\n"
@@ -114,10 +115,13 @@ int loom_cmd_export(int argc, char **argv)
     }
     if (!plan_path) return loom_cli_usage_error("export", "missing PLAN (a loom-plan/1 file)");
     loom_export_target t;
-    if (!to) return loom_cli_usage_error("export", "missing --to megatron|vllm|deepspeed|torchtitan");
+    if (!to)
+        return loom_cli_usage_error("export", "missing --to megatron|vllm|deepspeed|torchtitan");
     if (!loom_export_target_parse(to, &t))
-        return loom_cli_usage_error("export", "--to expects megatron, vllm, deepspeed or torchtitan, "
-                                              "got '%s'", to);
+        return loom_cli_usage_error("export",
+                                    "--to expects megatron, vllm, deepspeed or torchtitan, "
+                                    "got '%s'",
+                                    to);
 
     loom_error err = {0};
     loom_plan *plan = NULL;
@@ -139,7 +143,8 @@ int loom_cmd_export(int argc, char **argv)
         rc = write_config(c, t, plan_path, out_path);
         goto done;
     }
-    fprintf(stderr, "loom export: %s cannot run this plan as planned:\n", loom_export_target_name(t));
+    fprintf(stderr, "loom export: %s cannot run this plan as planned:\n",
+            loom_export_target_name(t));
     print_list("  - ", &obstacles);
     if (!nearest) {
         if (c->inference == (t == LOOM_EXPORT_VLLM))
@@ -162,10 +167,11 @@ int loom_cmd_export(int argc, char **argv)
         goto done;
     }
     nopts.model_path = model_path;
-    nopts.cluster = loom_cli_find_data(plan->cluster, "clusters", cluster_path, sizeof cluster_path) &&
-                            !loom_cluster_is_preset_name(plan->cluster)
-                        ? cluster_path
-                        : plan->cluster;
+    nopts.cluster =
+        loom_cli_find_data(plan->cluster, "clusters", cluster_path, sizeof cluster_path) &&
+                !loom_cluster_is_preset_name(plan->cluster)
+            ? cluster_path
+            : plan->cluster;
     loom_export_nearest_result near;
     if (loom_export_nearest(plan, t, &nopts, c, &near, &err)) {
         rc = loom_cli_fail(&err);

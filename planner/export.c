@@ -60,6 +60,15 @@ int64_t loom_runtime_gpus(const loom_runtime_config *c)
     return c->par.tp * c->par.pp * c->par.dp * c->par.cp;
 }
 
+void loom_runtime_model_opts(const loom_parallel *p, loom_model_opts *o)
+{
+    loom_model_opts_init(o);
+    o->seq = p->seq;
+    o->batch = p->mbs;
+    o->dtype = p->dtype;
+    o->flash_attention = p->flash;
+}
+
 int loom_runtime_zero(const loom_runtime_config *c)
 {
     return c->par.dist_opt ? 1 : c->par.zero;
@@ -97,9 +106,10 @@ loom_status loom_runtime_chunks(const loom_runtime_config *c, int32_t *chunks, l
     const loom_parallel *p = &c->par;
     int64_t L = c->model.layers, pp = p->pp, v = p->vpp, n = pp * v;
     if (pp < 1 || v < 1 || n > LOOM_EXPORT_MAX_CHUNKS)
-        return loom_error_set(err, LOOM_ERR_INVALID,
-                              "pipeline of %lld stages x %lld virtual stages: expected 1 to %d chunks",
-                              (long long)pp, (long long)v, LOOM_EXPORT_MAX_CHUNKS);
+        return loom_error_set(
+            err, LOOM_ERR_INVALID,
+            "pipeline of %lld stages x %lld virtual stages: expected 1 to %d chunks", (long long)pp,
+            (long long)v, LOOM_EXPORT_MAX_CHUNKS);
     if (c->n_chunks > 0) {
         if (c->n_chunks != n)
             return loom_error_set(err, LOOM_ERR_INVALID,

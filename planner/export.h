@@ -38,6 +38,7 @@
 #include "costs/parallel.h"
 #include "graph/error.h"
 #include "graph/graph.h"
+#include "graph/model.h"
 #include "planner/plan.h"
 
 #define LOOM_EXPORT_TARGET_LIST(X)        \
@@ -89,6 +90,10 @@ loom_status loom_runtime_config_validate(const loom_runtime_config *c, loom_erro
 
 /* GPUs the configuration uses: tp · pp · dp · cp. */
 int64_t loom_runtime_gpus(const loom_runtime_config *c);
+/* Model options for one micro-batch of p (batch = mbs, seq, dtype, flash):
+ * the graph costs/eval.h evaluates p on. */
+void loom_runtime_model_opts(const loom_parallel *p, loom_model_opts *o);
+
 /* The ZeRO stage: 1 for Megatron's distributed optimizer, else par.zero. */
 int loom_runtime_zero(const loom_runtime_config *c);
 /* Micro-batches per step per data-parallel replica: gbs / (mbs · dp). */

@@ -55,8 +55,9 @@ void loom_export_check_deepspeed(const loom_runtime_config *c, const int32_t *ch
         loom_export_list_add(obs, "selective recompute (attention only): DeepSpeed activation "
                                   "checkpointing recomputes whole layers");
     if (p->recompute == LOOM_RECOMPUTE_FULL && p->recompute_layers > 0)
-        loom_export_list_add(obs, "recompute of %lld layers per stage: DeepSpeed checkpoints every "
-                                  "layer (or every k-th layer boundary), not a fixed count per stage",
+        loom_export_list_add(obs,
+                             "recompute of %lld layers per stage: DeepSpeed checkpoints every "
+                             "layer (or every k-th layer boundary), not a fixed count per stage",
                              (long long)p->recompute_layers);
     if (p->dtype == LOOM_DTYPE_FP8)
         loom_export_list_add(obs, "fp8 compute: DeepSpeed's config enables bf16 or fp16 only "
@@ -88,9 +89,10 @@ loom_status loom_export_write_deepspeed(const loom_runtime_config *c, const int3
                              "each stage gets %d layers",
                              (long long)p->pp, (int)chunks[0]);
     if (p->recompute == LOOM_RECOMPUTE_FULL)
-        loom_export_list_add(notes, "full recompute: checkpoint every transformer layer in the model "
-                                    "code (deepspeed.checkpointing.checkpoint, or "
-                                    "activation_checkpoint_interval=1 in PipelineModule)");
+        loom_export_list_add(notes,
+                             "full recompute: checkpoint every transformer layer in the model "
+                             "code (deepspeed.checkpointing.checkpoint, or "
+                             "activation_checkpoint_interval=1 in PipelineModule)");
     if (c->model.experts > 0 && p->ep > 1)
         loom_export_list_add(notes, "expert parallelism: build the MoE layers with "
                                     "deepspeed.moe.layer.MoE(..., ep_size=%lld)",
@@ -111,7 +113,8 @@ loom_status loom_export_write_deepspeed(const loom_runtime_config *c, const int3
     fprintf(f, "  \"zero_optimization\": {\n    \"stage\": %d,\n    \"overlap_comm\": true,\n"
                "    \"contiguous_gradients\": true\n  },\n",
             zero);
-    if (p->tp > 1) fprintf(f, "  \"tensor_parallel\": {\n    \"autotp_size\": %lld\n  },\n", (long long)p->tp);
+    if (p->tp > 1)
+        fprintf(f, "  \"tensor_parallel\": {\n    \"autotp_size\": %lld\n  },\n", (long long)p->tp);
     if (p->recompute == LOOM_RECOMPUTE_FULL)
         fprintf(f, "  \"activation_checkpointing\": {\n    \"partition_activations\": false,\n"
                    "    \"contiguous_memory_optimization\": false,\n"

@@ -108,7 +108,8 @@ int loom_export_megatron_args(const loom_runtime_config *c, const int32_t *chunk
             /* the last stage takes the rest: one number says it all */
             arg_int(&a, "--decoder-first-pipeline-num-layers", chunks[0]);
         } else if (middle_equal) {
-            if (chunks[0] != chunks[1]) arg_int(&a, "--decoder-first-pipeline-num-layers", chunks[0]);
+            if (chunks[0] != chunks[1])
+                arg_int(&a, "--decoder-first-pipeline-num-layers", chunks[0]);
             if (chunks[n - 1] != chunks[1])
                 arg_int(&a, "--decoder-last-pipeline-num-layers", chunks[n - 1]);
         } else {
@@ -140,7 +141,8 @@ int loom_export_megatron_args(const loom_runtime_config *c, const int32_t *chunk
         arg(&a, "--use-distributed-optimizer", NULL);
     } else if (p->zero >= 2) {
         arg(&a, "--use-megatron-fsdp", NULL);
-        arg(&a, "--data-parallel-sharding-strategy", p->zero == 2 ? "optim_grads" : "optim_grads_params");
+        arg(&a, "--data-parallel-sharding-strategy",
+            p->zero == 2 ? "optim_grads" : "optim_grads_params");
         arg(&a, "--ckpt-format", "fsdp_dtensor");
     }
 
@@ -297,12 +299,14 @@ loom_status loom_export_write_megatron(const loom_runtime_config *c, const int32
     fprintf(f, "set -euo pipefail\n");
     /* Megatron asserts this for TP or CP > 1 before Blackwell, so that
      * communication kernels are issued in order (arguments.py, validate_args). */
-    if ((p->tp > 1 || p->cp > 1) && p->zero < 2) fprintf(f, "export CUDA_DEVICE_MAX_CONNECTIONS=1\n");
+    if ((p->tp > 1 || p->cp > 1) && p->zero < 2)
+        fprintf(f, "export CUDA_DEVICE_MAX_CONNECTIONS=1\n");
     fprintf(f, "\ntorchrun --nnodes %lld --nproc-per-node %lld \\\n", (long long)nnodes,
             (long long)nproc);
     if (nnodes > 1)
-        fprintf(f, "    --node-rank \"${NODE_RANK:-0}\" --master-addr \"${MASTER_ADDR:-localhost}\" "
-                   "--master-port \"${MASTER_PORT:-6000}\" \\\n");
+        fprintf(f,
+                "    --node-rank \"${NODE_RANK:-0}\" --master-addr \"${MASTER_ADDR:-localhost}\" "
+                "--master-port \"${MASTER_PORT:-6000}\" \\\n");
     else
         fprintf(f, "    --standalone \\\n");
     fprintf(f, "    pretrain_gpt.py \\\n");

@@ -58,10 +58,12 @@ static bool adjust(loom_runtime_config *c, loom_export_target t, loom_export_lis
         CHANGE(p->sp && p->tp > 1, p->sp = false, "sequence parallelism off");
         CHANGE(p->recompute == LOOM_RECOMPUTE_SELECTIVE, p->recompute = LOOM_RECOMPUTE_FULL,
                "selective recompute -> full recompute");
-        CHANGE(p->recompute == LOOM_RECOMPUTE_FULL && p->recompute_layers > 0, p->recompute_layers = 0,
-               "recompute of %lld layers per stage -> every layer", (long long)p->recompute_layers);
+        CHANGE(p->recompute == LOOM_RECOMPUTE_FULL && p->recompute_layers > 0,
+               p->recompute_layers = 0, "recompute of %lld layers per stage -> every layer",
+               (long long)p->recompute_layers);
         CHANGE(p->dtype == LOOM_DTYPE_FP8, p->dtype = LOOM_DTYPE_BF16, "fp8 -> bf16");
-        CHANGE(p->pp > 1 && p->zero >= 2, p->zero = 1, "ZeRO-%d -> ZeRO-1 (pipeline engine)", p->zero);
+        CHANGE(p->pp > 1 && p->zero >= 2, p->zero = 1, "ZeRO-%d -> ZeRO-1 (pipeline engine)",
+               p->zero);
         CHANGE(p->tp > 1 && p->zero == 3, p->zero = 2, "ZeRO-3 -> ZeRO-2 (AutoTP)");
         CHANGE(p->vpp > 1, (p->vpp = 1, c->n_chunks = 0), "interleaved schedule -> plain 1F1B");
         CHANGE(c->n_chunks > 0 && c->model.layers % p->pp == 0,
@@ -69,7 +71,8 @@ static bool adjust(loom_runtime_config *c, loom_export_target t, loom_export_lis
                "uneven stages -> %lld layers per stage", (long long)(c->model.layers / p->pp));
     } else if (t == LOOM_EXPORT_TORCHTITAN) {
         CHANGE(p->dtype == LOOM_DTYPE_FP16, p->dtype = LOOM_DTYPE_BF16, "fp16 -> bf16");
-        CHANGE(p->dist_opt && p->pp == 1, (p->dist_opt = false, p->zero = 2), "ZeRO-1 -> ZeRO-2 (FSDP)");
+        CHANGE(p->dist_opt && p->pp == 1, (p->dist_opt = false, p->zero = 2),
+               "ZeRO-1 -> ZeRO-2 (FSDP)");
         CHANGE(p->dist_opt && p->pp > 1, p->dist_opt = false, "ZeRO-1 -> ZeRO-0 (DDP)");
         CHANGE(c->model.experts > 0 && p->etp > 0 && p->etp != p->tp, p->etp = 0,
                "expert TP %lld -> TP %lld", (long long)p->etp, (long long)p->tp);
@@ -81,7 +84,8 @@ static bool adjust(loom_runtime_config *c, loom_export_target t, loom_export_lis
         CHANGE(c->model.experts > 0 && p->ep > 1 && p->ep != all, p->ep = fits ? all : 1,
                "expert parallelism %lld -> %lld", (long long)p->ep, (long long)(fits ? all : 1));
         CHANGE(c->model.experts > 0 && p->ep > 1 && p->etp > 1, p->etp = 1, "expert TP -> 1");
-        CHANGE(p->vpp > 1, (p->vpp = 1, c->n_chunks = 0), "interleaved schedule -> 1 chunk per rank");
+        CHANGE(p->vpp > 1, (p->vpp = 1, c->n_chunks = 0),
+               "interleaved schedule -> 1 chunk per rank");
     }
 #undef CHANGE
     return changed;
@@ -106,12 +110,16 @@ static void describe(const loom_runtime_config *a, const loom_runtime_config *b,
         if (d[i].from != d[i].to)
             loom_export_list_add(changes, "%s %lld -> %lld", d[i].what, (long long)d[i].from,
                                  (long long)d[i].to);
-    if (x->sp != y->sp) loom_export_list_add(changes, "sequence parallelism %s", y->sp ? "on" : "off");
+    if (x->sp != y->sp)
+        loom_export_list_add(changes, "sequence parallelism %s", y->sp ? "on" : "off");
     if (x->dtype != y->dtype)
-        loom_export_list_add(changes, "%s -> %s", loom_dtype_name(x->dtype), loom_dtype_name(y->dtype));
+        loom_export_list_add(changes, "%s -> %s", loom_dtype_name(x->dtype),
+                             loom_dtype_name(y->dtype));
     bool xe = a->n_chunks == 0, ye = b->n_chunks == 0;
-    if (xe != ye || (!xe && memcmp(a->chunk_layers, b->chunk_layers, (size_t)a->n_chunks * sizeof a->chunk_layers[0])))
-        loom_export_list_add(changes, "layer split %s -> %s", xe ? "even" : "uneven", ye ? "even" : "uneven");
+    if (xe != ye || (!xe && memcmp(a->chunk_layers, b->chunk_layers,
+                                   (size_t)a->n_chunks * sizeof a->chunk_layers[0])))
+        loom_export_list_add(changes, "layer split %s -> %s", xe ? "even" : "uneven",
+                             ye ? "even" : "uneven");
     if (x->recompute != y->recompute)
         loom_export_list_add(changes, "recompute %s -> %s", loom_recompute_name(x->recompute),
                              loom_recompute_name(y->recompute));
@@ -127,17 +135,14 @@ static loom_status evaluate(const loom_export_nearest_opts *o, const loom_runtim
     if (s) return s;
     if (o->calib_path && (s = loom_calib_load(o->calib_path, &cal, err))) return s;
     loom_model_opts mo;
-    loom_model_opts_init(&mo);
-    mo.seq = c->par.seq;
-    mo.batch = c->par.mbs;
-    mo.dtype = c->par.dtype;
-    mo.flash_attention = c->par.flash;
+    loom_runtime_model_opts(&c->par, &mo);
     loom_graph *g = NULL;
     loom_cost_model *cm = NULL;
     loom_eval_result r;
     memset(&r, 0, sizeof r);
     s = loom_model_load(o->model_path, &mo, &g, err);
-    if (s == LOOM_OK) s = loom_cost_model_create(&cl, o->calib_path ? &cal : NULL, o->profile_path, &cm, err);
+    if (s == LOOM_OK)
+        s = loom_cost_model_create(&cl, o->calib_path ? &cal : NULL, o->profile_path, &cm, err);
     if (s == LOOM_OK) s = loom_eval_megatron(g, cm, &c->par, &r, err);
     if (s == LOOM_OK) {
         out->step_time_s = r.step_time_s;
@@ -161,7 +166,8 @@ loom_status loom_export_nearest(const loom_plan *p, loom_export_target t,
                               "configuration",
                               loom_plan_mode_name(p->mode), loom_export_target_name(t));
     if (!o->model_path || !o->cluster)
-        return loom_error_set(err, LOOM_ERR_INVALID, "--nearest needs the plan's model and cluster files");
+        return loom_error_set(err, LOOM_ERR_INVALID,
+                              "--nearest needs the plan's model and cluster files");
     loom_runtime_config *orig = malloc(sizeof *orig);
     if (!orig) return loom_error_set(err, LOOM_ERR_NOMEM, "out of memory");
     loom_export_list ignored = {0};
@@ -193,7 +199,8 @@ loom_status loom_export_nearest(const loom_plan *p, loom_export_target t,
     s = loom_plan_run(&req, &np, &diag, err);
     if (s) {
         free(orig);
-        if (s == LOOM_ERR_INFEASIBLE) loom_error_prefix(err, "--nearest: no Megatron-style plan fits");
+        if (s == LOOM_ERR_INFEASIBLE)
+            loom_error_prefix(err, "--nearest: no Megatron-style plan fits");
         return s;
     }
     loom_export_list obstacles = {0};

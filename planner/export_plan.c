@@ -14,22 +14,24 @@
  * the hidden dim split, an op computed on the whole batch. Each such use is
  * an obstacle, counted over the ops and named with a first example:
  *
- *   the tensor-parallel axis is the one with the stage's tensor_parallel GPUs
- *     (none: weights are split over both axes, 2-D tensor parallelism);
- *   the data-parallel axis may split only   b (batch), c (tokens per expert),
+ *   the tensor-parallel axes are those the stage's dense weights (weights
+ *     without an expert dim) split over; both: 2-D tensor parallelism;
+ *   a data-parallel axis may split only     b (batch), c (tokens per expert),
  *                                           e (experts)
  *   the tensor-parallel axis only           heads, kvh, f, v, e, s
  *   both at once only                       b, e (experts over all ranks)
- *   every activation with a b dim splits b over the data-parallel axis
+ *   every activation with a b dim splits b over every data-parallel axis
  *
  * (the whitelists are those of the solver's megatron_only space, solver/intra.h,
  * plus expert parallelism over data-parallel ranks, which Megatron's EP is).
  *
- * Degrees: TP = the stages' tensor_parallel; DP = replicas of the pipeline ×
- * the stages' in-stage replicas; the runtime's micro-batch (per GPU) is the
- * plan's (per replica) over the in-stage replicas; EP and expert TP from the axes the expert
- * weights split e and f over; CP = 1 (a plan splits no sequence across a
- * data-parallel axis without it being an obstacle above).
+ * Degrees: TP = the GPUs of the tensor-parallel axis; DP = replicas of the
+ * pipeline × the stage's other GPUs; the runtime's micro-batch (per GPU) is
+ * the plan's (per replica) over those in-stage replicas; EP and expert TP
+ * from the axes the expert weights (dims e and f) split e and f over; CP = 1
+ * (a sequence split over a data-parallel axis is an obstacle above). A plan
+ * written without per-op specs falls back on the stages' tensor_parallel
+ * and data_parallel fields.
  */
 #include <math.h>
 #include <stdio.h>
@@ -162,7 +164,8 @@ static void check_spec(const loom_plan_op *op, const char *which, const char *sp
         bool has_b = false;
         unsigned b_axes = 0;
         char *save_tok = NULL;
-        for (char *tok = strtok_r(operand, " ", &save_tok); tok; tok = strtok_r(NULL, " ", &save_tok)) {
+        for (char *tok = strtok_r(operand, " ", &save_tok); tok;
+             tok = strtok_r(NULL, " ", &save_tok)) {
             char *at = strchr(tok, '@');
             char dim[LOOM_DIM_NAME_MAX + 8];
             snprintf(dim, sizeof dim, "%.*s", at ? (int)(at - tok) : (int)strlen(tok), tok);
@@ -180,7 +183,8 @@ static void check_spec(const loom_plan_op *op, const char *which, const char *sp
             }
         }
         /* every data-parallel axis must split the batch, or GPUs repeat work */
-        if (has_b && (b_axes & dp_axes) != dp_axes) note_issue(&issues[ISSUE_BATCH], op, which, "b");
+        if (has_b && (b_axes & dp_axes) != dp_axes)
+            note_issue(&issues[ISSUE_BATCH], op, which, "b");
     }
 }
 
@@ -189,8 +193,9 @@ static void uniform(const int64_t *v, int32_t n, const char *what, loom_export_l
 {
     for (int32_t i = 1; i < n; i++)
         if (v[i] != v[0]) {
-            loom_export_list_add(obs, "stages use different %s (stage 0: %lld, stage %d: %lld); the "
-                                      "runtime sets one for the whole model",
+            loom_export_list_add(obs,
+                                 "stages use different %s (stage 0: %lld, stage %d: %lld); the "
+                                 "runtime sets one for the whole model",
                                  what, (long long)v[0], (int)i, (long long)v[i]);
             return;
         }
@@ -318,7 +323,8 @@ loom_status loom_export_from_plan(const loom_plan *p, loom_runtime_config *c,
          * activations leave with KV cache: at least what the plan needs, with
          * 2% headroom, and never below vLLM's default 0.9 */
         if (p->gpu_memory_bytes > 0 && p->memory_per_gpu_bytes > 0) {
-            double need = ceil(100.0 * (double)p->memory_per_gpu_bytes / (double)p->gpu_memory_bytes) / 100.0 + 0.02;
+            double share = (double)p->memory_per_gpu_bytes / (double)p->gpu_memory_bytes;
+            double need = ceil(100.0 * share) / 100.0 + 0.02;
             c->gpu_memory_utilization = need > 0.9 ? (need < 0.98 ? need : 0.98) : 0.9;
         }
         c->predicted_step_s = p->latency_per_token_s > 0 ? p->latency_per_token_s : p->step_time_s;

@@ -110,13 +110,15 @@ loom_status loom_export_write_torchtitan(const loom_runtime_config *c, const int
     fprintf(f, "\n[parallelism]\n");
     fprintf(f, "data_parallel_replicate_degree = %lld\n", (long long)(p->zero >= 2 ? 1 : p->dp));
     fprintf(f, "data_parallel_shard_degree = %lld\n", (long long)(p->zero >= 2 ? p->dp : 1));
-    if (p->zero >= 2) fprintf(f, "fsdp_reshard_after_forward = \"%s\"\n", p->zero == 2 ? "never" : "default");
+    if (p->zero >= 2)
+        fprintf(f, "fsdp_reshard_after_forward = \"%s\"\n", p->zero == 2 ? "never" : "default");
     fprintf(f, "tensor_parallel_degree = %lld\n", (long long)p->tp);
     fprintf(f, "context_parallel_degree = %lld\n", (long long)p->cp);
     if (c->model.experts > 0) fprintf(f, "expert_parallel_degree = %lld\n", (long long)p->ep);
     fprintf(f, "pipeline_parallel_degree = %lld\n", (long long)p->pp);
     if (p->pp > 1) {
-        fprintf(f, "pipeline_parallel_schedule = \"%s\"\n", p->vpp > 1 ? "Interleaved1F1B" : "1F1B");
+        fprintf(f, "pipeline_parallel_schedule = \"%s\"\n",
+                p->vpp > 1 ? "Interleaved1F1B" : "1F1B");
         fprintf(f, "pipeline_parallel_microbatch_size = %lld\n", (long long)p->mbs);
         /* chunk i starts at block sum(chunks[0..i)); an empty last chunk
          * holds only the final norm and output projection */
@@ -124,8 +126,10 @@ loom_status loom_export_write_torchtitan(const loom_runtime_config *c, const int
         int64_t start = 0;
         for (int32_t i = 1; i < n; i++) {
             start += chunks[i - 1];
-            if (start < c->model.layers) fprintf(f, "%s\"layers.%lld\"", i > 1 ? ", " : "", (long long)start);
-            else fprintf(f, "%s\"norm\"", i > 1 ? ", " : "");
+            if (start < c->model.layers)
+                fprintf(f, "%s\"layers.%lld\"", i > 1 ? ", " : "", (long long)start);
+            else
+                fprintf(f, "%s\"norm\"", i > 1 ? ", " : "");
         }
         fprintf(f, "]\n");
     }

@@ -28,7 +28,8 @@ void loom_export_check_vllm(const loom_runtime_config *c, const int32_t *chunks,
     const loom_parallel *p = &c->par;
     const loom_model_info *m = &c->model;
     if (p->cp > 1)
-        loom_export_list_add(obs, "context parallelism (CP %lld): vLLM splits no sequence over GPUs",
+        loom_export_list_add(obs,
+                             "context parallelism (CP %lld): vLLM splits no sequence over GPUs",
                              (long long)p->cp);
     if (p->vpp > 1)
         loom_export_list_add(obs, "%lld virtual pipeline stages: vLLM runs one model chunk per "

@@ -41,7 +41,10 @@ static const loom_megatron_given *find(const loom_megatron_line *c, const char *
     return g->set ? g : NULL;
 }
 
-bool loom_megatron_line_has(const loom_megatron_line *c, const char *name) { return find(c, name) != NULL; }
+bool loom_megatron_line_has(const loom_megatron_line *c, const char *name)
+{
+    return find(c, name) != NULL;
+}
 int loom_megatron_line_at(const loom_megatron_line *c, const char *name)
 {
     const loom_megatron_given *g = find(c, name);
@@ -59,11 +62,13 @@ bool loom_megatron_parse_i64(const char *s, int64_t *out)
     return true;
 }
 
-static loom_status unresolved_value(const loom_megatron_line *c, const char *name, const loom_megatron_given *g)
+static loom_status unresolved_value(const loom_megatron_line *c, const char *name,
+                                    const loom_megatron_given *g)
 {
-    return loom_megatron_line_fail(c, g->line, "%s: its value %s is not set in the launch text (a variable or "
-                             "command output loom cannot know)",
-                 name, g->raw && g->raw[0] ? g->raw : "(empty)");
+    return loom_megatron_line_fail(c, g->line,
+                                   "%s: its value %s is not set in the launch text (a variable or "
+                                   "command output loom cannot know)",
+                                   name, g->raw && g->raw[0] ? g->raw : "(empty)");
 }
 
 /* Integer argument `name` in [lo, hi]; dflt when absent. */
@@ -77,10 +82,12 @@ loom_status loom_megatron_line_int(const loom_megatron_line *c, const char *name
     }
     if (g->unresolved) return unresolved_value(c, name, g);
     int64_t v;
-    if (!loom_megatron_parse_i64(g->value, &v)) return loom_megatron_line_fail(c, g->line, "%s expects an integer, found '%s'", name, g->value);
+    if (!loom_megatron_parse_i64(g->value, &v))
+        return loom_megatron_line_fail(c, g->line, "%s expects an integer, found '%s'", name,
+                                       g->value);
     if (v < lo || v > hi)
-        return loom_megatron_line_fail(c, g->line, "%s must be in [%lld, %lld], found %lld", name, (long long)lo,
-                     (long long)hi, (long long)v);
+        return loom_megatron_line_fail(c, g->line, "%s must be in [%lld, %lld], found %lld", name,
+                                       (long long)lo, (long long)hi, (long long)v);
     *out = v;
     return LOOM_OK;
 }
@@ -97,7 +104,8 @@ loom_status loom_megatron_line_num(const loom_megatron_line *c, const char *name
     char *end;
     double v = strtod(g->value, &end);
     if (end == g->value || *end || !isfinite(v))
-        return loom_megatron_line_fail(c, g->line, "%s expects a number, found '%s'", name, g->value);
+        return loom_megatron_line_fail(c, g->line, "%s expects a number, found '%s'", name,
+                                       g->value);
     *out = v;
     return LOOM_OK;
 }
@@ -152,8 +160,8 @@ static void find_script(const loom_sh_script *s, int *cmd, int *word)
 }
 
 /* Launcher options before the script: nodes × processes per node. */
-static loom_status read_launcher(const loom_megatron_line *c, const loom_sh_command *cmd, int end, int64_t *nodes,
-                                 int64_t *per_node)
+static loom_status read_launcher(const loom_megatron_line *c, const loom_sh_command *cmd, int end,
+                                 int64_t *nodes, int64_t *per_node)
 {
     static const struct {
         const char *name;
@@ -173,18 +181,25 @@ static loom_status read_launcher(const loom_megatron_line *c, const loom_sh_comm
             const loom_sh_word *vw = NULL;
             const char *v = NULL;
             if (strncmp(w->text, opts[o].name, n) != 0) continue;
-            if (w->text[n] == '=') v = w->text + n + 1, vw = w;
-            else if (w->text[n] == '\0' && k + 1 < end) v = cmd->words[k + 1].text, vw = &cmd->words[k + 1];
-            else continue;
+            if (w->text[n] == '=')
+                v = w->text + n + 1, vw = w;
+            else if (w->text[n] == '\0' && k + 1 < end)
+                v = cmd->words[k + 1].text, vw = &cmd->words[k + 1];
+            else
+                continue;
             int64_t x;
             if (vw->unresolved) break;   /* unknown: the caller's GPU count decides */
             if (strchr(v, ':'))
-                return loom_megatron_line_fail(c, w->line, "%s %s: elastic (min:max) node counts are not a fixed "
-                                         "world size; give one number",
-                             opts[o].name, v);
+                return loom_megatron_line_fail(
+                    c, w->line,
+                    "%s %s: elastic (min:max) node counts are not a fixed "
+                    "world size; give one number",
+                    opts[o].name, v);
             if (!loom_megatron_parse_i64(v, &x) || x < 1) {
-                if (opts[o].nodes) return loom_megatron_line_fail(c, w->line, "%s expects a node count, found '%s'", opts[o].name, v);
-                break;   /* "gpu", "auto": as many as the node has, unknown here */
+                if (opts[o].nodes)
+                    return loom_megatron_line_fail(
+                        c, w->line, "%s expects a node count, found '%s'", opts[o].name, v);
+                break; /* "gpu", "auto": as many as the node has, unknown here */
             }
             if (opts[o].nodes) *nodes = x;
             else *per_node = x;
@@ -194,7 +209,8 @@ static loom_status read_launcher(const loom_megatron_line *c, const loom_sh_comm
 }
 
 /* Reads the Megatron-LM arguments words[from..n) into c->g. */
-static loom_status read_args(loom_megatron_line *c, const loom_sh_command *cmd, int from, int *n_args)
+static loom_status read_args(loom_megatron_line *c, const loom_sh_command *cmd, int from,
+                             int *n_args)
 {
     *n_args = 0;
     for (int k = from; k < cmd->n_words;) {
@@ -204,21 +220,27 @@ static loom_status read_args(loom_megatron_line *c, const loom_sh_command *cmd, 
             continue;
         }
         if (strncmp(w->text, "--", 2) != 0)
-            return loom_megatron_line_fail(c, w->line, "expected a Megatron-LM argument (--name), found '%s'", w->text);
+            return loom_megatron_line_fail(
+                c, w->line, "expected a Megatron-LM argument (--name), found '%s'", w->text);
         char name[128];
         const char *eq = strchr(w->text, '=');
-        snprintf(name, sizeof name, "%.*s", eq ? (int)(eq - w->text) : (int)strlen(w->text), w->text);
+        snprintf(name, sizeof name, "%.*s", eq ? (int)(eq - w->text) : (int)strlen(w->text),
+                 w->text);
         const loom_megatron_arg *a = loom_megatron_arg_find(name);
         if (!a)
-            return loom_megatron_line_fail(c, w->line, "unknown Megatron-LM argument %s (did you mean %s?)", name,
-                         loom_megatron_arg_nearest(name));
+            return loom_megatron_line_fail(c, w->line,
+                                           "unknown Megatron-LM argument %s (did you mean %s?)",
+                                           name, loom_megatron_arg_nearest(name));
         loom_megatron_given *g = &c->given[a - loom_megatron_arg_at(0)];
         free(g->owned);
-        *g = (loom_megatron_given){.set = true, .line = w->line, .unresolved = w->unresolved, .raw = w->raw};
+        *g = (loom_megatron_given){
+            .set = true, .line = w->line, .unresolved = w->unresolved, .raw = w->raw};
         (*n_args)++;
         k++;
         if (a->kind == LOOM_MARG_FLAG) {
-            if (eq) return loom_megatron_line_fail(c, w->line, "%s is a flag and takes no value, found '%s'", name, w->text);
+            if (eq)
+                return loom_megatron_line_fail(
+                    c, w->line, "%s is a flag and takes no value, found '%s'", name, w->text);
             continue;
         }
         if (a->kind == LOOM_MARG_LIST) {
@@ -243,7 +265,8 @@ static loom_status read_args(loom_megatron_line *c, const loom_sh_command *cmd, 
             g->value = eq + 1;
         } else {
             if (k >= cmd->n_words || strncmp(cmd->words[k].text, "--", 2) == 0)
-                return loom_megatron_line_fail(c, w->line, "%s expects a value (%s)", name, loom_megatron_arg_kind_name(a->kind));
+                return loom_megatron_line_fail(c, w->line, "%s expects a value (%s)", name,
+                                               loom_megatron_arg_kind_name(a->kind));
             vw = &cmd->words[k++];
             g->value = vw->text;
             g->unresolved = vw->unresolved;
@@ -253,12 +276,14 @@ static loom_status read_args(loom_megatron_line *c, const loom_sh_command *cmd, 
         if (a->kind == LOOM_MARG_INT) {
             int64_t x;
             if (!loom_megatron_parse_i64(g->value, &x))
-                return loom_megatron_line_fail(c, vw->line, "%s expects an integer, found '%s'", name, g->value);
+                return loom_megatron_line_fail(c, vw->line, "%s expects an integer, found '%s'",
+                                               name, g->value);
         } else if (a->kind == LOOM_MARG_FLOAT) {
             char *end;
             double x = strtod(g->value, &end);
             if (end == g->value || *end || !isfinite(x))
-                return loom_megatron_line_fail(c, vw->line, "%s expects a number, found '%s'", name, g->value);
+                return loom_megatron_line_fail(c, vw->line, "%s expects a number, found '%s'", name,
+                                               g->value);
         }
     }
     return LOOM_OK;

@@ -77,8 +77,8 @@ static loom_status reject_deprecated(const ctx *c)
     };
     for (size_t i = 0; i < sizeof gone / sizeof gone[0]; i++)
         if (has(c, gone[i][0]))
-            return failf(c, line_of(c, gone[i][0]), "%s is no longer accepted by Megatron-LM; use %s",
-                         gone[i][0], gone[i][1]);
+            return failf(c, line_of(c, gone[i][0]),
+                         "%s is no longer accepted by Megatron-LM; use %s", gone[i][0], gone[i][1]);
     return LOOM_OK;
 }
 
@@ -107,7 +107,8 @@ static loom_status parse_layout(const ctx *c, const char *layout, int32_t *chunk
             if (pass == 0 && a[i] == '(') {
                 const char *close = strchr(&a[i], ')');
                 if (!close) {
-                    s = failf(c, line, "--pipeline-model-parallel-layout '%s': unclosed '('", layout);
+                    s = failf(c, line, "--pipeline-model-parallel-layout '%s': unclosed '('",
+                              layout);
                     break;
                 }
                 unit = &a[i + 1];
@@ -120,12 +121,14 @@ static loom_status parse_layout(const ctx *c, const char *layout, int32_t *chunk
                 char *end;
                 times = strtol(&a[after + 1], &end, 10);
                 if (end == &a[after + 1] || times < 0 || times > 100000) {
-                    s = failf(c, line, "--pipeline-model-parallel-layout '%s': bad repeat count", layout);
+                    s = failf(c, line, "--pipeline-model-parallel-layout '%s': bad repeat count",
+                              layout);
                     break;
                 }
                 after = (size_t)(end - a);
             } else if (unit != &a[i]) {
-                s = failf(c, line, "--pipeline-model-parallel-layout '%s': '(...)' needs '*N'", layout);
+                s = failf(c, line, "--pipeline-model-parallel-layout '%s': '(...)' needs '*N'",
+                          layout);
                 break;
             }
             for (long t = 0; t < times; t++) {
@@ -155,12 +158,16 @@ static loom_status parse_layout(const ctx *c, const char *layout, int32_t *chunk
                 chunks[k]++;
             } else if (ch == 'E') {
                 if (k != 0 || i != 0 || e_count++)
-                    s = failf(c, line, "--pipeline-model-parallel-layout '%s': the embedding E must "
-                                       "come first, once", layout);
+                    s = failf(c, line,
+                              "--pipeline-model-parallel-layout '%s': the embedding E must "
+                              "come first, once",
+                              layout);
             } else if (ch == 'L') {
                 if (i != len - 1 || l_count++)
-                    s = failf(c, line, "--pipeline-model-parallel-layout '%s': the loss L must come "
-                                       "last, once", layout);
+                    s = failf(c, line,
+                              "--pipeline-model-parallel-layout '%s': the loss L must come "
+                              "last, once",
+                              layout);
             } else if (ch == 'm') {
                 s = loom_error_set(c->err, LOOM_ERR_UNSUPPORTED,
                                    "%s:%d: --pipeline-model-parallel-layout: multi-token "
@@ -172,7 +179,8 @@ static loom_status parse_layout(const ctx *c, const char *layout, int32_t *chunk
             }
         }
         if (s == LOOM_OK && (e_count != 1 || l_count != 1))
-            s = failf(c, line, "--pipeline-model-parallel-layout '%s' needs one E first and one L last",
+            s = failf(c, line,
+                      "--pipeline-model-parallel-layout '%s' needs one E first and one L last",
                       layout);
     }
     free(a);
@@ -246,7 +254,8 @@ static loom_status read_split(const ctx *c, loom_runtime_config *cfg)
         p->vpp = vstages > 0 ? vstages : 1;
     }
     int64_t v = p->vpp, n = pp * v;
-    if (n > LOOM_EXPORT_MAX_CHUNKS) return failf(c, c->line, "%lld pipeline chunks: too many", (long long)n);
+    if (n > LOOM_EXPORT_MAX_CHUNKS)
+        return failf(c, c->line, "%lld pipeline chunks: too many", (long long)n);
     if (!has_first && !has_last) {
         if (units % n)
             return failf(c, line_of(c, "--pipeline-model-parallel-size"),
@@ -264,10 +273,11 @@ static loom_status read_split(const ctx *c, loom_runtime_config *cfg)
     } else {
         int64_t rest = L - first - last, others = pp - has_first - has_last;
         if (others < 0)
-            return failf(c, line_of(c, "--decoder-last-pipeline-num-layers"),
-                         "--decoder-first-pipeline-num-layers and --decoder-last-pipeline-num-layers "
-                         "need at least 2 pipeline stages, --pipeline-model-parallel-size is %lld",
-                         (long long)pp);
+            return failf(
+                c, line_of(c, "--decoder-last-pipeline-num-layers"),
+                "--decoder-first-pipeline-num-layers and --decoder-last-pipeline-num-layers "
+                "need at least 2 pipeline stages, --pipeline-model-parallel-size is %lld",
+                (long long)pp);
         if (rest < 0 || (others == 0 && rest != 0) || (others > 0 && rest % others))
             return failf(c, line_of(c, has_first ? "--decoder-first-pipeline-num-layers"
                                                  : "--decoder-last-pipeline-num-layers"),
@@ -277,7 +287,9 @@ static loom_status read_split(const ctx *c, loom_runtime_config *cfg)
                          (long long)others);
         int64_t mid = others > 0 ? rest / others : 0;
         for (int64_t r = 0; r < pp; r++) {
-            int64_t rank_layers = r == 0 && has_first ? first : r == pp - 1 && has_last ? last : mid;
+            int64_t rank_layers = r == 0 && has_first       ? first
+                                  : r == pp - 1 && has_last ? last
+                                                            : mid;
             if (rank_layers % v)
                 return failf(c, c->line, "pipeline rank %lld holds %lld layers, not divisible by "
                                          "its %lld virtual stages",
@@ -361,7 +373,8 @@ static loom_status read_parallel(const ctx *c, loom_megatron_launch *out)
     if (has(c, "--use-megatron-fsdp")) {
         const char *strat = NULL;
         if ((s = get_str(c, "--data-parallel-sharding-strategy", "no_shard", &strat))) return s;
-        static const char *const names[] = {"no_shard", "optim", "optim_grads", "optim_grads_params"};
+        static const char *const names[] = {"no_shard", "optim", "optim_grads",
+                                            "optim_grads_params"};
         p->zero = -1;
         for (int z = 0; z < 4; z++)
             if (!strcmp(strat, names[z])) p->zero = z;
@@ -379,7 +392,9 @@ static loom_status read_parallel(const ctx *c, loom_megatron_launch *out)
 
     /* precision */
     bool fp16 = has(c, "--fp16"), bf16 = has(c, "--bf16");
-    if (fp16 && bf16) return failf(c, line_of(c, "--fp16"), "--fp16 and --bf16 together (Megatron-LM asserts one)");
+    if (fp16 && bf16)
+        return failf(c, line_of(c, "--fp16"),
+                     "--fp16 and --bf16 together (Megatron-LM asserts one)");
     p->dtype = fp16 ? LOOM_DTYPE_FP16 : bf16 ? LOOM_DTYPE_BF16 : LOOM_DTYPE_FP32;
     if (has(c, "--fp8-format")) p->dtype = LOOM_DTYPE_FP8;
     if (has(c, "--fp4-format"))
@@ -495,12 +510,17 @@ static loom_status read_shape(const ctx *c, loom_megatron_launch *out)
     } else {
         m->experts_topk = 0;
     }
-    if (sh->mla) snprintf(m->arch, sizeof m->arch, "deepseek_v3");
-    else if (m->experts > 0) snprintf(m->arch, sizeof m->arch, "mixtral");
-    else if (!m->gated_mlp) snprintf(m->arch, sizeof m->arch, "gpt2");
-    else snprintf(m->arch, sizeof m->arch, "%s", has(c, "--add-qkv-bias") && !bias ? "qwen2" : "llama");
-    out->has_model_shape = has(c, "--hidden-size") && has(c, "--num-attention-heads") &&
-                           m->layers > 0 && m->vocab > 0;
+    if (sh->mla)
+        snprintf(m->arch, sizeof m->arch, "deepseek_v3");
+    else if (m->experts > 0)
+        snprintf(m->arch, sizeof m->arch, "mixtral");
+    else if (!m->gated_mlp)
+        snprintf(m->arch, sizeof m->arch, "gpt2");
+    else
+        snprintf(m->arch, sizeof m->arch, "%s",
+                 has(c, "--add-qkv-bias") && !bias ? "qwen2" : "llama");
+    out->has_model_shape =
+        has(c, "--hidden-size") && has(c, "--num-attention-heads") && m->layers > 0 && m->vocab > 0;
     out->stated = (m->layers ? LOOM_MEGATRON_STATED_LAYERS : 0) |
                   (has(c, "--hidden-size") ? LOOM_MEGATRON_STATED_HIDDEN : 0) |
                   (has(c, "--num-attention-heads") ? LOOM_MEGATRON_STATED_HEADS : 0) |
@@ -557,8 +577,8 @@ static loom_status check_degrees(const ctx *c, const loom_megatron_launch *out)
 }
 
 /* World size from the launcher, WORLD_SIZE, and the caller; then DP and the batch. */
-static loom_status read_world(const ctx *c, const loom_sh_script *sh, int64_t nodes, int64_t per_node,
-                              int64_t gpus, loom_megatron_launch *out)
+static loom_status read_world(const ctx *c, const loom_sh_script *sh, int64_t nodes,
+                              int64_t per_node, int64_t gpus, loom_megatron_launch *out)
 {
     loom_parallel *p = &out->config.par;
     if (per_node > 0 && nodes == 0) nodes = 1;   /* torchrun's and srun's default */
@@ -573,8 +593,9 @@ static loom_status read_world(const ctx *c, const loom_sh_script *sh, int64_t no
     int64_t world = launcher ? launcher : env;
     out->world_from_line = world > 0;
     if (world && gpus && world != gpus)
-        return failf(c, c->line, "the launch line starts %lld GPUs but the cluster has %lld; pick a "
-                                 "cluster of %lld GPUs",
+        return failf(c, c->line,
+                     "the launch line starts %lld GPUs but the cluster has %lld; pick a "
+                     "cluster of %lld GPUs",
                      (long long)world, (long long)gpus, (long long)world);
     if (!world) world = gpus;
     if (!world)
@@ -584,8 +605,9 @@ static loom_status read_world(const ctx *c, const loom_sh_script *sh, int64_t no
     if (per_node > 0) out->config.gpus_per_node = per_node;
     int64_t model = p->tp * p->pp * p->cp;
     if (world % model)
-        return failf(c, c->line, "%lld GPUs are not divisible by TP %lld x PP %lld x CP %lld = %lld "
-                                 "(Megatron-LM asserts world_size %% (TP x PP x CP) == 0)",
+        return failf(c, c->line,
+                     "%lld GPUs are not divisible by TP %lld x PP %lld x CP %lld = %lld "
+                     "(Megatron-LM asserts world_size %% (TP x PP x CP) == 0)",
                      (long long)world, (long long)p->tp, (long long)p->pp, (long long)p->cp,
                      (long long)model);
     p->dp = world / model;
@@ -680,9 +702,9 @@ loom_status loom_megatron_check_model(const loom_megatron_launch *l, const loom_
     };
     for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++)
         if ((l->stated & pairs[i].bit) && pairs[i].line != pairs[i].model)
-            return loom_error_set(err, LOOM_ERR_INVALID,
-                                  "the launch line says %s %lld but the model has %lld",
-                                  pairs[i].flag, (long long)pairs[i].line, (long long)pairs[i].model);
+            return loom_error_set(
+                err, LOOM_ERR_INVALID, "the launch line says %s %lld but the model has %lld",
+                pairs[i].flag, (long long)pairs[i].line, (long long)pairs[i].model);
     return LOOM_OK;
 }
 
@@ -701,11 +723,7 @@ loom_status loom_megatron_eval_setup(const char *arg, const char *model_path, in
             loom_export_list_add(notes, "the launch line's layer split is not a first/last-stage "
                                         "split; loom eval splits the layers evenly");
         loom_model_opts o;
-        loom_model_opts_init(&o);
-        o.seq = p->seq;
-        o.batch = p->mbs;
-        o.dtype = p->dtype;
-        o.flash_attention = p->flash;
+        loom_runtime_model_opts(p, &o);
         if (model_path) {
             s = loom_model_load(model_path, &o, g, err);
             if (s == LOOM_OK && (s = loom_megatron_check_model(l, loom_graph_info_c(*g), err)))

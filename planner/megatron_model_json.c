@@ -38,15 +38,16 @@ loom_status loom_megatron_build_model(const loom_megatron_launch *l, const loom_
     int n;
     const char *tied = m->tied_embeddings ? "true" : "false";
     if (sh->mla) {
-        n = snprintf(json, sizeof json,
-                     "{\"architectures\": [\"DeepseekV3ForCausalLM\"], \"hidden_size\": %lld, "
-                     "\"num_hidden_layers\": %lld, \"num_attention_heads\": %lld, "
-                     "\"intermediate_size\": %lld, \"vocab_size\": %lld, \"kv_lora_rank\": %lld, "
-                     "\"qk_nope_head_dim\": %lld, \"qk_rope_head_dim\": %lld, \"v_head_dim\": %lld, "
-                     "\"tie_word_embeddings\": %s",
-                     (long long)m->hidden, (long long)m->layers, (long long)m->heads,
-                     (long long)m->ffn, (long long)m->vocab, (long long)sh->kv_lora,
-                     (long long)sh->qk_head, (long long)sh->qk_pos, (long long)sh->v_head, tied);
+        n = snprintf(
+            json, sizeof json,
+            "{\"architectures\": [\"DeepseekV3ForCausalLM\"], \"hidden_size\": %lld, "
+            "\"num_hidden_layers\": %lld, \"num_attention_heads\": %lld, "
+            "\"intermediate_size\": %lld, \"vocab_size\": %lld, \"kv_lora_rank\": %lld, "
+            "\"qk_nope_head_dim\": %lld, \"qk_rope_head_dim\": %lld, \"v_head_dim\": %lld, "
+            "\"tie_word_embeddings\": %s",
+            (long long)m->hidden, (long long)m->layers, (long long)m->heads, (long long)m->ffn,
+            (long long)m->vocab, (long long)sh->kv_lora, (long long)sh->qk_head,
+            (long long)sh->qk_pos, (long long)sh->v_head, tied);
         if (sh->q_lora > 0)
             n += snprintf(json + n, sizeof json - (size_t)n, ", \"q_lora_rank\": %lld",
                           (long long)sh->q_lora);

@@ -140,8 +140,10 @@ static void push_word(lexer *lx, wordlist *l, loom_sh_word w)
 static void finish(lexer *lx)
 {
     if (lx->active && !(lx->passthrough && lx->len == 0 && !lx->unresolved)) {
-        loom_sh_word w = {dupn(lx->buf ? lx->buf : "", lx->len), lx->start_line, lx->unresolved, ""};
-        if (!w.text) lx->oom = true;
+        loom_sh_word w = {dupn(lx->buf ? lx->buf : "", lx->len), lx->start_line, lx->unresolved,
+                          ""};
+        if (!w.text)
+            lx->oom = true;
         else {
             memcpy(w.raw, lx->raw, sizeof w.raw);
             push_word(lx, lx->target, w);

@@ -99,7 +99,8 @@ static void test_arg_table(void)
     CHECK(listed > 500);
     bool sorted = true;
     for (size_t i = 1; i < loom_megatron_arg_count(); i++)
-        if (strcmp(loom_megatron_arg_at(i - 1)->name, loom_megatron_arg_at(i)->name) >= 0) sorted = false;
+        if (strcmp(loom_megatron_arg_at(i - 1)->name, loom_megatron_arg_at(i)->name) >= 0)
+            sorted = false;
     CHECK(sorted);
 
     const loom_megatron_arg *tp = loom_megatron_arg_find("--tensor-model-parallel-size");
@@ -110,7 +111,8 @@ static void test_arg_table(void)
     CHECK(dp && dp->kind == LOOM_MARG_LIST);
     CHECK(loom_megatron_arg_find("--tensor-parallel-size") == NULL);
     CHECK(loom_megatron_arg_find("--num-layers ") == NULL);
-    CHECK(strcmp(loom_megatron_arg_nearest("--tensor-parallel-size"), "--tensor-model-parallel-size") == 0);
+    CHECK(strcmp(loom_megatron_arg_nearest("--tensor-parallel-size"),
+                 "--tensor-model-parallel-size") == 0);
     CHECK(strcmp(loom_megatron_arg_nearest("--micro-batch"), "--micro-batch-size") == 0);
     CHECK(strcmp(loom_megatron_arg_nearest("--squence-parallel"), "--sequence-parallel") == 0);
     CHECK_STR_CONTAINS(loom_megatron_args_source, "arguments.py");
@@ -153,14 +155,16 @@ static void add_ops(loom_plan_stage *s, int32_t layer, ops_kind k, bool sp)
         snprintf(o[1].input, sizeof o[1].input, "b@0 s f@1");
         snprintf(o[1].weight, sizeof o[1].weight, "f@1 h");
         snprintf(o[1].output, sizeof o[1].output, sp ? "b@0 s@1 h" : "b@0 s h");
-        snprintf(o[2].name, sizeof o[2].name, "model.layers.%d.post_attention_layernorm", (int)layer - 1);
+        snprintf(o[2].name, sizeof o[2].name, "model.layers.%d.post_attention_layernorm",
+                 (int)layer - 1);
         snprintf(o[2].strategy, sizeof o[2].strategy, sp ? "s@1" : "replicated");
         snprintf(o[2].input, sizeof o[2].input, sp ? "b@0 s@1 h" : "b@0 s h");
         snprintf(o[2].weight, sizeof o[2].weight, "h");
         snprintf(o[2].output, sizeof o[2].output, sp ? "b@0 s@1 h" : "b@0 s h");
     } else {
         const char *e = k == OPS_MOE_ALL ? "e@01" : "e@0";
-        snprintf(o[1].name, sizeof o[1].name, "model.layers.%d.block_sparse_moe.experts.w1", (int)layer - 1);
+        snprintf(o[1].name, sizeof o[1].name, "model.layers.%d.block_sparse_moe.experts.w1",
+                 (int)layer - 1);
         snprintf(o[1].strategy, sizeof o[1].strategy, "%s", e);
         snprintf(o[1].input, sizeof o[1].input, "%s c h", e);
         snprintf(o[1].weight, sizeof o[1].weight, "%s h f", e);
@@ -245,8 +249,12 @@ static loom_plan *make_plan(const plan_spec *ps)
         s->comm_s = 0.05;
         s->grad_sync_s = 0.5;
         s->time_s = s->compute_s + s->comm_s;
-        s->memory = (loom_plan_memory){.params = 10 * GIB + i, .grads = 5 * GIB, .optimizer = 20 * GIB,
-                                       .activations = 12 * GIB, .kv_cache = 0, .other = 3 * GIB};
+        s->memory = (loom_plan_memory){.params = 10 * GIB + i,
+                                       .grads = 5 * GIB,
+                                       .optimizer = 20 * GIB,
+                                       .activations = 12 * GIB,
+                                       .kv_cache = 0,
+                                       .other = 3 * GIB};
         loom_plan_memory_sum(&s->memory);
         if (s->memory.total > worst) worst = s->memory.total;
         if (ps->ops != OPS_NONE && blocks > 0) add_ops(s, first_block, ps->ops, ps->sp);
@@ -316,7 +324,8 @@ static void check_identities(const loom_runtime_config *c, loom_export_target t,
         CHECK(loom_json_parse("deepspeed", text, strlen(text), &j, &err) == LOOM_OK);
         cJSON_Delete(j);
         /* DeepSpeed: train_batch_size = micro x accumulation x (world / (tp x pp)) */
-        long long tbs = find_num(text, "train_batch_size"), mb = find_num(text, "train_micro_batch_size_per_gpu"),
+        long long tbs = find_num(text, "train_batch_size"),
+                  mb = find_num(text, "train_micro_batch_size_per_gpu"),
                   gas = find_num(text, "gradient_accumulation_steps");
         long long tpd = find_num(text, "autotp_size");
         if (tpd < 0) tpd = 1;
@@ -326,16 +335,19 @@ static void check_identities(const loom_runtime_config *c, loom_export_target t,
         /* torchtitan: replicate x shard x cp x tp x pp = world; global = local x dp x accumulation */
         long long rep = find_num(text, "data_parallel_replicate_degree"),
                   shard = find_num(text, "data_parallel_shard_degree"),
-                  tpd = find_num(text, "tensor_parallel_degree"), cpd = find_num(text, "context_parallel_degree"),
+                  tpd = find_num(text, "tensor_parallel_degree"),
+                  cpd = find_num(text, "context_parallel_degree"),
                   ppd = find_num(text, "pipeline_parallel_degree");
         CHECK_INT_EQ(rep * shard * tpd * cpd * ppd, gpus);
-        long long local = find_num(text, "local_batch_size"), global = find_num(text, "global_batch_size");
+        long long local = find_num(text, "local_batch_size"),
+                  global = find_num(text, "global_batch_size");
         CHECK_INT_EQ(global, c->par.gbs);
         CHECK(global % (local * rep * shard) == 0);
         if (ppd > 1) CHECK_INT_EQ(local / find_num(text, "pipeline_parallel_microbatch_size"),
                                   loom_runtime_microbatches(c));
     } else if (t == LOOM_EXPORT_VLLM) {
-        long long tpd = find_num(text, "tensor-parallel-size"), ppd = find_num(text, "pipeline-parallel-size"),
+        long long tpd = find_num(text, "tensor-parallel-size"),
+                  ppd = find_num(text, "pipeline-parallel-size"),
                   dpd = find_num(text, "data-parallel-size");
         CHECK_INT_EQ(tpd * ppd * dpd, gpus);
         CHECK(find_num(text, "max-num-batched-tokens") >= find_num(text, "max-num-seqs"));
@@ -373,23 +385,27 @@ static void test_goldens(void)
         loom_runtime_config c;
         loom_export_list obs = {0};
         CHECK(loom_export_from_plan(p, &c, &obs, &err) == LOOM_OK);
-        if (obs.n) fprintf(stderr, "%s: unexpected plan obstacle: %s\n", specs[i].name, obs.item[0]);
+        if (obs.n)
+            fprintf(stderr, "%s: unexpected plan obstacle: %s\n", specs[i].name, obs.item[0]);
         CHECK_INT_EQ(obs.n, 0);
         for (int t = 0; t < LOOM_EXPORT_TARGET_COUNT; t++) {
             char *text = NULL;
             loom_export_list notes = {0}, ob = {0};
-            loom_status s = loom_export_render(&c, (loom_export_target)t, source, &text, &notes, &ob, &err);
+            loom_status s =
+                loom_export_render(&c, (loom_export_target)t, source, &text, &notes, &ob, &err);
             if (runs[i][t]) {
                 if (s) fprintf(stderr, "%s -> %s: %s (%s)\n", specs[i].name,
                                loom_export_target_name(t), err.msg, ob.n ? ob.item[0] : "");
                 CHECK(s == LOOM_OK);
                 if (!text) continue;
-                snprintf(name, sizeof name, "%s.%s.%s", specs[i].name, loom_export_target_name(t), ext[t]);
+                snprintf(name, sizeof name, "%s.%s.%s", specs[i].name, loom_export_target_name(t),
+                         ext[t]);
                 check_golden(name, text);
                 check_identities(&c, (loom_export_target)t, text);
                 /* deterministic: the same config renders the same bytes */
                 char *again = NULL;
-                CHECK(loom_export_render(&c, (loom_export_target)t, source, &again, NULL, NULL, &err) == LOOM_OK);
+                CHECK(loom_export_render(&c, (loom_export_target)t, source, &again, NULL, NULL,
+                                         &err) == LOOM_OK);
                 CHECK(again && strcmp(again, text) == 0);
                 free(again);
             } else {
@@ -432,7 +448,8 @@ static loom_runtime_config base_config(const char *model, int64_t tp, int64_t pp
     return c;
 }
 
-static void check_same_config(const char *what, const loom_runtime_config *a, const loom_runtime_config *b)
+static void check_same_config(const char *what, const loom_runtime_config *a,
+                              const loom_runtime_config *b)
 {
     const loom_parallel *x = &a->par, *y = &b->par;
     int before = check_failures;
@@ -540,18 +557,22 @@ static void test_configs(void)
         CHECK(na > 10 && na < LOOM_MEGATRON_MAX_ARGS);
         for (int k = 0; k < na; k++) {
             const loom_megatron_arg *a = loom_megatron_arg_find(kv[k].name);
-            if (!a) fprintf(stderr, "%s: emitted %s, which Megatron-LM does not have\n", what[i], kv[k].name);
+            if (!a)
+                fprintf(stderr, "%s: emitted %s, which Megatron-LM does not have\n", what[i],
+                        kv[k].name);
             CHECK(a != NULL);
             if (!a) continue;
             /* a value exactly when the argument takes one */
             CHECK((a->kind == LOOM_MARG_FLAG) == (kv[k].value[0] == '\0'));
-            if (a->kind == LOOM_MARG_INT) CHECK(strspn(kv[k].value, "0123456789") == strlen(kv[k].value));
+            if (a->kind == LOOM_MARG_INT)
+                CHECK(strspn(kv[k].value, "0123456789") == strlen(kv[k].value));
         }
 
         /* round trip through the rendered launch script */
         char *text = NULL;
         loom_export_list obs = {0};
-        loom_status s = loom_export_render(&cs[i], LOOM_EXPORT_MEGATRON, "test", &text, NULL, &obs, &err);
+        loom_status s =
+            loom_export_render(&cs[i], LOOM_EXPORT_MEGATRON, "test", &text, NULL, &obs, &err);
         if (s) fprintf(stderr, "%s: %s %s\n", what[i], err.msg, obs.n ? obs.item[0] : "");
         CHECK(s == LOOM_OK);
         if (!text) continue;
@@ -645,7 +666,8 @@ static void test_obstacles(void)
     CHECK_INT_EQ(obs.n, 1);
     /* the error names the count */
     char *text = NULL;
-    CHECK(loom_export_render(&c, LOOM_EXPORT_DEEPSPEED, "x", &text, NULL, NULL, &err) == LOOM_ERR_UNSUPPORTED);
+    CHECK(loom_export_render(&c, LOOM_EXPORT_DEEPSPEED, "x", &text, NULL, NULL, &err) ==
+          LOOM_ERR_UNSUPPORTED);
     CHECK(text == NULL);
     CHECK_STR_CONTAINS(err.msg, "deepspeed cannot run this plan as planned (4 obstacles");
     loom_plan_destroy(p);
@@ -683,7 +705,8 @@ static void test_obstacles(void)
     CHECK(has_item(&obs, "borrows the FSDP ranks"));
     /* a bad split is an error, not an obstacle */
     c = base_config("llama-3-8b", 1, 3, 1, 1, 8, 2048);
-    CHECK(loom_export_render(&c, LOOM_EXPORT_MEGATRON, "x", &text, NULL, NULL, &err) == LOOM_ERR_INVALID);
+    CHECK(loom_export_render(&c, LOOM_EXPORT_MEGATRON, "x", &text, NULL, NULL, &err) ==
+          LOOM_ERR_INVALID);
     CHECK_STR_CONTAINS(err.msg, "32 layers do not split evenly into 3 pipeline chunks");
 }
 
@@ -814,10 +837,11 @@ static void test_import(void)
         CHECK(!l->has_model_shape);   /* no vocabulary size */
     }
     free(l);
-    l = import("--pipeline-model-parallel-size 4 --num-layers 31 --hidden-size 1024 "
-               "--num-attention-heads 16 --seq-length 2048 --micro-batch-size 1 "
-               "--account-for-embedding-in-pipeline-split --num-layers-per-virtual-pipeline-stage 4",
-               8, &s, &err);
+    l = import(
+        "--pipeline-model-parallel-size 4 --num-layers 31 --hidden-size 1024 "
+        "--num-attention-heads 16 --seq-length 2048 --micro-batch-size 1 "
+        "--account-for-embedding-in-pipeline-split --num-layers-per-virtual-pipeline-stage 4",
+        8, &s, &err);
     if (s) fprintf(stderr, "account-for-embedding: %s\n", err.msg);
     CHECK(s == LOOM_OK);
     if (s == LOOM_OK) {
@@ -844,12 +868,13 @@ static void test_import(void)
     free(l);
 
     /* errors: unknown, contradictory, malformed */
-    expect_error("torchrun --nproc-per-node 8 pretrain_gpt.py \\\n  --tensor-parallel-size 8",
-                 0, "launch.sh:2: unknown Megatron-LM argument --tensor-parallel-size (did you mean "
-                    "--tensor-model-parallel-size?)");
-    expect_error("python pretrain_gpt.py --num-layers 2 --hidden-size 64 --num-attention-heads 4 "
-                 "--seq-length 128 --micro-batch-size 1 --sequence-parallel",
-                 8, "--sequence-parallel needs tensor parallelism, but --tensor-model-parallel-size is 1");
+    expect_error("torchrun --nproc-per-node 8 pretrain_gpt.py \\\n  --tensor-parallel-size 8", 0,
+                 "launch.sh:2: unknown Megatron-LM argument --tensor-parallel-size (did you mean "
+                 "--tensor-model-parallel-size?)");
+    expect_error(
+        "python pretrain_gpt.py --num-layers 2 --hidden-size 64 --num-attention-heads 4 "
+        "--seq-length 128 --micro-batch-size 1 --sequence-parallel",
+        8, "--sequence-parallel needs tensor parallelism, but --tensor-model-parallel-size is 1");
     expect_error("WORLD_SIZE=16 torchrun --nnodes 1 --nproc-per-node 8 pretrain_gpt.py "
                  "--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 128 "
                  "--micro-batch-size 1",
@@ -857,8 +882,9 @@ static void test_import(void)
     expect_error("torchrun --nnodes 2 --nproc-per-node 8 pretrain_gpt.py --num-layers 32 "
                  "--hidden-size 64 --num-attention-heads 4 --seq-length 128 --micro-batch-size 1 "
                  "--pipeline-model-parallel-size 4 --num-layers-per-virtual-pipeline-stage 3",
-                 0, "--num-layers-per-virtual-pipeline-stage 3 does not divide the 8 layers of each "
-                    "of the 4 pipeline stages");
+                 0,
+                 "--num-layers-per-virtual-pipeline-stage 3 does not divide the 8 layers of each "
+                 "of the 4 pipeline stages");
     expect_error("torchrun --nnodes 2 --nproc-per-node 8 pretrain_gpt.py --num-layers 4 "
                  "--hidden-size 64 --num-attention-heads 4 --seq-length 128 --micro-batch-size 1",
                  64, "the launch line starts 16 GPUs but the cluster has 64");
@@ -909,7 +935,8 @@ static void test_import(void)
                  0, "the world size is unknown");
     expect_error("torchrun --nproc-per-node 4 pretrain_gpt.py --num-layers 4 --hidden-size 64 "
                  "--num-attention-heads 4 --seq-length 128 --micro-batch-size 1 "
-                 "--pipeline-model-parallel-size 2 --num-layers 5 --pipeline-model-parallel-layout 'Et*3|tL'",
+                 "--pipeline-model-parallel-size 2 --num-layers 5 --pipeline-model-parallel-layout "
+                 "'Et*3|tL'",
                  0, "places 4 transformer layers");
 }
 
