@@ -222,6 +222,12 @@ loom_status loom_graph_add_tensor(loom_graph *g, const char *name, loom_dtype dt
     return LOOM_OK;
 }
 
+/* Bounds that keep every int64 sum over a graph exact: one op at most 2^60
+ * FLOPs forward or backward, the whole graph's FLOPs and tensor bytes at
+ * most 2^62 (checked in loom_graph_finalize). */
+#define GRAPH_MAX_OP_FLOPS ((int64_t)1 << 60)
+#define GRAPH_MAX_SUM ((int64_t)1 << 62)
+
 /* Saturating multiply for FLOP counts (sizes are capped so this rarely bites). */
 static int64_t mul_sat(int64_t a, int64_t b)
 {
@@ -301,7 +307,7 @@ static loom_status einsum_flops(const loom_graph *g, const loom_op *op, int64_t 
             return loom_error_set(err, LOOM_ERR_INVALID,
                                   "op %s: bias %s does not match the output's trailing dims",
                                   op->name, b->name);
-        f += loom_tensor_numel(o);
+        f = f > INT64_MAX - loom_tensor_numel(o) ? INT64_MAX : f + loom_tensor_numel(o);
     }
     *flops = f;
     return LOOM_OK;
@@ -395,6 +401,13 @@ static loom_status account(const loom_graph *g, loom_op *op, loom_error *err)
     default:
         return loom_error_set(err, LOOM_ERR_INVALID, "op %s: unknown op kind %d", op->name, (int)op->kind);
     }
+    /* Sizes are capped per tensor (2^53 elements), not per op: an einsum of
+     * three 2^26 dims has 2^79 FLOPs. Refuse such ops instead of carrying a
+     * saturated count into sums (graph_max_sum below bounds the sums). */
+    if (fwd > GRAPH_MAX_OP_FLOPS || bwd > GRAPH_MAX_OP_FLOPS)
+        return loom_error_set(err, LOOM_ERR_INVALID,
+                              "op %s: more than 2^60 FLOPs per pass (the operand sizes are too "
+                              "large to count in 64 bits)", op->name);
     int64_t bytes = 0;
     if (op->kind != LOOM_OP_RESHAPE && op->kind != LOOM_OP_TRANSPOSE) {
         for (int i = 0; i < op->n_in; i++) bytes += loom_tensor_bytes(&g->tensors[op->in[i]]);
@@ -577,6 +590,23 @@ loom_status loom_graph_finalize(loom_graph *g, loom_error *err)
         for (int k = 0; k < op->n_out; k++)
             if ((op->saves & LOOM_SAVE_OUT(k)) && g->saved_by[op->out[k]] < 0)
                 g->saved_by[op->out[k]] = i;
+    }
+
+    /* Totals, per-layer costs and memory add these up: bound the sums once. */
+    int64_t flops = 0, bytes = 0;
+    for (int32_t i = 0; i < g->n_ops; i++) {
+        flops += g->ops[i].fwd_flops + g->ops[i].bwd_flops;   /* each <= 2^60 */
+        if (flops > GRAPH_MAX_SUM)
+            return loom_error_set(err, LOOM_ERR_INVALID,
+                                  "graph %s: more than 2^62 FLOPs per step (at op %s): too large "
+                                  "to count in 64 bits", g->name, g->ops[i].name);
+    }
+    for (int32_t t = 0; t < g->n_tensors; t++) {
+        bytes += loom_tensor_bytes(&g->tensors[t]);   /* each < 2^57 */
+        if (bytes > GRAPH_MAX_SUM)
+            return loom_error_set(err, LOOM_ERR_INVALID,
+                                  "graph %s: tensors of more than 2^62 bytes in all (at %s): too "
+                                  "large to count in 64 bits", g->name, g->tensors[t].name);
     }
 
     loom_status s = loom_graph_check_dag(g, err);
