@@ -16,22 +16,24 @@
  *
  *   the tensor-parallel axes are those the stage's dense weights (weights
  *     without an expert dim) split over; both: 2-D tensor parallelism;
+ *   a context-parallel axis is another one over which activations split the
+ *     sequence s but not the batch b;
+ *   the other axes are data-parallel;
  *   a data-parallel axis may split only     b (batch), c (tokens per expert),
  *                                           e (experts)
- *   the tensor-parallel axis only           heads, kvh, f, v, e, s
- *   both at once only                       b, e (experts over all ranks)
+ *   the tensor-parallel axis only           heads, kvh, f, v, e, c, s
+ *   a context-parallel axis only            s, c, e
  *   every activation with a b dim splits b over every data-parallel axis
  *
  * (the whitelists are those of the solver's megatron_only space, solver/intra.h,
  * plus expert parallelism over data-parallel ranks, which Megatron's EP is).
  *
- * Degrees: TP = the GPUs of the tensor-parallel axis; DP = replicas of the
+ * Degrees: TP and CP = the GPUs of those axes; DP = replicas of the
  * pipeline × the stage's other GPUs; the runtime's micro-batch (per GPU) is
- * the plan's (per replica) over those in-stage replicas; EP and expert TP
- * from the axes the expert weights (dims e and f) split e and f over; CP = 1
- * (a sequence split over a data-parallel axis is an obstacle above). A plan
- * written without per-op specs falls back on the stages' tensor_parallel
- * and data_parallel fields.
+ * the plan's (per replica) over those in-stage data-parallel GPUs; EP and
+ * expert TP from the axes the expert weights (dims e and f) split e and f
+ * over. A plan written without per-op specs falls back on the stages'
+ * tensor_parallel and data_parallel fields.
  */
 #include <math.h>
 #include <stdio.h>
@@ -46,7 +48,7 @@ typedef struct {
     char example[200];
 } issue;
 
-enum { ISSUE_2D_TP, ISSUE_BOTH_AXES, ISSUE_DP_AXIS, ISSUE_TP_AXIS, ISSUE_BATCH, ISSUE_COUNT };
+enum { ISSUE_2D_TP, ISSUE_DP_AXIS, ISSUE_TP_AXIS, ISSUE_CP_AXIS, ISSUE_BATCH, ISSUE_COUNT };
 
 static bool in_list(const char *dim, const char *const *list)
 {
@@ -56,10 +58,11 @@ static bool in_list(const char *dim, const char *const *list)
 }
 
 /* What each axis of a Megatron-style stage may split (solver/intra.h's
- * megatron_only space, plus experts over data-parallel ranks = Megatron EP). */
+ * megatron_only space; experts over data-parallel, context-parallel or
+ * tensor-parallel ranks = Megatron EP, with the tokens c they receive). */
 static const char *const dp_dims[] = {"b", "c", "e", NULL};
-static const char *const tp_dims[] = {"heads", "kvh", "f", "v", "e", "s", NULL};
-static const char *const both_dims[] = {"b", "e", NULL};
+static const char *const tp_dims[] = {"heads", "kvh", "f", "v", "e", "c", "s", NULL};
+static const char *const cp_dims[] = {"s", "c", "e", NULL};
 
 static void note_issue(issue *is, const loom_plan_op *op, const char *which, const char *tok)
 {
@@ -113,17 +116,28 @@ static bool expert_degrees(const char *spec, const int64_t mesh[2], int64_t *ep,
 }
 
 /* How a stage uses its mesh, Megatron's way: the tensor-parallel axes are
- * those its dense weights (weights without an expert dim e) split over;
- * the others are data-parallel. A plan without per-op specs falls back on
- * the stage's tensor_parallel / data_parallel fields. */
+ * those its dense weights (weights without an expert dim e) split over; a
+ * context-parallel axis is another one over which activations split the
+ * sequence s and not the batch b (Megatron's CP: each rank holds a slice of
+ * every sequence, attention exchanges keys and values); the rest are
+ * data-parallel. A plan without per-op specs falls back on the stage's
+ * tensor_parallel / data_parallel fields. */
 typedef struct {
     unsigned tp_axes;        /* bit 0, bit 1; both: 2-D tensor parallelism */
-    int64_t tp, dp_in;
+    unsigned cp_axes;
+    int64_t tp, cp, dp_in;
 } stage_roles;
+
+/* Axes (not in `skip`) over which one operand splits s but not b. */
+static unsigned seq_only_axes(const char *operand, unsigned skip, const int64_t mesh[2])
+{
+    unsigned s = dim_axes(operand, "s", mesh, NULL), b = dim_axes(operand, "b", mesh, NULL);
+    return s & ~b & ~skip;
+}
 
 static stage_roles roles_of(const loom_plan_stage *s)
 {
-    stage_roles r = {0, 1, s->n_gpus > 0 ? s->n_gpus : 1};
+    stage_roles r = {0, 0, 1, 1, s->n_gpus > 0 ? s->n_gpus : 1};
     bool any = false;
     for (int32_t k = 0; k < s->n_ops; k++) {
         const char *w = s->ops[k].weight;
@@ -140,7 +154,21 @@ static stage_roles roles_of(const loom_plan_stage *s)
         if (r.tp_axes & 1u) r.tp *= s->mesh[0];
         if (r.tp_axes & 2u) r.tp *= s->mesh[1];
     }
-    r.dp_in = r.tp > 0 && s->n_gpus % r.tp == 0 ? s->n_gpus / r.tp : 1;
+    if (r.tp_axes != 3u)
+        for (int32_t k = 0; k < s->n_ops; k++) {
+            char buf[LOOM_PLAN_SPEC_MAX];
+            const char *specs[2] = {s->ops[k].input, s->ops[k].output};
+            for (int j = 0; j < 2; j++) {
+                snprintf(buf, sizeof buf, "%s", specs[j]);
+                char *save = NULL;
+                for (char *o = strtok_r(buf, ",", &save); o; o = strtok_r(NULL, ",", &save))
+                    r.cp_axes |= seq_only_axes(o, r.tp_axes, s->mesh);
+            }
+        }
+    if (r.cp_axes & 1u) r.cp *= s->mesh[0];
+    if (r.cp_axes & 2u) r.cp *= s->mesh[1];
+    int64_t model = r.tp * r.cp;
+    r.dp_in = model > 0 && s->n_gpus % model == 0 ? s->n_gpus / model : 1;
     return r;
 }
 
@@ -152,7 +180,7 @@ static void check_spec(const loom_plan_op *op, const char *which, const char *sp
         if (strchr(spec, '@')) note_issue(&issues[ISSUE_2D_TP], op, which, spec);
         return;
     }
-    unsigned dp_axes = 3u & ~r->tp_axes;
+    unsigned dp_axes = 3u & ~r->tp_axes & ~r->cp_axes;
     if (st->mesh[0] <= 1) dp_axes &= ~1u;
     if (st->mesh[1] <= 1) dp_axes &= ~2u;
     char buf[LOOM_PLAN_SPEC_MAX];
@@ -172,15 +200,14 @@ static void check_spec(const loom_plan_op *op, const char *which, const char *sp
             if (strcmp(dim, "b") == 0) has_b = true;
             unsigned axes = spec_axes(tok, NULL, st->mesh);
             if (!axes) continue;
-            bool on_dp = axes & dp_axes, on_tp = axes & r->tp_axes;
             if (strcmp(dim, "b") == 0) b_axes = axes;
-            if (on_dp && on_tp) {
-                if (!in_list(dim, both_dims)) note_issue(&issues[ISSUE_BOTH_AXES], op, which, tok);
-            } else if (on_dp && !in_list(dim, dp_dims)) {
+            /* each axis the dim is split over must allow it in its role */
+            if ((axes & dp_axes) && !in_list(dim, dp_dims))
                 note_issue(&issues[ISSUE_DP_AXIS], op, which, tok);
-            } else if (on_tp && !in_list(dim, tp_dims)) {
+            if ((axes & r->tp_axes) && !in_list(dim, tp_dims))
                 note_issue(&issues[ISSUE_TP_AXIS], op, which, tok);
-            }
+            if ((axes & r->cp_axes) && !in_list(dim, cp_dims))
+                note_issue(&issues[ISSUE_CP_AXIS], op, which, tok);
         }
         /* every data-parallel axis must split the batch, or GPUs repeat work */
         if (has_b && (b_axes & dp_axes) != dp_axes)
@@ -232,6 +259,8 @@ loom_status loom_export_from_plan(const loom_plan *p, loom_runtime_config *c,
     for (int32_t i = 0; i < n; i++) roles[i] = roles_of(&p->stages[i]);
     for (int32_t i = 0; i < n; i++) val[i] = roles[i].tp;
     uniform(val, n, "tensor-parallel sizes", obs);
+    for (int32_t i = 0; i < n; i++) val[i] = roles[i].cp;
+    uniform(val, n, "context-parallel sizes", obs);
     for (int32_t i = 0; i < n; i++) val[i] = roles[i].dp_in;
     uniform(val, n, "in-stage data-parallel sizes (GPUs per stage / TP)", obs);
     for (int32_t i = 0; i < n; i++) val[i] = p->stages[i].sequence_parallel;
@@ -263,11 +292,12 @@ loom_status loom_export_from_plan(const loom_plan *p, loom_runtime_config *c,
     }
     static const char *const what[ISSUE_COUNT] = {
         [ISSUE_2D_TP] = "2-D tensor parallelism (weights split over both axes of a stage's mesh)",
-        [ISSUE_BOTH_AXES] = "2-D sharding (one dim split over both mesh axes)",
         [ISSUE_DP_AXIS] = "a dim other than batch, tokens or experts split over the data-parallel "
                           "mesh axis (2-D tensor parallelism)",
         [ISSUE_TP_AXIS] = "a dim other than heads, MLP, vocabulary, experts or sequence split over "
                           "the tensor-parallel mesh axis (not a Megatron-style strategy)",
+        [ISSUE_CP_AXIS] = "a dim other than the sequence or experts split over the "
+                          "context-parallel mesh axis",
         [ISSUE_BATCH] = "an op computed on its stage's whole batch (not split over the "
                         "data-parallel mesh axis)",
     };
@@ -291,7 +321,7 @@ loom_status loom_export_from_plan(const loom_plan *p, loom_runtime_config *c,
     par->vpp = v;
     int64_t dp_in = roles[0].dp_in;
     par->dp = (p->data_parallel > 0 ? p->data_parallel : 1) * dp_in;
-    par->cp = 1;
+    par->cp = roles[0].cp;
     par->ep = ep > 0 ? ep : 1;
     par->etp = etp > 0 && etp != par->tp ? etp : 0;
     /* the plan's micro-batch enters a stage whole and is split over its

@@ -120,7 +120,7 @@ static void test_arg_table(void)
 
 /* ---- 2. plans ------------------------------------------------------------------------ */
 
-typedef enum { OPS_NONE, OPS_DENSE, OPS_MOE_DP, OPS_MOE_ALL } ops_kind;
+typedef enum { OPS_NONE, OPS_DENSE, OPS_MOE_DP, OPS_MOE_ALL, OPS_CP } ops_kind;
 
 typedef struct {
     const char *name;
@@ -141,7 +141,7 @@ typedef struct {
 static void add_ops(loom_plan_stage *s, int32_t layer, ops_kind k, bool sp)
 {
     loom_error err;
-    int32_t n = k == OPS_DENSE ? 3 : 2;
+    int32_t n = k == OPS_DENSE || k == OPS_CP ? 3 : 2;
     if (loom_plan_stage_set_ops(s, n, &err)) return;
     loom_plan_op *o = s->ops;
     snprintf(o[0].name, sizeof o[0].name, "model.layers.%d.self_attn.q_proj", (int)layer - 1);
@@ -149,7 +149,21 @@ static void add_ops(loom_plan_stage *s, int32_t layer, ops_kind k, bool sp)
     snprintf(o[0].input, sizeof o[0].input, "b@0 s h");
     snprintf(o[0].weight, sizeof o[0].weight, "h heads@1 dh");
     snprintf(o[0].output, sizeof o[0].output, "b@0 s heads@1 dh");
-    if (k == OPS_DENSE) {
+    if (k == OPS_CP) {
+        /* context parallel on axis 0: every activation holds a slice of the
+         * sequence of the whole (unsplit) batch; TP on axis 1 */
+        snprintf(o[0].input, sizeof o[0].input, "b s@0 h");
+        snprintf(o[0].output, sizeof o[0].output, "b s@0 heads@1 dh");
+        snprintf(o[1].name, sizeof o[1].name, "model.layers.%d.self_attn.sdpa", (int)layer - 1);
+        snprintf(o[1].strategy, sizeof o[1].strategy, "heads@1 cp@0");
+        snprintf(o[1].input, sizeof o[1].input, "b s@0 heads@1 dh, b s kvh@1 dh, b s kvh@1 dh");
+        snprintf(o[1].output, sizeof o[1].output, "b s@0 heads@1 dh");
+        snprintf(o[2].name, sizeof o[2].name, "model.layers.%d.mlp.down_proj", (int)layer - 1);
+        snprintf(o[2].strategy, sizeof o[2].strategy, "f@1 AR@1");
+        snprintf(o[2].input, sizeof o[2].input, "b s@0 f@1");
+        snprintf(o[2].weight, sizeof o[2].weight, "f@1 h");
+        snprintf(o[2].output, sizeof o[2].output, "b s@0 h");
+    } else if (k == OPS_DENSE) {
         snprintf(o[1].name, sizeof o[1].name, "model.layers.%d.mlp.down_proj", (int)layer - 1);
         snprintf(o[1].strategy, sizeof o[1].strategy, "f@1 %s@1", sp ? "RS" : "AR");
         snprintf(o[1].input, sizeof o[1].input, "b@0 s f@1");
@@ -710,6 +724,44 @@ static void test_obstacles(void)
     CHECK_STR_CONTAINS(err.msg, "32 layers do not split evenly into 3 pipeline chunks");
 }
 
+/* A plan with context parallelism: read as CP 2 x TP 4, exported to the
+ * runtimes that have it and refused by those that do not. */
+static void test_context_parallel(void)
+{
+    static const plan_spec cp = {"llama-3-8b-cp", "llama-3-8b", LOOM_PLAN_TRAIN, 2, 8, 2, 1, 1, 4, 2, 1,
+                                 16, 16384, {0}, false, LOOM_RECOMPUTE_NONE, 0, OPS_CP};
+    loom_plan *p = make_plan(&cp);
+    loom_runtime_config c;
+    loom_export_list obs = {0};
+    loom_error err;
+    CHECK(loom_export_from_plan(p, &c, &obs, &err) == LOOM_OK);
+    if (obs.n) fprintf(stderr, "cp plan: %s\n", obs.item[0]);
+    CHECK_INT_EQ(obs.n, 0);
+    CHECK_INT_EQ(c.par.cp, 2);
+    CHECK_INT_EQ(c.par.tp, 4);
+    CHECK_INT_EQ(c.par.dp, 2);    /* the two replicas; the mesh's axis 0 is CP, not DP */
+    CHECK_INT_EQ(c.par.mbs, 1);
+    CHECK_INT_EQ(loom_runtime_gpus(&c), 16);
+    char *text = NULL;
+    CHECK(loom_export_render(&c, LOOM_EXPORT_MEGATRON, "cp", &text, NULL, NULL, &err) == LOOM_OK);
+    CHECK_STR_CONTAINS(text, "--context-parallel-size 2 \\\n");
+    free(text);
+    text = NULL;
+    CHECK(loom_export_render(&c, LOOM_EXPORT_TORCHTITAN, "cp", &text, NULL, NULL, &err) == LOOM_OK);
+    CHECK_INT_EQ(find_num(text, "context_parallel_degree"), 2);
+    if (text) check_identities(&c, LOOM_EXPORT_TORCHTITAN, text);
+    free(text);
+    obs = (loom_export_list){0};
+    loom_export_check(&c, LOOM_EXPORT_DEEPSPEED, &obs);
+    CHECK(has_item(&obs, "context parallelism (CP 2)"));
+    /* an activation with its hidden dim on the CP axis is not Megatron's CP */
+    snprintf(p->stages[0].ops[2].output, LOOM_PLAN_SPEC_MAX, "b s@0 h@0");
+    obs = (loom_export_list){0};
+    CHECK(loom_export_from_plan(p, &c, &obs, &err) == LOOM_OK);
+    CHECK(has_item(&obs, "split over the context-parallel mesh axis"));
+    loom_plan_destroy(p);
+}
+
 /* ---- 6. importing launch scripts ----------------------------------------------------- */
 
 static loom_megatron_launch *import(const char *text, int64_t gpus, loom_status *s, loom_error *err)
@@ -946,6 +998,7 @@ int main(void)
     test_goldens();
     test_configs();
     test_obstacles();
+    test_context_parallel();
     test_import();
     return check_done();
 }
