@@ -41,8 +41,7 @@ void loom_export_nearest_opts_init(loom_export_nearest_opts *o)
     o->time_limit_s = 60;
 }
 
-/* Step 2 for one target; returns whether anything changed. */
-static bool adjust(loom_runtime_config *c, loom_export_target t, loom_export_list *changes)
+bool loom_export_adjust(loom_runtime_config *c, loom_export_target t, loom_export_list *changes)
 {
     loom_parallel *p = &c->par;
     bool changed = false;
@@ -221,7 +220,7 @@ loom_status loom_export_nearest(const loom_plan *p, loom_export_target t,
         loom_export_check(c, t, &obstacles);
         if (obstacles.n > 0) {
             loom_export_list adjusted = {0};   /* describe() reports the net changes */
-            if (!c->inference && adjust(c, t, &adjusted) &&
+            if (!c->inference && loom_export_adjust(c, t, &adjusted) &&
                 (s = loom_runtime_config_normalize(c, err)) == LOOM_OK) {
                 obstacles = (loom_export_list){0};
                 loom_export_check(c, t, &obstacles);

@@ -38,6 +38,11 @@ typedef struct {
     loom_export_list changes;      /* what differs from the plan as given */
 } loom_export_nearest_result;
 
+/* Step 2 alone: changes what target t cannot run of c to the closest
+ * setting it can (the table in export_nearest.c), naming each change in
+ * `changes`; returns whether anything changed. c stays to be normalized. */
+bool loom_export_adjust(loom_runtime_config *c, loom_export_target t, loom_export_list *changes);
+
 /* Fills c with the nearest configuration target t can run (no obstacles)
  * and out with its prediction. LOOM_ERR_INFEASIBLE when the restricted
  * search finds nothing that fits; LOOM_ERR_UNSUPPORTED when even the

@@ -30,6 +30,7 @@
 #include "graph/json_util.h"
 #include "graph/model.h"
 #include "planner/export.h"
+#include "planner/export_nearest.h"
 #include "planner/export_target.h"
 #include "planner/megatron_args.h"
 #include "planner/megatron_import.h"
@@ -762,6 +763,59 @@ static void test_context_parallel(void)
     loom_plan_destroy(p);
 }
 
+/* --nearest's step 2: each target's closest settings, and what stays. */
+static void test_adjust(void)
+{
+    loom_error err;
+    loom_export_list ch = {0}, obs = {0};
+    /* DeepSpeed: SP, selective recompute and the uneven split go; TP with PP stays */
+    loom_runtime_config c = base_config("llama-3-70b", 8, 4, 2, 1, 128, 8192);
+    c.par.sp = true, c.par.recompute = LOOM_RECOMPUTE_SELECTIVE, c.par.zero = 1;
+    c.n_chunks = 4;
+    memcpy(c.chunk_layers, (int32_t[]){19, 20, 20, 21}, 4 * sizeof(int32_t));
+    CHECK(loom_runtime_config_normalize(&c, &err) == LOOM_OK);
+    CHECK(loom_export_adjust(&c, LOOM_EXPORT_DEEPSPEED, &ch));
+    CHECK(loom_runtime_config_normalize(&c, &err) == LOOM_OK);
+    CHECK(has_item(&ch, "sequence parallelism off"));
+    CHECK(has_item(&ch, "selective recompute -> full recompute"));
+    CHECK(has_item(&ch, "uneven stages -> 20 layers per stage"));
+    CHECK(!c.par.sp && c.par.recompute == LOOM_RECOMPUTE_FULL && c.n_chunks == 0);
+    loom_export_check(&c, LOOM_EXPORT_DEEPSPEED, &obs);
+    CHECK_INT_EQ(obs.n, 1);
+    CHECK(has_item(&obs, "TP 8 with PP 4"));
+    /* torchtitan: the distributed optimizer becomes FSDP without PP, DDP with it */
+    c = base_config("llama-3-8b", 1, 1, 8, 1, 64, 4096);
+    c.par.dist_opt = true;
+    ch = (loom_export_list){0};
+    CHECK(loom_export_adjust(&c, LOOM_EXPORT_TORCHTITAN, &ch));
+    CHECK_INT_EQ(loom_runtime_zero(&c), 2);
+    c = base_config("llama-3-8b", 2, 4, 1, 1, 64, 4096);
+    c.par.dist_opt = true;
+    CHECK(loom_export_adjust(&c, LOOM_EXPORT_TORCHTITAN, &ch));
+    CHECK_INT_EQ(loom_runtime_zero(&c), 0);
+    CHECK(has_item(&ch, "ZeRO-1 -> ZeRO-0 (DDP)"));
+    /* … and EP needs FSDP ranks: without them experts are replicated */
+    c = base_config("mixtral-8x7b", 1, 2, 8, 1, 64, 4096);
+    c.par.ep = 4, c.par.dist_opt = true;
+    ch = (loom_export_list){0};
+    CHECK(loom_export_adjust(&c, LOOM_EXPORT_TORCHTITAN, &ch));
+    CHECK_INT_EQ(c.par.ep, 1);
+    obs = (loom_export_list){0};
+    loom_export_check(&c, LOOM_EXPORT_TORCHTITAN, &obs);
+    CHECK_INT_EQ(obs.n, 0);
+    /* vLLM: EP becomes TP x DP when that divides the experts, else 1 */
+    c = base_config("mixtral-8x7b", 4, 1, 2, 1, 64, 4096);
+    c.inference = true, c.par.ep = 2;
+    CHECK(loom_export_adjust(&c, LOOM_EXPORT_VLLM, &ch));
+    CHECK_INT_EQ(c.par.ep, 8);
+    c.par.tp = 2, c.par.dp = 6, c.par.ep = 2;
+    CHECK(loom_export_adjust(&c, LOOM_EXPORT_VLLM, &ch));
+    CHECK_INT_EQ(c.par.ep, 1);
+    /* nothing to change */
+    c = base_config("llama-3-8b", 1, 1, 8, 1, 64, 4096);
+    CHECK(!loom_export_adjust(&c, LOOM_EXPORT_MEGATRON, &ch));
+}
+
 /* ---- 6. importing launch scripts ----------------------------------------------------- */
 
 static loom_megatron_launch *import(const char *text, int64_t gpus, loom_status *s, loom_error *err)
@@ -999,6 +1053,7 @@ int main(void)
     test_configs();
     test_obstacles();
     test_context_parallel();
+    test_adjust();
     test_import();
     return check_done();
 }
