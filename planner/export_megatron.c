@@ -160,11 +160,11 @@ int loom_export_megatron_args(const loom_runtime_config *c, const int32_t *chunk
     arg_int(&a, "--hidden-size", m->hidden);
     arg_int(&a, "--ffn-hidden-size", m->ffn);
     arg_int(&a, "--num-attention-heads", m->heads);
-    if (m->kv_heads > 0 && m->kv_heads < m->heads) {
+    if (!is_mla(m) && m->kv_heads > 0 && m->kv_heads < m->heads) {
         arg(&a, "--group-query-attention", NULL);
         arg_int(&a, "--num-query-groups", m->kv_heads);
     }
-    if (m->head_dim > 0 && m->heads > 0 && m->head_dim * m->heads != m->hidden)
+    if (!is_mla(m) && m->head_dim > 0 && m->heads > 0 && m->head_dim * m->heads != m->hidden)
         arg_int(&a, "--kv-channels", m->head_dim);
     arg_int(&a, "--seq-length", p->seq);
     arg_int(&a, "--max-position-embeddings", m->max_positions > p->seq ? m->max_positions : p->seq);
@@ -276,8 +276,9 @@ loom_status loom_export_write_megatron(const loom_runtime_config *c, const int32
     if (is_mla(&c->model))
         loom_export_list_add(notes,
                              "multi-latent attention: add --q-lora-rank, --kv-lora-rank, "
-                             "--qk-head-dim, --qk-pos-emb-head-dim and --v-head-dim from the "
-                             "model's config.json");
+                             "--qk-head-dim, --qk-pos-emb-head-dim and --v-head-dim (and for "
+                             "DeepSeek-V3 --moe-router-score-function sigmoid "
+                             "--moe-router-enable-expert-bias) from the model's config.json");
     if (p->zero >= 2)
         loom_export_list_add(notes,
                              "ZeRO-%d runs as Megatron FSDP, which must not run with "

@@ -437,6 +437,15 @@ static void test_goldens(void)
 
 /* ---- 3 + 4. configurations: every flag listed; parse(export(c)) == c ------------------ */
 
+static bool has_item(const loom_export_list *l, const char *needle)
+{
+    for (int i = 0; i < l->n; i++)
+        if (strstr(l->item[i], needle)) return true;
+    fprintf(stderr, "no obstacle mentions \"%s\"; got:\n", needle);
+    for (int i = 0; i < l->n; i++) fprintf(stderr, "  %s\n", l->item[i]);
+    return false;
+}
+
 static loom_model_info model_of(const char *name)
 {
     char path[256];
@@ -563,6 +572,15 @@ static void test_configs(void)
     cs[n].gpus_per_node = 16;
     what[n++] = "mistral-7b";
 
+    /* DeepSeek-V3 (MLA, shared experts, dense first layers) last: its flags
+     * are checked, but its MLA ranks are not in the model summary, so it
+     * cannot round-trip */
+    int round_trips = n;
+    cs[n] = base_config("deepseek-v3", 8, 16, 8, 1, 1024, 4096);
+    cs[n].par.ep = 64, cs[n].par.etp = 1, cs[n].n_chunks = 16;
+    for (int i = 0; i < 16; i++) cs[n].chunk_layers[i] = i < 15 ? 4 : 1;
+    what[n++] = "deepseek-v3";
+
     for (int i = 0; i < n; i++) {
         CHECK(loom_runtime_config_normalize(&cs[i], &err) == LOOM_OK);
         int32_t chunks[LOOM_EXPORT_MAX_CHUNKS];
@@ -585,9 +603,18 @@ static void test_configs(void)
 
         /* round trip through the rendered launch script */
         char *text = NULL;
-        loom_export_list obs = {0};
+        loom_export_list obs = {0}, notes = {0};
         loom_status s =
-            loom_export_render(&cs[i], LOOM_EXPORT_MEGATRON, "test", &text, NULL, &obs, &err);
+            loom_export_render(&cs[i], LOOM_EXPORT_MEGATRON, "test", &text, &notes, &obs, &err);
+        if (i >= round_trips) {
+            CHECK(s == LOOM_OK);
+            CHECK(has_item(&notes, "--q-lora-rank"));
+            CHECK_STR_CONTAINS(text, "--moe-layer-freq '([0]*3+[1]*58)'");
+            CHECK_STR_CONTAINS(text, "--moe-shared-expert-intermediate-size 2048");
+            CHECK_STR_CONTAINS(text, "--decoder-last-pipeline-num-layers 1");
+            free(text);
+            continue;
+        }
         if (s) fprintf(stderr, "%s: %s %s\n", what[i], err.msg, obs.n ? obs.item[0] : "");
         CHECK(s == LOOM_OK);
         if (!text) continue;
@@ -608,14 +635,6 @@ static void test_configs(void)
 
 /* ---- 5. obstacles --------------------------------------------------------------------------- */
 
-static bool has_item(const loom_export_list *l, const char *needle)
-{
-    for (int i = 0; i < l->n; i++)
-        if (strstr(l->item[i], needle)) return true;
-    fprintf(stderr, "no obstacle mentions \"%s\"; got:\n", needle);
-    for (int i = 0; i < l->n; i++) fprintf(stderr, "  %s\n", l->item[i]);
-    return false;
-}
 
 static void test_obstacles(void)
 {
