@@ -28,6 +28,10 @@
  * keys it receives around the ring, so attention is timed whole and divided
  * by cp. Expert ops are not split by ep: a GPU owns e/ep experts but each
  * receives ep ranks' tokens, the same FLOPs as all experts on its own tokens.
+ * The router and the token dispatcher (dispatch, combine) work on a rank's
+ * own sequence-parallel tokens, as Megatron's alltoall dispatcher does: the
+ * permuted buffers are all-gathered over the TP group before the expert
+ * GEMMs and reduce-scattered after them (their f / g operators, below).
  * A dim a split does not divide (GPT-2's vocabulary of 50257 over tp 8;
  * Megatron pads it) is timed whole and divided by the parts.
  *
@@ -55,7 +59,8 @@
  *
  * Step (costs/pipeline.h). Per-rank micro-batch times t_i go into the 1F1B
  * formula with M = gbs / (mbs·dp) micro-batches; p2p transfers are the
- * hidden state [mbs, s/cp, h] / tp (Megatron's scatter-gather); the
+ * hidden state [mbs, s/cp, h] / tp (Megatron's scatter-gather), over the
+ * inter-node link when the pipeline spans nodes (its slowest boundary); the
  * data-parallel sync is an all-reduce of fp32 gradients (Megatron reduces
  * bf16 runs' gradients in fp32 unless --grad-reduce-in-bf16), or reduce-scatter + all-gather of bf16
  * weights with a sharded optimizer, or per-micro-batch gathers with ZeRO-3;
@@ -181,7 +186,7 @@ static int op_splits(const ctx *x, const loom_op *op, loom_dim_split *sp, double
     for (int k = 0; k < n_ids; k++) {
         const loom_tensor *t = loom_graph_tensor(x->g, ids[k]);
         tp_op |= has_tp_dim(t);
-        expert |= has_dim(t, "e");
+        expert |= loom_memory_is_expert_tensor(t);
         int d = loom_tensor_dim_index(t, "kvh");
         if (d >= 0) kvh = t->dims[d].size;
     }
@@ -197,7 +202,10 @@ static int op_splits(const ctx *x, const loom_op *op, loom_dim_split *sp, double
     int64_t seq = (tp_op || !p->sp ? 1 : p->tp) * p->cp;
     /* expert tokens: each etp-group of a TP group runs its own (memory.c) */
     int64_t tok = (expert && p->tp > tpd && p->tp % tpd == 0 ? p->tp / tpd : 1) * p->cp;
-    if (expert) seq = tok;
+    /* the token dispatcher permutes (and un-permutes) a rank's own
+     * sequence-parallel tokens; the expert buffers are gathered after it */
+    bool dispatcher = op->kind == LOOM_OP_MOE_DISPATCH || op->kind == LOOM_OP_MOE_COMBINE;
+    if (expert && !dispatcher) seq = tok;
     if (op->kind != LOOM_OP_ATTENTION && seq > 1) {
         want[n++] = (loom_dim_split){"s", seq};
         want[n++] = (loom_dim_split){"c", seq};
@@ -230,7 +238,8 @@ static void op_comm(const ctx *x, const loom_op *op, const loom_op_time *t, doub
     const loom_graph *g = x->g;
     *fwd = *bwd = 0;
     const loom_tensor *out0 = loom_graph_tensor(g, op->out[0]);
-    bool expert = has_dim(out0, "e") || (op->n_in && has_dim(loom_graph_tensor(g, op->in[0]), "e"));
+    bool expert = loom_memory_is_expert_tensor(out0) ||
+                  (op->n_in && loom_memory_is_expert_tensor(loom_graph_tensor(g, op->in[0])));
     int64_t tpd = expert && p->etp > 0 ? p->etp : p->tp;
     loom_group tpg = expert && p->etp > 0 ? x->etp : x->tp;
 
@@ -344,7 +353,8 @@ static loom_status layer_costs(const ctx *x, int32_t l, layer_cost *lc, loom_err
         double div;
         int n = op_splits(x, op, sp, &div);
         loom_op_time t;
-        if (p->ep > 1 && op->kind == LOOM_OP_EINSUM && has_dim(loom_graph_tensor(x->g, op->out[0]), "e")) {
+        if (p->ep > 1 && op->kind == LOOM_OP_EINSUM &&
+            loom_memory_is_expert_tensor(loom_graph_tensor(x->g, op->out[0]))) {
             expert_time(x, op, sp, n, div, &t);
         } else {
             loom_status s = loom_cost_op_time(x->cm, x->g, i, sp, n, &t, err);
@@ -555,9 +565,11 @@ loom_status loom_eval_megatron_ex(const loom_graph *g, const loom_cost_model *cm
             boundary = fmax(boundary, (double)loom_memory_layer_input_bytes(g, &psp, l, x.col_seen));
     bool memory = !(o && o->time_only);
     if (memory) loom_memory_layer_acts(g, p, acts);
+    /* Pipeline neighbours are tp·cp·dp apart; the pipeline paces at its
+     * slowest boundary, which crosses nodes unless all pp ranks share one. */
+    loom_group pipe = axis_group(c, S, p->tp * p->cp * p->dp);
     double p2p = S > 1 ? coll(&x, LOOM_COLL_SEND_RECV,
-                              (loom_group){2, axis_group(c, 2, p->tp * p->cp * p->dp).ranks_per_node},
-                              boundary)
+                              (loom_group){2, pipe.ranks_per_node >= S ? 2 : 1}, boundary)
                        : 0;
 
     double mb_model = 0, mb_attn = 0, mb_hw_extra = 0, measured = 0, total = 0;

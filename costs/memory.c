@@ -9,7 +9,7 @@
  *    optimizer state — master weights, first and second moments (12). A GPU
  *    holds the parameters of its pipeline stage divided by tensor
  *    parallelism (weights with a dim named heads, kvh, f, v or qkv are
- *    split tp ways, expert weights with a dim e are split ep ways; norms and
+ *    split tp ways, expert weights (dims e and f) are split ep ways; norms and
  *    biases over h are replicated). Data parallelism replicates all of it
  *    unless the optimizer is sharded: ZeRO-1 (and Megatron's distributed
  *    optimizer) divide the optimizer state by the data-parallel degree,
@@ -125,9 +125,14 @@ static bool has_dim(const loom_tensor *t, const char *name)
  * several (GPT-2's fused c_attn output carries both qkv and heads). */
 static const char *const tp_dims[] = {"heads", "f", "v", "kvh", "qkv"};
 
+bool loom_memory_is_expert_tensor(const loom_tensor *t)
+{
+    return has_dim(t, "e") && (has_dim(t, "c") || has_dim(t, "f"));
+}
+
 int64_t loom_memory_tensor_parts(const loom_tensor *t, const loom_parallel *p, bool weight)
 {
-    bool expert = has_dim(t, "e");
+    bool expert = loom_memory_is_expert_tensor(t);
     int64_t tp = expert && p->etp > 0 ? p->etp : p->tp;
     if (tp < 1) tp = 1;
     int64_t parts = 1;
@@ -197,6 +202,21 @@ static bool attention_core(const loom_tensor *t)
     return has_dim(t, "s") && has_dim(t, "t");
 }
 
+/* Parts of tensor t as op saves it. The token dispatcher works on a rank's
+ * own sequence-parallel tokens: an expert buffer that the combine (or the
+ * dispatch) keeps is the reduce-scattered one, its slots c split over the
+ * whole expert-TP group too (Megatron's alltoall dispatcher reduce-scatters
+ * the expert outputs before un-permuting them). */
+static int64_t saved_parts(const loom_op *op, const loom_tensor *t, const loom_parallel *p)
+{
+    int64_t parts = loom_memory_tensor_parts(t, p, false);
+    bool dispatcher = op->kind == LOOM_OP_MOE_DISPATCH || op->kind == LOOM_OP_MOE_COMBINE;
+    int64_t etp = p->etp > 0 ? p->etp : p->tp;
+    if (dispatcher && p->sp && etp > 1 && loom_memory_is_expert_tensor(t) && has_dim(t, "c"))
+        parts *= etp;
+    return parts;
+}
+
 void loom_memory_layer_acts(const loom_graph *g, const loom_parallel *p, loom_layer_act *acts)
 {
     int32_t n_layers = loom_graph_layer_count(g), n_t = loom_graph_num_tensors(g);
@@ -216,7 +236,7 @@ void loom_memory_layer_acts(const loom_graph *g, const loom_parallel *p, loom_la
             const loom_tensor *t = loom_graph_tensor(g, tid);
             if ((op->saves & bit) && !seen[tid]) {
                 seen[tid] = true;
-                int64_t b = loom_memory_tensor_shard_bytes(t, p, false);
+                int64_t b = ceil_div(loom_tensor_bytes(t), saved_parts(op, t, p));
                 a->full_bytes += b;
                 if (attention_core(t)) core[op->layer] += b;
             }
@@ -267,7 +287,7 @@ void loom_memory_stage_params(const loom_graph *g, const loom_parallel *p, const
                 seen[op->w[k]] = true;
                 const loom_tensor *w = loom_graph_tensor(g, op->w[k]);
                 int64_t n = ceil_div(loom_tensor_numel(w), loom_memory_tensor_parts(w, p, true));
-                if (has_dim(w, "e")) *expert += n;
+                if (loom_memory_is_expert_tensor(w)) *expert += n;
                 else *dense += n;
             }
         }

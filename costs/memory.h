@@ -67,6 +67,11 @@ double loom_memory_inflight_microbatches(int64_t pp, int64_t stage, int64_t vpp,
 int64_t loom_memory_kv_cache_bytes(int64_t layers, int64_t kv_heads, int64_t head_dim,
                                    loom_dtype dtype, int64_t tokens, int64_t tp);
 
+/* An expert's tensor: its weights (dims e and f) and the token buffers
+ * routed to it (dims e and c). The router's weight [h, e] and logits
+ * [b, s, e] are not: they are dense and follow the tokens. */
+bool loom_memory_is_expert_tensor(const loom_tensor *t);
+
 /* Into how many parts a tensor is split on one GPU under p: activations
  * (weight false) and weights (weight true). See memory.c for the rules. */
 int64_t loom_memory_tensor_parts(const loom_tensor *t, const loom_parallel *p, bool weight);
@@ -102,7 +107,7 @@ typedef struct {
 void loom_memory_layer_acts(const loom_graph *g, const loom_parallel *p, loom_layer_act *acts);
 
 /* Parameters one GPU holds for the layers in_stage[] (after tp / ep
- * splits; tied weights once): dense ones, and expert ones (dims e). */
+ * splits; tied weights once): dense ones, and expert ones (loom_memory_is_expert_tensor). */
 void loom_memory_stage_params(const loom_graph *g, const loom_parallel *p, const bool *in_stage,
                               int64_t *dense, int64_t *expert);
 
@@ -127,7 +132,7 @@ typedef struct {
 } loom_stage_memory_opts;
 
 /* Memory of one GPU of a stage. Dense parameters are data-parallel over
- * dp·cp ranks, expert parameters (dims e) over dp·cp/ep (Megatron's
+ * dp·cp ranks, expert parameters over dp·cp/ep (Megatron's
  * expert-data-parallel group). Fails only on invalid arguments. */
 loom_status loom_memory_stage(const loom_graph *g, const loom_parallel *p,
                               const loom_stage_memory_opts *o, loom_memory_breakdown *out,

@@ -62,6 +62,16 @@ bool loom_megatron_parse_i64(const char *s, int64_t *out)
     return true;
 }
 
+/* A finite number, the whole string. */
+static bool parse_num(const char *s, double *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || *end || !isfinite(v)) return false;
+    *out = v;
+    return true;
+}
+
 static loom_status unresolved_value(const loom_megatron_line *c, const char *name,
                                     const loom_megatron_given *g)
 {
@@ -101,9 +111,8 @@ loom_status loom_megatron_line_num(const loom_megatron_line *c, const char *name
         return LOOM_OK;
     }
     if (g->unresolved) return unresolved_value(c, name, g);
-    char *end;
-    double v = strtod(g->value, &end);
-    if (end == g->value || *end || !isfinite(v))
+    double v;
+    if (!parse_num(g->value, &v))
         return loom_megatron_line_fail(c, g->line, "%s expects a number, found '%s'", name,
                                        g->value);
     *out = v;
@@ -279,9 +288,8 @@ static loom_status read_args(loom_megatron_line *c, const loom_sh_command *cmd, 
                 return loom_megatron_line_fail(c, vw->line, "%s expects an integer, found '%s'",
                                                name, g->value);
         } else if (a->kind == LOOM_MARG_FLOAT) {
-            char *end;
-            double x = strtod(g->value, &end);
-            if (end == g->value || *end || !isfinite(x))
+            double x;
+            if (!parse_num(g->value, &x))
                 return loom_megatron_line_fail(c, vw->line, "%s expects a number, found '%s'", name,
                                                g->value);
         }

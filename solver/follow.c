@@ -51,7 +51,7 @@ static void by_name(const loom_mesh_ctx *mc, const name_map *m, const loom_tenso
     unsigned used = 0;
     for (int d = 0; d < t->ndim; d++) {
         unsigned a = map_get(m, t->dims[d].name) & ~used;
-        if (a && t->dims[d].size % loom_mesh_parts(mc, a) == 0) {
+        if (a && loom_spec_dim_splits(&t->dims[d], loom_mesh_parts(mc, a))) {
             s->ax[d] = (uint8_t)a;
             used |= a;
         }
@@ -185,7 +185,7 @@ loom_status loom_strategy_follow(const loom_strategy_ctx *c, int32_t op, int k,
                                                      : o->out[q - o->n_in - o->n_w];
                 const loom_tensor *t = loom_graph_tensor(g, tid);
                 int d = loom_tensor_dim_index(t, map.name[i]);
-                ok = d < 0 || t->dims[d].size % parts == 0;
+                ok = d < 0 || loom_spec_dim_splits(&t->dims[d], parts);
             }
             if (ok && s->n_splits < (int)(sizeof s->splits / sizeof s->splits[0])) {
                 s->splits[s->n_splits++] = (loom_dim_split){map.name[i], parts};

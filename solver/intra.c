@@ -335,7 +335,8 @@ static uint64_t cost_model_fingerprint(const loom_cost_model *cm)
     return fnv(h, c->gpu.name, strlen(c->gpu.name));
 }
 
-static void fill_op(const loom_graph *g, int32_t id, const loom_strategy *s, intra_op *d)
+static void fill_op(const loom_graph *g, const loom_mesh_ctx *m, int32_t id, const loom_strategy *s,
+                    double act_bytes, intra_op *d)
 {
     const loom_op *o = loom_graph_op(g, id);
     memset(d, 0, sizeof *d);
@@ -349,9 +350,15 @@ static void fill_op(const loom_graph *g, int32_t id, const loom_strategy *s, int
     memcpy(d->in, s->in, sizeof d->in);
     memcpy(d->out, s->out, sizeof d->out);
     memcpy(d->in_partial, s->in_partial, sizeof d->in_partial);
-    d->cost = (loom_intra_op_cost){s->compute_s, s->comm_s, s->grad_sync_s,
-                                   (int64_t)llround(s->comm_bytes_fwd), s->param_count,
-                                   (int64_t)llround(s->act_bytes)};
+    d->cost = (loom_intra_op_cost){.compute_s = s->compute_s,
+                                   .comm_s = s->comm_s,
+                                   .grad_sync_s = s->grad_sync_s,
+                                   .comm_bytes_fwd = (int64_t)llround(s->comm_bytes_fwd),
+                                   .param_count = s->param_count,
+                                   .act_bytes = (int64_t)llround(act_bytes),
+                                   .fwd_compute_s = s->compute_s - s->bwd_compute_s};
+    for (int i = 0; i < s->n_fwd; i++)
+        d->cost.fwd_comm_s += loom_mesh_coll_s(m, s->fwd[i].kind, s->fwd[i].axes, s->fwd[i].bytes);
 }
 
 /* Builds and solves layer l's ILP with the given per-layer budget. */
@@ -401,8 +408,12 @@ static loom_status solve_layer(run_ctx *r, int32_t l, double budget, loom_intra_
             s = loom_error_set(err, LOOM_ERR_NOMEM, "out of memory (layer solution)");
             goto fail;
         }
-        for (int32_t i = 0; i < count; i++)
-            fill_op(g, first + i, loom_layer_problem_strategy(p, i, sol.choice), &L->ops[i]);
+        for (int32_t i = 0; i < count; i++) {
+            fill_op(g, &r->sctx.mesh, first + i, loom_layer_problem_strategy(p, i, sol.choice),
+                    loom_layer_problem_act_bytes(p, i, sol.choice), &L->ops[i]);
+            loom_layer_problem_op_reshard(p, i, sol.choice, &L->ops[i].cost.reshard_fwd_s,
+                                          &L->ops[i].cost.reshard_bwd_s);
+        }
     }
     loom_ilp_solution_free(&sol);
     loom_layer_problem_destroy(p);

@@ -58,8 +58,9 @@ typedef struct {
     int zero_stage;                /* 0..3: divides optimizer / grads / params by dp_degree_outside */
     int64_t micro_batches;         /* grad sync amortised over these (default 1) */
     int64_t act_multiplier;        /* micro-batches in flight, for the budget (default 1) */
-    bool megatron_only;            /* only Megatron-expressible strategies: data parallel (b)
-                                      on axis 0, tensor parallel (heads, kvh, f, v, e, with
+    bool megatron_only;            /* only Megatron-expressible strategies: data parallel (b,
+                                      experts) on axis 0, tensor parallel (heads, kvh, f, v;
+                                      every linear layer split, the embedding vocab-parallel;
                                       sequence parallel s in between) on axis 1 */
     loom_intra_cache *cache;       /* NULL: no reuse across calls */
     const char *debug_lp_path;     /* non-NULL: write each layer's ILP (glp_write_lp) to
@@ -127,6 +128,10 @@ typedef struct {
     int64_t comm_bytes_fwd;
     int64_t param_count;    /* per GPU */
     int64_t act_bytes;      /* saved activations per GPU */
+    double fwd_compute_s;   /* the forward parts of compute_s and comm_s */
+    double fwd_comm_s;
+    double reshard_fwd_s;   /* resharding of the op's inputs inside its layer, forward and */
+    double reshard_bwd_s;   /* backward (a shared input's: on its first reader) */
 } loom_intra_op_cost;
 
 /* Costs of op's chosen strategy; false when op is outside the range. */

@@ -29,12 +29,14 @@ typedef struct {
     double *cost, *mem;   /* [k]: members' costs (self edges folded in), memory */
     loom_spec *fspec;     /* fan-out choices */
     uint8_t *fpart;
+    double *fwin;         /* fan-out: backward overlap window of each choice (overlap_window) */
     int32_t nk;           /* choices that survive pruning: keep[0..nk) */
     int32_t *keep;
 } lnode;
 
 typedef struct {
     int32_t tensor, src, dst;       /* nodes (src == dst: folded into the node) */
+    int32_t charge;                 /* relative op its cost is reported on */
     int32_t nsrc, ndst;
     int32_t *src_cls, *dst_cls;     /* per choice of src / dst */
     double *fwd_s, *bwd_s, *fwd_bytes;   /* [nsrc * ndst] */
@@ -49,6 +51,8 @@ struct loom_layer_problem {
     ledge *edges;
     int32_t n_edges, cap_edges;
     loom_layer_weights w;
+    loom_periodic_link *links;   /* copied from the build call */
+    int32_t n_links;
     loom_ilp *ilp;
 };
 
@@ -96,7 +100,7 @@ void loom_layer_problem_destroy(loom_layer_problem *p)
     for (int32_t i = 0; p->ops && i < p->n_ops; i++) free(p->ops[i].st);
     for (int32_t i = 0; i < p->n_nodes; i++) {
         lnode *n = &p->nodes[i];
-        free(n->fspec), free(n->fpart), free(n->cost), free(n->mem), free(n->keep);
+        free(n->fspec), free(n->fpart), free(n->fwin), free(n->cost), free(n->mem), free(n->keep);
     }
     for (int32_t i = 0; i < p->n_edges; i++) {
         ledge *e = &p->edges[i];
@@ -105,6 +109,7 @@ void loom_layer_problem_destroy(loom_layer_problem *p)
     free(p->ops);
     free(p->nodes);
     free(p->edges);
+    free(p->links);
     loom_ilp_destroy(p->ilp);
     free(p);
 }
@@ -138,39 +143,89 @@ static loom_status derive(loom_layer_problem *p, int32_t rel, loom_error *err)
     return LOOM_OK;
 }
 
-/* One end of an edge: the distinct (spec, partial) classes of its node's
- * choices. */
+/* One end of an edge: the distinct (spec, partial, window) classes of its
+ * node's choices. */
 typedef struct {
     int32_t n;
     loom_spec *spec;
     uint8_t *part;
+    double *win;      /* consumer end: backward overlap window (overlap_window) */
     int32_t *cls;     /* per choice */
 } end_classes;
 
 static void free_end(end_classes *e)
 {
-    free(e->spec), free(e->part), free(e->cls);
+    free(e->spec), free(e->part), free(e->win), free(e->cls);
 }
 
 static bool classify(end_classes *e, int32_t k, int nd, const loom_spec *const *specs,
-                     const uint8_t *parts)
+                     const uint8_t *parts, const double *wins)
 {
     e->n = 0;
+    if (k < 0) return false;
     e->spec = malloc((size_t)k * sizeof(loom_spec));
     e->part = malloc((size_t)k);
+    e->win = malloc((size_t)k * sizeof(double));
     e->cls = malloc((size_t)k * sizeof(int32_t));
-    if (!e->spec || !e->part || !e->cls) return false;
+    if (!e->spec || !e->part || !e->win || !e->cls) return false;
     for (int32_t i = 0; i < k; i++) {
         int32_t c = 0;
-        while (c < e->n && !(loom_spec_eq(&e->spec[c], specs[i], nd) && e->part[c] == parts[i])) c++;
+        while (c < e->n && !(loom_spec_eq(&e->spec[c], specs[i], nd) && e->part[c] == parts[i] &&
+                             e->win[c] == wins[i]))
+            c++;
         if (c == e->n) {
             e->spec[c] = *specs[i];
             e->part[c] = parts[i];
+            e->win[c] = wins[i];
             e->n++;
         }
         e->cls[i] = c;
     }
     return true;
+}
+
+/* A matmul with weights (einsum, embedding): its backward is a dgrad GEMM
+ * then a wgrad GEMM. */
+static bool weighted_matmul(const loom_op *o)
+{
+    return (o->kind == LOOM_OP_EINSUM || o->kind == LOOM_OP_EMBEDDING) &&
+           o->n_w > (o->bias ? 1 : 0);
+}
+
+/* How long a backward collective on the gradient of an input of op o
+ * (strategy s) can run beside o's own backward GEMMs: half its backward
+ * compute. Megatron's column-parallel linear (Shoeybi et al. 2019; the
+ * sequence-parallel version, Korthikanti et al. 2022 §4.2.2,
+ * LinearWithGradAccumulationAndAsyncCommunication) issues the input
+ * gradient's all-reduce / reduce-scatter asynchronously right after the
+ * dgrad GEMM and runs the wgrad GEMM meanwhile; with sequence parallelism
+ * the re-gather of the saved input runs beside the dgrad GEMM. Each GEMM
+ * is about half of the backward; costs/eval.c charges these collectives
+ * the same way (beside half the backward). 0 for ops without weights. */
+static double overlap_window(const loom_op *o, const loom_strategy *s)
+{
+    return weighted_matmul(o) ? 0.5 * s->bwd_compute_s : 0;
+}
+
+/* What a collective of comm_s adds beside a GEMM of gemm_s. */
+static double beside(double comm_s, double gemm_s)
+{
+    return comm_s > gemm_s ? comm_s - gemm_s : 0;
+}
+
+/* `to` only gathers the sequence (dim "s") that `from` splits: what a
+ * sequence-parallel linear layer all-gathers itself, and can therefore
+ * keep sharded for its backward (nothing else moves or is sliced). */
+static bool seq_gather(const loom_tensor *t, const loom_spec *from, const loom_spec *to)
+{
+    bool fewer = false;
+    for (int d = 0; d < t->ndim; d++) {
+        if (to->ax[d] & ~from->ax[d]) return false;
+        if (to->ax[d] == from->ax[d]) continue;
+        if (strcmp(t->dims[d].name, "s")) return false;
+        fewer = true;
+    }
+    return fewer;
 }
 
 /* Fills end classes for node `node` seen as the producer (out slot) or the
@@ -181,26 +236,36 @@ static bool node_end(const loom_layer_problem *p, int32_t node, int32_t rel, boo
     const lnode *n = &p->nodes[node];
     const loom_spec **specs = malloc((size_t)n->k * sizeof *specs);
     uint8_t *parts = malloc((size_t)n->k);
-    bool ok = specs && parts;
+    double *wins = malloc((size_t)n->k * sizeof(double));
+    bool ok = specs && parts && wins;
     for (int32_t i = 0; ok && i < n->k; i++) {
         if (rel < 0) {
             specs[i] = &n->fspec[i];
             parts[i] = n->fpart[i];
+            wins[i] = consumer && n->fwin ? n->fwin[i] : 0;
         } else {
             const loom_strategy *s = &p->ops[rel].st[i];
             specs[i] = consumer ? &s->in[slot] : &s->out[slot];
             parts[i] = consumer ? s->in_partial[slot] : 0;
+            wins[i] = consumer ? overlap_window(loom_graph_op(p->c->g, p->first + rel), s) : 0;
         }
     }
-    ok = ok && classify(e, n->k, nd, specs, parts);
+    ok = ok && classify(e, n->k, nd, specs, parts, wins);
     free((void *)specs);
     free(parts);
+    free(wins);
     return ok;
 }
 
-/* Adds the edge src -> dst carrying tensor t, with its cost matrices. */
+/* Adds the edge src -> dst carrying tensor t, with its cost matrices.
+ * Backward collectives on the gradient run beside the consumer's backward
+ * GEMMs (b's windows, overlap_window). `regather`: the consumer is a
+ * matmul that saves t; when the forward only all-gathers t's sequence it
+ * keeps the producer's shard instead (Megatron's sequence-parallel linear
+ * layers) and gathers it again for its wgrad GEMM, beside the dgrad GEMM. */
 static loom_status add_edge(loom_layer_problem *p, int32_t tensor, int32_t src, const end_classes *a,
-                            int32_t dst, const end_classes *b, loom_error *err)
+                            int32_t dst, const end_classes *b, bool regather, int32_t charge,
+                            loom_error *err)
 {
     const loom_tensor *t = loom_graph_tensor(p->c->g, tensor);
     const loom_mesh_ctx *m = &p->c->mesh;
@@ -210,6 +275,7 @@ static loom_status add_edge(loom_layer_problem *p, int32_t tensor, int32_t src, 
     ledge *e = &p->edges[p->n_edges];
     memset(e, 0, sizeof *e);
     e->tensor = tensor, e->src = src, e->dst = dst, e->nsrc = a->n, e->ndst = b->n;
+    e->charge = charge;
     size_t cells = (size_t)a->n * (size_t)b->n;
     int32_t ks = p->nodes[src].k, kd = p->nodes[dst].k;
     e->src_cls = malloc((size_t)ks * sizeof(int32_t));
@@ -228,11 +294,16 @@ static loom_status add_edge(loom_layer_problem *p, int32_t tensor, int32_t src, 
         for (int32_t j = 0; j < b->n; j++) {
             size_t c = (size_t)i * (size_t)b->n + (size_t)j;
             loom_comm f = loom_reshard_fwd(m, t, &a->spec[i], &b->spec[j]);
-            loom_comm g = {0, 0};
-            if (grad) g = loom_reshard_bwd(m, t, &b->spec[j], b->part[j], &a->spec[i], a->part[i]);
+            double bwd = 0;
+            if (grad) {
+                bwd = beside(loom_reshard_bwd(m, t, &b->spec[j], b->part[j], &a->spec[i], a->part[i]).time_s,
+                             b->win[j]);
+                if (regather && seq_gather(t, &a->spec[i], &b->spec[j]))
+                    bwd += beside(f.time_s, b->win[j]);
+            }
             e->fwd_s[c] = f.time_s;
             e->fwd_bytes[c] = f.bytes;
-            e->bwd_s[c] = g.time_s;
+            e->bwd_s[c] = bwd;
         }
     if (src == dst) {   /* both ends see the same choice: a node cost */
         lnode *n = &p->nodes[src];
@@ -293,9 +364,41 @@ static loom_status add_fanout(loom_layer_problem *p, int32_t tensor, const use *
     free(sig);
     f->cost = calloc((size_t)f->k + 1, sizeof(double));
     f->mem = calloc((size_t)f->k + 1, sizeof(double));
-    if (!f->cost || !f->mem) return loom_error_set(err, LOOM_ERR_NOMEM, "out of memory (fan-out)");
+    f->fwin = calloc((size_t)f->k + 1, sizeof(double));
+    if (!f->cost || !f->mem || !f->fwin)
+        return loom_error_set(err, LOOM_ERR_NOMEM, "out of memory (fan-out)");
+    /* The reduction a choice defers to the producer edge runs beside the
+     * backward of the first weighted matmul among the consumers that can
+     * read it (Megatron's fused QKV / fc1 GEMM: q_proj's, gate_proj's). */
+    for (int32_t i = 0; i < f->k; i++) {
+        double w = -1;
+        for (int u = 0; u < n && w < 0; u++) {
+            const lop *o = &p->ops[uses[u].cons];
+            const loom_op *op = loom_graph_op(p->c->g, p->first + uses[u].cons);
+            if (!weighted_matmul(op)) continue;
+            for (int32_t j = 0; j < p->nodes[o->set].k; j++) {
+                const loom_strategy *s = &o->st[j];
+                if (!loom_spec_eq(&s->in[uses[u].slot], &f->fspec[i], t->ndim) ||
+                    s->in_partial[uses[u].slot] != f->fpart[i])
+                    continue;
+                double x = overlap_window(op, s);
+                if (w < 0 || x < w) w = x;
+            }
+        }
+        f->fwin[i] = w > 0 ? w : 0;
+    }
     *node = p->n_nodes - 1;
     return LOOM_OK;
+}
+
+/* Does relative op `rel`, a weighted matmul, save its input `slot` the way
+ * Megatron's sequence-parallel linear layers do (the shard, gathered again
+ * for the backward)? Only in Megatron's space: elsewhere a gathered input
+ * is saved gathered, which costs no second gather. */
+static bool saves_input(const loom_layer_problem *p, int32_t rel, int slot)
+{
+    const loom_op *o = loom_graph_op(p->c->g, p->first + rel);
+    return p->c->megatron_only && weighted_matmul(o) && (o->saves & LOOM_SAVE_IN(slot));
 }
 
 /* Edges for all uses of one produced tensor. */
@@ -310,14 +413,19 @@ static loom_status connect(loom_layer_problem *p, const use *uses, int n, loom_e
     if (!node_end(p, psrc, uses[0].prod, false, uses[0].oslot, nd, &a)) goto oom;
     if (n == 1) {
         if (!node_end(p, p->ops[uses[0].cons].set, uses[0].cons, true, uses[0].slot, nd, &b)) goto oom;
-        s = add_edge(p, tensor, psrc, &a, p->ops[uses[0].cons].set, &b, err);
+        s = add_edge(p, tensor, psrc, &a, p->ops[uses[0].cons].set, &b,
+                     saves_input(p, uses[0].cons, uses[0].slot), uses[0].cons, err);
         goto done;
     }
     int32_t fan = -1;
     if ((s = add_fanout(p, tensor, uses, n, &fan, err))) goto done;
-    /* producer -> fan-out: the fan-out is a consumer with partial P */
+    /* producer -> fan-out: the fan-out is a consumer with partial P; a
+     * layout it gathers is gathered once for all its consumers, and again
+     * in backward when one of them saves it */
+    bool regather = false;
+    for (int u = 0; u < n; u++) regather |= saves_input(p, uses[u].cons, uses[u].slot);
     if (!node_end(p, fan, -1, true, 0, nd, &b)) goto oom;
-    if ((s = add_edge(p, tensor, psrc, &a, fan, &b, err))) goto done;
+    if ((s = add_edge(p, tensor, psrc, &a, fan, &b, regather, uses[0].cons, err))) goto done;
     free_end(&a);
     a = b;   /* fan-out as the source: accepts partial P */
     memset(&b, 0, sizeof b);
@@ -326,7 +434,8 @@ static loom_status connect(loom_layer_problem *p, const use *uses, int n, loom_e
         memset(&b, 0, sizeof b);
         int32_t dst = p->ops[uses[u].cons].set;
         if (!node_end(p, dst, uses[u].cons, true, uses[u].slot, nd, &b)) goto oom;
-        s = add_edge(p, tensor, fan, &a, dst, &b, err);
+        s = add_edge(p, tensor, fan, &a, dst, &b, saves_input(p, uses[u].cons, uses[u].slot),
+                     uses[u].cons, err);
     }
     goto done;
 oom:
@@ -496,7 +605,10 @@ loom_status loom_layer_problem_build(const loom_strategy_ctx *c, int32_t first_o
     if (!p || !parent) goto oom;
     p->c = c, p->first = first_op, p->n_ops = n_ops, p->w = *w;
     p->ops = calloc((size_t)n_ops + 1, sizeof *p->ops);
-    if (!p->ops) goto oom;
+    p->links = malloc(((size_t)n_links + 1) * sizeof *p->links);
+    if (!p->ops || !p->links) goto oom;
+    if (n_links > 0) memcpy(p->links, links, (size_t)n_links * sizeof *links);
+    p->n_links = n_links;
     if ((s = loom_ilp_create(&p->ilp, err))) goto fail;
 
     /* Union-find: each follower joins the producer of its main input. */
@@ -624,6 +736,43 @@ double loom_layer_problem_min_memory(const loom_layer_problem *p)
     return total;
 }
 
+double loom_layer_problem_act_bytes(const loom_layer_problem *p, int32_t rel, const int32_t *x)
+{
+    const loom_strategy *s = loom_layer_problem_strategy(p, rel, x);
+    double bytes = s->act_bytes;
+    if (!p->c->train) return bytes;
+    const loom_op *o = loom_graph_op(p->c->g, p->first + rel);
+    for (int k = 0; k < o->n_in; k++) {
+        if (!saves_input(p, rel, k) || !loom_strategy_charged(p->c, p->first + rel, o->in[k]))
+            continue;
+        int oslot = -1;
+        int32_t prod = internal_producer(p, rel, k, &oslot);
+        for (int32_t l = 0; prod < 0 && l < p->n_links; l++)
+            if (p->links[l].cons == rel && p->links[l].slot == k)
+                prod = p->links[l].prod, oslot = p->links[l].out_slot;
+        if (prod < 0 || prod >= p->n_ops || oslot < 0) continue;
+        const loom_tensor *t = loom_graph_tensor(p->c->g, o->in[k]);
+        const loom_spec *from = &loom_layer_problem_strategy(p, prod, x)->out[oslot];
+        if (seq_gather(t, from, &s->in[k]))
+            bytes += loom_spec_bytes(from, t, &p->c->mesh) - loom_spec_bytes(&s->in[k], t, &p->c->mesh);
+    }
+    return bytes;
+}
+
+void loom_layer_problem_op_reshard(const loom_layer_problem *p, int32_t rel, const int32_t *x,
+                                   double *fwd_s, double *bwd_s)
+{
+    *fwd_s = *bwd_s = 0;
+    for (int32_t i = 0; i < p->n_edges; i++) {
+        const ledge *e = &p->edges[i];
+        if (e->charge != rel) continue;
+        size_t c = (size_t)e->src_cls[orig(p, e->src, x)] * (size_t)e->ndst +
+                   (size_t)e->dst_cls[orig(p, e->dst, x)];
+        *fwd_s += e->fwd_s[c];
+        *bwd_s += e->bwd_s[c];
+    }
+}
+
 void loom_layer_problem_eval(const loom_layer_problem *p, const int32_t *x, loom_layer_totals *out)
 {
     memset(out, 0, sizeof *out);
@@ -635,7 +784,7 @@ void loom_layer_problem_eval(const loom_layer_problem *p, const int32_t *x, loom
         out->comm_bytes_fwd += s->comm_bytes_fwd;
         out->param_count += s->param_count;
         out->param_bytes += s->param_bytes;
-        out->act_bytes += s->act_bytes;
+        out->act_bytes += loom_layer_problem_act_bytes(p, i, x);
         out->mem_bytes += member_mem(&p->w, s);
     }
     for (int32_t i = 0; i < p->n_edges; i++) {

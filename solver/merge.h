@@ -15,7 +15,14 @@
  * EDGES. Every other use of a tensor produced in the layer is an edge from
  * the producer's node to the consumer's node, costed on the CLASSES of
  * choices: the distinct (spec of the tensor at that end, partial-gradient
- * axes). R[p][q] = forward resharding p -> q + backward q -> p (spec.h).
+ * axes, backward overlap window). R[p][q] = forward resharding p -> q +
+ * backward q -> p (spec.h), the backward part beside the consumer's
+ * backward GEMMs: a matmul's input gradient comes out of its dgrad GEMM
+ * and is reduced while its wgrad GEMM runs (Megatron's column-parallel
+ * linear; costs/eval.c charges the same), so only what exceeds half the
+ * consumer's backward is paid. In Megatron's space a matmul that gathers
+ * its sequence-sharded input keeps the shard, and gathers it again beside
+ * its dgrad GEMM (sequence parallelism, Korthikanti et al. 2022 §4.2.2).
  *
  * FAN-OUT. A tensor read by two or more unmerged consumers (the normed
  * activation feeding q, k and v; the residual stream) gets a node of its own
@@ -80,6 +87,18 @@ int32_t loom_layer_problem_op_set(const loom_layer_problem *p, int32_t rel);
 /* Strategy of op `rel` under the ILP assignment x. */
 const loom_strategy *loom_layer_problem_strategy(const loom_layer_problem *p, int32_t rel,
                                                  const int32_t *x);
+/* Saved-activation bytes per GPU of op `rel` under x. In Megatron's space
+ * a weighted matmul whose saved input arrives with its sequence
+ * all-gathered keeps the producer's shard and gathers it again in backward
+ * (Megatron's sequence parallelism saves 1/tp of a column-parallel input;
+ * Korthikanti et al. 2022 §4.2.2), so it is charged at the producer's spec. The ILP's memory (budgets, pruning)
+ * charges the gathered bytes: an upper bound. */
+double loom_layer_problem_act_bytes(const loom_layer_problem *p, int32_t rel, const int32_t *x);
+/* The resharding time under x of the edges charged to op `rel`: those
+ * into its inputs, and those of a fan-out node whose first reader it is;
+ * forward and backward. Over all ops they add up to the totals' reshard_s. */
+void loom_layer_problem_op_reshard(const loom_layer_problem *p, int32_t rel, const int32_t *x,
+                                   double *fwd_s, double *bwd_s);
 /* Σ over nodes of their least memory: below this no assignment fits. */
 double loom_layer_problem_min_memory(const loom_layer_problem *p);
 

@@ -68,11 +68,22 @@ bool loom_spec_valid(const loom_spec *s, const loom_tensor *t, const loom_mesh_c
         seen |= a;
         if (((a & LOOM_AXIS0) && m->mesh.n0 <= 1) || ((a & LOOM_AXIS1) && m->mesh.n1 <= 1))
             return false;
-        if (a && t->dims[d].size % loom_mesh_parts(m, a) != 0) return false;
+        if (a && !loom_spec_dim_splits(&t->dims[d], loom_mesh_parts(m, a))) return false;
     }
     for (int d = t->ndim; d < LOOM_MAX_DIMS; d++)
         if (s->ax[d]) return false;
     return true;
+}
+
+bool loom_spec_dim_paddable(const char *name)
+{
+    return strcmp(name, "v") == 0;
+}
+
+bool loom_spec_dim_splits(const loom_dim *d, int64_t parts)
+{
+    if (parts <= 1 || d->size % parts == 0) return true;
+    return loom_spec_dim_paddable(d->name) && d->size >= parts;
 }
 
 bool loom_spec_eq(const loom_spec *a, const loom_spec *b, int ndim)

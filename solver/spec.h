@@ -69,8 +69,15 @@ int loom_spec_axis_dim(const loom_spec *s, int ndim, int axis);
 /* Number of pieces the tensor is cut into (product over its split dims). */
 int64_t loom_spec_shards(const loom_spec *s, int ndim, const loom_mesh_ctx *m);
 /* Each axis used at most once, on a mesh axis of size > 1, and every split
- * dim divisible by its parts. */
+ * dim divisible by its parts (or paddable, below, and at least that large). */
 bool loom_spec_valid(const loom_spec *s, const loom_tensor *t, const loom_mesh_ctx *m);
+/* Dims that may be split unevenly: the vocabulary "v", which Megatron-LM
+ * pads to a multiple of the tensor-parallel degree (--make-vocab-size-
+ * divisible-by) so that GPT-2's 50257 rows split 8 ways. A shard is then
+ * costed as 1/parts of the whole (what costs/eval.c does). */
+bool loom_spec_dim_paddable(const char *name);
+/* size splits into `parts` (divides, or the dim is paddable and >= parts). */
+bool loom_spec_dim_splits(const loom_dim *d, int64_t parts);
 bool loom_spec_eq(const loom_spec *a, const loom_spec *b, int ndim);
 /* Bytes of the tensor on one GPU under s. */
 double loom_spec_bytes(const loom_spec *s, const loom_tensor *t, const loom_mesh_ctx *m);

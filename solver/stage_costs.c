@@ -124,13 +124,6 @@ static int op_splits(const loom_intra_result *r, const loom_graph *g, int32_t op
     return n;
 }
 
-/* Forward share of an op's work: its forward FLOPs over forward + backward. */
-static double fwd_frac(const loom_op *o)
-{
-    double f = (double)o->fwd_flops, b = (double)o->bwd_flops;
-    return f + b > 0 ? f / (f + b) : 1.0 / 3.0;
-}
-
 static bool is_matmul(const loom_op *o)
 {
     return o->kind == LOOM_OP_EINSUM || o->kind == LOOM_OP_ATTENTION;
@@ -283,7 +276,7 @@ static loom_status build_tab(loom_search *s, const loom_graph *g, loom_layer_tab
             t->sync_s[l] += c.grad_sync_s;
             t->params[l] += c.param_count;
             t->act_bytes[l] += c.act_bytes;
-            if (block) t->rc_s[l] += c.compute_s * fwd_frac(op) + 0.5 * c.comm_s;
+            if (block) t->rc_s[l] += c.fwd_compute_s + c.fwd_comm_s + c.reshard_fwd_s;
             if (s->req.inference && op->kind == LOOM_OP_ATTENTION)
                 t->kv_per_seq[l] += kv_per_seq(s, &r, g, i, m);
             if (fresh && op->kind != LOOM_OP_RESHAPE && op->kind != LOOM_OP_TRANSPOSE) {
@@ -378,13 +371,13 @@ static loom_status eval_stage(loom_search *s, const loom_graph *g, const loom_se
     if (rs) return rs;
 
     bool rc = st->recompute == LOOM_RECOMPUTE_FULL && train;
-    double bwd = 0, rerun = 0, kv_read = 0;
+    double bwd = 0, rerun = 0, kv_read = 0, resh = 0;
     int64_t saved = 0, work = 0, kv = 0;
     /* Identical layers share one solved layer (intra.h), so their sums are
      * computed once: the stage costs O(distinct layers), not O(layers). */
     typedef struct {
         const loom_intra_layer *layer;
-        double bwd, rerun, flops, measured, total;
+        double bwd, rerun, flops, measured, total, resh;
     } layer_sums;
     layer_sums seen[8];
     int n_seen = 0;
@@ -395,15 +388,17 @@ static loom_status eval_stage(loom_search *s, const loom_graph *g, const loom_se
         const loom_intra_layer *lay = e->intra.layers[l - st->first_layer];
         int k = 0;
         while (k < n_seen && seen[k].layer != lay) k++;   /* identity only: the type is opaque */
-        layer_sums one = {lay, 0, 0, 0, 0, 0};
+        layer_sums one = {lay, 0, 0, 0, 0, 0, 0};
         if (k < n_seen) one = seen[k];
         for (int32_t q = first; q < first + count && k == n_seen; q++) {
             loom_intra_op_cost c;
             if (!loom_intra_op_cost_get(&e->intra, g, q, &c)) continue;
             const loom_op *op = loom_graph_op(g, q);
-            double ff = train ? fwd_frac(op) : 1.0;
-            one.bwd += c.compute_s * (1 - ff) + (train ? 0.5 * c.comm_s : 0);
-            if (rc && block) one.rerun += c.compute_s * fwd_frac(op) + 0.5 * c.comm_s;
+            /* the rerun forward: compute, collectives and input resharding (eval.c) */
+            if (train)
+                one.bwd += c.compute_s - c.fwd_compute_s + c.comm_s - c.fwd_comm_s + c.reshard_bwd_s;
+            one.resh += c.reshard_fwd_s + c.reshard_bwd_s;
+            if (rc && block) one.rerun += c.fwd_compute_s + c.fwd_comm_s + c.reshard_fwd_s;
             if (is_matmul(op)) one.flops += (train ? 3.0 : 1.0) * (double)op->fwd_flops;
             if (!s->want_measured) continue;
             /* where the compute time comes from (profile db or roofline) */
@@ -420,7 +415,7 @@ static loom_status eval_stage(loom_search *s, const loom_graph *g, const loom_se
             }
         }
         if (k == n_seen && n_seen < 8) seen[n_seen++] = one;
-        bwd += one.bwd, rerun += one.rerun, e->model_flops += one.flops;
+        bwd += one.bwd, rerun += one.rerun, resh += one.resh, e->model_flops += one.flops;
         e->measured_s += one.measured, e->total_s += one.total;
         if (train) {
             saved += rc && block ? t->input_bytes[l] : t->act_bytes[l];
@@ -432,7 +427,7 @@ static loom_status eval_stage(loom_search *s, const loom_graph *g, const loom_se
         }
     }
     /* resharding between layer kinds: half forward, half backward */
-    bwd += train ? 0.5 * e->intra.reshard_s : 0;
+    bwd += train ? 0.5 * (e->intra.reshard_s - resh) : 0;
     e->compute_s = e->intra.compute_s + rerun + kv_read;
     e->comm_s = e->intra.comm_s;
     e->time_s = e->intra.time_s + rerun + kv_read;

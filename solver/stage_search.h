@@ -46,9 +46,9 @@
  * THE MODELS BEHIND THE NUMBERS
  *
  * Full recompute keeps a block's input only (its bytes on one GPU under the
- * chosen spec) and reruns the block's forward in its backward: forward time
- * = compute × fwd FLOPs / (fwd + bwd FLOPs) of each op plus half its
- * communication (the forward collectives); its working set is one block's
+ * chosen spec) and reruns the block's forward in its backward: each op's
+ * forward compute, forward collectives and the forward resharding of its
+ * inputs (loom_intra_op_cost); its working set is one block's
  * activations, paid once per stage.
  *
  * GPU layout. Like Megatron's rank order (tensor, data, then pipeline

@@ -78,17 +78,31 @@ int loom_strategy_default_main(const loom_graph *g, int32_t op)
     return best;
 }
 
+/* Megatron's tensor-parallel dims: attention heads, kv heads, query
+ * groups, MLP hidden, vocabulary. Experts (e) are not among them: with
+ * --tensor-model-parallel-size t and no expert parallelism Megatron splits
+ * every expert's hidden f t ways (--expert-tensor-parallel-size defaults to
+ * t), which is what costs/eval.c and the Megatron-style space (mspace.h)
+ * mean by a TP degree; expert parallelism runs over data-parallel ranks. */
+static bool megatron_tp_dim(const char *dim)
+{
+    static const char *const tp[] = {"heads", "kvh", "grp", "f", "v"};
+    for (size_t i = 0; i < sizeof tp / sizeof tp[0]; i++)
+        if (!strcmp(dim, tp[i])) return true;
+    return false;
+}
+
 /* Megatron-expressible placement of a dim on an axis: data parallel over
  * axis 0 (batch; experts and their tokens for expert parallelism), tensor
- * parallel over axis 1 (heads, kv heads, query groups, MLP hidden, vocab,
- * experts) and, outside matmuls, sequence parallel (s) on axis 1. */
+ * parallel over axis 1 (megatron_tp_dim) and, outside the matmuls that
+ * carry a TP dim, sequence parallel on axis 1: the tokens s, and their
+ * slots c in the expert buffers (the alltoall token dispatcher permutes a
+ * rank's own sequence-parallel tokens, all-gathers the permuted buffer
+ * over the TP group before the experts and reduce-scatters it after). */
 static bool megatron_ok(const char *dim, int axis, bool compute)
 {
     if (axis == 0) return !strcmp(dim, "b") || !strcmp(dim, "e") || !strcmp(dim, "c");
-    static const char *const tp[] = {"heads", "kvh", "grp", "f", "v", "e"};
-    for (size_t i = 0; i < sizeof tp / sizeof tp[0]; i++)
-        if (!strcmp(dim, tp[i])) return true;
-    return !compute && !strcmp(dim, "s");
+    return megatron_tp_dim(dim) || (!compute && (!strcmp(dim, "s") || !strcmp(dim, "c")));
 }
 
 static bool spec_megatron_ok(const loom_spec *s, const loom_tensor *t)
@@ -120,7 +134,7 @@ int loom_strategy_tensor_specs(const loom_strategy_ctx *c, const loom_tensor *t,
 
 /* ---- costs ------------------------------------------------------------------ */
 
-static bool charged(const loom_strategy_ctx *c, int32_t op, int32_t tensor)
+bool loom_strategy_charged(const loom_strategy_ctx *c, int32_t op, int32_t tensor)
 {
     if (c->saved_by) return c->saved_by[tensor] == op;
     for (int32_t i = 0; i < op; i++) {
@@ -133,17 +147,45 @@ static bool charged(const loom_strategy_ctx *c, int32_t op, int32_t tensor)
     return true;
 }
 
+/* The splits of s that divide every operand dim they name, into sp; the
+ * others (a padded vocabulary, spec.h) multiply *uneven: the op is timed
+ * with that dim whole and divided, as costs/eval.c does. */
+static int split_dividing(const loom_graph *g, const loom_op *o, const loom_strategy *s,
+                          loom_dim_split *sp, double *uneven)
+{
+    int n = 0;
+    *uneven = 1;
+    for (int i = 0; i < s->n_splits; i++) {
+        bool divides = true;
+        for (int q = 0; q < o->n_in + o->n_w + o->n_out; q++) {
+            int32_t tid = q < o->n_in ? o->in[q]
+                          : q < o->n_in + o->n_w ? o->w[q - o->n_in]
+                                                 : o->out[q - o->n_in - o->n_w];
+            const loom_tensor *t = loom_graph_tensor(g, tid);
+            int d = loom_tensor_dim_index(t, s->splits[i].dim);
+            if (d >= 0 && t->dims[d].size % s->splits[i].parts) divides = false;
+        }
+        if (divides) sp[n++] = s->splits[i];
+        else *uneven *= (double)s->splits[i].parts;
+    }
+    return n;
+}
+
 loom_status loom_strategy_cost(const loom_strategy_ctx *c, int32_t op, loom_strategy *s,
                                loom_error *err)
 {
     const loom_op *o = loom_graph_op(c->g, op);
     const loom_mesh_ctx *m = &c->mesh;
     loom_op_time t = {0, 0, LOOM_SRC_ROOFLINE};
+    double uneven = 1;   /* parts of splits of a padded dim that do not divide it */
     if (o->kind != LOOM_OP_RESHAPE && o->kind != LOOM_OP_TRANSPOSE) {
-        loom_status st = loom_cost_op_time(c->cm, c->g, op, s->splits, s->n_splits, &t, err);
+        loom_dim_split sp[LOOM_MAX_DIMS + 2];
+        int n = split_dividing(c->g, o, s, sp, &uneven);
+        loom_status st = loom_cost_op_time(c->cm, c->g, op, sp, n, &t, err);
         if (st) return st;
     }
-    s->compute_s = (t.fwd_s + (c->train ? t.bwd_s : 0)) * s->compute_scale;
+    s->compute_s = (t.fwd_s + (c->train ? t.bwd_s : 0)) * s->compute_scale / uneven;
+    s->bwd_compute_s = c->train ? t.bwd_s * s->compute_scale / uneven : 0;
     s->comm_s = 0;
     s->comm_bytes_fwd = 0;
     for (int i = 0; i < s->n_fwd; i++) {
@@ -164,7 +206,7 @@ loom_status loom_strategy_cost(const loom_strategy_ctx *c, int32_t op, loom_stra
         if (dup) continue;
         const loom_tensor *w = loom_graph_tensor(c->g, o->w[k]);
         int64_t shards = loom_spec_shards(&s->w[k], w->ndim, m);
-        s->param_count += loom_tensor_numel(w) / shards;
+        s->param_count += (loom_tensor_numel(w) + shards - 1) / shards;   /* padded: ceil */
         double b = loom_spec_bytes(&s->w[k], w, m);
         s->param_bytes += b;
         unsigned partial = s->compute_axes & ~loom_spec_axes(&s->w[k], w->ndim);
@@ -176,10 +218,10 @@ loom_status loom_strategy_cost(const loom_strategy_ctx *c, int32_t op, loom_stra
     s->act_bytes = 0;
     if (c->train) {
         for (int k = 0; k < o->n_in; k++)
-            if ((o->saves & LOOM_SAVE_IN(k)) && charged(c, op, o->in[k]))
+            if ((o->saves & LOOM_SAVE_IN(k)) && loom_strategy_charged(c, op, o->in[k]))
                 s->act_bytes += loom_spec_bytes(&s->in[k], loom_graph_tensor(c->g, o->in[k]), m);
         for (int k = 0; k < o->n_out; k++)
-            if ((o->saves & LOOM_SAVE_OUT(k)) && charged(c, op, o->out[k]))
+            if ((o->saves & LOOM_SAVE_OUT(k)) && loom_strategy_charged(c, op, o->out[k]))
                 s->act_bytes += loom_spec_bytes(&s->out[k], loom_graph_tensor(c->g, o->out[k]), m);
         if (o->saves & LOOM_SAVE_MASK) {
             const loom_tensor *y = loom_graph_tensor(c->g, o->out[0]);
@@ -361,7 +403,10 @@ static bool letter_ok(const loom_strategy_ctx *c, const ein_desc *e, int l, unsi
                       bool compute)
 {
     if (!mask) return true;
-    if (!e->splittable[l] || e->size[l] % loom_mesh_parts(&c->mesh, mask) != 0) return false;
+    loom_dim d = {.size = e->size[l]};
+    snprintf(d.name, sizeof d.name, "%s", e->name[l]);
+    if (!e->splittable[l] || !loom_spec_dim_splits(&d, loom_mesh_parts(&c->mesh, mask)))
+        return false;
     if (c->megatron_only)
         for (int a = 0; a < 2; a++)
             if ((mask & (1u << a)) && !megatron_ok(e->name[l], a, compute)) return false;
@@ -376,15 +421,29 @@ static loom_status enum_einsum(const loom_strategy_ctx *c, const loom_op *o, str
         return loom_error_set(err, LOOM_ERR_UNSUPPORTED, "op %s: more than %d distinct dims",
                               o->name, MAX_LETTERS);
     int hi0 = c->mesh.mesh.n0 > 1 ? e.n_letters : 0, hi1 = c->mesh.mesh.n1 > 1 ? e.n_letters : 0;
+    /* Megatron's space: every linear layer is column or row parallel (the
+     * embedding vocab parallel), so a weight with a TP dim the axis can
+     * split is split on axis 1; an einsum with no TP dim at all (the MoE
+     * router) runs on the sequence-parallel shard of its tokens, s@1. */
+    bool tp_free = true, must_tp = false;
+    for (int l = 0; c->megatron_only && l < e.n_letters; l++) {
+        if (!megatron_tp_dim(e.name[l])) continue;
+        tp_free = false;
+        for (int k = o->n_in; k < e.n_opnd && !must_tp; k++)
+            for (int d = 0; d < loom_graph_tensor(c->g, e.tensor[k])->ndim; d++)
+                if (e.lt[k][d] == l && hi1 > 0 && letter_ok(c, &e, l, LOOM_AXIS1, true))
+                    must_tp = true;
+    }
     for (int c0 = -1; c0 < hi0; c0++)
         for (int c1 = -1; c1 < hi1; c1++) {
+            if (must_tp && (c1 < 0 || !megatron_tp_dim(e.name[c1]))) continue;
             uint8_t mask[MAX_LETTERS] = {0};
             if (c0 >= 0) mask[c0] |= LOOM_AXIS0;
             if (c1 >= 0) mask[c1] |= LOOM_AXIS1;
             bool ok = true;
             unsigned partial = 0;
             for (int l = 0; l < e.n_letters && ok; l++) {
-                ok = letter_ok(c, &e, l, mask[l], true);
+                ok = letter_ok(c, &e, l, mask[l], !tp_free);
                 if (!e.in_out[l]) partial |= mask[l];
             }
             if (!ok) continue;
@@ -428,7 +487,11 @@ static loom_status enum_attention(const loom_strategy_ctx *c, const loom_op *o, 
     int hi0 = m->mesh.n0 > 1 ? AT_COUNT : 1, hi1 = m->mesh.n1 > 1 ? AT_COUNT : 1;
     for (int a0 = 0; a0 < hi0; a0++)
         for (int a1 = 0; a1 < hi1; a1++) {
-            if (c->megatron_only && ((a0 != AT_NONE && a0 != AT_B) || (a1 != AT_NONE && a1 != AT_HEADS)))
+            /* Megatron: batch over axis 0, heads over axis 1 (always, when
+             * they divide: attention follows the column-parallel QKV) */
+            if (c->megatron_only &&
+                ((a0 != AT_NONE && a0 != AT_B) || (a1 != AT_NONE && a1 != AT_HEADS) ||
+                 (a1 == AT_NONE && m->mesh.n1 > 1 && q->dims[2].size % m->mesh.n1 == 0)))
                 continue;
             unsigned mk[AT_COUNT] = {0};
             mk[a0] |= LOOM_AXIS0;
@@ -473,10 +536,13 @@ static loom_status enum_attention(const loom_strategy_ctx *c, const loom_op *o, 
 enum { MOE_NONE, MOE_H, MOE_TOK_B, MOE_TOK_S, MOE_EP_B, MOE_EP_S, MOE_EP_REP, MOE_COUNT };
 static const char *const moe_mode_names[MOE_COUNT] = {"", "h", "tok", "tok", "ep", "ep", "ep-local"};
 
+/* Megatron: expert parallelism over data-parallel ranks (axis 0); on the
+ * tensor-parallel axis the tokens stay sequence-parallel and every expert
+ * is split by its hidden f (megatron_tp_dim). */
 static bool moe_megatron_ok(int mode, int axis)
 {
     if (axis == 0) return mode == MOE_NONE || mode == MOE_TOK_B || mode == MOE_EP_B;
-    return mode == MOE_NONE || mode == MOE_TOK_S || mode == MOE_EP_S || mode == MOE_EP_REP;
+    return mode == MOE_NONE || mode == MOE_TOK_S;
 }
 
 static loom_status enum_moe(const loom_strategy_ctx *c, const loom_op *o, strat_list *out,

@@ -78,6 +78,7 @@ typedef struct {
 
     /* filled by loom_strategy_cost */
     double compute_s, comm_s, grad_sync_s;
+    double bwd_compute_s;                /* the backward part of compute_s (0 without training) */
     double comm_bytes_fwd;
     int64_t param_count;                 /* per GPU */
     double param_bytes;                  /* per GPU, weights' dtype */
@@ -125,9 +126,9 @@ loom_status loom_strategy_cost(const loom_strategy_ctx *c, int32_t op, loom_stra
                                loom_error *err);
 
 /* Every valid spec of tensor t on the mesh (each axis on one dim or none),
- * replicated first. With megatron, only Megatron-expressible layouts (spec.c
- * rules: b/e/c on axis 0; heads/kvh/f/v/e/s on axis 1). Returns the count
- * (at most cap written). */
+ * replicated first. With megatron, only Megatron-expressible layouts
+ * (strategy.c rules: b/e/c on axis 0; heads/kvh/grp/f/v and the sequence
+ * s, c on axis 1). Returns the count (at most cap written). */
 int loom_strategy_tensor_specs(const loom_strategy_ctx *c, const loom_tensor *t, loom_spec *out,
                                int cap);
 

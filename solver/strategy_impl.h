@@ -24,6 +24,10 @@ static inline void loom_strategy_add_event(loom_comm_event *ev, int *n, loom_col
     (*n)++;
 }
 
+/* Whether saved tensor `tensor` is charged to op (the first op that saves
+ * it, graph.h). */
+bool loom_strategy_charged(const loom_strategy_ctx *c, int32_t op, int32_t tensor);
+
 /* Appends "name@axes" for each split (name, mask) pair to buf. */
 static inline void loom_strategy_name_add(char *buf, size_t n, const char *dim, unsigned axes)
 {
