@@ -64,8 +64,10 @@
  *    fragmentation (LOOM_MEM_FRAGMENTATION of the activations).
  *
  * Inference keeps only the weights, the KV cache
- * 2 · layers · kv_heads · head_dim · bytes · tokens and the activations of
- * the largest layer of one forward pass.
+ * 2 · layers · kv_heads · head_dim · bytes · tokens (with multi-head latent
+ * attention, layers · (kv_lora_rank + qk_rope_head_dim) · bytes · tokens,
+ * whole on every TP rank) and the activations of the largest layer of one
+ * forward pass.
  *
  * Units: bytes; parameter counts; micro-batches.
  */
@@ -112,6 +114,22 @@ int64_t loom_memory_kv_cache_bytes(int64_t layers, int64_t kv_heads, int64_t hea
     int64_t per_token = 2 * layers * ceil_div(kv_heads, parts > 0 ? parts : 1) * head_dim *
                         loom_dtype_bytes(dtype);
     return per_token * tokens;
+}
+
+int64_t loom_memory_mla_kv_cache_bytes(int64_t layers, int64_t kv_lora_rank,
+                                       int64_t qk_rope_head_dim, loom_dtype dtype,
+                                       int64_t tokens)
+{
+    return layers * (kv_lora_rank + qk_rope_head_dim) * loom_dtype_bytes(dtype) * tokens;
+}
+
+int64_t loom_memory_kv_bytes_per_token(const loom_model_info *info, int64_t tp)
+{
+    if (info->kv_lora_rank > 0)
+        return loom_memory_mla_kv_cache_bytes(1, info->kv_lora_rank, info->qk_rope_head_dim,
+                                              info->dtype, 1);
+    int64_t kvh = info->kv_heads > 0 ? info->kv_heads : info->heads;
+    return loom_memory_kv_cache_bytes(1, kvh, info->head_dim, info->dtype, 1, tp);
 }
 
 /* ---- tensors -------------------------------------------------------------- */
@@ -295,15 +313,14 @@ void loom_memory_stage_params(const loom_graph *g, const loom_parallel *p, const
     free(seen);
 }
 
-/* KV-cache bytes per token of one layer: 2·kvh·dh·bytes from the model info,
- * else from the layer's fused attention ops (k and v per token). */
+/* KV-cache bytes per token of one layer: from the model info (2·kvh·dh·bytes,
+ * or MLA's latent), else from the layer's fused attention ops (k and v per
+ * token). */
 static int64_t kv_bytes_per_token(const loom_graph *g, const loom_parallel *p, int32_t layer)
 {
     const loom_model_info *info = loom_graph_info_c(g);
-    if (info->heads > 0 && info->head_dim > 0 && loom_memory_is_block(g, layer)) {
-        int64_t kvh = info->kv_heads > 0 ? info->kv_heads : info->heads;
-        return loom_memory_kv_cache_bytes(1, kvh, info->head_dim, info->dtype, 1, p->tp);
-    }
+    if (info->heads > 0 && info->head_dim > 0 && loom_memory_is_block(g, layer))
+        return loom_memory_kv_bytes_per_token(info, p->tp);
     int32_t first, count;
     int64_t b = 0;
     loom_graph_layer_ops(g, layer, &first, &count);

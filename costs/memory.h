@@ -67,6 +67,23 @@ double loom_memory_inflight_microbatches(int64_t pp, int64_t stage, int64_t vpp,
 int64_t loom_memory_kv_cache_bytes(int64_t layers, int64_t kv_heads, int64_t head_dim,
                                    loom_dtype dtype, int64_t tokens, int64_t tp);
 
+/* KV cache of multi-head latent attention (DeepSeek-V2 §2.1, V3; the
+ * MLA form vLLM and SGLang serve): a token of a layer caches the
+ * compressed latent c_kv (kv_lora_rank numbers) and the rope key shared by
+ * all heads (qk_rope_head_dim), not 2 · heads · head_dim; every head reads
+ * the whole latent, so a tensor-parallel split of the heads does not divide
+ * it: kv_lora_rank + qk_rope_head_dim numbers · dtype bytes · layers ·
+ * tokens on every GPU of the split. */
+int64_t loom_memory_mla_kv_cache_bytes(int64_t layers, int64_t kv_lora_rank,
+                                       int64_t qk_rope_head_dim, loom_dtype dtype,
+                                       int64_t tokens);
+
+/* KV-cache bytes per token of one transformer block on one GPU of a
+ * tensor-parallel group of tp, from the model's hyper-parameters: MLA's
+ * latent when the model has one (kv_lora_rank > 0), else
+ * loom_memory_kv_cache_bytes of its kv heads (all heads without GQA). */
+int64_t loom_memory_kv_bytes_per_token(const loom_model_info *info, int64_t tp);
+
 /* An expert's tensor: its weights (dims e and f) and the token buffers
  * routed to it (dims e and c). The router's weight [h, e] and logits
  * [b, s, e] are not: they are dense and follow the tokens. */

@@ -18,6 +18,7 @@
 #include "costs/cluster.h"
 #include "costs/compute.h"
 #include "planner/compare.h"
+#include "planner/plan_run.h"
 
 static const char *const status_names[LOOM_CMP_STATUS_COUNT] = {"ok", "no-fit", "over-bound",
                                                                  "none"};
@@ -125,17 +126,6 @@ void loom_compare_describe(const loom_search_config *cfg, char *buf, size_t n)
 #undef PUT
 }
 
-static loom_search_objective objective_of(loom_plan_objective o)
-{
-    switch (o) {
-    case LOOM_OBJ_COST: return LOOM_SEARCH_COST;
-    case LOOM_OBJ_ENERGY: return LOOM_SEARCH_ENERGY;
-    case LOOM_OBJ_LATENCY: return LOOM_SEARCH_LATENCY;
-    case LOOM_OBJ_THROUGHPUT: return LOOM_SEARCH_THROUGHPUT;
-    default: return LOOM_SEARCH_TIME;
-    }
-}
-
 static void fill_row(const loom_compare_report *r, const char *name, const loom_algo_result *res,
                      loom_compare_row *row)
 {
@@ -191,7 +181,7 @@ loom_status loom_compare_run_case(loom_compare_report *r, const loom_compare_cas
     req.cm = cm;
     req.inference = c->mode == LOOM_PLAN_INFER;
     req.gbs = c->gbs;
-    req.objective = objective_of(c->objective);
+    req.objective = loom_plan_search_objective(c->objective);
     req.latency_bound_s = c->latency_bound_s;
     req.budget_s = r->budget_s;
     req.max_evals = r->max_evals;

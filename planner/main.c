@@ -24,8 +24,11 @@ static const loom_command commands[] = {
 static void usage(FILE *f)
 {
     fprintf(f, "usage: loom COMMAND [ARGS...]\n\ncommands:\n");
+    int w = 0;   /* the longest name sets the column (compare-merge) */
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
+        if ((int)strlen(commands[i].name) > w) w = (int)strlen(commands[i].name);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-*s  %s\n", w, commands[i].name, commands[i].help);
     fprintf(f, "\n`loom COMMAND --help` describes each command.\n");
 }
 

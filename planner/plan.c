@@ -129,6 +129,14 @@ void loom_plan_memory_sum(loom_plan_memory *m)
     m->total = m->params + m->grads + m->optimizer + m->activations + m->kv_cache + m->other;
 }
 
+int64_t loom_plan_rank_memory(const loom_plan *p, int32_t rank)
+{
+    int64_t sum = 0;
+    for (int32_t i = 0; i < p->n_stages; i++)
+        if (p->stages[i].group == rank) sum += p->stages[i].memory.total;
+    return sum;
+}
+
 int64_t loom_plan_stage_blocks(const loom_plan *p, const loom_plan_stage *s)
 {
     int64_t n = (int64_t)s->last_layer - s->first_layer + 1;

@@ -104,7 +104,9 @@ typedef struct {
     double compute_s, comm_s;        /* one micro-batch, fwd (+ bwd) */
     double grad_sync_s;              /* per step, over all its data-parallel ranks */
     double time_s;                   /* per micro-batch as the schedule uses it */
-    loom_plan_memory memory;         /* per GPU */
+    loom_plan_memory memory;         /* per GPU: this stage's share of its rank's GPUs (with
+                                        interleaving the rank's workspace allowance and
+                                        recompute working set sit on its first chunk) */
     int32_t n_ops;
     loom_plan_op *ops;               /* [n_ops], layer order */
 } loom_plan_stage;
@@ -181,6 +183,10 @@ loom_status loom_plan_stage_set_ops(loom_plan_stage *s, int32_t n, loom_error *e
 
 /* Sum of a memory breakdown into its total. */
 void loom_plan_memory_sum(loom_plan_memory *m);
+
+/* Bytes per GPU of pipeline rank `rank`: the sum of its stages' (chunks')
+ * memory totals. */
+int64_t loom_plan_rank_memory(const loom_plan *p, int32_t rank);
 
 /* Transformer blocks in stage s (its layers minus embedding/head slots). */
 int64_t loom_plan_stage_blocks(const loom_plan *p, const loom_plan_stage *s);

@@ -10,8 +10,10 @@
  *            pipeline ranks and replicas never share a GPU, chunks of the
  *            same rank (interleaving) share all of them, and the ranks' GPUs
  *            add up to gpus_per_replica; the replicas fit in the cluster;
- *   memory   each stage's parts sum to its total, which is within the GPU's
- *            capacity, and the plan's memory_per_gpu_bytes is the largest;
+ *   memory   each stage's parts sum to its total; a pipeline rank's GPUs
+ *            hold all its stages (chunks), so the sum of their totals is
+ *            within the GPU's capacity, and the plan's memory_per_gpu_bytes
+ *            is the largest such sum;
  *   degrees  tensor_parallel · data_parallel = the stage's GPUs; stages =
  *            pipeline_stages · virtual_stages; micro_batch · micro_batches ·
  *            data_parallel = gbs; every op sits in its stage's layers.
@@ -196,16 +198,26 @@ static loom_status check_memory(const loom_plan *p, const char *w, loom_error *e
         if (sum != m->total)
             return bad(err, w, path, "parts sum to %lld bytes, total says %lld", (long long)sum,
                        (long long)m->total);
-        if (m->total > p->gpu_memory_bytes)
-            return bad(err, w, path, "%.2f GiB per GPU exceeds the %s's %.2f GiB",
-                       (double)m->total / 1073741824.0, p->gpu[0] ? p->gpu : "GPU",
-                       (double)p->gpu_memory_bytes / 1073741824.0);
-        if (m->total > worst) worst = m->total;
+    }
+    for (int32_t i = 0; i < p->n_stages; i++) {
+        int32_t r = p->stages[i].group;
+        bool first = true;   /* each rank once, at its first stage */
+        for (int32_t j = 0; j < i && first; j++) first = p->stages[j].group != r;
+        if (!first) continue;
+        int64_t rank = loom_plan_rank_memory(p, r);
+        snprintf(path, sizeof path, "$.stages[%d].memory_bytes", (int)i);
+        if (rank > p->gpu_memory_bytes)
+            return bad(err, w, path, "%.2f GiB per GPU%s exceeds the %s's %.2f GiB",
+                       (double)rank / 1073741824.0,
+                       rank != p->stages[i].memory.total ? " (all chunks of its pipeline rank)"
+                                                         : "",
+                       p->gpu[0] ? p->gpu : "GPU", (double)p->gpu_memory_bytes / 1073741824.0);
+        if (rank > worst) worst = rank;
     }
     if (p->memory_per_gpu_bytes != worst)
         return bad(err, w, "$.predicted.memory_per_gpu_bytes",
-                   "%lld, but the largest stage needs %lld", (long long)p->memory_per_gpu_bytes,
-                   (long long)worst);
+                   "%lld, but the largest pipeline rank needs %lld",
+                   (long long)p->memory_per_gpu_bytes, (long long)worst);
     return LOOM_OK;
 }
 

@@ -46,26 +46,6 @@ void loom_plan_request_init(loom_plan_request *r)
 
 /* ---- specs -------------------------------------------------------------------- */
 
-/* Mesh axes (bit 0: axis 0, bit 1: axis 1) a spec splits dim `dim` over, or
- * any dim when dim is NULL. */
-static unsigned spec_axes(const char *spec, const char *dim)
-{
-    unsigned axes = 0;
-    const char *p = spec ? spec : "";
-    while (*p) {
-        while (*p == ' ') p++;
-        const char *name = p;
-        while (*p && *p != ' ' && *p != '@') p++;
-        size_t len = (size_t)(p - name);
-        unsigned a = 0;
-        if (*p == '@')
-            for (p++; *p == '0' || *p == '1'; p++) a |= *p == '0' ? 1u : 2u;
-        while (*p && *p != ' ') p++;
-        if (!dim || (strlen(dim) == len && strncmp(dim, name, len) == 0)) axes |= a;
-    }
-    return axes;
-}
-
 /* Operand specs of kind `which` joined with ", " (empty when none). */
 static void join_specs(const loom_intra_result *r, const loom_graph *g, int32_t op,
                        loom_operand which, int n, char *dst, size_t cap)
@@ -104,8 +84,8 @@ static loom_status fill_ops(const loom_search_stage *cs, const loom_stage_eval *
         join_specs(&se->intra, g, id, LOOM_OPERAND_OUTPUT, op->n_out, po->output,
                    sizeof po->output);
         for (int k = 0; k < op->n_w; k++)
-            tp_axes |= spec_axes(loom_intra_op_spec(&se->intra, g, id, LOOM_OPERAND_WEIGHT, k),
-                                 NULL);
+            tp_axes |= loom_search_spec_axes(
+                loom_intra_op_spec(&se->intra, g, id, LOOM_OPERAND_WEIGHT, k), NULL);
     }
     int64_t sizes[2] = {cs->mesh.n0, cs->mesh.n1};
     ps->tensor_parallel = (tp_axes & 1 ? sizes[0] : 1) * (tp_axes & 2 ? sizes[1] : 1);
@@ -114,8 +94,8 @@ static loom_status fill_ops(const loom_search_stage *cs, const loom_stage_eval *
     for (int32_t i = 0; i < n && tp_axes; i++) {
         const loom_op *op = loom_graph_op(g, first + i);
         if (op->kind != LOOM_OP_NORM) continue;
-        unsigned s_axes = spec_axes(loom_intra_op_spec(&se->intra, g, first + i,
-                                                       LOOM_OPERAND_INPUT, 0), "s");
+        unsigned s_axes = loom_search_spec_axes(
+            loom_intra_op_spec(&se->intra, g, first + i, LOOM_OPERAND_INPUT, 0), "s");
         if (s_axes & tp_axes) ps->sequence_parallel = true;
     }
     return LOOM_OK;
@@ -229,7 +209,7 @@ fail:
 
 /* ---- the run -------------------------------------------------------------------- */
 
-static loom_search_objective search_objective(loom_plan_objective o)
+loom_search_objective loom_plan_search_objective(loom_plan_objective o)
 {
     switch (o) {
     case LOOM_OBJ_COST: return LOOM_SEARCH_COST;
@@ -294,7 +274,7 @@ loom_status loom_plan_run(const loom_plan_request *req, loom_plan **out, loom_pl
     sr.cm = cm;
     sr.inference = req->mode == LOOM_PLAN_INFER;
     sr.gbs = req->gbs;
-    sr.objective = search_objective(req->objective);
+    sr.objective = loom_plan_search_objective(req->objective);
     sr.latency_bound_s = req->latency_bound_s;
     sr.megatron_only = req->megatron_space;
     sr.time_limit_s = req->time_limit_s;

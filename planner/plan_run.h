@@ -37,7 +37,7 @@ typedef struct {
     double latency_bound_s;        /* infer throughput: per-token bound (0 = none) */
     double time_limit_s;           /* 0 = none */
     int64_t max_micro_batch;       /* 0 = the search's default */
-    int zero;                      /* -1 = automatic (ZeRO-1 with replicas) */
+    int zero;                      /* -1 = the search picks (stage_search.h) */
     bool no_recompute;
     const char *profile_requests_path;   /* write the profile requests here (NULL: no) */
     const volatile int *stop;      /* Ctrl-C: stop and plan with the best so far */
@@ -64,6 +64,10 @@ typedef struct {
  * search_status "stopped". */
 loom_status loom_plan_run(const loom_plan_request *req, loom_plan **out, loom_plan_diag *diag,
                           loom_error *err);
+
+/* The search's objective for a plan objective (time, cost, energy,
+ * latency, throughput map one to one). */
+loom_search_objective loom_plan_search_objective(loom_plan_objective o);
 
 /* Assembles configuration cfg of search s (graph g built for cfg->mbs,
  * ev = loom_search_eval of it) into a plan: inputs from req, per-op specs,

@@ -162,7 +162,8 @@ static int draw_grid(sbuf *b, const loom_plan *p, int y0)
             out(b, " %d-%d", (int)p->stages[j].first_layer, (int)p->stages[j].last_layer);
         out(b, ", %lld GPUs, mesh %lldx%lld, tp %lld, %.2f GiB/GPU</text>\n",
             (long long)s->n_gpus, (long long)s->mesh[0], (long long)s->mesh[1],
-            (long long)s->tensor_parallel, (double)s->memory.total / 1073741824.0);
+            (long long)s->tensor_parallel,
+            (double)loom_plan_rank_memory(p, s->group) / 1073741824.0);
         y += 16;
     }
     free(owner);

@@ -13,9 +13,9 @@
  * Layout (Megatron's rank order: tensor fastest, then data, then pipeline):
  * pipeline rank r owns the block [r·tp·dp, (r+1)·tp·dp) and replica k runs
  * at offset k·tp inside it, when those blocks tile nodes; otherwise
- * replicas are consecutive blocks of tp·pp GPUs. This is the layout the
- * Alpa planner gives uniform stages (stage_search.c), so one configuration
- * has one placement whichever algorithm produced it.
+ * replicas are consecutive blocks of tp·pp GPUs: loom_search_layout, the
+ * Alpa planner's own, so one configuration has one placement whichever
+ * algorithm produced it.
  */
 #include "solver/mspace.h"
 
@@ -156,8 +156,6 @@ void loom_mspace_config(const loom_algo_ctx *ctx, const loom_parallel *p, loom_s
     cfg->zero = p->zero;
     cfg->n_stages = (int32_t)chunks;
 
-    int64_t size = p->tp * p->dp;
-    bool blocks_tile = p->dp > 1 && ((size <= g && g % size == 0) || size % g == 0);
     int32_t bound[LOOM_STAGE_MAX + 1];
     loom_mspace_split(ctx, chunks, p->first_stage_layers, p->last_stage_layers, bound);
     for (int64_t ch = 0; ch < chunks; ch++) {
@@ -169,14 +167,9 @@ void loom_mspace_config(const loom_algo_ctx *ctx, const loom_parallel *p, loom_s
         st->mesh = (loom_mesh_shape){1, p->tp};
         st->megatron = true;
         st->recompute = p->recompute;
-        if (blocks_tile) {
-            st->first_gpu = st->group * size;
-            st->replica_stride = p->tp;
-        } else {
-            st->first_gpu = st->group * p->tp;
-            st->replica_stride = cfg->gpus_per_replica;
-        }
+        st->first_gpu = st->group * p->tp;   /* inside replica 0 */
     }
+    loom_search_layout(g, cfg);
 }
 
 void loom_mspace_split(const loom_algo_ctx *ctx, int64_t chunks, int64_t first_blocks,

@@ -3,13 +3,13 @@
  * run context with the shared evaluator, the evaluation counter and the
  * budget clock, and the rule that picks the best of what an algorithm saw.
  *
- * The evaluator is loom_search_eval (stage_costs.c) on loom_search instances
- * made here, one per ZeRO class (search.h says why). Instances are created
- * lazily: an algorithm that never asks for ZeRO-2 never builds its graphs.
- * Before scoring, a configuration is checked for the invariants the
- * evaluator assumes (layers covered once, in order; GPU counts adding up;
- * micro-batches × size × replicas = sequences), so that a buggy algorithm
- * gets an error instead of a meaningless number.
+ * The evaluator is loom_search_eval (stage_costs.c) on one loom_search
+ * instance made here; it takes every setting it prices (ZeRO stage,
+ * interleaving, layout) from the configuration. Before scoring, a
+ * configuration is checked for the invariants the evaluator assumes (layers
+ * covered once, in order; GPU counts adding up; micro-batches × size ×
+ * replicas = sequences), so that a buggy algorithm gets an error instead of
+ * a meaningless number.
  *
  * Units: seconds, bytes per GPU.
  */
@@ -23,15 +23,10 @@
 
 #include "costs/memory.h"
 
-/* ZeRO classes of evaluator instances: the planner's own rule (ZeRO-1 over
- * dp > 1), then explicit ZeRO 0, 2, 3 over dp > 1. */
-enum { CLASS_AUTO, CLASS_Z0, CLASS_Z2, CLASS_Z3, N_CLASSES };
-static const int class_zero[N_CLASSES] = {-1, 0, 2, 3};
-
 struct loom_algo_ctx {
     loom_algo_request req;
     const loom_cluster *c;
-    loom_search *ev[N_CLASSES];
+    loom_search *ev;
     int32_t layers, blocks;
     bool *is_block;                 /* [layers] */
     int64_t evals;
@@ -104,15 +99,6 @@ void loom_algo_search_request(const loom_algo_request *req, loom_search_request 
     out->max_micro_batch = req->max_micro_batch;
 }
 
-static loom_status make_instance(loom_algo_ctx *c, int cls, loom_error *err)
-{
-    if (c->ev[cls]) return LOOM_OK;
-    loom_search_request r;
-    loom_algo_search_request(&c->req, &r);
-    r.zero = class_zero[cls];
-    return loom_search_create(&r, &c->ev[cls], err);
-}
-
 loom_status loom_algo_ctx_create(const loom_algo_request *req, loom_algo_ctx **out,
                                  loom_error *err)
 {
@@ -127,8 +113,10 @@ loom_status loom_algo_ctx_create(const loom_algo_request *req, loom_algo_ctx **o
     if (c->req.max_evals < 1) c->req.max_evals = 48;
     c->c = loom_cost_model_cluster(req->cm);
     const loom_graph *g;
-    loom_status s = make_instance(c, CLASS_AUTO, err);
-    if (!s) s = loom_search_graph(c->ev[CLASS_AUTO], 1, &g, err);
+    loom_search_request r;
+    loom_algo_search_request(&c->req, &r);
+    loom_status s = loom_search_create(&r, &c->ev, err);
+    if (!s) s = loom_search_graph(c->ev, 1, &g, err);
     if (s) {
         loom_algo_ctx_destroy(c);
         return s;
@@ -151,7 +139,7 @@ loom_status loom_algo_ctx_create(const loom_algo_request *req, loom_algo_ctx **o
 void loom_algo_ctx_destroy(loom_algo_ctx *c)
 {
     if (!c) return;
-    for (int i = 0; i < N_CLASSES; i++) loom_search_destroy(c->ev[i]);
+    loom_search_destroy(c->ev);
     free(c->is_block);
     free(c);
 }
@@ -166,7 +154,7 @@ const bool *loom_algo_ctx_block_mask(const loom_algo_ctx *c) { return c->is_bloc
 loom_status loom_algo_ctx_graph(loom_algo_ctx *c, int64_t b, const loom_graph **out,
                                 loom_error *err)
 {
-    return loom_search_graph(c->ev[CLASS_AUTO], b, out, err);
+    return loom_search_graph(c->ev, b, out, err);
 }
 
 bool loom_algo_ctx_stop(loom_algo_ctx *c)
@@ -180,13 +168,6 @@ double loom_algo_ctx_remaining_s(const loom_algo_ctx *c)
     if (c->req.budget_s <= 0) return INFINITY;
     double left = c->req.budget_s - (now_s() - c->t0);
     return left > 0 ? left : 0;
-}
-
-/* The instance whose ZeRO rule matches cfg (search.h). */
-static int class_of(const loom_algo_ctx *c, const loom_search_config *cfg)
-{
-    if (c->req.inference || cfg->dp <= 1 || cfg->zero == 1) return CLASS_AUTO;
-    return cfg->zero == 0 ? CLASS_Z0 : cfg->zero == 2 ? CLASS_Z2 : CLASS_Z3;
 }
 
 /* The invariants loom_search_eval relies on. */
@@ -238,31 +219,6 @@ static loom_status check_config(const loom_algo_ctx *c, const loom_search_config
     return LOOM_OK;
 }
 
-/* Bytes on the most loaded GPU. A pipeline rank holds all its chunks at
- * once (vpp of them when interleaving), so its memory is the sum of its
- * chunks' model state, activations and KV cache plus ONE workspace
- * allowance (LOOM_MEM_RESERVED_BYTES + fragmentation × activations, the
- * rule of costs/memory.h). For vpp = 1 this is loom_search_eval's
- * memory_per_gpu_bytes; for vpp > 1 that field is the largest single chunk,
- * about vpp times too small (reported to the planner's owner), so the
- * evaluator sums per rank for every algorithm alike. */
-static int64_t rank_memory(const loom_search_config *cfg, const loom_search_eval_result *r)
-{
-    int64_t worst = 0;
-    for (int64_t g = 0; g < cfg->pp; g++) {
-        int64_t sum = 0, act = 0;
-        for (int32_t i = 0; i < r->n_stages; i++) {
-            const loom_stage_eval *e = &r->stages[i];
-            if (cfg->stages[i].group != g) continue;
-            sum += e->mem_params + e->mem_grads + e->mem_optimizer + e->mem_activations + e->mem_kv;
-            act += e->mem_activations;
-        }
-        sum += LOOM_MEM_RESERVED_BYTES + (int64_t)((double)act * LOOM_MEM_FRAGMENTATION + 0.5);
-        if (sum > worst) worst = sum;
-    }
-    return worst;
-}
-
 loom_status loom_algo_eval(loom_algo_ctx *c, const loom_search_config *cfg, loom_algo_score *out,
                            loom_error *err)
 {
@@ -271,22 +227,20 @@ loom_status loom_algo_eval(loom_algo_ctx *c, const loom_search_config *cfg, loom
     out->step_s = INFINITY;
     loom_status s = check_config(c, cfg, err);
     if (s) return s;
-    int cls = class_of(c, cfg);
     const loom_graph *g;
-    if ((s = make_instance(c, cls, err)) || (s = loom_search_graph(c->ev[cls], cfg->mbs, &g, err)))
-        return s;
+    if ((s = loom_search_graph(c->ev, cfg->mbs, &g, err))) return s;
     c->evals++;
     loom_search_eval_result r;
     loom_error e2 = {0};
-    s = loom_search_eval(c->ev[cls], g, cfg, &r, &e2);
+    s = loom_search_eval(c->ev, g, cfg, &r, &e2);
     if (s == LOOM_ERR_INFEASIBLE || s == LOOM_ERR_LIMIT) return LOOM_OK;   /* cannot be priced */
     if (s) {
         *err = e2;
         return s;
     }
     out->valid = true;
-    out->memory_per_gpu_bytes = rank_memory(cfg, &r);
-    out->mem_ok = out->fits = out->memory_per_gpu_bytes <= c->c->gpu.hbm_bytes;
+    out->memory_per_gpu_bytes = r.memory_per_gpu_bytes;
+    out->mem_ok = out->fits = r.fits;
     if (c->req.inference && c->req.objective == LOOM_SEARCH_THROUGHPUT &&
         c->req.latency_bound_s > 0 && r.latency_s > c->req.latency_bound_s)
         out->fits = false;

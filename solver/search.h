@@ -29,10 +29,9 @@
  *     checks that this reproduces Alpa's own prediction);
  *   - every run starts from cold caches (graphs, ILP solutions), so the
  *     search times compare too.
- * The evaluator keeps one loom_search instance per ZeRO class, because the
- * replica gradient sync of loom_search_eval follows its request's ZeRO
- * stage: class "auto" (ZeRO-1 when dp > 1, as the Alpa planner runs) and
- * ZeRO 0, 2, 3 for configurations that ask for those over dp > 1.
+ * loom_search_eval takes what it prices from the configuration (ZeRO
+ * stage, interleaving, layout), so one instance scores every algorithm's
+ * configurations; memory is per pipeline rank (all its chunks).
  *
  * What the shared evaluator cannot express is left out of every space
  * alike: Megatron's context parallelism, expert parallelism over data-
@@ -87,7 +86,7 @@ typedef struct {
     double step_s;                 /* train: step; infer: latency per token */
     double tokens_per_s;
     double mfu;                    /* model FLOPs / (step · GPUs · dense peak); train only */
-    int64_t memory_per_gpu_bytes;  /* largest stage */
+    int64_t memory_per_gpu_bytes;  /* largest pipeline rank (all its chunks) */
     int64_t gpus_used;
 } loom_algo_score;
 

@@ -44,22 +44,38 @@ int loom_search_zero(const loom_search *s, int64_t dp)
     return dp > 1 ? 1 : 0;
 }
 
-int64_t loom_search_state_bytes(const loom_search *s, int64_t n_params, int64_t dp)
+int loom_search_zero_options(const loom_search *s, int64_t dp, int out[3])
+{
+    if (s->req.inference || dp <= 1 || s->req.zero >= 0) {
+        out[0] = loom_search_zero(s, dp);
+        return 1;
+    }
+    /* ZeRO-0 is left out: ZeRO-1 moves fewer bytes (reduce-scatter of the
+     * gradients + all-gather of the bf16 weights vs an all-reduce of the
+     * gradients) and holds less, so it is never worse */
+    out[0] = 1, out[1] = 2, out[2] = 3;
+    return 3;
+}
+
+int64_t loom_search_state_bytes(const loom_search *s, int64_t n_params, int64_t dp, int zero)
 {
     loom_model_state ms;
-    loom_memory_model_state(n_params, dp, loom_search_zero(s, dp), false, !s->req.inference, &ms);
+    loom_memory_model_state(n_params, dp, zero, false, !s->req.inference, &ms);
     return ms.params_bytes + ms.grads_bytes + ms.optimizer_bytes;
 }
 
-double loom_search_replica_sync_s(const loom_search *s, double n, int64_t dp, int64_t stride)
+double loom_search_replica_sync_s(const loom_search *s, double n, int64_t dp, int64_t stride,
+                                  int zero, int64_t micro_batches)
 {
     if (dp <= 1 || n <= 0 || s->req.inference) return 0;
     loom_group grp = loom_mesh_axis_group(s->c, (loom_mesh_shape){dp, stride}, 0);
     double grads = LOOM_MEM_GRAD_BYTES * n, weights = LOOM_MEM_PARAM_BYTES * n;
-    int zero = loom_search_zero(s, dp);
+    /* ZeRO-3: weights gathered for forward and backward, grads scattered,
+     * per micro-batch */
     if (zero >= 3)
-        return 2 * loom_group_collective_time_s(s->c, s->cal, LOOM_COLL_ALL_GATHER, grp, weights) +
-               loom_group_collective_time_s(s->c, s->cal, LOOM_COLL_REDUCE_SCATTER, grp, grads);
+        return (double)(micro_batches > 0 ? micro_batches : 1) *
+               (2 * loom_group_collective_time_s(s->c, s->cal, LOOM_COLL_ALL_GATHER, grp, weights) +
+                loom_group_collective_time_s(s->c, s->cal, LOOM_COLL_REDUCE_SCATTER, grp, grads));
     if (zero >= 1)
         return loom_group_collective_time_s(s->c, s->cal, LOOM_COLL_REDUCE_SCATTER, grp, grads) +
                loom_group_collective_time_s(s->c, s->cal, LOOM_COLL_ALL_GATHER, grp, weights);
@@ -68,18 +84,45 @@ double loom_search_replica_sync_s(const loom_search *s, double n, int64_t dp, in
 
 /* ---- specs ------------------------------------------------------------------- */
 
-/* Parts a spec cuts its tensor into: Π over split dims of their axes' sizes. */
-static int64_t spec_parts(const char *spec, loom_mesh_shape m)
+/* One "name@axes" token of a spec at p: its name (len bytes) and axes
+ * (bit 0: axis 0, bit 1: axis 1); returns where the next token starts. */
+static const char *spec_token(const char *p, const char **name, size_t *len, unsigned *axes)
 {
-    int64_t parts = 1;
-    for (const char *p = spec ? spec : ""; *p; p++) {
-        if (*p != '@') continue;
-        bool a0 = false, a1 = false;
-        for (p++; *p == '0' || *p == '1'; p++) a0 |= *p == '0', a1 |= *p == '1';
-        parts *= (a0 ? m.n0 : 1) * (a1 ? m.n1 : 1);
-        if (!*p) break;
+    while (*p == ' ') p++;
+    *name = p;
+    while (*p && *p != ' ' && *p != '@') p++;
+    *len = (size_t)(p - *name);
+    *axes = 0;
+    if (*p == '@')
+        for (p++; *p == '0' || *p == '1'; p++) *axes |= *p == '0' ? 1u : 2u;
+    while (*p && *p != ' ') p++;
+    return p;
+}
+
+unsigned loom_search_spec_axes(const char *spec, const char *dim)
+{
+    unsigned axes = 0;
+    for (const char *p = spec ? spec : ""; *p;) {
+        const char *name;
+        size_t len;
+        unsigned a;
+        p = spec_token(p, &name, &len, &a);
+        if (!dim || (strlen(dim) == len && strncmp(dim, name, len) == 0)) axes |= a;
     }
-    return parts;
+    return axes;
+}
+
+static int64_t axes_parts(unsigned axes, loom_mesh_shape m)
+{
+    return (axes & 1 ? m.n0 : 1) * (axes & 2 ? m.n1 : 1);
+}
+
+/* Parts a spec cuts its tensor into (only along dim `dim` when it is not
+ * NULL): each mesh axis splits at most one dim, so this is the product of
+ * the sizes of the axes it uses. */
+static int64_t spec_parts(const char *spec, const char *dim, loom_mesh_shape m)
+{
+    return axes_parts(loom_search_spec_axes(spec, dim), m);
 }
 
 /* Per dim name, the largest split any operand spec of op gives it. */
@@ -93,20 +136,12 @@ static int op_splits(const loom_intra_result *r, const loom_graph *g, int32_t op
     for (int w = 0; w < 3; w++)
         for (int k = 0; k < counts[w]; k++) {
             const char *spec = loom_intra_op_spec(r, g, op, kinds[w], k);
-            if (!spec) continue;
-            const char *p = spec;
-            while (*p) {
-                while (*p == ' ') p++;
-                const char *start = p;
-                while (*p && *p != ' ' && *p != '@') p++;
-                size_t len = (size_t)(p - start);
-                int64_t parts = 1;
-                if (*p == '@') {
-                    bool a0 = false, a1 = false;
-                    for (p++; *p == '0' || *p == '1'; p++) a0 |= *p == '0', a1 |= *p == '1';
-                    parts = (a0 ? m.n0 : 1) * (a1 ? m.n1 : 1);
-                }
-                while (*p && *p != ' ') p++;
+            for (const char *p = spec ? spec : ""; *p;) {
+                const char *start;
+                size_t len;
+                unsigned axes;
+                p = spec_token(p, &start, &len, &axes);
+                int64_t parts = axes_parts(axes, m);
                 if (parts <= 1 || len == 0 || len >= LOOM_DIM_NAME_MAX) continue;
                 int q = 0;
                 while (q < n && (strlen(div[q].name) != len || strncmp(div[q].name, start, len)))
@@ -202,11 +237,20 @@ static int64_t kv_per_seq(const loom_search *s, const loom_intra_result *r, cons
     if (o->n_in < 3) return 0;
     const loom_tensor *k = loom_graph_tensor(g, o->in[1]), *v = loom_graph_tensor(g, o->in[2]);
     if (k->ndim < 2) return 0;
+    const char *spec = loom_intra_op_spec(r, g, a, LOOM_OPERAND_INPUT, 1);
+    const loom_model_info *info = loom_graph_info_c(g);
+    if (info->kv_lora_rank > 0) {
+        /* multi-head latent attention caches the latent, not k and v
+         * (memory.h): whole on every GPU of a head split, divided only by a
+         * split of the batch, i.e. of the sequences */
+        int64_t parts = spec_parts(spec, k->dims[0].name, m);
+        return loom_memory_kv_bytes_per_token(info, 1) * s->context / (parts > 0 ? parts : 1);
+    }
     int64_t bt = k->dims[0].size * k->dims[1].size;   /* k: [b, t, kvh, dqk] */
     int64_t per_token = (loom_tensor_bytes(k) + loom_tensor_bytes(v)) / (bt > 0 ? bt : 1);
     /* One GPU's share: a batch split holds fewer sequences, a head split
      * less of each; averaged per sequence either way. */
-    int64_t parts = spec_parts(loom_intra_op_spec(r, g, a, LOOM_OPERAND_INPUT, 1), m);
+    int64_t parts = spec_parts(spec, NULL, m);
     return per_token * s->context / (parts > 0 ? parts : 1);
 }
 
@@ -293,7 +337,8 @@ static loom_status build_tab(loom_search *s, const loom_graph *g, loom_layer_tab
         int ik;
         int32_t in = block ? layer_input(g, l, &iop, &ik) : -1;
         if (in >= 0) {
-            int64_t parts = spec_parts(loom_intra_op_spec(&r, g, iop, LOOM_OPERAND_INPUT, ik), m);
+            int64_t parts =
+                spec_parts(loom_intra_op_spec(&r, g, iop, LOOM_OPERAND_INPUT, ik), NULL, m);
             t->input_bytes[l] = loom_tensor_bytes(loom_graph_tensor(g, in)) / (parts > 0 ? parts : 1);
         } else {
             t->input_bytes[l] = t->act_bytes[l];
@@ -437,26 +482,64 @@ static loom_status eval_stage(loom_search *s, const loom_graph *g, const loom_se
                                                              cfg->micro_batches)
                          : 1.0;
 
+    /* the chunk's own part; rank_memory() adds the working set and the
+     * workspace allowance once per pipeline rank */
     loom_model_state ms;
     loom_memory_model_state(e->params, cfg->dp, cfg->zero, false, train, &ms);
     e->mem_params = ms.params_bytes;
     e->mem_grads = ms.grads_bytes;
     e->mem_optimizer = ms.optimizer_bytes;
-    e->mem_activations = (int64_t)((double)saved * e->in_flight + 0.5) + work;
+    e->mem_activations = (int64_t)((double)saved * e->in_flight + 0.5);
+    e->mem_work = work;
     e->mem_kv = kv * (cfg->sequences / cfg->dp);
-    e->mem_other = LOOM_MEM_RESERVED_BYTES +
-                   (int64_t)((double)e->mem_activations * LOOM_MEM_FRAGMENTATION + 0.5);
-    e->mem_total = e->mem_params + e->mem_grads + e->mem_optimizer + e->mem_activations +
-                   e->mem_kv + e->mem_other;
     if (train) {
         e->grad_sync_s = e->intra.grad_sync_s +
                          loom_search_replica_sync_s(s, (double)e->params, cfg->dp,
-                                                    st->replica_stride);
+                                                    st->replica_stride, cfg->zero,
+                                                    cfg->micro_batches);
         double local = cfg->zero >= 1 ? ceil((double)e->params / (double)cfg->dp)
                                       : (double)e->params;
         e->optimizer_s = loom_cost_memory_time_s(s->req.cm, LOOM_OPTIM_STEP_BYTES_PER_PARAM * local);
     }
     return LOOM_OK;
+}
+
+/* Memory per GPU of every pipeline rank. A rank holds all its chunks at
+ * once (vpp of them when interleaving): their model state, KV cache and
+ * saved activations (each chunk's × the rank's in-flight count, which
+ * memory.h gives in units of the rank's whole layer set), plus ONE
+ * recompute working set (the largest of its chunks': one block is rerun at
+ * a time) and ONE workspace allowance (LOOM_MEM_RESERVED_BYTES +
+ * fragmentation × activations, costs/memory.h). Both are booked on the
+ * rank's first chunk, so that the rank's memory is the sum of its chunks'
+ * totals; with vpp = 1 each stage is a rank and this is memory.c's total. */
+static void rank_memory(const loom_search *s, const loom_search_config *cfg,
+                        loom_search_eval_result *out)
+{
+    out->memory_per_gpu_bytes = 0;
+    out->fits = true;
+    for (int64_t r = 0; r < cfg->pp; r++) {
+        int32_t first = -1;
+        int64_t work = 0, sum = 0;
+        for (int32_t i = 0; i < out->n_stages; i++) {
+            if (cfg->stages[i].group != r) continue;
+            if (first < 0) first = i;
+            if (out->stages[i].mem_work > work) work = out->stages[i].mem_work;
+        }
+        for (int32_t i = first; i >= 0 && i < out->n_stages; i++) {
+            if (cfg->stages[i].group != r) continue;
+            loom_stage_eval *e = &out->stages[i];
+            e->mem_work = i == first ? work : 0;
+            e->mem_activations += e->mem_work;
+            e->mem_other = (i == first ? LOOM_MEM_RESERVED_BYTES : 0) +
+                           (int64_t)((double)e->mem_activations * LOOM_MEM_FRAGMENTATION + 0.5);
+            e->mem_total = e->mem_params + e->mem_grads + e->mem_optimizer + e->mem_activations +
+                           e->mem_kv + e->mem_other;
+            sum += e->mem_total;
+        }
+        if (sum > out->memory_per_gpu_bytes) out->memory_per_gpu_bytes = sum;
+        if (sum > s->c->gpu.hbm_bytes) out->fits = false;
+    }
 }
 
 /* Time to pass the activations from stage i-1 to stage i. */
@@ -490,7 +573,6 @@ loom_status loom_search_eval(loom_search *s, const loom_graph *g, const loom_sea
     double *ts = arr, *bs = arr + pp, *sync = arr + 2 * pp, *win = arr + 3 * pp,
            *opt = arr + 4 * pp, *comm = arr + 5 * pp, *fw = arr + 6 * pp;
     double p2p = 0, mb_flops = 0, measured = 0, total = 0;
-    out->fits = true;
     for (int32_t i = 0; i < S; i++) {
         loom_stage_eval *e = &out->stages[i];
         if ((st = eval_stage(s, g, cfg, i, e, err))) goto done;
@@ -504,8 +586,6 @@ loom_status loom_search_eval(loom_search *s, const loom_graph *g, const loom_sea
         mb_flops += e->model_flops;
         measured += e->measured_s;
         total += e->total_s;
-        if (e->mem_total > out->memory_per_gpu_bytes) out->memory_per_gpu_bytes = e->mem_total;
-        if (e->mem_total > s->c->gpu.hbm_bytes) out->fits = false;
         if (i > 0) {
             const loom_layer_tab *t;
             if ((st = loom_search_layer_tab(s, cfg->mbs, cfg->stages[i].mesh,
@@ -515,13 +595,18 @@ loom_status loom_search_eval(loom_search *s, const loom_graph *g, const loom_sea
             if (x > p2p) p2p = x;
         }
     }
+    rank_memory(s, cfg, out);
     out->measured_share = total > 0 ? measured / total : 0;
     int64_t M = cfg->micro_batches;
     out->gpus_used = cfg->dp * cfg->gpus_per_replica;
     out->model_flops = mb_flops * (double)(cfg->sequences / cfg->mbs);
     if (train) {
+        /* what the sync can hide behind (eval.c): the last backward, and the
+         * next first forward for a sharded optimizer's weight all-gather;
+         * ZeRO-3's per-micro-batch gathers and scatters, every micro-batch */
         bool sharded = cfg->zero >= 1;
-        for (int64_t r = 0; r < pp; r++) win[r] = bs[r] + (sharded ? fw[r] : 0);
+        for (int64_t r = 0; r < pp; r++)
+            win[r] = cfg->zero >= 3 ? (double)M * ts[r] : bs[r] + (sharded ? fw[r] : 0);
         loom_pipeline_in pin = {.stages = pp, .microbatches = M, .vpp = cfg->vpp, .stage_s = ts,
                                 .bwd_s = bs, .p2p_s = p2p, .grad_sync_s = sync,
                                 .sync_window_s = win, .sync_overlap = s->cal->grad_sync_overlap,

@@ -122,6 +122,8 @@ const uint64_t *loom_search_sigs(const loom_search *s, const loom_graph *g)
 
 typedef struct {
     int64_t D, dp, b, M, seqs;
+    int zs[3], nz;                       /* ZeRO stages on offer whose model state fits */
+    int zero;                            /* the one being tried */
     int32_t nm;                          /* sub-meshes */
     loom_submesh sub[LOOM_STAGE_MAX_MESHES];
     int32_t nshape[LOOM_STAGE_MAX_MESHES];   /* (logical shape, strategy space) entries */
@@ -182,7 +184,7 @@ static void layer_cost(loom_search *s, const point *pt, int32_t l, int32_t m, in
     bool r = rc && block;
     double sync = t->sync_s[l] + sync_rate * (double)t->params[l];
     c->time_s = t->time_s[l] + (r ? t->rc_s[l] : 0) + t->kv_read_s[l] + sync / (double)pt->M;
-    c->static_bytes = loom_search_state_bytes(s, t->params[l], pt->dp) +
+    c->static_bytes = loom_search_state_bytes(s, t->params[l], pt->dp, pt->zero) +
                       t->kv_per_seq[l] * (pt->seqs / pt->dp);
     int64_t act = s->req.inference ? 0 : (r ? t->input_bytes[l] : t->act_bytes[l]);
     c->act_bytes = (int64_t)((double)act * (1 + LOOM_MEM_FRAGMENTATION) + 0.5);
@@ -214,7 +216,9 @@ static loom_status build_problem(loom_search *s, const point *pt, const int32_t 
             for (int32_t l = 0; t && t->ok && l < pt->n_layers; l++) p_ref += (double)t->params[l];
             /* replica sync is linear in bytes but for latency terms: charge
              * each layer its share of the whole model's sync */
-            double rate = p_ref > 0 ? loom_search_replica_sync_s(s, p_ref, pt->dp, pt->D) / p_ref : 0;
+            double rate = p_ref > 0 ? loom_search_replica_sync_s(s, p_ref, pt->dp, pt->D, pt->zero,
+                                                                 pt->M) / p_ref
+                                    : 0;
             int64_t work = 0;
             if (t && t->ok) {
                 if (s->req.inference)
@@ -256,13 +260,9 @@ static loom_status build_problem(loom_search *s, const point *pt, const int32_t 
     return LOOM_OK;
 }
 
-/* Lays the stages out on the cluster (see "GPU layout" in stage_search.h):
- * each pipeline rank gets a block holding its sub-mesh in all dp replicas;
- * when the blocks do not tile, replicas are consecutive. first_gpu must hold
- * the replica-local offsets on entry. */
-static void set_layout(loom_search *s, loom_search_config *cfg)
+void loom_search_layout(int64_t gpus_per_node, loom_search_config *cfg)
 {
-    int64_t g = s->c->gpus_per_node, dp = cfg->dp, D = cfg->gpus_per_replica;
+    int64_t g = gpus_per_node, dp = cfg->dp, D = cfg->gpus_per_replica;
     int64_t pp = cfg->pp;
     loom_submesh super[LOOM_STAGE_MAX];
     int64_t first[LOOM_STAGE_MAX];
@@ -302,7 +302,7 @@ static loom_status to_config(loom_search *s, const point *pt, const int32_t *mes
     memset(cfg, 0, sizeof *cfg);
     cfg->mbs = pt->b, cfg->micro_batches = pt->M, cfg->dp = pt->dp;
     cfg->gpus_per_replica = pt->D, cfg->vpp = 1, cfg->pp = sol->n_stages;
-    cfg->sequences = pt->seqs, cfg->zero = loom_search_zero(s, pt->dp);
+    cfg->sequences = pt->seqs, cfg->zero = pt->zero;
     cfg->n_stages = sol->n_stages;
     loom_submesh subs[LOOM_STAGE_MAX];
     int64_t firsts[LOOM_STAGE_MAX];
@@ -321,7 +321,7 @@ static loom_status to_config(loom_search *s, const point *pt, const int32_t *mes
     loom_status st = loom_stage_place(subs, sol->n_stages, s->c->gpus_per_node, pt->D, firsts, err);
     if (st) return st;
     for (int32_t i = 0; i < sol->n_stages; i++) cfg->stages[i].first_gpu = firsts[i];
-    set_layout(s, cfg);
+    loom_search_layout(s->c->gpus_per_node, cfg);
     return LOOM_OK;
 }
 
@@ -436,7 +436,9 @@ static loom_status try_interleaved(loom_search *s, const point *pt, int32_t m, i
         if (!t || !t->ok) continue;
         double p_ref = 0;
         for (int32_t l = 0; l < n; l++) p_ref += (double)t->params[l];
-        double rate = p_ref > 0 ? loom_search_replica_sync_s(s, p_ref, pt->dp, pt->D) / p_ref : 0;
+        double rate = p_ref > 0 ? loom_search_replica_sync_s(s, p_ref, pt->dp, pt->D, pt->zero,
+                                                             pt->M) / p_ref
+                                : 0;
         for (int32_t rc = 0; rc < pt->n_rc; rc++) {
             double tr[64] = {0}, st_b[64] = {0}, act_b[64] = {0};
             for (int64_t c = 0; c < chunks; c++) {
@@ -468,7 +470,7 @@ static loom_status try_interleaved(loom_search *s, const point *pt, int32_t m, i
     if (!cfg) return loom_error_set(err, LOOM_ERR_NOMEM, "stage search: out of memory");
     cfg->mbs = pt->b, cfg->micro_batches = pt->M, cfg->dp = pt->dp;
     cfg->gpus_per_replica = pt->D, cfg->vpp = v, cfg->pp = pp;
-    cfg->sequences = pt->seqs, cfg->zero = loom_search_zero(s, pt->dp);
+    cfg->sequences = pt->seqs, cfg->zero = pt->zero;
     cfg->n_stages = (int32_t)chunks;
     for (int64_t c = 0; c < chunks; c++) {
         loom_search_stage *x = &cfg->stages[c];
@@ -481,7 +483,7 @@ static loom_status try_interleaved(loom_search *s, const point *pt, int32_t m, i
         x->recompute = best_rc ? LOOM_RECOMPUTE_FULL : LOOM_RECOMPUTE_NONE;
         x->first_gpu = x->group * size;   /* equal sub-meshes tile in rank order */
     }
-    set_layout(s, cfg);
+    loom_search_layout(s->c->gpus_per_node, cfg);
     loom_search_eval_result ev;
     loom_status st = loom_search_eval(s, g, cfg, &ev, err);
     if (!st) consider(s, cfg, &ev);
@@ -493,9 +495,20 @@ static loom_status try_point(loom_search *s, point *pt, loom_error *err)
 {
     int64_t g = s->c->gpus_per_node;
     int64_t max_nodes = s->req.general_max_gpus / g;
-    pt->nm = loom_stage_submeshes(g, pt->D, max_nodes > 0 ? max_nodes : 1, pt->sub,
-                                  LOOM_STAGE_MAX_MESHES);
+    if (max_nodes < 1) max_nodes = 1;
+    pt->nm = loom_stage_submeshes(g, pt->D, max_nodes, pt->sub, LOOM_STAGE_MAX_MESHES);
     if (pt->nm > LOOM_STAGE_MAX_MESHES) pt->nm = LOOM_STAGE_MAX_MESHES;
+    /* Wider sub-meshes for uniform stages (DESIGN §6: (2, g), (4, g), …):
+     * 2, 4, 8, … nodes dividing the replica, and the whole replica as one
+     * stage. A multi-node stage is not only more data parallelism inside
+     * the stage: its ILP may split experts, heads or the FFN across nodes,
+     * which is how a model too large for one node's pipeline stage runs
+     * with few stages (e.g. MoE serving). */
+    for (int64_t k = max_nodes + 1; pt->D % g == 0 && k * g <= pt->D; k++) {
+        if ((pt->D / g) % k || ((k & (k - 1)) && k * g != pt->D)) continue;
+        if (pt->nm == LOOM_STAGE_MAX_MESHES) break;
+        pt->sub[pt->nm++] = (loom_submesh){k, g};
+    }
     pt->n_rc = (!s->req.inference && !s->req.no_recompute) ? 2 : 1;
     loom_status st = loom_search_graph(s, pt->b, &pt->g, err);
     if (st) return st;
@@ -504,17 +517,18 @@ static loom_status try_point(loom_search *s, point *pt, loom_error *err)
     if (gb > 0 && gb != pt->b) return LOOM_OK;
     pt->n_layers = loom_graph_layer_count(pt->g);
     bool general = !s->req.megatron_only && pt->D <= s->req.general_max_gpus;
+    /* only ZeRO-2/3 fit: one-stage replicas only (below) */
+    bool staged = pt->zs[0] <= 1;
 
-    /* Which sub-meshes are used: all for the general DP; for uniform stages
-     * those of at most one node that cut the replica into at most 64
-     * stages (a wider uniform stage is an in-stage data-parallel axis that
-     * more pipeline replicas cover). Logical meshes keep axis 1 in a node. */
+    /* Which sub-meshes are used: all of up to general_max_gpus GPUs for the
+     * general DP; for uniform stages those that cut the replica into at
+     * most 64 stages. Logical meshes keep axis 1 in a node. */
     bool use[LOOM_STAGE_MAX_MESHES], uni[LOOM_STAGE_MAX_MESHES];
     for (int32_t m = 0; m < pt->nm; m++) {
         int64_t size = loom_submesh_devices(pt->sub[m]);
-        uni[m] = size <= g && pt->D % size == 0 && pt->D / size <= 64 &&
-                 pt->D / size <= pt->n_layers;
-        use[m] = general || uni[m];
+        uni[m] = pt->D % size == 0 && pt->D / size <= 64 && pt->D / size <= pt->n_layers &&
+                 (staged || size == pt->D);
+        use[m] = (general && staged && size <= s->req.general_max_gpus) || uni[m];
         pt->nshape[m] = 0;
         if (!use[m]) continue;
         int64_t shapes[MAX_LOGICAL][2];
@@ -551,22 +565,32 @@ static loom_status try_point(loom_search *s, point *pt, loom_error *err)
         loom_graph_layer_totals(pt->g, l, &tot);
         w[l] = (double)tot.fwd_flops + 1.0;
     }
-    if (general) {
-        int32_t K = loom_stage_cluster(w, pt->n_layers, s->req.max_clusters, first);
-        for (int32_t m = 0; m < pt->nm; m++) meshes[m] = m;
-        st = try_dps(s, pt, meshes, pt->nm, first, K, err);
-    }
-    for (int32_t m = 0; m < pt->nm && !st && !stop_now(s); m++) {
-        if (!uni[m]) continue;
-        /* pp uniform stages: 4 clusters per stage leave the DP room to
-         * balance, up to 64 clusters */
-        int64_t pp = pt->D / loom_submesh_devices(pt->sub[m]);
-        int32_t want = (int32_t)(4 * pp < 64 ? 4 * pp : (pp > 64 ? pp : 64));
-        int32_t K = loom_stage_cluster(w, pt->n_layers, want, first);
-        if (pp > K) continue;
-        st = try_dps(s, pt, &m, 1, first, K, err);
-        for (int64_t v = 2; v <= 4 && !st && !s->req.inference; v *= 2)
-            st = try_interleaved(s, pt, m, v, err);
+    /* Every ZeRO stage on offer. ZeRO-2 and -3 shard gradients and weights
+     * over the replicas, which pipelines do not combine with (DeepSpeed's
+     * rule, loom_parallel_check): with them a replica is one stage. */
+    for (int zi = 0; zi < pt->nz && !st && !stop_now(s); zi++) {
+        pt->zero = pt->zs[zi];
+        bool one_stage = pt->zero >= 2;
+        if (general && !one_stage) {
+            int32_t nmg = 0;
+            for (int32_t m = 0; m < pt->nm; m++)
+                if (loom_submesh_devices(pt->sub[m]) <= s->req.general_max_gpus) meshes[nmg++] = m;
+            int32_t K = loom_stage_cluster(w, pt->n_layers, s->req.max_clusters, first);
+            st = try_dps(s, pt, meshes, nmg, first, K, err);
+        }
+        for (int32_t m = 0; m < pt->nm && !st && !stop_now(s); m++) {
+            if (!uni[m]) continue;
+            /* pp uniform stages: 4 clusters per stage leave the DP room to
+             * balance, up to 64 clusters */
+            int64_t pp = pt->D / loom_submesh_devices(pt->sub[m]);
+            if (one_stage && pp != 1) continue;
+            int32_t want = (int32_t)(4 * pp < 64 ? 4 * pp : (pp > 64 ? pp : 64));
+            int32_t K = loom_stage_cluster(w, pt->n_layers, want, first);
+            if (pp > K) continue;
+            st = try_dps(s, pt, &m, 1, first, K, err);
+            for (int64_t v = 2; v <= 4 && !st && !s->req.inference; v *= 2)
+                st = try_interleaved(s, pt, m, v, err);
+        }
     }
     free(w);
     free(first);
@@ -633,9 +657,19 @@ loom_status loom_search_run(loom_search *s, const loom_search_result **result, l
                     int64_t U = used[ui], B = seqs[qi];
                     if (U % dp || B % dp || !valid_replica(U / dp, g)) continue;
                     int64_t D = U / dp;
-                    /* the model state alone must fit on the replica's GPUs */
-                    double state = (double)loom_search_state_bytes(s, tot.params, dp) / (double)D;
-                    if (state > (double)(s->c->gpu.hbm_bytes - LOOM_MEM_RESERVED_BYTES)) {
+                    /* the model state alone must fit on the replica's GPUs
+                     * under some ZeRO stage on offer */
+                    int zs[3], nz = 0;
+                    double state = INFINITY;
+                    for (int k = 0, all[3], n_all = loom_search_zero_options(s, dp, all); k < n_all;
+                         k++) {
+                        double x = (double)loom_search_state_bytes(s, tot.params, dp, all[k]) /
+                                   (double)D;
+                        if (x <= (double)(s->c->gpu.hbm_bytes - LOOM_MEM_RESERVED_BYTES))
+                            zs[nz++] = all[k];
+                        if (x < state) state = x;
+                    }
+                    if (nz == 0) {
                         if (pass == 1 && (s->res.min_memory_bytes == 0 ||
                                           state + LOOM_MEM_RESERVED_BYTES < s->res.min_memory_bytes))
                             s->res.min_memory_bytes = (int64_t)state + LOOM_MEM_RESERVED_BYTES;
@@ -654,6 +688,8 @@ loom_status loom_search_run(loom_search *s, const loom_search_result **result, l
                             goto out;
                         }
                         pt->D = D, pt->dp = dp, pt->b = b, pt->M = B / dp / b, pt->seqs = B;
+                        memcpy(pt->zs, zs, sizeof zs);
+                        pt->nz = nz;
                         st = try_point(s, pt, err);
                         free(pt);
                         if (st) goto out;

@@ -10,7 +10,8 @@
  * A cluster of G GPUs runs `dp` identical pipeline replicas of D = G / dp
  * GPUs each (fewer GPUs in all when the objective is cost or energy). Each
  * replica processes gbs / dp sequences per step as M micro-batches of b
- * sequences. For every (D, b) the search
+ * sequences. For every (D, b) and every ZeRO stage on offer (below) the
+ * search
  *   1. builds the graph for a micro-batch of b sequences and asks the ILP for
  *      each layer's best strategies on every logical mesh of every sub-mesh
  *      shape that fits in D (one solve per distinct layer and mesh, cached);
@@ -18,16 +19,19 @@
  *      (logical mesh × strategy space × recompute none/full, see below):
  *      time per micro-batch including
  *      the gradient synchronisation amortised over M, resident bytes
- *      (weights, gradients, Adam state with ZeRO-1 over dp, or weights and
+ *      (weights, gradients, Adam state under the ZeRO stage, or weights and
  *      KV cache for inference) and activation bytes per micro-batch;
- *   3. runs the stage DP: the general one (every sub-mesh shape) for
- *      replicas of at most general_max_gpus GPUs, the uniform one (one
- *      sub-mesh shape for all stages) for all replicas, plus interleaved
- *      schedules with v = 2, 4 chunks per rank when the blocks divide;
+ *   3. runs the stage DP: the general one (every sub-mesh shape up to
+ *      general_max_gpus GPUs) for replicas of at most general_max_gpus
+ *      GPUs, the uniform one (one sub-mesh shape for all stages: up to a
+ *      node, or 2, 4, 8, … nodes, or the whole replica) for all replicas,
+ *      plus interleaved schedules with v = 2, 4 chunks per rank when the
+ *      blocks divide;
  *   4. evaluates each resulting configuration exactly (loom_search_eval:
- *      stage ranges re-solved as ranges, memory with fragmentation and
- *      workspace, 1F1B or interleaved step with p2p, exposed gradient sync
- *      and optimizer, costs/pipeline.h) and keeps the best by the objective.
+ *      stage ranges re-solved as ranges, memory per pipeline rank — all its
+ *      chunks when interleaving — with fragmentation and workspace, 1F1B or
+ *      interleaved step with p2p, exposed gradient sync and optimizer,
+ *      costs/pipeline.h) and keeps the best by the objective.
  *
  * Strategy spaces. The ILP minimises time and knows nothing of memory, so
  * on its own it replicates weights whenever that is faster; the memory that
@@ -59,16 +63,26 @@
  * cross nodes instead. When those blocks cannot tile the cluster (dp not a
  * power of two) replicas are consecutive blocks of D GPUs instead.
  *
- * Data-parallel replicas synchronise each stage's gradients as eval.c does:
- * an all-reduce of fp32 gradients, or with ZeRO-1 (the default when dp > 1,
- * Megatron's distributed optimizer) reduce-scatter of gradients plus
- * all-gather of weights, over dp ranks at the stage's replica stride; the gradient
- * reduction inside a stage's mesh comes from the ILP.
+ * Data-parallel replicas synchronise each stage's gradients as eval.c does,
+ * under the configuration's ZeRO stage: an all-reduce of fp32 gradients
+ * (ZeRO-0); with ZeRO-1/2 reduce-scatter of gradients plus all-gather of
+ * weights once per step; with ZeRO-3 two weight all-gathers (forward,
+ * backward) and a gradient reduce-scatter per micro-batch, hidden behind
+ * all of the step's compute up to the calibrated overlap; over dp ranks at
+ * the stage's replica stride. The gradient reduction inside a stage's mesh
+ * comes from the ILP. ZeRO-1 (Megatron's distributed optimizer) is the
+ * default; unless the request fixes the stage, the search also tries
+ * ZeRO-2 (gradients sharded) and ZeRO-3 (weights too) over the replicas —
+ * for one-stage replicas only, since pipelines do not combine with them
+ * (DeepSpeed; loom_parallel_check) — and keeps them where they make a plan
+ * fit or faster. ZeRO-0 is never better than ZeRO-1 and is not tried.
  *
  * Inference plans one decode step: the graph is built with one new token
  * per sequence (seq 1) and b sequences per micro-batch; each attention layer
  * also streams its KV cache (2 · kv_heads · head_dim · bytes · context per
- * sequence, split like the attention's K input) through HBM; every stage
+ * sequence, split like the attention's K input; with multi-head latent
+ * attention the latent, kv_lora_rank + qk_rope_head_dim numbers per token,
+ * split only with the batch, costs/memory.h) through HBM; every stage
  * holds the weights and the KV cache of all gbs / dp sequences of its
  * replica. A token of one sequence takes latency = max(Σ t_i + (S-1) · p2p,
  * M · max t_i); the replica produces gbs / dp tokens per latency.
@@ -115,7 +129,8 @@ typedef struct {
     int32_t max_clusters;          /* layer clusters for the DP (default 24) */
     int64_t max_micro_batch;       /* largest micro-batch tried (default 8) */
     int64_t general_max_gpus;      /* replicas up to this size get the general DP (16) */
-    int zero;                      /* ZeRO stage over replicas; -1 = 1 when dp > 1 */
+    int zero;                      /* ZeRO stage over replicas; -1 = the search picks
+                                      (1 with replicas; 2 or 3 for one-stage ones) */
     bool no_recompute;             /* do not consider full recompute */
     const volatile int *stop;      /* non-zero: stop and return the best so far */
     void (*progress)(void *ctx, double done, const char *what);   /* optional */
@@ -158,7 +173,13 @@ typedef struct {
     double optimizer_s;
     double in_flight;
     int64_t params;                    /* parameters per GPU */
+    /* Memory per GPU of this stage's share of its pipeline rank: a rank
+     * holding several chunks (interleaving) books its one recompute working
+     * set (mem_work, inside mem_activations) and its one workspace allowance
+     * (in mem_other) on its first chunk, so the rank's memory is the sum of
+     * its chunks' mem_total (one stage per rank: the stage's memory). */
     int64_t mem_params, mem_grads, mem_optimizer, mem_activations, mem_kv, mem_other, mem_total;
+    int64_t mem_work;
     double model_flops;                /* 3 × (train) or 1 × forward matmul FLOPs, one micro-batch */
     double measured_s, total_s;        /* compute resting on the profile db / all compute */
 } loom_stage_eval;
@@ -171,8 +192,8 @@ typedef struct {
     double tokens_per_s;
     double compute_s, tp_comm_s, bubble_s, p2p_s, grad_sync_s, optimizer_s;
     double model_flops;                /* per step, all GPUs */
-    int64_t memory_per_gpu_bytes;
-    bool fits;
+    int64_t memory_per_gpu_bytes;      /* the largest over pipeline ranks */
+    bool fits;                         /* every rank within the GPU's memory */
     double measured_share;             /* of compute time, from the profile db */
     double score;                      /* the objective, lower is better */
     int64_t gpus_used;
@@ -203,6 +224,20 @@ loom_status loom_search_run(loom_search *s, const loom_search_result **result, l
 loom_status loom_search_eval(loom_search *s, const loom_graph *g, const loom_search_config *cfg,
                              loom_search_eval_result *out, loom_error *err);
 void loom_search_eval_free(loom_search_eval_result *r);
+
+/* Mesh axes (bit 0: axis 0, bit 1: axis 1) a spec string of the ILP
+ * ("b@0 s heads@1 dh", intra.h) splits dim `dim` over; with dim NULL, the
+ * axes any dim is split over. */
+unsigned loom_search_spec_axes(const char *spec, const char *dim);
+
+/* Lays cfg's stages out on a cluster of gpus_per_node-GPU nodes (see "GPU
+ * layout" above): with dp > 1 replicas, each pipeline rank gets a block
+ * holding its sub-mesh in all replicas (replica_stride = the sub-mesh's
+ * GPUs; first_gpu = the block's first id) when those blocks tile the
+ * cluster; otherwise replicas are consecutive blocks of gpus_per_replica
+ * GPUs (replica_stride = gpus_per_replica, first_gpu left as given). On
+ * entry first_gpu must hold each stage's offset inside replica 0. */
+void loom_search_layout(int64_t gpus_per_node, loom_search_config *cfg);
 
 /* The graph for micro-batch b (built on first use, owned by the search). */
 loom_status loom_search_graph(loom_search *s, int64_t b, const loom_graph **out, loom_error *err);

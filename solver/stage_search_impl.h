@@ -68,13 +68,20 @@ loom_status loom_search_layer_tab(loom_search *s, int64_t b, loom_mesh_shape mes
                                   const loom_layer_tab **out, loom_error *err);
 void loom_search_tabs_free(loom_search *s);
 
-/* ZeRO stage used with dp replicas. */
+/* ZeRO stage a configuration of dp replicas gets by default: the
+ * request's, else 1 with replicas (Megatron's distributed optimizer). */
 int loom_search_zero(const loom_search *s, int64_t dp);
-/* Seconds to synchronise the gradients of n_params parameters (per GPU)
- * over dp replicas strided by `stride` GPUs (eval.c's rule). */
+/* ZeRO stages the search tries with dp replicas, in order (ties keep the
+ * first): the request's alone, or when it leaves the choice to the search
+ * 1, 2, 3 for training with replicas; 0 otherwise. Returns the count. */
+int loom_search_zero_options(const loom_search *s, int64_t dp, int out[3]);
+/* Seconds per step to synchronise the gradients of n_params parameters
+ * (per GPU) over dp replicas strided by `stride` GPUs under ZeRO stage
+ * `zero`, with M micro-batches per step (eval.c's rule: ZeRO-3 gathers the
+ * weights and scatters the gradients once per micro-batch). */
 double loom_search_replica_sync_s(const loom_search *s, double n_params, int64_t dp,
-                                  int64_t stride);
-/* Model-state bytes per GPU for n_params under the search's settings. */
-int64_t loom_search_state_bytes(const loom_search *s, int64_t n_params, int64_t dp);
+                                  int64_t stride, int zero, int64_t micro_batches);
+/* Model-state bytes per GPU for n_params under ZeRO stage `zero` over dp. */
+int64_t loom_search_state_bytes(const loom_search *s, int64_t n_params, int64_t dp, int zero);
 
 #endif

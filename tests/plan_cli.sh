@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# plan_cli.sh — `loom plan` end to end: the bundled example, output files
+# plan_cli.sh — `loom plan` end to end (and `loom --help`'s command table):
+# the bundled example, output files
 # (-o, --svg, --emit-profile-requests, --json) and their determinism,
 # inference mode, the time limit and Ctrl-C (best plan so far), a model that
 # cannot fit (exit 3, the memory it needs, no output file), and bad input
@@ -27,6 +28,13 @@ nofile() {
     if [ ! -e "$1" ]; then ok; else bad "$1 was written"; fi
     if ls "$(dirname "$1")" | grep -q '\.tmp\.'; then bad "temporary file left in $(dirname "$1")"; else ok; fi
 }
+
+# loom's command table: every description starts in one column, the longest
+# name (compare-merge) included
+run 0 --help
+has "$tmp/out" "compare-merge"
+cols=$(awk '/^  [a-z]/ { match($0, /^  [a-z-]+ +/); print RLENGTH }' "$tmp/out" | sort -u | wc -l)
+if [ "$cols" -eq 1 ]; then ok; else bad "loom --help: descriptions start in $cols columns"; fi
 
 run 0 plan --help
 has "$tmp/out" "usage: loom plan"

@@ -12,7 +12,8 @@
  * on a GPT-3-175B layer (s 2048, h 12288, a 96, t 8) built here by hand in
  * the graph conventions (graph.h), and through the ingest path when the
  * bundled gpt3-175b config is present; plus ZeRO-1/2/3 model-state bytes,
- * micro-batches in flight and the KV cache, all computed by hand.
+ * micro-batches in flight and the KV cache (also multi-head latent
+ * attention's, DeepSeek-V3), all computed by hand.
  */
 #include <stdlib.h>
 
@@ -407,6 +408,36 @@ static void test_gpt3_config(void)
     loom_graph_destroy(g);
 }
 
+/* Multi-head latent attention (DeepSeek-V3: 61 layers, kv_lora_rank 512,
+ * qk_rope_head_dim 64) caches 512 + 64 = 576 bf16 numbers per token and
+ * layer: 1,152 bytes, 70,272 bytes per token for the model, on every GPU of
+ * a tensor-parallel group (not 2 · 128 heads · 192 / tp). */
+static void test_mla_kv(void)
+{
+    CHECK_INT_EQ(loom_memory_mla_kv_cache_bytes(61, 512, 64, LOOM_DTYPE_BF16, 1), 70272);
+    CHECK_INT_EQ(loom_memory_mla_kv_cache_bytes(61, 512, 64, LOOM_DTYPE_FP8, 4096), 35136LL * 4096);
+    loom_model_opts o;
+    loom_model_opts_init(&o);
+    o.seq = 1;
+    loom_graph *g = NULL;
+    loom_error e = {0};
+    CHECK_INT_EQ(loom_model_load("examples/models/deepseek-v3.json", &o, &g, &e), LOOM_OK);
+    if (!g) return;
+    const loom_model_info *mi = loom_graph_info_c(g);
+    CHECK_INT_EQ(loom_memory_kv_bytes_per_token(mi, 8), 1152);
+    /* 16 sequences of 4,096 tokens on a TP-8 stage holding every layer */
+    int32_t n = loom_graph_layer_count(g);
+    bool *in_stage = calloc((size_t)n, sizeof *in_stage);
+    for (int32_t l = 0; in_stage && l < n; l++) in_stage[l] = true;
+    loom_parallel p = cfg(8, false, LOOM_RECOMPUTE_NONE);
+    loom_stage_memory_opts so = {.in_stage = in_stage, .inference = true, .kv_tokens = 16 * 4096};
+    loom_memory_breakdown m;
+    CHECK_INT_EQ(loom_memory_stage(g, &p, &so, &m, &e), LOOM_OK);
+    CHECK_INT_EQ(m.kv_cache_bytes, 4605345792LL);   /* 70,272 × 65,536 */
+    free(in_stage);
+    loom_graph_destroy(g);
+}
+
 int main(void)
 {
     test_korthikanti();
@@ -414,5 +445,6 @@ int main(void)
     test_zero();
     test_stage();
     test_inflight_and_kv();
+    test_mla_kv();
     return check_done();
 }

@@ -1,7 +1,8 @@
 /*
  * test_plan.c — plans: the value, loom-plan/1 JSON (golden file, round
  * trip, byte-identical reruns, path-named read errors), the validator (good
- * plans pass, broken ones are refused with the place named), and end-to-end
+ * plans pass, broken ones are refused with the place named; an interleaved
+ * rank's memory is the sum of its chunks'), and end-to-end
  * planning runs, every plan of which must pass the validator:
  *   - GPT-2 on one GPU is a single stage;
  *   - Llama-3-8B on 8 H100 (gbs 256, seq 4096) is predicted at least as fast
@@ -221,6 +222,47 @@ static void test_validator(void)
     p = small_plan();
     p->pipeline_stages = 1;   /* 2 stages but 1 rank x 1 virtual */
     expect_bad(p, "$.schedule.pipeline_stages", "!= 2 stages");
+}
+
+/* small_plan interleaved: one pipeline rank, 2 chunks on the same 2 GPUs
+ * (2 replicas), each chunk `act` bytes of activations. */
+static loom_plan *interleaved_plan(int64_t act)
+{
+    loom_plan *p = small_plan();
+    snprintf(p->schedule_kind, sizeof p->schedule_kind, "interleaved");
+    p->pipeline_stages = 1, p->virtual_stages = 2, p->gpus_per_replica = 2;
+    loom_plan_stage *s = &p->stages[1];
+    s->group = 0;
+    s->gpus[0] = 0, s->gpus[1] = 1;
+    for (int i = 0; i < 2; i++) {
+        p->stages[i].memory.activations = act;
+        loom_plan_memory_sum(&p->stages[i].memory);
+    }
+    p->memory_per_gpu_bytes = p->stages[0].memory.total + p->stages[1].memory.total;
+    return p;
+}
+
+static void test_rank_memory(void)
+{
+    /* a rank's GPUs hold all its chunks: the plan's memory is their sum */
+    loom_plan *p = interleaved_plan((int64_t)10 << 30);
+    loom_error err = {0};
+    CHECK_INT_EQ(loom_plan_check(p, "interleaved", &err), LOOM_OK);
+    CHECK_INT_EQ(loom_plan_rank_memory(p, 0),
+                 p->stages[0].memory.total + p->stages[1].memory.total);
+    p->memory_per_gpu_bytes = p->stages[0].memory.total;
+    expect_bad(p, "$.predicted.memory_per_gpu_bytes", "the largest pipeline rank needs");
+    /* 2 × 46 GiB: each chunk fits in 80 GiB, the rank does not */
+    p = interleaved_plan((int64_t)45 << 30);
+    CHECK(p->stages[0].memory.total < p->gpu_memory_bytes);
+    expect_bad(p, "$.stages[0].memory_bytes", "(all chunks of its pipeline rank) exceeds");
+
+    /* the search objective of each plan objective */
+    CHECK_INT_EQ(loom_plan_search_objective(LOOM_OBJ_TIME), LOOM_SEARCH_TIME);
+    CHECK_INT_EQ(loom_plan_search_objective(LOOM_OBJ_COST), LOOM_SEARCH_COST);
+    CHECK_INT_EQ(loom_plan_search_objective(LOOM_OBJ_ENERGY), LOOM_SEARCH_ENERGY);
+    CHECK_INT_EQ(loom_plan_search_objective(LOOM_OBJ_LATENCY), LOOM_SEARCH_LATENCY);
+    CHECK_INT_EQ(loom_plan_search_objective(LOOM_OBJ_THROUGHPUT), LOOM_SEARCH_THROUGHPUT);
 }
 
 /* Reading: malformed text and wrong values name the file and the place. */
@@ -502,6 +544,7 @@ int main(void)
 {
     test_small_plan();
     test_validator();
+    test_rank_memory();
     test_reader_errors();
     test_gpt2_one_gpu();
     test_llama8b_vs_megatron();
