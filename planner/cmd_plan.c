@@ -46,7 +46,7 @@ static const char usage_text[] =
     "  --calib FILE           calibrated efficiencies (loom calibrate)\n"
     "  --time-limit S         stop the search after S seconds with the best so far\n"
     "  --max-mbs N            largest micro-batch tried (default 8)\n"
-    "  --zero N               ZeRO stage across replicas (default: 1 when replicated)\n"
+    "  --zero N               ZeRO stage across replicas (default: the search tries 1-3)\n"
     "  --no-recompute         do not consider activation recomputation\n"
     "  -o FILE                write the plan (loom-plan/1 JSON)\n"
     "  --svg FILE             draw the placement and the pipeline schedule\n"
@@ -193,7 +193,7 @@ static int cannot_fit(const loom_plan_request *req, const loom_plan_diag *dg, co
             (long long)nodes);
     if (req->no_recompute)
         fprintf(stderr, "    - activation recomputation: drop --no-recompute\n");
-    if (req->zero < 3 && req->mode == LOOM_PLAN_TRAIN)
+    if (req->zero >= 0 && req->zero < 3 && req->mode == LOOM_PLAN_TRAIN)
         fprintf(stderr, "    - ZeRO-3 (--zero 3): shard the weights and gradients over the "
                         "replicas as well\n");
     if (req->seq > 512)
