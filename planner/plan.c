@@ -133,7 +133,8 @@ int64_t loom_plan_rank_memory(const loom_plan *p, int32_t rank)
 {
     int64_t sum = 0;
     for (int32_t i = 0; i < p->n_stages; i++)
-        if (p->stages[i].group == rank) sum += p->stages[i].memory.total;
+        if (p->stages[i].group == rank)   /* saturating: a read plan may hold absurd totals */
+            sum = p->stages[i].memory.total > INT64_MAX - sum ? INT64_MAX : sum + p->stages[i].memory.total;
     return sum;
 }
 

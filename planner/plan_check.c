@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "costs/cluster.h"
 #include "planner/plan.h"
 
 static loom_status bad(loom_error *err, const char *where, const char *path, const char *fmt, ...)
@@ -51,12 +52,16 @@ static loom_status check_schedule(const loom_plan *p, const char *w, loom_error 
         return bad(err, w, "$.schedule",
                    "micro_batch, micro_batches, virtual_stages, pipeline_stages, data_parallel "
                    "and gpus_per_replica must all be >= 1");
-    if (p->pipeline_stages * p->virtual_stages != p->n_stages)
+    /* Products of file values are formed by division: absurd values must
+     * give an error, not a signed overflow. */
+    if (p->n_stages % p->virtual_stages || p->n_stages / p->virtual_stages != p->pipeline_stages)
         return bad(err, w, "$.schedule.pipeline_stages",
                    "%lld pipeline ranks x %lld virtual stages != %d stages",
                    (long long)p->pipeline_stages, (long long)p->virtual_stages, (int)p->n_stages);
-    if (p->nodes < 1 || p->gpus_per_node < 1)
-        return bad(err, w, "$.hardware", "the cluster needs nodes and gpus_per_node >= 1");
+    if (p->nodes < 1 || p->gpus_per_node < 1 || p->nodes > LOOM_CLUSTER_MAX_NODES ||
+        p->gpus_per_node > LOOM_CLUSTER_MAX_GPUS_PER_NODE)
+        return bad(err, w, "$.hardware", "nodes must be in 1..%d and gpus_per_node in 1..%d",
+                   LOOM_CLUSTER_MAX_NODES, LOOM_CLUSTER_MAX_GPUS_PER_NODE);
     int64_t cluster = p->nodes * p->gpus_per_node;
     if (p->gpus_per_replica > cluster || p->data_parallel > cluster / p->gpus_per_replica)
         return bad(err, w, "$.schedule.data_parallel",
@@ -122,18 +127,20 @@ static loom_status check_gpus(const loom_plan *p, int32_t i, int32_t *owner, int
         return bad(err, w, path, "group %d, expected %d (stage %d of %lld pipeline ranks)",
                    (int)s->group, (int)want_group, (int)i, (long long)p->pipeline_stages);
     if (s->submesh_nodes < 1 || s->submesh_gpus < 1 || s->submesh_gpus > g ||
+        s->submesh_nodes > p->nodes ||
         (s->submesh_nodes > 1 && s->submesh_gpus != g))
         return bad(err, w, path, "sub-mesh (%lld, %lld) is not whole nodes or part of one node "
                                  "of %lld GPUs",
                    (long long)s->submesh_nodes, (long long)s->submesh_gpus, (long long)g);
     int64_t n = s->submesh_nodes * s->submesh_gpus;
-    if (s->n_gpus != n || s->mesh[0] * s->mesh[1] != n || s->mesh[0] < 1 || s->mesh[1] < 1)
+    if (s->n_gpus != n || s->mesh[0] < 1 || s->mesh[1] < 1 || n % s->mesh[0] ||
+        n / s->mesh[0] != s->mesh[1])
         return bad(err, w, path, "%lld GPUs listed, sub-mesh (%lld, %lld) and logical mesh "
                                  "(%lld, %lld) disagree",
                    (long long)s->n_gpus, (long long)s->submesh_nodes, (long long)s->submesh_gpus,
                    (long long)s->mesh[0], (long long)s->mesh[1]);
-    if (s->tensor_parallel < 1 || s->data_parallel < 1 ||
-        s->tensor_parallel * s->data_parallel != n)
+    if (s->tensor_parallel < 1 || s->data_parallel < 1 || n % s->tensor_parallel ||
+        n / s->tensor_parallel != s->data_parallel)
         return bad(err, w, path, "tensor_parallel %lld x data_parallel %lld != %lld GPUs",
                    (long long)s->tensor_parallel, (long long)s->data_parallel, (long long)n);
     if (s->zero < 0 || s->zero > 3) return bad(err, w, path, "ZeRO stage %d not in 0..3", s->zero);
@@ -144,9 +151,14 @@ static loom_status check_gpus(const loom_plan *p, int32_t i, int32_t *owner, int
     if (fresh) first_of[s->group] = i;
     for (int64_t k = 0; k < s->n_gpus; k++) {
         snprintf(path, sizeof path, "$.stages[%d].gpus[%lld]", (int)i, (long long)k);
-        for (int64_t q = 0; q < k; q++)
-            if (s->gpus[q] == s->gpus[k])
+        /* mark[] (after owner[]) holds the last stage that listed a GPU: a
+         * linear check, where comparing pairs took hours for 10^6 GPUs */
+        int32_t *mark = owner + cluster;
+        if (s->gpus[k] >= 0 && s->gpus[k] < cluster) {   /* else reported just below */
+            if (mark[s->gpus[k]] == i)
                 return bad(err, w, path, "GPU %lld listed twice", (long long)s->gpus[k]);
+            mark[s->gpus[k]] = i;
+        }
         for (int64_t r = 0; r < p->data_parallel; r++) {
             int64_t id = s->gpus[k] + r * s->replica_stride;
             if (s->gpus[k] < 0 || id >= cluster)
@@ -191,7 +203,7 @@ static loom_status check_memory(const loom_plan *p, const char *w, loom_error *e
                             m->other};
         int64_t sum = 0;
         for (int k = 0; k < 6; k++) {
-            if (parts[k] < 0 || parts[k] > INT64_MAX / 8)
+            if (parts[k] < 0 || parts[k] > ((int64_t)1 << 53))   /* 8 PiB: sums stay exact */
                 return bad(err, w, path, "negative or absurd byte count %lld", (long long)parts[k]);
             sum += parts[k];
         }
@@ -230,14 +242,14 @@ loom_status loom_plan_check(const loom_plan *p, const char *where, loom_error *e
     int64_t cluster = p->nodes * p->gpus_per_node;
     if (cluster > ((int64_t)1 << 26))
         return bad(err, where, "$.hardware", "too many GPUs to check (%lld)", (long long)cluster);
-    int32_t *owner = malloc(sizeof *owner * (size_t)cluster);
+    int32_t *owner = malloc(sizeof *owner * (size_t)cluster * 2);   /* owner[], then mark[] */
     int32_t *first_of = malloc(sizeof *first_of * (size_t)p->pipeline_stages);
     if (!owner || !first_of) {
         free(owner);
         free(first_of);
         return loom_error_set(err, LOOM_ERR_NOMEM, "out of memory checking a plan");
     }
-    for (int64_t k = 0; k < cluster; k++) owner[k] = -1;
+    for (int64_t k = 0; k < 2 * cluster; k++) owner[k] = -1;
     for (int64_t k = 0; k < p->pipeline_stages; k++) first_of[k] = -1;
     for (int32_t i = 0; i < p->n_stages && !s; i++) s = check_gpus(p, i, owner, first_of, where, err);
     /* every pipeline rank's GPUs add up to the replica */
