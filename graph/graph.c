@@ -359,7 +359,7 @@ static loom_status account(const loom_graph *g, loom_op *op, loom_error *err)
         /* QKᵀ: 2·b·heads·s·t·dqk; PV: 2·b·heads·s·t·dv. */
         fwd = mul_sat(mul_sat(mul_sat(2 * in0->dims[0].size, heads), in0->dims[1].size),
                       mul_sat(k->dims[1].size, in0->dims[3].size + v->dims[3].size));
-        bwd = fwd / 2 * 5;
+        bwd = mul_sat(fwd / 2, 5);
         break;
     }
     case LOOM_OP_ELEMENTWISE: {
