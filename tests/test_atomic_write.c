@@ -123,14 +123,16 @@ static void put(const char *path, const char *text)
     fclose(f);
 }
 
-/* A fresh empty directory dir/<sub>. */
-static void fresh(char *d, size_t n, const char *sub)
+/* A fresh empty directory dir/<kind>-<writer> in d, and out.json in it in
+ * path. */
+static void fresh(char *d, size_t n, char *path, size_t pn, const char *kind, int w)
 {
-    snprintf(d, n, "%s/%s", dir, sub);
+    snprintf(d, n, "%s/%s-%s", dir, kind, writers[w].name);
     if (mkdir(d, 0755) != 0) {
         perror(d);
         exit(2);
     }
+    snprintf(path, pn, "%s/out.json", d);
 }
 
 /* ---- the cases ---------------------------------------------------------------------- */
@@ -152,10 +154,7 @@ static void writes_normally(int w)
 static void failed_write_leaves_nothing(int w)
 {
     char d[160], path[200], names[512];
-    char sub[64];
-    snprintf(sub, sizeof sub, "fail-new-%s", writers[w].name);
-    fresh(d, sizeof d, sub);
-    snprintf(path, sizeof path, "%s/out.json", d);
+    fresh(d, sizeof d, path, sizeof path, "fail-new", w);
     loom_error err = {0};
     loom_fileio_fail_next_write = 1;
     loom_status s = writers[w].fn(path, &err);
@@ -171,10 +170,7 @@ static void failed_write_leaves_nothing(int w)
 static void failed_overwrite_keeps_old(int w)
 {
     char d[160], path[200], names[512];
-    char sub[64];
-    snprintf(sub, sizeof sub, "fail-old-%s", writers[w].name);
-    fresh(d, sizeof d, sub);
-    snprintf(path, sizeof path, "%s/out.json", d);
+    fresh(d, sizeof d, path, sizeof path, "fail-old", w);
     static const char old[] = "the previous output, which must survive\n";
     put(path, old);
     loom_error err = {0};
@@ -191,9 +187,7 @@ static void failed_overwrite_keeps_old(int w)
 static void unwritable_paths(int w)
 {
     char d[160], path[256], names[512];
-    char sub[64];
-    snprintf(sub, sizeof sub, "unwritable-%s", writers[w].name);
-    fresh(d, sizeof d, sub);
+    fresh(d, sizeof d, path, sizeof path, "unwritable", w);
     loom_error err = {0};
 
     /* the directory does not exist */

@@ -11,15 +11,6 @@
 
 #include "costs/calib.h"
 #include "fuzz_common.h"
-#include "graph/fileio.h"
-
-static char *slurp(const char *path)
-{
-    loom_error err = {0};
-    char *text = NULL;
-    if (loom_read_file(path, 0, &text, NULL, &err) != LOOM_OK) fuzz_die("read back", err.msg);
-    return text;
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -33,10 +24,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (loom_calib_validate(&cal, &err) != LOOM_OK) fuzz_die("loaded calib is invalid", err.msg);
     const char *out = fuzz_out_file();
     if (loom_calib_save(out, &cal, &err) != LOOM_OK) fuzz_die("save failed", err.msg);
-    char *first = slurp(out);
+    char *first = fuzz_slurp(out);
     if (loom_calib_load(out, &cal2, &err) != LOOM_OK) fuzz_die("saved calib does not load", err.msg);
     if (loom_calib_save(out, &cal2, &err) != LOOM_OK) fuzz_die("save failed", err.msg);
-    char *second = slurp(out);
+    char *second = fuzz_slurp(out);
     fuzz_check_same(first, second, "calib save(load(save(c))) != save(c)");
     free(first);
     free(second);

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "graph/error.h"
+#include "graph/fileio.h"
 
 /* [0] the input file, [1] a scratch output for round trips. */
 static char fuzz_paths[2][4096];
@@ -71,6 +72,15 @@ static inline const char *fuzz_file(const uint8_t *data, size_t size)
 
 /* A scratch path for writing a parsed value back out. */
 static inline const char *fuzz_out_file(void) { return fuzz_temp_name(1); }
+
+/* The whole of a file the value was just written to (free() it). */
+static inline char *fuzz_slurp(const char *path)
+{
+    loom_error err = {0};
+    char *text = NULL;
+    if (loom_read_file(path, 0, &text, NULL, &err) != LOOM_OK) fuzz_die("read back", err.msg);
+    return text;
+}
 
 /* The failure contract: status recorded, message non-empty and naming file. */
 static inline void fuzz_check_failure(loom_status s, const loom_error *err, const char *file)

@@ -18,15 +18,6 @@
 
 #include "costs/profile_db.h"
 #include "fuzz_common.h"
-#include "graph/fileio.h"
-
-static char *slurp(const char *path)
-{
-    loom_error err = {0};
-    char *text = NULL;
-    if (loom_read_file(path, 0, &text, NULL, &err) != LOOM_OK) fuzz_die("read back", err.msg);
-    return text;
-}
 
 static void check_lookups(const loom_profile_db *db)
 {
@@ -62,10 +53,10 @@ static void fuzz_db(const char *path)
     check_lookups(db);
     const char *out = fuzz_out_file();
     if (loom_profile_db_save(db, out, &err) != LOOM_OK) fuzz_die("save failed", err.msg);
-    char *first = slurp(out);
+    char *first = fuzz_slurp(out);
     if (loom_profile_db_load(out, &db2, &err) != LOOM_OK) fuzz_die("saved db does not load", err.msg);
     if (loom_profile_db_save(db2, out, &err) != LOOM_OK) fuzz_die("save failed", err.msg);
-    char *second = slurp(out);
+    char *second = fuzz_slurp(out);
     fuzz_check_same(first, second, "profile db save(load(save(db))) != save(db)");
     free(first);
     free(second);
