@@ -433,6 +433,13 @@ static double sync_time(const ctx *x, double n, loom_group grp, int64_t m)
     if (p->zero >= 3)   /* weights gathered for forward and backward, grads scattered, per micro-batch */
         return (double)m * (2 * coll(x, LOOM_COLL_ALL_GATHER, grp, weights) +
                             coll(x, LOOM_COLL_REDUCE_SCATTER, grp, grads));
+    /* ZeRO-2 keeps only its partition of the gradients, so gradient
+     * accumulation cannot happen locally: every micro-batch's gradients are
+     * reduce-scattered in its backward (DeepSpeed ZeRO-2); the updated
+     * weights are all-gathered once per step. */
+    if (p->zero == 2)
+        return (double)m * coll(x, LOOM_COLL_REDUCE_SCATTER, grp, grads) +
+               coll(x, LOOM_COLL_ALL_GATHER, grp, weights);
     if (p->zero >= 1 || p->dist_opt)
         return coll(x, LOOM_COLL_REDUCE_SCATTER, grp, grads) +
                coll(x, LOOM_COLL_ALL_GATHER, grp, weights);
@@ -611,8 +618,9 @@ loom_status loom_eval_megatron_ex(const loom_graph *g, const loom_cost_model *cm
         double dense = (double)dense_n, expert = (double)expert_n;
         sync_s[r] = sync_time(&x, dense, x.dp, M) + sync_time(&x, expert, x.edp, M);
         st->grad_sync_s = sync_s[r];
-        window_s[r] = p->zero >= 3 ? (double)M * stage_s[r]
-                                   : bwd + (p->zero >= 1 || p->dist_opt ? fwd : 0);
+        window_s[r] = p->zero >= 3   ? (double)M * stage_s[r]
+                      : p->zero == 2 ? (double)M * bwd + fwd   /* a scatter per backward */
+                                     : bwd + (p->zero >= 1 || p->dist_opt ? fwd : 0);
         bool sharded = p->zero >= 1 || p->dist_opt;
         double local = sharded ? ceil(dense / (double)x.dp.ranks) + ceil(expert / (double)x.edp.ranks)
                                : dense + expert;

@@ -76,6 +76,12 @@ double loom_search_replica_sync_s(const loom_search *s, double n, int64_t dp, in
         return (double)(micro_batches > 0 ? micro_batches : 1) *
                (2 * loom_group_collective_time_s(s->c, s->cal, LOOM_COLL_ALL_GATHER, grp, weights) +
                 loom_group_collective_time_s(s->c, s->cal, LOOM_COLL_REDUCE_SCATTER, grp, grads));
+    /* ZeRO-2: partitioned gradients are reduce-scattered every micro-batch
+     * (no local accumulation), weights all-gathered once (as costs/eval.c) */
+    if (zero == 2)
+        return (double)(micro_batches > 0 ? micro_batches : 1) *
+                   loom_group_collective_time_s(s->c, s->cal, LOOM_COLL_REDUCE_SCATTER, grp, grads) +
+               loom_group_collective_time_s(s->c, s->cal, LOOM_COLL_ALL_GATHER, grp, weights);
     if (zero >= 1)
         return loom_group_collective_time_s(s->c, s->cal, LOOM_COLL_REDUCE_SCATTER, grp, grads) +
                loom_group_collective_time_s(s->c, s->cal, LOOM_COLL_ALL_GATHER, grp, weights);
@@ -606,7 +612,9 @@ loom_status loom_search_eval(loom_search *s, const loom_graph *g, const loom_sea
          * ZeRO-3's per-micro-batch gathers and scatters, every micro-batch */
         bool sharded = cfg->zero >= 1;
         for (int64_t r = 0; r < pp; r++)
-            win[r] = cfg->zero >= 3 ? (double)M * ts[r] : bs[r] + (sharded ? fw[r] : 0);
+            win[r] = cfg->zero >= 3   ? (double)M * ts[r]
+                     : cfg->zero == 2 ? (double)M * bs[r] + fw[r]
+                                      : bs[r] + (sharded ? fw[r] : 0);
         loom_pipeline_in pin = {.stages = pp, .microbatches = M, .vpp = cfg->vpp, .stage_s = ts,
                                 .bwd_s = bs, .p2p_s = p2p, .grad_sync_s = sync,
                                 .sync_window_s = win, .sync_overlap = s->cal->grad_sync_overlap,
