@@ -15,7 +15,12 @@
 #      cannot beat the complete one);
 #   3. --time-limit: the same promise without a signal;
 #   4. two Ctrl-C: the second ends the process at once, still leaving no
-#      partial file.
+#      partial file;
+#   5. the ILP of one large layer (Mixtral-8x7B on a 4x8 mesh, ~2600
+#      variables) under a 1 ms limit: `loom shard` returns its best
+#      assignment as "feasible" with the gap stated, and the gap is honest —
+#      objective x (1 - gap), the proven bound, is no more than the optimum
+#      found without a limit, and the objective no less.
 # Timing only picks when the signal is sent; every assertion is about what
 # the program wrote.
 #
@@ -60,7 +65,34 @@ rc=$?
 wall=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f", b - a }')
 if [ $rc -ne 0 ]; then
     bad "full search: exit $rc: $(head -c 300 "$tmp/full/err")"
-    finish interrupt
+    
+# 5. The ILP time limit on a large layer: best assignment, gap stated.
+SHARD=(shard mixtral-8x7b --mesh 4x8 --cluster dgx-h100-x4)
+"$LOOM" "${SHARD[@]}" --json >"$tmp/opt.json" 2>"$tmp/opt.err" || bad "shard without a limit failed"
+"$LOOM" "${SHARD[@]}" --json --time-limit 0.001 >"$tmp/lim.json" 2>"$tmp/lim.err" ||
+    bad "shard --time-limit 0.001 failed: $(head -c 300 "$tmp/lim.err")"
+verdict=$(python3 - "$tmp/opt.json" "$tmp/lim.json" <<'PY'
+import json, sys
+opt, lim = (json.load(open(f)) for f in sys.argv[1:3])
+if opt["status"] != "optimal":
+    print("bad: the unlimited solve is %s" % opt["status"]); sys.exit()
+o, l, gap = opt["objective_s"], lim["objective_s"], lim.get("gap", 0)
+if lim["status"] == "optimal":
+    print("ok optimal within 1 ms (nothing to state)" if abs(l - o) <= 1e-9 * o
+          else "bad: 'optimal' %.9g differs from %.9g" % (l, o))
+elif lim["status"] != "feasible":
+    print("bad: status %s" % lim["status"])
+elif not (gap > 0 and l >= o * (1 - 1e-9) and l * (1 - gap) <= o * (1 + 1e-9)):
+    print("bad: objective %.9g, gap %.4g, optimum %.9g: the gap does not bracket the optimum"
+          % (l, gap, o))
+else:
+    print("ok feasible: objective %.6g s (optimum %.6g s), gap %.2f%%" % (l, o, 100 * gap))
+PY
+)
+case "$verdict" in ok*) ok; echo "ILP time limit: ${verdict#ok }" ;; *) bad "ILP time limit: $verdict" ;; esac
+"$LOOM" "${SHARD[@]}" --time-limit 0.001 >"$tmp/lim.txt" 2>&1 || bad "shard (text) failed"
+case "$verdict" in "ok feasible"*) has "$tmp/lim.txt" "ILP      feasible" "time limit reached: gap" ;; esac
+finish interrupt
     exit
 fi
 t_full=$(field "$tmp/full/plan.json" predicted.step_time_s)
@@ -132,4 +164,31 @@ if [ $rc -eq 130 ]; then
     [ -e "$tmp/run/plan.json" ] && bad "double Ctrl-C: a plan file was left"
     no_leftovers out err
 fi
+
+# 5. The ILP time limit on a large layer: best assignment, gap stated.
+SHARD=(shard mixtral-8x7b --mesh 4x8 --cluster dgx-h100-x4)
+"$LOOM" "${SHARD[@]}" --json >"$tmp/opt.json" 2>"$tmp/opt.err" || bad "shard without a limit failed"
+"$LOOM" "${SHARD[@]}" --json --time-limit 0.001 >"$tmp/lim.json" 2>"$tmp/lim.err" ||
+    bad "shard --time-limit 0.001 failed: $(head -c 300 "$tmp/lim.err")"
+verdict=$(python3 - "$tmp/opt.json" "$tmp/lim.json" <<'PY'
+import json, sys
+opt, lim = (json.load(open(f)) for f in sys.argv[1:3])
+if opt["status"] != "optimal":
+    print("bad: the unlimited solve is %s" % opt["status"]); sys.exit()
+o, l, gap = opt["objective_s"], lim["objective_s"], lim.get("gap", 0)
+if lim["status"] == "optimal":
+    print("ok optimal within 1 ms (nothing to state)" if abs(l - o) <= 1e-9 * o
+          else "bad: 'optimal' %.9g differs from %.9g" % (l, o))
+elif lim["status"] != "feasible":
+    print("bad: status %s" % lim["status"])
+elif not (gap > 0 and l >= o * (1 - 1e-9) and l * (1 - gap) <= o * (1 + 1e-9)):
+    print("bad: objective %.9g, gap %.4g, optimum %.9g: the gap does not bracket the optimum"
+          % (l, gap, o))
+else:
+    print("ok feasible: objective %.6g s (optimum %.6g s), gap %.2f%%" % (l, o, 100 * gap))
+PY
+)
+case "$verdict" in ok*) ok; echo "ILP time limit: ${verdict#ok }" ;; *) bad "ILP time limit: $verdict" ;; esac
+"$LOOM" "${SHARD[@]}" --time-limit 0.001 >"$tmp/lim.txt" 2>&1 || bad "shard (text) failed"
+case "$verdict" in "ok feasible"*) has "$tmp/lim.txt" "ILP      feasible" "time limit reached: gap" ;; esac
 finish interrupt
