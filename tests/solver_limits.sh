@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# interrupt.sh — a `loom plan` search that is stopped keeps its best plan
+# solver_limits.sh — a `loom plan` search that is stopped keeps its best plan,
+# and an ILP that hits its time limit states its gap
 # (issue 9, "Solver limits").
 #
 # The case, DeepSeek-V3 on 32 DGX H100 nodes, searches for a few seconds.
@@ -24,9 +25,9 @@
 # Timing only picks when the signal is sent; every assertion is about what
 # the program wrote.
 #
-# usage: bash tests/interrupt.sh path/to/loom   (from the repo root)
+# usage: bash tests/solver_limits.sh path/to/loom   (from the repo root)
 set -u
-LOOM=$(realpath "${1:?usage: interrupt.sh path/to/loom}")
+LOOM=$(realpath "${1:?usage: solver_limits.sh path/to/loom}")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 source tests/lib/cli.sh
@@ -92,7 +93,7 @@ PY
 case "$verdict" in ok*) ok; echo "ILP time limit: ${verdict#ok }" ;; *) bad "ILP time limit: $verdict" ;; esac
 "$LOOM" "${SHARD[@]}" --time-limit 0.001 >"$tmp/lim.txt" 2>&1 || bad "shard (text) failed"
 case "$verdict" in "ok feasible"*) has "$tmp/lim.txt" "ILP      feasible" "time limit reached: gap" ;; esac
-finish interrupt
+finish solver_limits
     exit
 fi
 t_full=$(field "$tmp/full/plan.json" predicted.step_time_s)
@@ -191,4 +192,4 @@ PY
 case "$verdict" in ok*) ok; echo "ILP time limit: ${verdict#ok }" ;; *) bad "ILP time limit: $verdict" ;; esac
 "$LOOM" "${SHARD[@]}" --time-limit 0.001 >"$tmp/lim.txt" 2>&1 || bad "shard (text) failed"
 case "$verdict" in "ok feasible"*) has "$tmp/lim.txt" "ILP      feasible" "time limit reached: gap" ;; esac
-finish interrupt
+finish solver_limits
