@@ -259,7 +259,13 @@ typedef struct {
     const char *p;
     const loom_sh_script *s;
     const char *err;   /* first problem, or NULL */
+    int depth;         /* parentheses, signs and variables being evaluated */
 } arith;
+
+/* Recursion bound (bash stops at 1024 too): deeper nesting, a sign chain or
+ * a variable that names itself (X=X; $((X))) is an error, not a stack
+ * overflow. */
+#define ARITH_MAX_DEPTH 1024
 
 static int64_t a_expr(arith *a);
 
@@ -271,22 +277,31 @@ static void a_blank(arith *a)
 static int64_t a_factor(arith *a)
 {
     a_blank(a);
+    if ((*a->p == '(' || *a->p == '-' || *a->p == '+') && a->depth >= ARITH_MAX_DEPTH)
+        return a->err = "nested too deeply", 0;
     if (*a->p == '(') {
         a->p++;
+        a->depth++;
         int64_t v = a_expr(a);
+        a->depth--;
         a_blank(a);
-        if (*a->p != ')') a->err = "missing ')'";
+        if (*a->p != ')') a->err = a->err ? a->err : "missing ')'";
         else a->p++;
         return v;
     }
     if (*a->p == '-') {
         a->p++;
+        a->depth++;
         int64_t v = a_factor(a);
+        a->depth--;
         return v == INT64_MIN ? (a->err = "overflow", 0) : -v;
     }
     if (*a->p == '+') {
         a->p++;
-        return a_factor(a);
+        a->depth++;
+        int64_t v = a_factor(a);
+        a->depth--;
+        return v;
     }
     if (*a->p == '$') a->p++;
     bool braced = *a->p == '{';
@@ -301,10 +316,11 @@ static int64_t a_factor(arith *a)
         }
         const sh_var *v = find_var(a->s, n, len);
         if (!v || !v->value || !v->value[0]) return 0;
-        arith sub = {v->value, a->s, NULL};
+        arith sub = {v->value, a->s, NULL, a->depth + 1};
+        if (sub.depth > ARITH_MAX_DEPTH) return a->err = "a variable that refers to itself", 0;
         int64_t r = a_expr(&sub);
         a_blank(&sub);
-        if (sub.err || *sub.p) a->err = "a variable that is not a number";
+        if (sub.err || *sub.p) a->err = sub.err ? sub.err : "a variable that is not a number";
         return r;
     }
     if (isdigit((unsigned char)*a->p)) {
@@ -336,6 +352,7 @@ static int64_t a_term(arith *a)
             v *= r;
         } else {
             if (r == 0) return a->err = "division by zero", 0;
+            if (r == -1 && v == INT64_MIN) return a->err = "overflow", 0;   /* traps on x86 */
             v = op == '/' ? v / r : v % r;
         }
     }
@@ -399,7 +416,7 @@ static loom_status expand(lexer *lx, bool quoted)
         if (!end || end[-2] != ')') return fail(lx, "unterminated %s", "$((");
         char *expr = dupn(d + 3, (size_t)(end - 2 - (d + 3)));
         if (!expr) return loom_error_set(lx->err, LOOM_ERR_NOMEM, "out of memory");
-        arith a = {expr, lx->s, NULL};
+        arith a = {expr, lx->s, NULL, 0};
         int64_t v = a_expr(&a);
         a_blank(&a);
         if (!a.err && *a.p) a.err = "unexpected text";
