@@ -34,6 +34,8 @@ struct loom_sh_script {
     int n_cmds, cap_cmds;
     sh_var *vars;
     int n_vars, cap_vars;
+    int32_t *slot;     /* name -> var: open addressing, var index + 1, 0 = empty */
+    uint32_t mask;     /* slots - 1 (a power of two above 2 * n_vars) */
 };
 
 /* A growing list of words (a command's, or an array's elements). */
@@ -180,12 +182,46 @@ static void free_list(wordlist *l)
 
 /* ---- variables ------------------------------------------------------------ */
 
+/* Variables are found through a hash index: a 4 MiB script of assignments
+ * that each read the one before took minutes with a linear search. */
+static uint32_t var_hash(const char *name, size_t n)
+{
+    uint32_t h = 2166136261u;   /* FNV-1a */
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)name[i]) * 16777619u;
+    return h;
+}
+
 static sh_var *find_var(const loom_sh_script *s, const char *name, size_t n)
 {
-    for (int i = 0; i < s->n_vars; i++)
-        if (strlen(s->vars[i].name) == n && strncmp(s->vars[i].name, name, n) == 0)
-            return &s->vars[i];
+    if (!s->slot) return NULL;
+    for (uint32_t i = var_hash(name, n) & s->mask; s->slot[i]; i = (i + 1) & s->mask) {
+        sh_var *v = &s->vars[s->slot[i] - 1];
+        if (strlen(v->name) == n && strncmp(v->name, name, n) == 0) return v;
+    }
     return NULL;
+}
+
+/* Indexes vars[id]; grows (and rebuilds) the index to stay under half full. */
+static bool index_var(loom_sh_script *s, int id)
+{
+    if (!s->slot || 2u * (uint32_t)s->n_vars > s->mask) {
+        uint32_t cap = s->slot ? 2 * (s->mask + 1) : 64;
+        int32_t *slot = calloc(cap, sizeof *slot);
+        if (!slot) return false;
+        free(s->slot);
+        s->slot = slot;
+        s->mask = cap - 1;
+        for (int k = 0; k < s->n_vars; k++) {
+            if (k == id) continue;
+            uint32_t i = var_hash(s->vars[k].name, strlen(s->vars[k].name)) & s->mask;
+            while (s->slot[i]) i = (i + 1) & s->mask;
+            s->slot[i] = k + 1;
+        }
+    }
+    uint32_t i = var_hash(s->vars[id].name, strlen(s->vars[id].name)) & s->mask;
+    while (s->slot[i]) i = (i + 1) & s->mask;
+    s->slot[i] = id + 1;
+    return true;
 }
 
 static void clear_var(sh_var *v)
@@ -217,7 +253,11 @@ static void set_var(lexer *lx, const char *name, size_t n, const char *value, wo
         v = &s->vars[s->n_vars++];
         memset(v, 0, sizeof *v);
         v->name = dupn(name, n);
-        if (!v->name) lx->oom = true;
+        if (!v->name || !index_var(s, s->n_vars - 1)) {
+            if (!v->name) s->n_vars--;   /* nothing to index or free by name */
+            lx->oom = true;
+            return;
+        }
     } else {
         clear_var(v);
     }
@@ -243,9 +283,12 @@ static void set_var(lexer *lx, const char *name, size_t n, const char *value, wo
             lx->oom = true;
             return;
         }
+        char *end = v->value;   /* appended in place: strcat was quadratic */
         for (int i = 0; i < v->n_elems; i++) {
-            if (i) strcat(v->value, " ");
-            strcat(v->value, v->elems[i]);
+            if (i) *end++ = ' ';
+            size_t l = strlen(v->elems[i]);
+            memcpy(end, v->elems[i], l);
+            end += l;
         }
     } else {
         v->value = dupn(value, strlen(value));
@@ -742,6 +785,7 @@ void loom_sh_destroy(loom_sh_script *s)
         free(s->vars[i].name);
     }
     free(s->vars);
+    free(s->slot);
     free(s);
 }
 
