@@ -164,6 +164,12 @@ static loom_status read_record(const loom_jctx *c, const cJSON *o, const char *p
     p->dtype = LOOM_DTYPE_BF16;
     if (text_has(precision, "fp8")) p->dtype = LOOM_DTYPE_FP8;
     else if (precision && strncmp(precision, "fp16", 4) == 0) p->dtype = LOOM_DTYPE_FP16;
+    if (!(d->peak_flops[p->dtype] > 0)) {   /* e.g. fp8 on an A100: eval would refuse it later */
+        char sub[160];
+        snprintf(sub, sizeof sub, "%s.precision", path);
+        return loom_json_fail(c, sub, "\"%s\" on the %s, which has no %s tensor cores",
+                              precision ? precision : "", d->name, loom_dtype_name(p->dtype));
+    }
 
     /* overlap settings as the record's words state them */
     p->tp_comm_overlap = p->sp && (text_has(source, "tp-comm-overlap") || text_has(notes, "tp-comm-overlap"));
