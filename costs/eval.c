@@ -392,8 +392,11 @@ static loom_status layer_costs(const ctx *x, int32_t l, layer_cost *lc, loom_err
 
 /* ---- placement ------------------------------------------------------------- */
 
-/* Pipeline rank of every graph layer. Blocks are numbered 0..L-1 in order. */
-static void assign_ranks(const loom_graph *g, const loom_parallel *p, int32_t *rank)
+/* Pipeline rank of every graph layer. Blocks are numbered 0..L-1 in order;
+ * with a layout (o->n_chunks > 0, checked by check_layout) block b sits in
+ * the chunk whose running total first exceeds b, on rank chunk mod pp. */
+static void assign_ranks(const loom_graph *g, const loom_parallel *p, const loom_eval_opts *o,
+                         int32_t *rank)
 {
     int32_t n = loom_graph_layer_count(g);
     int64_t L = 0;
@@ -405,7 +408,11 @@ static void assign_ranks(const loom_graph *g, const loom_parallel *p, int32_t *r
             continue;
         }
         int64_t r;
-        if (p->vpp > 1) {
+        if (o && o->n_chunks > 0) {
+            int64_t c = 0, end = o->chunk_layers[0];
+            while (b >= end && c + 1 < o->n_chunks) end += o->chunk_layers[++c];
+            r = c % pp;
+        } else if (p->vpp > 1) {
             int64_t chunk = L / (pp * p->vpp);
             r = (b / chunk) % pp;
         } else if (p->first_stage_layers > 0 || p->last_stage_layers > 0) {
@@ -452,6 +459,32 @@ static loom_group axis_group(const loom_cluster *c, int64_t count, int64_t strid
 }
 
 /* ---- the evaluation ---------------------------------------------------------- */
+
+/* A layout must have pp · vpp chunks holding the model's L blocks. */
+static loom_status check_layout(const loom_eval_opts *o, const loom_parallel *p, int64_t blocks,
+                                loom_error *err)
+{
+    if (o->n_chunks != p->pp * p->vpp)
+        return loom_error_set(err, LOOM_ERR_INVALID,
+                              "impossible configuration: the pipeline layout has %d chunks, "
+                              "expected --pp %lld x --vpp %lld = %lld",
+                              (int)o->n_chunks, (long long)p->pp, (long long)p->vpp,
+                              (long long)(p->pp * p->vpp));
+    int64_t sum = 0;
+    for (int32_t i = 0; i < o->n_chunks; i++) {
+        if (o->chunk_layers[i] < 0)
+            return loom_error_set(err, LOOM_ERR_INVALID,
+                                  "impossible configuration: pipeline chunk %d holds %d layers",
+                                  (int)i, (int)o->chunk_layers[i]);
+        sum += o->chunk_layers[i];
+    }
+    if (sum != blocks)
+        return loom_error_set(err, LOOM_ERR_INVALID,
+                              "impossible configuration: the pipeline layout holds %lld layers, "
+                              "the model has %lld",
+                              (long long)sum, (long long)blocks);
+    return LOOM_OK;
+}
 
 static loom_status check_graph(const loom_graph *g, const loom_parallel *p, loom_error *err)
 {
@@ -519,7 +552,12 @@ loom_status loom_eval_megatron_ex(const loom_graph *g, const loom_cost_model *cm
     int64_t blocks = 0;
     for (int32_t l = 0; l < n_layers; l++) blocks += loom_memory_is_block(g, l);
     if (mi.layers == 0) mi.layers = blocks;
-    loom_status s = loom_parallel_check(p, &mi, loom_cluster_gpus(c), err);
+    /* a layout replaces the layer split loom_parallel_check checks (its
+     * layers = 0 skips that check) */
+    bool layout = o && o->n_chunks > 0;
+    if (layout) mi.layers = 0;
+    loom_status s = layout ? check_layout(o, p, blocks, err) : LOOM_OK;
+    if (s == LOOM_OK) s = loom_parallel_check(p, &mi, loom_cluster_gpus(c), err);
     if (s == LOOM_OK) s = check_graph(g, p, err);
     if (s) return s;
     double peak = loom_device_peak_flops(&c->gpu, p->dtype);
@@ -559,7 +597,7 @@ loom_status loom_eval_megatron_ex(const loom_graph *g, const loom_cost_model *cm
         if (cls[l] < l) lc[l] = lc[cls[l]];
         else if ((s = layer_costs(&x, l, &lc[l], err))) goto done;
     }
-    assign_ranks(g, p, rank);
+    assign_ranks(g, p, o, rank);
 
     /* The hidden state crossing a stage boundary, sequence-sharded
      * (Megatron's scatter-gather sends 1/tp of it even without SP). */

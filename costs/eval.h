@@ -83,6 +83,12 @@ void loom_eval_layer_classes(const loom_graph *g, int32_t *cls);
 typedef struct {
     const int32_t *layer_class;   /* from loom_eval_layer_classes, or NULL (computed) */
     bool time_only;               /* skip memory: stages[].mem, fits and memory_* stay 0 */
+    /* Any pipeline layout (Megatron's --pipeline-model-parallel-layout):
+     * transformer blocks in each of n_chunks = pp · vpp chunks, chunk c =
+     * vpp_rank · pp + pp_rank, the embedding with chunk 0 and the head with
+     * the last. Overrides p's even or first/last split; n_chunks 0 = p's. */
+    const int32_t *chunk_layers;
+    int32_t n_chunks;
 } loom_eval_opts;
 
 /* loom_eval_megatron with options (o NULL = defaults: the same result). */

@@ -353,10 +353,13 @@ int loom_cmd_eval(int argc, char **argv)
     loom_cost_model *cm = NULL;
     loom_eval_result r;
     memset(&r, 0, sizeof r);
+    int32_t layout[LOOM_EXPORT_MAX_CHUNKS];
+    loom_eval_opts eo = {.chunk_layers = layout};
     if (a.from_megatron) {   /* the configuration (without MODEL also the model) from a launch line */
         loom_export_list notes = {0};
         if (!loom_megatron_eval_setup(a.from_megatron, a.model ? path : NULL,
-                                      loom_cluster_gpus(&cluster), &a.p, &g, &notes, &err))
+                                      loom_cluster_gpus(&cluster), &a.p, layout, &eo.n_chunks, &g,
+                                      &notes, &err))
             for (int i = 0; i < notes.n; i++) fprintf(stderr, "loom eval: note: %s\n", notes.item[i]);
     } else if (loom_model_load(path, &mo, &g, &err) == LOOM_OK) {
         /* the model's default sequence; a loom graph file fixes its own
@@ -366,7 +369,7 @@ int loom_cmd_eval(int argc, char **argv)
         if (!a.mbs_given && mi->batch > 0) a.p.mbs = mi->batch;
     }
     if (!g || loom_cost_model_create(&cluster, a.calib ? &cal : NULL, a.profile, &cm, &err) ||
-        loom_eval_megatron(g, cm, &a.p, &r, &err)) {
+        loom_eval_megatron_ex(g, cm, &a.p, &eo, &r, &err)) {
         rc = loom_cli_fail(&err);
     } else {
         rc = LOOM_EXIT_OK;

@@ -182,7 +182,16 @@ int loom_export_megatron_args(const loom_runtime_config *c, const int32_t *chunk
         arg(&a, "--attention-dropout", "0");
         arg(&a, "--hidden-dropout", "0");
     }
-    if (is_mla(m)) arg(&a, "--multi-latent-attention", NULL);
+    if (is_mla(m)) {
+        /* Megatron's --qk-head-dim is the part without position encoding
+         * (HF qk_nope_head_dim); loom's head_dim is nope + rope */
+        arg(&a, "--multi-latent-attention", NULL);
+        if (m->q_lora_rank > 0) arg_int(&a, "--q-lora-rank", m->q_lora_rank);
+        arg_int(&a, "--kv-lora-rank", m->kv_lora_rank);
+        arg_int(&a, "--qk-head-dim", m->head_dim - m->qk_rope_head_dim);
+        arg_int(&a, "--qk-pos-emb-head-dim", m->qk_rope_head_dim);
+        arg_int(&a, "--v-head-dim", m->v_head_dim);
+    }
     if (!m->tied_embeddings) arg(&a, "--untie-embeddings-and-output-weights", NULL);
     if (m->experts > 0) {
         arg_int(&a, "--num-experts", m->experts);
@@ -195,6 +204,10 @@ int loom_export_megatron_args(const loom_runtime_config *c, const int32_t *chunk
                 (long long)(m->layers - m->first_dense));
         arg(&a, "--moe-grouped-gemm", NULL);
         arg(&a, "--moe-token-dispatcher-type", "alltoall");
+        if (strcmp(m->arch, "deepseek_v3") == 0) {   /* sigmoid gate with a balancing bias */
+            arg(&a, "--moe-router-score-function", "sigmoid");
+            arg(&a, "--moe-router-enable-expert-bias", NULL);
+        }
     }
     return a.n;
 }
@@ -275,10 +288,9 @@ loom_status loom_export_write_megatron(const loom_runtime_config *c, const int32
 
     if (is_mla(&c->model))
         loom_export_list_add(notes,
-                             "multi-latent attention: add --q-lora-rank, --kv-lora-rank, "
-                             "--qk-head-dim, --qk-pos-emb-head-dim and --v-head-dim (and for "
-                             "DeepSeek-V3 --moe-router-score-function sigmoid "
-                             "--moe-router-enable-expert-bias) from the model's config.json");
+                             "DeepSeek: the router's scaling factor, group-limited routing and "
+                             "YaRN rope scaling do not change the plan and are not emitted; "
+                             "add them from the model's config.json");
     if (p->zero >= 2)
         loom_export_list_add(notes,
                              "ZeRO-%d runs as Megatron FSDP, which must not run with "

@@ -90,6 +90,27 @@ bool loom_export_adjust(loom_runtime_config *c, loom_export_target t, loom_expor
     return changed;
 }
 
+/* "even", or the blocks per chunk run-length coded: "0, 4x15, 1". */
+static void split_name(const loom_runtime_config *c, char *buf, size_t cap)
+{
+    if (c->n_chunks == 0) {
+        snprintf(buf, cap, "even");
+        return;
+    }
+    size_t len = 0;
+    for (int32_t i = 0; i < c->n_chunks && len < cap;) {
+        int32_t j = i;
+        while (j < c->n_chunks && c->chunk_layers[j] == c->chunk_layers[i]) j++;
+        int w = j - i > 1 ? snprintf(buf + len, cap - len, "%s%dx%d", i ? ", " : "",
+                                     (int)c->chunk_layers[i], (int)(j - i))
+                          : snprintf(buf + len, cap - len, "%s%d", i ? ", " : "",
+                                     (int)c->chunk_layers[i]);
+        if (w < 0) break;
+        len += (size_t)w;
+        i = j;
+    }
+}
+
 /* What differs between the plan as given (a) and as exported (b). */
 static void describe(const loom_runtime_config *a, const loom_runtime_config *b,
                      loom_export_list *changes)
@@ -115,10 +136,14 @@ static void describe(const loom_runtime_config *a, const loom_runtime_config *b,
         loom_export_list_add(changes, "%s -> %s", loom_dtype_name(x->dtype),
                              loom_dtype_name(y->dtype));
     bool xe = a->n_chunks == 0, ye = b->n_chunks == 0;
-    if (xe != ye || (!xe && memcmp(a->chunk_layers, b->chunk_layers,
-                                   (size_t)a->n_chunks * sizeof a->chunk_layers[0])))
-        loom_export_list_add(changes, "layer split %s -> %s", xe ? "even" : "uneven",
-                             ye ? "even" : "uneven");
+    if (xe != ye || a->n_chunks != b->n_chunks ||
+        (!xe && memcmp(a->chunk_layers, b->chunk_layers,
+                       (size_t)a->n_chunks * sizeof a->chunk_layers[0]))) {
+        char from[160], to[160];
+        split_name(a, from, sizeof from);
+        split_name(b, to, sizeof to);
+        loom_export_list_add(changes, "layer split %s -> %s", from, to);
+    }
     if (x->recompute != y->recompute)
         loom_export_list_add(changes, "recompute %s -> %s", loom_recompute_name(x->recompute),
                              loom_recompute_name(y->recompute));
@@ -142,7 +167,8 @@ static loom_status evaluate(const loom_export_nearest_opts *o, const loom_runtim
     s = loom_model_load(o->model_path, &mo, &g, err);
     if (s == LOOM_OK)
         s = loom_cost_model_create(&cl, o->calib_path ? &cal : NULL, o->profile_path, &cm, err);
-    if (s == LOOM_OK) s = loom_eval_megatron(g, cm, &c->par, &r, err);
+    loom_eval_opts eo = {.chunk_layers = c->chunk_layers, .n_chunks = c->n_chunks};
+    if (s == LOOM_OK) s = loom_eval_megatron_ex(g, cm, &c->par, &eo, &r, err);
     if (s == LOOM_OK) {
         out->step_time_s = r.step_time_s;
         out->memory_per_gpu_bytes = r.memory_per_gpu_bytes;

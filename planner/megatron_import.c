@@ -458,7 +458,7 @@ static loom_status read_shape(const ctx *c, loom_megatron_launch *out)
     if (m->layers == 0) return failf(c, c->line, "--num-layers is required");
     if (m->hidden == 0 || m->heads == 0)
         return failf(c, c->line, "--hidden-size and --num-attention-heads are required");
-    if (!m->head_dim) {
+    if (!m->head_dim && !has(c, "--multi-latent-attention")) {   /* MLA: set below */
         if (m->hidden % m->heads)
             return failf(c, line_of(c, "--num-attention-heads"),
                          "--hidden-size %lld is not divisible by --num-attention-heads %lld; give "
@@ -510,15 +510,25 @@ static loom_status read_shape(const ctx *c, loom_megatron_launch *out)
     } else {
         m->experts_topk = 0;
     }
-    if (sh->mla)
-        snprintf(m->arch, sizeof m->arch, "deepseek_v3");
-    else if (m->experts > 0)
+    if (sh->mla) {
+        /* DeepSeek-V3's sigmoid gate with expert bias, else V2's softmax */
+        const char *score = NULL;
+        if ((s = get_str(c, "--moe-router-score-function", "softmax", &score))) return s;
+        bool v3 = !strcmp(score, "sigmoid") || has(c, "--moe-router-enable-expert-bias");
+        snprintf(m->arch, sizeof m->arch, v3 ? "deepseek_v3" : "deepseek_v2");
+        m->q_lora_rank = sh->q_lora;
+        m->kv_lora_rank = sh->kv_lora;
+        m->qk_rope_head_dim = sh->qk_pos;
+        m->v_head_dim = sh->v_head;
+        m->head_dim = sh->qk_head + sh->qk_pos;
+    } else if (m->experts > 0) {
         snprintf(m->arch, sizeof m->arch, "mixtral");
-    else if (!m->gated_mlp)
+    } else if (!m->gated_mlp) {
         snprintf(m->arch, sizeof m->arch, "gpt2");
-    else
+    } else {
         snprintf(m->arch, sizeof m->arch, "%s",
                  has(c, "--add-qkv-bias") && !bias ? "qwen2" : "llama");
+    }
     out->has_model_shape =
         has(c, "--hidden-size") && has(c, "--num-attention-heads") && m->layers > 0 && m->vocab > 0;
     out->stated = (m->layers ? LOOM_MEGATRON_STATED_LAYERS : 0) |
@@ -709,19 +719,20 @@ loom_status loom_megatron_check_model(const loom_megatron_launch *l, const loom_
 }
 
 loom_status loom_megatron_eval_setup(const char *arg, const char *model_path, int64_t gpus,
-                                     loom_parallel *p, loom_graph **g, loom_export_list *notes,
-                                     loom_error *err)
+                                     loom_parallel *p, int32_t *chunk_layers, int32_t *n_chunks,
+                                     loom_graph **g, loom_export_list *notes, loom_error *err)
 {
     *g = NULL;
+    *n_chunks = 0;
     loom_megatron_launch *l = malloc(sizeof *l);
     if (!l) return loom_error_set(err, LOOM_ERR_NOMEM, "out of memory");
     loom_status s = loom_megatron_read(arg, gpus, l, err);
     if (s == LOOM_OK) {
         *p = l->config.par;
         for (int i = 0; i < l->notes.n; i++) loom_export_list_add(notes, "%s", l->notes.item[i]);
-        if (l->config.n_chunks > 0 && p->first_stage_layers == 0)
-            loom_export_list_add(notes, "the launch line's layer split is not a first/last-stage "
-                                        "split; loom eval splits the layers evenly");
+        *n_chunks = l->config.n_chunks;
+        memcpy(chunk_layers, l->config.chunk_layers,
+               (size_t)l->config.n_chunks * sizeof *chunk_layers);
         loom_model_opts o;
         loom_runtime_model_opts(p, &o);
         if (model_path) {

@@ -95,9 +95,11 @@ loom_status loom_megatron_build_model(const loom_megatron_launch *l, const loom_
  * (loom_megatron_read) for a cluster of `gpus` GPUs as *p, and the model
  * graph for one micro-batch of it — loaded from model_path and checked
  * against the line's shape arguments, or (model_path NULL) built from them.
- * What loom reads approximately is appended to `notes` (may be NULL). */
+ * The line's pipeline layout, if any, is chunk_layers[*n_chunks] (room for
+ * LOOM_EXPORT_MAX_CHUNKS; for loom_eval_opts). What loom reads
+ * approximately is appended to `notes` (may be NULL). */
 loom_status loom_megatron_eval_setup(const char *arg, const char *model_path, int64_t gpus,
-                                     loom_parallel *p, loom_graph **g, loom_export_list *notes,
-                                     loom_error *err);
+                                     loom_parallel *p, int32_t *chunk_layers, int32_t *n_chunks,
+                                     loom_graph **g, loom_export_list *notes, loom_error *err);
 
 #endif

@@ -10,7 +10,8 @@
  *   --swiglu                                      LlamaForCausalLM
  *   --swiglu --add-qkv-bias --disable-bias-linear Qwen2ForCausalLM
  *   --num-experts                                 MixtralForCausalLM
- *   --multi-latent-attention                      DeepseekV3ForCausalLM
+ *   --multi-latent-attention                      DeepseekV3ForCausalLM (V2 unless the
+ *                                                 router is sigmoid / expert-biased)
  *     (q/kv LoRA ranks, qk head dims, v head dim, routed and shared
  *     experts, dense first layers)
  *
@@ -40,11 +41,12 @@ loom_status loom_megatron_build_model(const loom_megatron_launch *l, const loom_
     if (sh->mla) {
         n = snprintf(
             json, sizeof json,
-            "{\"architectures\": [\"DeepseekV3ForCausalLM\"], \"hidden_size\": %lld, "
+            "{\"architectures\": [\"%s\"], \"hidden_size\": %lld, "
             "\"num_hidden_layers\": %lld, \"num_attention_heads\": %lld, "
             "\"intermediate_size\": %lld, \"vocab_size\": %lld, \"kv_lora_rank\": %lld, "
             "\"qk_nope_head_dim\": %lld, \"qk_rope_head_dim\": %lld, \"v_head_dim\": %lld, "
             "\"tie_word_embeddings\": %s",
+            strcmp(m->arch, "deepseek_v2") ? "DeepseekV3ForCausalLM" : "DeepseekV2ForCausalLM",
             (long long)m->hidden, (long long)m->layers, (long long)m->heads, (long long)m->ffn,
             (long long)m->vocab, (long long)sh->kv_lora, (long long)sh->qk_head,
             (long long)sh->qk_pos, (long long)sh->v_head, tied);

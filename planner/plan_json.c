@@ -120,6 +120,12 @@ char *loom_plan_to_json(const loom_plan *p, int flags)
     num(mo, "shared_experts", (double)mi->shared_experts);
     num(mo, "moe_ffn", (double)mi->moe_ffn);
     num(mo, "first_dense", (double)mi->first_dense);
+    if (mi->kv_lora_rank > 0) {   /* multi-latent attention (DeepSeek) */
+        num(mo, "q_lora_rank", (double)mi->q_lora_rank);
+        num(mo, "kv_lora_rank", (double)mi->kv_lora_rank);
+        num(mo, "qk_rope_head_dim", (double)mi->qk_rope_head_dim);
+        num(mo, "v_head_dim", (double)mi->v_head_dim);
+    }
     cJSON_AddBoolToObject(mo, "tied_embeddings", mi->tied_embeddings);
     cJSON_AddBoolToObject(mo, "gated_mlp", mi->gated_mlp);
     cJSON_AddBoolToObject(mo, "qkv_bias", mi->qkv_bias);
@@ -384,7 +390,8 @@ static loom_status read_model(const loom_jctx *c, const cJSON *root, loom_plan *
     static const char *const keys[] = {
         "arch", "params", "layer_slots", "layers", "hidden", "heads", "kv_heads", "head_dim",
         "ffn", "vocab", "experts", "experts_topk", "shared_experts", "moe_ffn", "first_dense",
-        "tied_embeddings", "gated_mlp", "qkv_bias", "flash_attention", NULL};
+        "tied_embeddings", "gated_mlp", "qkv_bias", "flash_attention",
+        "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "v_head_dim", NULL};
     loom_status s;
     const cJSON *o;
     TRY(loom_json_get_object(c, root, "$", "model", true, &o));
@@ -402,6 +409,10 @@ static loom_status read_model(const loom_jctx *c, const cJSON *root, loom_plan *
     for (int i = 0; i < 12; i++) TRY(loom_json_get_int(c, o, P, keys[3 + i], true, 0, I64MAX, f[i]));
     bool *b[] = {&mi->tied_embeddings, &mi->gated_mlp, &mi->qkv_bias, &mi->flash_attention};
     for (int i = 0; i < 4; i++) TRY(loom_json_get_bool(c, o, P, keys[15 + i], true, b[i]));
+    int64_t *mla[] = {&mi->q_lora_rank, &mi->kv_lora_rank, &mi->qk_rope_head_dim,
+                      &mi->v_head_dim};   /* MLA models only */
+    for (int i = 0; i < 4; i++)
+        TRY(loom_json_get_int(c, o, P, keys[19 + i], false, 0, I64MAX, mla[i]));
     mi->seq = p->seq;
     mi->batch = p->micro_batch;
     mi->dtype = p->dtype;

@@ -83,9 +83,11 @@ static loom_status fill_ops(const loom_search_stage *cs, const loom_stage_eval *
         join_specs(&se->intra, g, id, LOOM_OPERAND_WEIGHT, op->n_w, po->weight, sizeof po->weight);
         join_specs(&se->intra, g, id, LOOM_OPERAND_OUTPUT, op->n_out, po->output,
                    sizeof po->output);
-        for (int k = 0; k < op->n_w; k++)
-            tp_axes |= loom_search_spec_axes(
-                loom_intra_op_spec(&se->intra, g, id, LOOM_OPERAND_WEIGHT, k), NULL);
+        /* an axis splitting the experts (dim e) is expert, not tensor, parallel */
+        for (int k = 0; k < op->n_w; k++) {
+            const char *w = loom_intra_op_spec(&se->intra, g, id, LOOM_OPERAND_WEIGHT, k);
+            tp_axes |= loom_search_spec_axes(w, NULL) & ~loom_search_spec_axes(w, "e");
+        }
     }
     int64_t sizes[2] = {cs->mesh.n0, cs->mesh.n1};
     ps->tensor_parallel = (tp_axes & 1 ? sizes[0] : 1) * (tp_axes & 2 ? sizes[1] : 1);

@@ -379,7 +379,11 @@ done:
  * evaluated exactly. Why: the DP charges a stage's gradient sync amortised
  * per micro-batch while the step exposes it whole, so mixing the spaces it
  * can favour weight-replicating options (large syncs) on stages that are not
- * the bottleneck; the single-space runs give the evaluator the alternatives. */
+ * the bottleneck; the single-space runs give the evaluator the alternatives.
+ *
+ * A Megatron-only search runs the DP once per option instead: Megatron-LM
+ * takes one tensor-parallel size and one recompute setting for the whole
+ * model, so every stage must use the same logical mesh and recompute. */
 static loom_status try_dps(loom_search *s, const point *pt, const int32_t *meshes, int32_t nm,
                            const int32_t *first, int32_t K, loom_error *err)
 {
@@ -389,15 +393,14 @@ static loom_status try_dps(loom_search *s, const point *pt, const int32_t *meshe
     for (int32_t mi = 0; mi < nm; mi++)
         if (pt->nshape[meshes[mi]] * pt->n_rc > NO) NO = pt->nshape[meshes[mi]] * pt->n_rc;
     loom_status st = LOOM_OK;
-    int passes = s->req.megatron_only ? 1 : 3;
+    bool meg_only = s->req.megatron_only;
+    int passes = meg_only ? NO : 3;
     for (int pass = 0; pass < passes && !st; pass++) {
         int32_t codes[MAX_SHAPES * 2], n = 0;
         for (int32_t o = 0; o < NO; o++) {
-            int32_t si = o / pt->n_rc;
-            /* shape entries alternate full (even) / Megatron (odd) unless
-             * the search is Megatron-only */
-            bool meg = s->req.megatron_only || si % 2 == 1;
-            if (pass == 0 || (pass == 1) == meg) codes[n++] = o;
+            /* shape entries alternate full (even) / Megatron (odd) */
+            bool meg = (o / pt->n_rc) % 2 == 1;
+            if (meg_only ? o == pass : pass == 0 || (pass == 1) == meg) codes[n++] = o;
         }
         double est;
         if (n) st = run_dp(s, pt, meshes, nm, first, K, codes, n, true, &est, cfg, err);

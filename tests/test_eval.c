@@ -11,7 +11,10 @@
  *   - the breakdown adds up to the step time; interleaving shrinks the
  *     bubble; memory fits at exactly the GPU's capacity and not one byte
  *     below;
- *   - impossible configurations fail with messages naming the options.
+ *   - impossible configurations fail with messages naming the options;
+ *   - a pipeline layout that spells out the even split, a first/last split
+ *     or an interleaved split costs what that split does; others place the
+ *     blocks where they say and are checked.
  */
 #include <stdlib.h>
 
@@ -280,11 +283,95 @@ static void test_impossible(void)
     loom_cost_model_destroy(cm);
 }
 
+/* The same step and memory, stage by stage. */
+static void check_same(const loom_eval_result *a, const loom_eval_result *b)
+{
+    CHECK_NEAR_REL(a->step_time_s, b->step_time_s, 1e-12);
+    CHECK_INT_EQ(a->memory_per_gpu_bytes, b->memory_per_gpu_bytes);
+    CHECK_INT_EQ(a->n_stages, b->n_stages);
+    for (int64_t i = 0; i < a->n_stages && i < b->n_stages; i++) {
+        CHECK_INT_EQ(a->stages[i].first_layer, b->stages[i].first_layer);
+        CHECK_INT_EQ(a->stages[i].n_layers, b->stages[i].n_layers);
+        CHECK_INT_EQ(a->stages[i].mem.total_bytes, b->stages[i].mem.total_bytes);
+    }
+}
+
+static void test_layout(void)
+{
+    loom_cluster c;
+    loom_cost_model *cm = model_on("dgx-h100-x1", &c);
+    loom_graph *g = gpt(1, true);
+    loom_error e;
+    loom_eval_result r, r2;
+
+    /* [2, 2] on pp 2 is the even split */
+    loom_parallel p = config(2, 2, 2, 1, 16);
+    loom_eval_opts o = {.chunk_layers = (int32_t[]){2, 2}, .n_chunks = 2};
+    CHECK_INT_EQ(loom_eval_megatron(g, cm, &p, &r, &e), LOOM_OK);
+    CHECK_INT_EQ(loom_eval_megatron_ex(g, cm, &p, &o, &r2, &e), LOOM_OK);
+    check_same(&r, &r2);
+    loom_eval_result_free(&r);
+    loom_eval_result_free(&r2);
+
+    /* [1, 3] is --first-stage-layers 1; [3, 1] --last-stage-layers 1 */
+    p.first_stage_layers = 1;
+    o.chunk_layers = (int32_t[]){1, 3};
+    CHECK_INT_EQ(loom_eval_megatron(g, cm, &p, &r, &e), LOOM_OK);
+    CHECK_INT_EQ(loom_eval_megatron_ex(g, cm, &p, &o, &r2, &e), LOOM_OK);
+    check_same(&r, &r2);
+    CHECK_INT_EQ(r2.stages[0].n_layers, 2);   /* the embedding and one block */
+    loom_eval_result_free(&r);
+    loom_eval_result_free(&r2);
+    p.first_stage_layers = 0, p.last_stage_layers = 1;
+    o.chunk_layers = (int32_t[]){3, 1};
+    CHECK_INT_EQ(loom_eval_megatron(g, cm, &p, &r, &e), LOOM_OK);
+    CHECK_INT_EQ(loom_eval_megatron_ex(g, cm, &p, &o, &r2, &e), LOOM_OK);
+    check_same(&r, &r2);
+    loom_eval_result_free(&r);
+    loom_eval_result_free(&r2);
+
+    /* interleaved, pp 2 × vpp 2: chunks 0 and 2 on rank 0, 1 and 3 on rank 1 */
+    p.last_stage_layers = 0, p.vpp = 2;
+    o.chunk_layers = (int32_t[]){1, 1, 1, 1}, o.n_chunks = 4;
+    CHECK_INT_EQ(loom_eval_megatron(g, cm, &p, &r, &e), LOOM_OK);
+    CHECK_INT_EQ(loom_eval_megatron_ex(g, cm, &p, &o, &r2, &e), LOOM_OK);
+    check_same(&r, &r2);
+    loom_eval_result_free(&r);
+    loom_eval_result_free(&r2);
+
+    /* a split neither option expresses: [0, 3, 0, 1] puts blocks 0-2 on
+     * rank 1 and block 3 on rank 1 too; rank 0 keeps only the embedding */
+    o.chunk_layers = (int32_t[]){0, 3, 0, 1};
+    CHECK_INT_EQ(loom_eval_megatron_ex(g, cm, &p, &o, &r, &e), LOOM_OK);
+    CHECK_INT_EQ(r.stages[0].n_layers, 1);
+    CHECK_INT_EQ(r.stages[1].n_layers, L + 1);
+    CHECK(r.stages[1].fwd_s > r.stages[0].fwd_s);
+    CHECK_NEAR_REL(breakdown_sum(&r), r.step_time_s, 1e-12);
+    loom_eval_result_free(&r);
+
+    /* and bad layouts are refused */
+    o.chunk_layers = (int32_t[]){1, 1, 1}, o.n_chunks = 3;
+    CHECK_INT_EQ(loom_eval_megatron_ex(g, cm, &p, &o, &r, &e), LOOM_ERR_INVALID);
+    CHECK_STR_CONTAINS(e.msg, "has 3 chunks, expected --pp 2 x --vpp 2 = 4");
+    loom_eval_result_free(&r);
+    o.chunk_layers = (int32_t[]){1, 1, 1, 2}, o.n_chunks = 4;
+    CHECK_INT_EQ(loom_eval_megatron_ex(g, cm, &p, &o, &r, &e), LOOM_ERR_INVALID);
+    CHECK_STR_CONTAINS(e.msg, "holds 5 layers, the model has 4");
+    loom_eval_result_free(&r);
+    o.chunk_layers = (int32_t[]){2, -1, 2, 1};
+    CHECK_INT_EQ(loom_eval_megatron_ex(g, cm, &p, &o, &r, &e), LOOM_ERR_INVALID);
+    CHECK_STR_CONTAINS(e.msg, "chunk 1 holds -1 layers");
+    loom_eval_result_free(&r);
+    loom_graph_destroy(g);
+    loom_cost_model_destroy(cm);
+}
+
 int main(void)
 {
     test_one_gpu();
     test_parallel();
     test_fits_boundary();
     test_impossible();
+    test_layout();
     return check_done();
 }

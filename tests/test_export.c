@@ -518,6 +518,11 @@ static void check_same_config(const char *what, const loom_runtime_config *a,
     CHECK_INT_EQ(m->tied_embeddings, n->tied_embeddings);
     CHECK_INT_EQ(m->gated_mlp, n->gated_mlp);
     CHECK_INT_EQ(m->qkv_bias, n->qkv_bias);
+    CHECK_INT_EQ(m->q_lora_rank, n->q_lora_rank);
+    CHECK_INT_EQ(m->kv_lora_rank, n->kv_lora_rank);
+    CHECK_INT_EQ(m->qk_rope_head_dim, n->qk_rope_head_dim);
+    CHECK_INT_EQ(m->v_head_dim, n->v_head_dim);
+    if (strncmp(m->arch, "deepseek", 8) == 0) CHECK(strcmp(m->arch, n->arch) == 0);
     if (check_failures != before) fprintf(stderr, "  (round trip of %s)\n", what);
 }
 
@@ -572,10 +577,8 @@ static void test_configs(void)
     cs[n].gpus_per_node = 16;
     what[n++] = "mistral-7b";
 
-    /* DeepSeek-V3 (MLA, shared experts, dense first layers) last: its flags
-     * are checked, but its MLA ranks are not in the model summary, so it
-     * cannot round-trip */
-    int round_trips = n;
+    /* DeepSeek-V3: MLA ranks, shared experts, dense first layers, sigmoid router */
+    int deepseek = n;
     cs[n] = base_config("deepseek-v3", 8, 16, 8, 1, 1024, 4096);
     cs[n].par.ep = 64, cs[n].par.etp = 1, cs[n].n_chunks = 16;
     for (int i = 0; i < 16; i++) cs[n].chunk_layers[i] = i < 15 ? 4 : 1;
@@ -606,14 +609,18 @@ static void test_configs(void)
         loom_export_list obs = {0}, notes = {0};
         loom_status s =
             loom_export_render(&cs[i], LOOM_EXPORT_MEGATRON, "test", &text, &notes, &obs, &err);
-        if (i >= round_trips) {
-            CHECK(s == LOOM_OK);
-            CHECK(has_item(&notes, "--q-lora-rank"));
+        if (i == deepseek && text) {
+            /* DeepSeek-V3's config.json: q_lora_rank 1536, kv_lora_rank 512,
+             * qk_nope_head_dim 128, qk_rope_head_dim 64, v_head_dim 128 */
+            CHECK_STR_CONTAINS(text, "--q-lora-rank 1536");
+            CHECK_STR_CONTAINS(text, "--kv-lora-rank 512");
+            CHECK_STR_CONTAINS(text, "--qk-head-dim 128");
+            CHECK_STR_CONTAINS(text, "--qk-pos-emb-head-dim 64");
+            CHECK_STR_CONTAINS(text, "--v-head-dim 128");
+            CHECK_STR_CONTAINS(text, "--moe-router-score-function sigmoid");
             CHECK_STR_CONTAINS(text, "--moe-layer-freq '([0]*3+[1]*58)'");
             CHECK_STR_CONTAINS(text, "--moe-shared-expert-intermediate-size 2048");
             CHECK_STR_CONTAINS(text, "--decoder-last-pipeline-num-layers 1");
-            free(text);
-            continue;
         }
         if (s) fprintf(stderr, "%s: %s %s\n", what[i], err.msg, obs.n ? obs.item[0] : "");
         CHECK(s == LOOM_OK);

@@ -26,6 +26,7 @@
 #include "costs/eval.h"
 #include "graph/fileio.h"
 #include "graph/model.h"
+#include "planner/export.h"
 #include "planner/plan.h"
 #include "planner/plan_run.h"
 
@@ -450,6 +451,24 @@ static void test_llama8b_vs_megatron(void)
     loom_plan_destroy(p);
 }
 
+/* A --space megatron plan: uniform stages with one logical mesh and one
+ * recompute setting, which the Megatron exporter takes without obstacles. */
+static void megatron_expressible(const loom_plan *p)
+{
+    if (!p) return;
+    for (int32_t i = 0; i < p->n_stages; i++) {
+        CHECK_INT_EQ(p->stages[i].n_gpus, p->stages[0].n_gpus);
+        CHECK_INT_EQ(p->stages[i].mesh[0], p->stages[0].mesh[0]);
+        CHECK_INT_EQ(p->stages[i].recompute, p->stages[0].recompute);
+    }
+    loom_runtime_config c;
+    loom_export_list obs = {0};
+    loom_error err;
+    CHECK_INT_EQ(loom_export_from_plan(p, &c, &obs, &err), LOOM_OK);
+    for (int i = 0; i < obs.n; i++) fprintf(stderr, "megatron obstacle: %s\n", obs.item[i]);
+    CHECK_INT_EQ(obs.n, 0);
+}
+
 static void test_large(void)
 {
     loom_plan_request r;
@@ -470,9 +489,13 @@ static void test_large(void)
     train_request(&r, "examples/models/llama-3-70b.json", "dgx-h100-x8", 256, 4096);
     r.megatron_space = true;
     p = plan_ok(&r, "llama-3-70b, --space megatron");
-    if (p)
-        for (int32_t i = 0; i < p->n_stages; i++)
-            CHECK_INT_EQ(p->stages[i].n_gpus, p->stages[0].n_gpus);
+    megatron_expressible(p);
+    loom_plan_destroy(p);
+    /* DeepSeek-V3: a mixed plan once put full recompute on some stages only */
+    train_request(&r, "examples/models/deepseek-v3.json", "dgx-h100-x32", 256, 4096);
+    r.megatron_space = true;
+    p = plan_ok(&r, "deepseek-v3, --space megatron");
+    megatron_expressible(p);
     loom_plan_destroy(p);
 }
 
