@@ -129,10 +129,13 @@ static void print_table(const loom_plan *p)
            train ? "training" : "inference", train ? "gbs" : "sequences", (long long)p->gbs,
            (long long)p->seq, loom_dtype_name(p->dtype), loom_plan_objective_name(p->objective));
     printf("  schedule    %s: %lld pipeline stage(s)%s x %lld data-parallel replica(s) of %lld GPUs"
-           ", micro-batch %lld x %lld\n",
+           ", micro-batch %lld x %lld",
            p->schedule_kind, (long long)p->pipeline_stages,
            p->virtual_stages > 1 ? " (interleaved)" : "", (long long)p->data_parallel,
            (long long)p->gpus_per_replica, (long long)p->micro_batch, (long long)p->micro_batches);
+    if (train && p->n_stages > 0 && p->stages[0].zero > 0)   /* one ZeRO stage for all stages */
+        printf(", ZeRO-%d", p->stages[0].zero);
+    printf("\n");
     if (train)
         printf("  step        %.4g s   %.4g tokens/s   %.1f TFLOP/s per GPU   MFU %.1f%%\n",
                p->step_time_s, p->tokens_per_s, p->model_tflops_per_gpu, 100 * p->mfu);
