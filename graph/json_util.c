@@ -292,6 +292,15 @@ loom_status loom_json_check_keys(const loom_jctx *c, const cJSON *obj, const cha
     return LOOM_OK;
 }
 
+cJSON *loom_json_add_exact_number(cJSON *obj, const char *key, double v)
+{
+    char buf[32];
+    snprintf(buf, sizeof buf, "%.15g", v);
+    if (!isfinite(v) || strtod(buf, NULL) == v) return cJSON_AddNumberToObject(obj, key, v);
+    snprintf(buf, sizeof buf, "%.17g", v);
+    return cJSON_AddRawToObject(obj, key, buf);
+}
+
 char *loom_json_print(const cJSON *v)
 {
     char *s = cJSON_Print(v);

@@ -69,8 +69,15 @@ loom_status loom_json_fail(const loom_jctx *c, const char *path, const char *fmt
 /* Short description of a JSON value's type for messages ("a string", "null"). */
 const char *loom_json_type_name(const cJSON *v);
 
+/* Adds number v to obj so that it reads back as exactly v. cJSON prints
+ * 15 significant digits whenever they read back within one ulp, which
+ * loses the last bit; such values are written with 17 digits instead.
+ * Returns the item, NULL when out of memory. */
+cJSON *loom_json_add_exact_number(cJSON *obj, const char *key, double v);
+
 /* Serialises with stable formatting (2-space indent, keys in insertion
- * order, shortest round-trip doubles) into a heap string ending in '\n'. */
+ * order; numbers as cJSON prints them, see loom_json_add_exact_number)
+ * into a heap string ending in '\n'. */
 char *loom_json_print(const cJSON *v);
 
 #endif

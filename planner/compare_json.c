@@ -222,7 +222,7 @@ void loom_compare_suite_free(loom_compare_suite *s)
 
 static void num(cJSON *o, const char *k, double v)
 {
-    if (isfinite(v)) cJSON_AddNumberToObject(o, k, v);
+    if (isfinite(v)) loom_json_add_exact_number(o, k, v);   /* merged shards must match */
     else cJSON_AddNullToObject(o, k);
 }
 

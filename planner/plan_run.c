@@ -61,8 +61,12 @@ static void join_specs(const loom_intra_result *r, const loom_graph *g, int32_t 
     }
 }
 
+/* Fills the stage's ops, its tensor/data-parallel sizes and whether its
+ * norms run sequence-parallel; *has_norm says whether it has any norm to
+ * tell by (an embedding-only stage has none). */
 static loom_status fill_ops(const loom_search_stage *cs, const loom_stage_eval *se,
-                            const loom_graph *g, loom_plan_stage *ps, loom_error *err)
+                            const loom_graph *g, loom_plan_stage *ps, bool *has_norm,
+                            loom_error *err)
 {
     int32_t first, count, last_first, last_count;
     loom_graph_layer_ops(g, cs->first_layer, &first, &count);
@@ -93,9 +97,11 @@ static loom_status fill_ops(const loom_search_stage *cs, const loom_stage_eval *
     ps->tensor_parallel = (tp_axes & 1 ? sizes[0] : 1) * (tp_axes & 2 ? sizes[1] : 1);
     ps->data_parallel = ps->n_gpus / ps->tensor_parallel;
     ps->sequence_parallel = false;
+    *has_norm = false;
     for (int32_t i = 0; i < n && tp_axes; i++) {
         const loom_op *op = loom_graph_op(g, first + i);
         if (op->kind != LOOM_OP_NORM) continue;
+        *has_norm = true;
         unsigned s_axes = loom_search_spec_axes(
             loom_intra_op_spec(&se->intra, g, first + i, LOOM_OPERAND_INPUT, 0), "s");
         if (s_axes & tp_axes) ps->sequence_parallel = true;
@@ -152,6 +158,7 @@ loom_status loom_plan_from_config(loom_search *s, const loom_graph *g,
     if (!train) p->gbs = cfg->sequences;
 
     if ((st = loom_plan_set_stages(p, cfg->n_stages, err))) goto fail;
+    bool has_norm[LOOM_STAGE_MAX];
     int64_t g_node = c->gpus_per_node;
     for (int32_t i = 0; i < cfg->n_stages; i++) {
         const loom_search_stage *cs = &cfg->stages[i];
@@ -179,7 +186,22 @@ loom_status loom_plan_from_config(loom_search *s, const loom_graph *g,
         ps->memory = (loom_plan_memory){se->mem_params, se->mem_grads, se->mem_optimizer,
                                         se->mem_activations, se->mem_kv, se->mem_other, 0};
         loom_plan_memory_sum(&ps->memory);
-        if ((st = fill_ops(cs, se, g, ps, err))) goto fail;
+        if ((st = fill_ops(cs, se, g, ps, &has_norm[i], err))) goto fail;
+    }
+    /* A stage without norms (the embedding alone) has no sequence-parallel
+     * region of its own: it takes its neighbour's setting, as Megatron-LM
+     * sets SP once for the whole model. */
+    for (int32_t i = 0; i < cfg->n_stages; i++) {
+        if (has_norm[i]) continue;
+        for (int32_t d = 1; d < cfg->n_stages; d++) {
+            int32_t j = i + d < cfg->n_stages && has_norm[i + d] ? i + d
+                        : i - d >= 0 && has_norm[i - d]        ? i - d
+                                                                : -1;
+            if (j < 0) continue;
+            p->stages[i].sequence_parallel =
+                p->stages[j].sequence_parallel && p->stages[i].tensor_parallel > 1;
+            break;
+        }
     }
 
     p->step_time_s = ev->step_s;

@@ -552,6 +552,8 @@ loom_status loom_intra_solve(const loom_graph *g, const loom_cost_model *cm, int
     if (s) return s;
     run_ctx r = {.g = g, .cm = cm, .o = o, .cache = o->cache, .cm_fp = cost_model_fingerprint(cm)};
     loom_strategy_ctx_init(&r.sctx, g, cm, mesh, o->train, o->megatron_only);
+    r.sctx.zero = o->zero_stage;
+    r.sctx.micro_batches = o->micro_batches;
     layer_weights(o, &r.w);
     if ((s = memo_get(o->cache, g, &r.memo, err))) return s;
     r.sctx.saved_by = r.memo.saved_by;

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "costs/memory.h"
 #include "solver/grow.h"
 #include "solver/strategy_impl.h"
 
@@ -39,6 +40,29 @@ void loom_strategy_ctx_init(loom_strategy_ctx *c, const loom_graph *g, const loo
     c->train = train;
     c->megatron_only = megatron_only;
     loom_mesh_ctx_init(&c->mesh, loom_cost_model_cluster(cm), loom_cost_model_calib(cm), mesh);
+}
+
+/* Data-parallel sync per step of a weight shard of `bytes` (n elements)
+ * replicated over `axes`: the fp32 gradients (LOOM_MEM_GRAD_BYTES, as
+ * Megatron-LM reduces them for bf16 training) all-reduced, or under ZeRO
+ * reduce-scattered with the updated weights all-gathered; ZeRO-2 scatters
+ * every micro-batch, ZeRO-3 also gathers the weights for each forward and
+ * backward. The same rules as the replica sync (stage_costs.c) and
+ * costs/eval.c, over mesh axes. */
+static double dp_sync_s(const loom_strategy_ctx *c, unsigned axes, double bytes, double n)
+{
+    const loom_mesh_ctx *m = &c->mesh;
+    double grads = LOOM_MEM_GRAD_BYTES * n, M = c->micro_batches > 0 ? (double)c->micro_batches : 1;
+    if (c->zero >= 3)
+        return M * (2 * loom_mesh_coll_s(m, LOOM_COLL_ALL_GATHER, axes, bytes) +
+                    loom_mesh_coll_s(m, LOOM_COLL_REDUCE_SCATTER, axes, grads));
+    if (c->zero == 2)
+        return M * loom_mesh_coll_s(m, LOOM_COLL_REDUCE_SCATTER, axes, grads) +
+               loom_mesh_coll_s(m, LOOM_COLL_ALL_GATHER, axes, bytes);
+    if (c->zero == 1)
+        return loom_mesh_coll_s(m, LOOM_COLL_REDUCE_SCATTER, axes, grads) +
+               loom_mesh_coll_s(m, LOOM_COLL_ALL_GATHER, axes, bytes);
+    return loom_mesh_coll_s(m, LOOM_COLL_ALL_REDUCE, axes, grads);
 }
 
 loom_status loom_strategy_saved_by(const loom_graph *g, int32_t **out, loom_error *err)
@@ -211,7 +235,7 @@ loom_status loom_strategy_cost(const loom_strategy_ctx *c, int32_t op, loom_stra
         s->param_bytes += b;
         unsigned partial = s->compute_axes & ~loom_spec_axes(&s->w[k], w->ndim);
         if (c->train && partial && loom_strategy_float(w->dtype))
-            s->grad_sync_s += loom_mesh_coll_s(m, LOOM_COLL_ALL_REDUCE, partial, b);
+            s->grad_sync_s += dp_sync_s(c, partial, b, b / loom_dtype_bytes(w->dtype));
     }
 
     /* Saved activations, charged to the first op that saves each tensor. */

@@ -91,6 +91,8 @@ typedef struct {
     loom_mesh_ctx mesh;
     bool train;
     bool megatron_only;
+    int zero;                  /* ZeRO stage of the data-parallel gradient sync (0..3) */
+    int64_t micro_batches;     /* per step: ZeRO-2/3 sync every micro-batch (0 = 1) */
     const int32_t *saved_by;   /* tensor id -> first op that saves it (-1 none);
                                   NULL: found by scanning the ops */
 } loom_strategy_ctx;
