@@ -93,6 +93,17 @@ void loom_memory_model_state(int64_t n_params, int64_t dp, int zero, bool dist_o
     if (zero >= 3) out->params_bytes = ceil_div(out->params_bytes, dp);
 }
 
+void loom_memory_model_state_local(int64_t n_params, int64_t n_local, int64_t dp, int zero,
+                                   bool training, loom_model_state *out)
+{
+    loom_model_state all, local;
+    loom_memory_model_state(n_params, 1, 0, false, training, &all);
+    loom_memory_model_state(n_local, dp, zero, false, training, &local);
+    out->params_bytes = zero >= 3 ? local.params_bytes : all.params_bytes;
+    out->grads_bytes = zero >= 2 ? local.grads_bytes : all.grads_bytes;
+    out->optimizer_bytes = zero >= 1 ? local.optimizer_bytes : all.optimizer_bytes;
+}
+
 double loom_memory_inflight_microbatches(int64_t pp, int64_t stage, int64_t vpp, int64_t m)
 {
     if (pp < 1) pp = 1;

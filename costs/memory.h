@@ -52,6 +52,15 @@ typedef struct {
 void loom_memory_model_state(int64_t n_params, int64_t dp, int zero, bool dist_opt,
                              bool training, loom_model_state *out);
 
+/* The same for a pipeline stage whose mesh also replicates weights: of the
+ * n_params on a GPU, n_local are left once each weight is divided among
+ * the GPUs of the stage that hold the same copy (Σ shard / replicas; the
+ * data-parallel group of a runtime such as Megatron-LM spans them and the
+ * stage's replicas, dp). The ZeRO-sharded parts are n_local / dp, the
+ * others n_params. */
+void loom_memory_model_state_local(int64_t n_params, int64_t n_local, int64_t dp, int zero,
+                                   bool training, loom_model_state *out);
+
 /* Micro-batches whose activations stage `stage` (0-based) of `pp` holds at
  * its peak, out of m per step, in units of the stage's full layer set:
  *   1F1B (vpp = 1):  min(m, pp - stage)       (Narayanan et al. 2021, §2.2)

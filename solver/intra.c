@@ -355,6 +355,7 @@ static void fill_op(const loom_graph *g, const loom_mesh_ctx *m, int32_t id, con
                                    .grad_sync_s = s->grad_sync_s,
                                    .comm_bytes_fwd = (int64_t)llround(s->comm_bytes_fwd),
                                    .param_count = s->param_count,
+                                   .param_count_local = s->param_count_local,
                                    .act_bytes = (int64_t)llround(act_bytes),
                                    .fwd_compute_s = s->compute_s - s->bwd_compute_s};
     for (int i = 0; i < s->n_fwd; i++)
@@ -616,6 +617,7 @@ loom_status loom_intra_solve(const loom_graph *g, const loom_cost_model *cm, int
         out->objective_s += L->tot.objective_s;
         out->comm_bytes_fwd += (int64_t)llround(L->tot.comm_bytes_fwd);
         out->param_count_per_gpu += L->tot.param_count;
+        out->param_count_local_per_gpu += L->tot.param_count_local;
         out->param_bytes_per_gpu += (int64_t)llround(L->tot.param_bytes);
         out->act_bytes_per_gpu += (int64_t)llround(L->tot.act_bytes);
         out->memory_bytes_per_gpu += (int64_t)llround(L->tot.mem_bytes);

@@ -783,6 +783,7 @@ void loom_layer_problem_eval(const loom_layer_problem *p, const int32_t *x, loom
         out->grad_sync_s += s->grad_sync_s;
         out->comm_bytes_fwd += s->comm_bytes_fwd;
         out->param_count += s->param_count;
+        out->param_count_local += s->param_count_local;
         out->param_bytes += s->param_bytes;
         out->act_bytes += loom_layer_problem_act_bytes(p, i, x);
         out->mem_bytes += member_mem(&p->w, s);

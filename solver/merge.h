@@ -106,7 +106,7 @@ typedef struct {
     double compute_s, comm_s, reshard_s, grad_sync_s;
     double objective_s;        /* compute + comm + reshard + grad_sync · weight */
     double comm_bytes_fwd;     /* ops' forward collectives + forward resharding */
-    int64_t param_count;
+    int64_t param_count, param_count_local;
     double param_bytes, act_bytes, mem_bytes;
 } loom_layer_totals;
 

@@ -37,17 +37,19 @@ double loom_search_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-int loom_search_zero(const loom_search *s, int64_t dp)
+int loom_search_zero(const loom_search *s)
 {
     if (s->req.inference) return 0;
     if (s->req.zero >= 0) return s->req.zero;
-    return dp > 1 ? 1 : 0;
+    /* ZeRO-1 even with one replica: the data-parallel group also spans the
+     * copies of a weight inside a stage's mesh, which it then shards */
+    return 1;
 }
 
 int loom_search_zero_options(const loom_search *s, int64_t dp, int out[3])
 {
     if (s->req.inference || dp <= 1 || s->req.zero >= 0) {
-        out[0] = loom_search_zero(s, dp);
+        out[0] = loom_search_zero(s);
         return 1;
     }
     /* ZeRO-0 is left out: ZeRO-1 moves fewer bytes (reduce-scatter of the
@@ -57,10 +59,11 @@ int loom_search_zero_options(const loom_search *s, int64_t dp, int out[3])
     return 3;
 }
 
-int64_t loom_search_state_bytes(const loom_search *s, int64_t n_params, int64_t dp, int zero)
+int64_t loom_search_state_bytes(const loom_search *s, int64_t n_params, int64_t n_local,
+                                int64_t dp, int zero)
 {
     loom_model_state ms;
-    loom_memory_model_state(n_params, dp, zero, false, !s->req.inference, &ms);
+    loom_memory_model_state_local(n_params, n_local, dp, zero, !s->req.inference, &ms);
     return ms.params_bytes + ms.grads_bytes + ms.optimizer_bytes;
 }
 
@@ -209,6 +212,7 @@ static void tab_free(loom_layer_tab *t)
     free(t->sync_s);
     free(t->kv_read_s);
     free(t->params);
+    free(t->params_local);
     free(t->act_bytes);
     free(t->input_bytes);
     free(t->kv_per_seq);
@@ -271,10 +275,12 @@ static loom_status build_tab(loom_search *s, const loom_graph *g, loom_layer_tab
     t->sync_s = calloc((size_t)n, sizeof *t->sync_s);
     t->kv_read_s = calloc((size_t)n, sizeof *t->kv_read_s);
     t->params = calloc((size_t)n, sizeof *t->params);
+    t->params_local = calloc((size_t)n, sizeof *t->params_local);
     t->act_bytes = calloc((size_t)n, sizeof *t->act_bytes);
     t->input_bytes = calloc((size_t)n, sizeof *t->input_bytes);
     t->kv_per_seq = calloc((size_t)n, sizeof *t->kv_per_seq);
-    if (!t->time_s || !t->rc_s || !t->sync_s || !t->kv_read_s || !t->params || !t->act_bytes ||
+    if (!t->time_s || !t->rc_s || !t->sync_s || !t->kv_read_s || !t->params || !t->params_local ||
+        !t->act_bytes ||
         !t->input_bytes || !t->kv_per_seq)
         return loom_error_set(err, LOOM_ERR_NOMEM, "stage search: out of memory");
     loom_intra_opts o;
@@ -311,6 +317,7 @@ static loom_status build_tab(loom_search *s, const loom_graph *g, loom_layer_tab
             t->time_s[l] = t->time_s[same], t->sync_s[l] = t->sync_s[same];
             t->rc_s[l] = t->rc_s[same], t->kv_read_s[l] = t->kv_read_s[same];
             t->params[l] = t->params[same], t->act_bytes[l] = t->act_bytes[same];
+            t->params_local[l] = t->params_local[same];
             t->input_bytes[l] = t->input_bytes[same], t->kv_per_seq[l] = t->kv_per_seq[same];
             continue;
         }
@@ -325,6 +332,7 @@ static loom_status build_tab(loom_search *s, const loom_graph *g, loom_layer_tab
             t->time_s[l] += c.compute_s + c.comm_s;
             t->sync_s[l] += c.grad_sync_s;
             t->params[l] += c.param_count;
+            t->params_local[l] += c.param_count_local;
             t->act_bytes[l] += c.act_bytes;
             if (block) t->rc_s[l] += c.fwd_compute_s + c.fwd_comm_s + c.reshard_fwd_s;
             if (s->req.inference && op->kind == LOOM_OP_ATTENTION)
@@ -491,7 +499,8 @@ static loom_status eval_stage(loom_search *s, const loom_graph *g, const loom_se
     /* the chunk's own part; rank_memory() adds the working set and the
      * workspace allowance once per pipeline rank */
     loom_model_state ms;
-    loom_memory_model_state(e->params, cfg->dp, cfg->zero, false, train, &ms);
+    loom_memory_model_state_local(e->params, e->intra.param_count_local_per_gpu, cfg->dp,
+                                  cfg->zero, train, &ms);
     e->mem_params = ms.params_bytes;
     e->mem_grads = ms.grads_bytes;
     e->mem_optimizer = ms.optimizer_bytes;
@@ -503,8 +512,9 @@ static loom_status eval_stage(loom_search *s, const loom_graph *g, const loom_se
                          loom_search_replica_sync_s(s, (double)e->params, cfg->dp,
                                                     st->replica_stride, cfg->zero,
                                                     cfg->micro_batches);
-        double local = cfg->zero >= 1 ? ceil((double)e->params / (double)cfg->dp)
-                                      : (double)e->params;
+        double local = cfg->zero >= 1
+                           ? ceil((double)e->intra.param_count_local_per_gpu / (double)cfg->dp)
+                           : (double)e->params;
         e->optimizer_s = loom_cost_memory_time_s(s->req.cm, LOOM_OPTIM_STEP_BYTES_PER_PARAM * local);
     }
     return LOOM_OK;

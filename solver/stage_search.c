@@ -184,7 +184,7 @@ static void layer_cost(loom_search *s, const point *pt, int32_t l, int32_t m, in
     bool r = rc && block;
     double sync = t->sync_s[l] + sync_rate * (double)t->params[l];
     c->time_s = t->time_s[l] + (r ? t->rc_s[l] : 0) + t->kv_read_s[l] + sync / (double)pt->M;
-    c->static_bytes = loom_search_state_bytes(s, t->params[l], pt->dp, pt->zero) +
+    c->static_bytes = loom_search_state_bytes(s, t->params[l], t->params_local[l], pt->dp, pt->zero) +
                       t->kv_per_seq[l] * (pt->seqs / pt->dp);
     int64_t act = s->req.inference ? 0 : (r ? t->input_bytes[l] : t->act_bytes[l]);
     c->act_bytes = (int64_t)((double)act * (1 + LOOM_MEM_FRAGMENTATION) + 0.5);
@@ -666,7 +666,8 @@ loom_status loom_search_run(loom_search *s, const loom_search_result **result, l
                     double state = INFINITY;
                     for (int k = 0, all[3], n_all = loom_search_zero_options(s, dp, all); k < n_all;
                          k++) {
-                        double x = (double)loom_search_state_bytes(s, tot.params, dp, all[k]) /
+                        double x = (double)loom_search_state_bytes(s, tot.params, tot.params,
+                                                                   dp, all[k]) /
                                    (double)D;
                         if (x <= (double)(s->c->gpu.hbm_bytes - LOOM_MEM_RESERVED_BYTES))
                             zs[nz++] = all[k];

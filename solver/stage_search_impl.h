@@ -28,6 +28,7 @@ typedef struct {
     double *sync_s;          /* per step: gradient sync inside the mesh */
     double *kv_read_s;       /* inference: streaming the KV cache of one micro-batch */
     int64_t *params;         /* per GPU */
+    int64_t *params_local;   /* per GPU, shared among the mesh's copies (strategy.h) */
     int64_t *act_bytes;      /* saved activations of one micro-batch, per GPU */
     int64_t *input_bytes;    /* the block's input on one GPU (what full recompute keeps) */
     int64_t *kv_per_seq;     /* inference: KV cache bytes per sequence, per GPU */
@@ -68,9 +69,9 @@ loom_status loom_search_layer_tab(loom_search *s, int64_t b, loom_mesh_shape mes
                                   const loom_layer_tab **out, loom_error *err);
 void loom_search_tabs_free(loom_search *s);
 
-/* ZeRO stage a configuration of dp replicas gets by default: the
- * request's, else 1 with replicas (Megatron's distributed optimizer). */
-int loom_search_zero(const loom_search *s, int64_t dp);
+/* ZeRO stage a configuration gets by default: the request's, else 1 for
+ * training (Megatron's distributed optimizer), 0 for inference. */
+int loom_search_zero(const loom_search *s);
 /* ZeRO stages the search tries with dp replicas, in order (ties keep the
  * first): the request's alone, or when it leaves the choice to the search
  * 1, 2, 3 for training with replicas; 0 otherwise. Returns the count. */
@@ -81,7 +82,9 @@ int loom_search_zero_options(const loom_search *s, int64_t dp, int out[3]);
  * weights and scatters the gradients once per micro-batch). */
 double loom_search_replica_sync_s(const loom_search *s, double n_params, int64_t dp,
                                   int64_t stride, int zero, int64_t micro_batches);
-/* Model-state bytes per GPU for n_params under ZeRO stage `zero` over dp. */
-int64_t loom_search_state_bytes(const loom_search *s, int64_t n_params, int64_t dp, int zero);
+/* Model-state bytes per GPU for n_params (n_local once shared among the
+ * mesh's copies, costs/memory.h) under ZeRO stage `zero` over dp replicas. */
+int64_t loom_search_state_bytes(const loom_search *s, int64_t n_params, int64_t n_local,
+                                int64_t dp, int zero);
 
 #endif

@@ -222,6 +222,13 @@ loom_status loom_strategy_cost(const loom_strategy_ctx *c, int32_t op, loom_stra
 
     /* Parameters and the data-parallel gradient sync of their shards. */
     s->param_count = 0;
+    s->param_count_local = 0;
+    unsigned batch_axes = 0;   /* mesh axes splitting the batch dim b of an input */
+    for (int k = 0; k < o->n_in; k++) {
+        const loom_tensor *x = loom_graph_tensor(c->g, o->in[k]);
+        for (int d = 0; d < x->ndim; d++)
+            if (strcmp(x->dims[d].name, "b") == 0) batch_axes |= s->in[k].ax[d];
+    }
     s->param_bytes = 0;
     s->grad_sync_s = 0;
     for (int k = 0; k < o->n_w; k++) {
@@ -230,10 +237,16 @@ loom_status loom_strategy_cost(const loom_strategy_ctx *c, int32_t op, loom_stra
         if (dup) continue;
         const loom_tensor *w = loom_graph_tensor(c->g, o->w[k]);
         int64_t shards = loom_spec_shards(&s->w[k], w->ndim, m);
-        s->param_count += (loom_tensor_numel(w) + shards - 1) / shards;   /* padded: ceil */
+        int64_t shard = (loom_tensor_numel(w) + shards - 1) / shards;   /* padded: ceil */
+        s->param_count += shard;
         double b = loom_spec_bytes(&s->w[k], w, m);
         s->param_bytes += b;
         unsigned partial = s->compute_axes & ~loom_spec_axes(&s->w[k], w->ndim);
+        /* copies ZeRO shards: along the axes splitting the batch (data
+         * parallelism); a norm's copies along a sequence-parallel axis stay
+         * whole, as Megatron-LM's distributed optimizer keeps them */
+        int64_t copies = loom_mesh_parts(m, partial & batch_axes);
+        s->param_count_local += (shard + copies - 1) / copies;
         if (c->train && partial && loom_strategy_float(w->dtype))
             s->grad_sync_s += dp_sync_s(c, partial, b, b / loom_dtype_bytes(w->dtype));
     }

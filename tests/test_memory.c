@@ -285,6 +285,15 @@ static void test_zero(void)
     loom_memory_model_state(n, 8, 3, false, false, &m);
     CHECK_INT_EQ(m.params_bytes, 2 * n);
     CHECK_INT_EQ(m.grads_bytes + m.optimizer_bytes, 0);
+    /* A stage whose mesh holds 4 copies of its weights (n_local = n/4) in
+     * 8 replicas: ZeRO divides by the whole group, 32; what it does not
+     * shard stays n. */
+    for (int z = 0; z < 4; z++) {
+        loom_memory_model_state_local(n, n / 4, 8, z, true, &m);
+        CHECK_INT_EQ(m.params_bytes, z >= 3 ? 2 * n / 32 : 2 * n);
+        CHECK_INT_EQ(m.grads_bytes, z >= 2 ? 4 * n / 32 : 4 * n);
+        CHECK_INT_EQ(m.optimizer_bytes, z >= 1 ? 12 * n / 32 : 12 * n);
+    }
 }
 
 /* A whole stage, by hand: two fused-attention GPT-3 blocks at b = 1 under

@@ -240,6 +240,8 @@ static void test_einsum_costs(void)
                        1e-12);
         CHECK(dp->comm_s == 0);
         CHECK_INT_EQ(dp->param_count, 4096 * 1024);
+        /* ZeRO shards the 8 data-parallel copies */
+        CHECK_INT_EQ(dp->param_count_local, 4096 * 1024 / 8);
     }
     free(s);
     c.zero = 1;
@@ -281,7 +283,12 @@ static void test_einsum_costs(void)
             if (s[i].w[0].ax[d] & LOOM_AXIS1) CHECK(strcmp(w->dims[d].name, "f") == 0);
         }
     }
-    CHECK(find_strategy(s, n, "b@0 f@1 AR@1") != NULL);
+    const loom_strategy *meg = find_strategy(s, n, "b@0 f@1 AR@1");
+    CHECK(meg != NULL);
+    if (meg) {   /* a quarter of the weight per GPU, its 2 data-parallel copies sharded */
+        CHECK_INT_EQ(meg->param_count, 4096 * 1024 / 4);
+        CHECK_INT_EQ(meg->param_count_local, 4096 * 1024 / 8);
+    }
     CHECK(find_strategy(s, n, "b@0 f@1 RS@1>s") != NULL);
     CHECK(find_strategy(s, n, "h@1 AR@1") == NULL);
     free(s);
