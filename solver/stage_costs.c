@@ -235,6 +235,10 @@ static void intra_opts(const loom_search *s, bool megatron, loom_intra_opts *o)
     o->train = !s->req.inference;
     if (s->req.ilp_time_limit_s > 0) o->time_limit_s = s->req.ilp_time_limit_s;
     o->micro_batches = LOOM_SEARCH_ILP_MICRO_BATCHES;
+    /* the in-stage gradient sync under the default ZeRO stage (one table
+     * serves every configuration; ZeRO-2/3 are only offered to one-stage
+     * replicas) */
+    o->zero_stage = loom_search_zero(s);
     o->megatron_only = megatron;
     o->cache = s->cache;
 }
