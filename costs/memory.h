@@ -52,12 +52,12 @@ typedef struct {
 void loom_memory_model_state(int64_t n_params, int64_t dp, int zero, bool dist_opt,
                              bool training, loom_model_state *out);
 
-/* The same for a pipeline stage whose mesh also replicates weights: of the
- * n_params on a GPU, n_local are left once each weight is divided among
- * the GPUs of the stage that hold the same copy (Σ shard / replicas; the
- * data-parallel group of a runtime such as Megatron-LM spans them and the
- * stage's replicas, dp). The ZeRO-sharded parts are n_local / dp, the
- * others n_params. */
+/* The same for a pipeline stage whose mesh also holds data-parallel copies
+ * of its weights: of the n_params on a GPU, n_local are left once each
+ * weight is divided by its copies along the mesh axes that split the batch
+ * (the data-parallel group of a runtime such as Megatron-LM spans those
+ * and the stage's dp replicas). The ZeRO-sharded parts are n_local / dp,
+ * the others n_params. */
 void loom_memory_model_state_local(int64_t n_params, int64_t n_local, int64_t dp, int zero,
                                    bool training, loom_model_state *out);
 

@@ -82,7 +82,8 @@ typedef struct {
     double objective_s;            /* ILP objective summed: time_s + grad_sync_s / micro_batches */
     int64_t comm_bytes_fwd;        /* collective buffer bytes, forward, per GPU */
     int64_t param_count_per_gpu;   /* parameters (elements) on each GPU */
-    int64_t param_count_local_per_gpu;   /* the same shared among the mesh's copies */
+    int64_t param_count_local_per_gpu;   /* the same, each weight divided by its
+                                            data-parallel copies in the mesh (strategy.h) */
     int64_t param_bytes_per_gpu;   /* those parameters in their dtype */
     int64_t act_bytes_per_gpu;     /* saved activations of one micro-batch */
     int64_t memory_bytes_per_gpu;  /* the budget's measure (see above) */
@@ -128,7 +129,7 @@ typedef struct {
     double grad_sync_s;     /* per step */
     int64_t comm_bytes_fwd;
     int64_t param_count;    /* per GPU */
-    int64_t param_count_local;   /* per GPU, shared among the mesh's copies (strategy.h) */
+    int64_t param_count_local;   /* per GPU, divided by the data-parallel copies (strategy.h) */
     int64_t act_bytes;      /* saved activations per GPU */
     double fwd_compute_s;   /* the forward parts of compute_s and comm_s */
     double fwd_comm_s;

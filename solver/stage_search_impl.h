@@ -28,7 +28,7 @@ typedef struct {
     double *sync_s;          /* per step: gradient sync inside the mesh */
     double *kv_read_s;       /* inference: streaming the KV cache of one micro-batch */
     int64_t *params;         /* per GPU */
-    int64_t *params_local;   /* per GPU, shared among the mesh's copies (strategy.h) */
+    int64_t *params_local;   /* per GPU, divided by the data-parallel copies (strategy.h) */
     int64_t *act_bytes;      /* saved activations of one micro-batch, per GPU */
     int64_t *input_bytes;    /* the block's input on one GPU (what full recompute keeps) */
     int64_t *kv_per_seq;     /* inference: KV cache bytes per sequence, per GPU */

@@ -81,9 +81,9 @@ typedef struct {
     double bwd_compute_s;                /* the backward part of compute_s (0 without training) */
     double comm_bytes_fwd;
     int64_t param_count;                 /* per GPU */
-    int64_t param_count_local;           /* per GPU, each weight divided by the GPUs of the
-                                            mesh holding the same copy (what ZeRO shards
-                                            inside the stage; memory.h) */
+    int64_t param_count_local;           /* per GPU, each weight divided by its copies
+                                            along the mesh axes that split the batch:
+                                            what ZeRO shards inside a stage (memory.h) */
     double param_bytes;                  /* per GPU, weights' dtype */
     double act_bytes;                    /* saved for backward, per GPU */
 } loom_strategy;
