@@ -83,6 +83,7 @@
 #include <string.h>
 
 #include "costs/collective.h"
+#include "costs/dp_sync.h"
 #include "costs/pipeline.h"
 
 /* Megatron's tensor-parallel dims (split by tp); "qkv" (GPT-2's fused
@@ -430,27 +431,17 @@ static void assign_ranks(const loom_graph *g, const loom_parallel *p, const loom
     }
 }
 
-/* Data-parallel synchronisation of n parameters over group grp per step. */
+/* Data-parallel synchronisation of n parameters over group grp per step
+ * (dp_sync.h: the collectives of p's ZeRO stage). */
 static double sync_time(const ctx *x, double n, loom_group grp, int64_t m)
 {
     const loom_parallel *p = x->p;
     if (grp.ranks <= 1 || n <= 0) return 0;
-    double grads = (p->grad_reduce_bf16 ? 2 : LOOM_MEM_GRAD_BYTES) * n;
-    double weights = LOOM_MEM_PARAM_BYTES * n;
-    if (p->zero >= 3)   /* weights gathered for forward and backward, grads scattered, per micro-batch */
-        return (double)m * (2 * coll(x, LOOM_COLL_ALL_GATHER, grp, weights) +
-                            coll(x, LOOM_COLL_REDUCE_SCATTER, grp, grads));
-    /* ZeRO-2 keeps only its partition of the gradients, so gradient
-     * accumulation cannot happen locally: every micro-batch's gradients are
-     * reduce-scattered in its backward (DeepSpeed ZeRO-2); the updated
-     * weights are all-gathered once per step. */
-    if (p->zero == 2)
-        return (double)m * coll(x, LOOM_COLL_REDUCE_SCATTER, grp, grads) +
-               coll(x, LOOM_COLL_ALL_GATHER, grp, weights);
-    if (p->zero >= 1 || p->dist_opt)
-        return coll(x, LOOM_COLL_REDUCE_SCATTER, grp, grads) +
-               coll(x, LOOM_COLL_ALL_GATHER, grp, weights);
-    return coll(x, LOOM_COLL_ALL_REDUCE, grp, grads);
+    loom_dp_sync_op ops[LOOM_DP_SYNC_MAX_OPS];
+    int k = loom_dp_sync_ops(n, p->dist_opt && p->zero < 1 ? 1 : p->zero, p->grad_reduce_bf16, m, ops);
+    double t = 0;
+    for (int i = 0; i < k; i++) t += ops[i].per_step * coll(x, ops[i].kind, grp, ops[i].bytes);
+    return t;
 }
 
 static loom_group axis_group(const loom_cluster *c, int64_t count, int64_t stride)

@@ -26,6 +26,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "costs/dp_sync.h"
 #include "costs/memory.h"
 #include "costs/pipeline.h"
 #include "solver/stage_search_impl.h"
@@ -72,23 +73,12 @@ double loom_search_replica_sync_s(const loom_search *s, double n, int64_t dp, in
 {
     if (dp <= 1 || n <= 0 || s->req.inference) return 0;
     loom_group grp = loom_mesh_axis_group(s->c, (loom_mesh_shape){dp, stride}, 0);
-    double grads = LOOM_MEM_GRAD_BYTES * n, weights = LOOM_MEM_PARAM_BYTES * n;
-    /* ZeRO-3: weights gathered for forward and backward, grads scattered,
-     * per micro-batch */
-    if (zero >= 3)
-        return (double)(micro_batches > 0 ? micro_batches : 1) *
-               (2 * loom_group_collective_time_s(s->c, s->cal, LOOM_COLL_ALL_GATHER, grp, weights) +
-                loom_group_collective_time_s(s->c, s->cal, LOOM_COLL_REDUCE_SCATTER, grp, grads));
-    /* ZeRO-2: partitioned gradients are reduce-scattered every micro-batch
-     * (no local accumulation), weights all-gathered once (as costs/eval.c) */
-    if (zero == 2)
-        return (double)(micro_batches > 0 ? micro_batches : 1) *
-                   loom_group_collective_time_s(s->c, s->cal, LOOM_COLL_REDUCE_SCATTER, grp, grads) +
-               loom_group_collective_time_s(s->c, s->cal, LOOM_COLL_ALL_GATHER, grp, weights);
-    if (zero >= 1)
-        return loom_group_collective_time_s(s->c, s->cal, LOOM_COLL_REDUCE_SCATTER, grp, grads) +
-               loom_group_collective_time_s(s->c, s->cal, LOOM_COLL_ALL_GATHER, grp, weights);
-    return loom_group_collective_time_s(s->c, s->cal, LOOM_COLL_ALL_REDUCE, grp, grads);
+    loom_dp_sync_op ops[LOOM_DP_SYNC_MAX_OPS];
+    int k = loom_dp_sync_ops(n, zero, false, micro_batches, ops);
+    double t = 0;
+    for (int i = 0; i < k; i++)
+        t += ops[i].per_step * loom_group_collective_time_s(s->c, s->cal, ops[i].kind, grp, ops[i].bytes);
+    return t;
 }
 
 /* ---- specs ------------------------------------------------------------------- */

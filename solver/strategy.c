@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "costs/memory.h"
+#include "costs/dp_sync.h"
 #include "solver/grow.h"
 #include "solver/strategy_impl.h"
 
@@ -42,27 +42,16 @@ void loom_strategy_ctx_init(loom_strategy_ctx *c, const loom_graph *g, const loo
     loom_mesh_ctx_init(&c->mesh, loom_cost_model_cluster(cm), loom_cost_model_calib(cm), mesh);
 }
 
-/* Data-parallel sync per step of a weight shard of `bytes` (n elements)
- * replicated over `axes`: the fp32 gradients (LOOM_MEM_GRAD_BYTES, as
- * Megatron-LM reduces them for bf16 training) all-reduced, or under ZeRO
- * reduce-scattered with the updated weights all-gathered; ZeRO-2 scatters
- * every micro-batch, ZeRO-3 also gathers the weights for each forward and
- * backward. The same rules as the replica sync (stage_costs.c) and
- * costs/eval.c, over mesh axes. */
-static double dp_sync_s(const loom_strategy_ctx *c, unsigned axes, double bytes, double n)
+/* Data-parallel sync per step of a weight shard of n elements whose
+ * gradient is partial over `axes` (dp_sync.h, as the replica sync and
+ * costs/eval.c, over mesh axes). */
+static double dp_sync_s(const loom_strategy_ctx *c, unsigned axes, double n)
 {
-    const loom_mesh_ctx *m = &c->mesh;
-    double grads = LOOM_MEM_GRAD_BYTES * n, M = c->micro_batches > 0 ? (double)c->micro_batches : 1;
-    if (c->zero >= 3)
-        return M * (2 * loom_mesh_coll_s(m, LOOM_COLL_ALL_GATHER, axes, bytes) +
-                    loom_mesh_coll_s(m, LOOM_COLL_REDUCE_SCATTER, axes, grads));
-    if (c->zero == 2)
-        return M * loom_mesh_coll_s(m, LOOM_COLL_REDUCE_SCATTER, axes, grads) +
-               loom_mesh_coll_s(m, LOOM_COLL_ALL_GATHER, axes, bytes);
-    if (c->zero == 1)
-        return loom_mesh_coll_s(m, LOOM_COLL_REDUCE_SCATTER, axes, grads) +
-               loom_mesh_coll_s(m, LOOM_COLL_ALL_GATHER, axes, bytes);
-    return loom_mesh_coll_s(m, LOOM_COLL_ALL_REDUCE, axes, grads);
+    loom_dp_sync_op ops[LOOM_DP_SYNC_MAX_OPS];
+    int k = loom_dp_sync_ops(n, c->zero, false, c->micro_batches, ops);
+    double t = 0;
+    for (int i = 0; i < k; i++) t += ops[i].per_step * loom_mesh_coll_s(&c->mesh, ops[i].kind, axes, ops[i].bytes);
+    return t;
 }
 
 loom_status loom_strategy_saved_by(const loom_graph *g, int32_t **out, loom_error *err)
@@ -248,7 +237,7 @@ loom_status loom_strategy_cost(const loom_strategy_ctx *c, int32_t op, loom_stra
         int64_t copies = loom_mesh_parts(m, partial & batch_axes);
         s->param_count_local += (shard + copies - 1) / copies;
         if (c->train && partial && loom_strategy_float(w->dtype))
-            s->grad_sync_s += dp_sync_s(c, partial, b, b / loom_dtype_bytes(w->dtype));
+            s->grad_sync_s += dp_sync_s(c, partial, (double)shard);
     }
 
     /* Saved activations, charged to the first op that saves each tensor. */

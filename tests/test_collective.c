@@ -11,6 +11,7 @@
  *   dgx-h100-x2 with link efficiencies 1: intra 450 GB/s, 3 us; inter 50 GB/s, 8 us.
  */
 #include "costs/collective.h"
+#include "costs/dp_sync.h"
 #include "check.h"
 
 static loom_calib unit_calib(const loom_cluster *c)
@@ -160,11 +161,41 @@ static void mesh_axes(void)
     CHECK_NEAR_REL(t0, 1.5e9 / 50e9 + 6 * 8e-6, 1e-12);
 }
 
+/* ZeRO's data-parallel sync, by hand: 1e9 parameters, 8 micro-batches,
+ * fp32 gradients (4 GB) and bf16 weights (2 GB). */
+static void zero_sync(void)
+{
+    const double n = 1e9, G = 4e9, W = 2e9;
+    const struct {
+        int zero, k;
+        loom_dp_sync_op want[2];
+    } cases[] = {
+        {0, 1, {{LOOM_COLL_ALL_REDUCE, G, 1}}},
+        {1, 2, {{LOOM_COLL_REDUCE_SCATTER, G, 1}, {LOOM_COLL_ALL_GATHER, W, 1}}},
+        {2, 2, {{LOOM_COLL_REDUCE_SCATTER, G, 8}, {LOOM_COLL_ALL_GATHER, W, 1}}},
+        {3, 2, {{LOOM_COLL_REDUCE_SCATTER, G, 8}, {LOOM_COLL_ALL_GATHER, W, 16}}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        loom_dp_sync_op ops[LOOM_DP_SYNC_MAX_OPS];
+        int k = loom_dp_sync_ops(n, cases[c].zero, false, 8, ops);
+        CHECK_INT_EQ(k, cases[c].k);
+        for (int i = 0; i < k && i < cases[c].k; i++) {
+            CHECK_INT_EQ(ops[i].kind, cases[c].want[i].kind);
+            CHECK(ops[i].bytes == cases[c].want[i].bytes);
+            CHECK(ops[i].per_step == cases[c].want[i].per_step);
+        }
+    }
+    loom_dp_sync_op ops[LOOM_DP_SYNC_MAX_OPS];   /* --grad-reduce-in-bf16 halves the gradients */
+    CHECK_INT_EQ(loom_dp_sync_ops(n, 0, true, 0, ops), 1);
+    CHECK(ops[0].bytes == 2e9 && ops[0].per_step == 1);
+}
+
 int main(void)
 {
     flat_formulas();
     intra_vs_inter();
     hierarchical();
     mesh_axes();
+    zero_sync();
     return check_done();
 }
