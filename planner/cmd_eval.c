@@ -61,7 +61,8 @@ static const char *const usage_text =
     "  --json               one JSON object on stdout\n"
     "  --from-megatron L    the configuration of a Megatron-LM launch line instead of the\n"
     "                       options above: the text, @FILE or a script path (docs/export.md);\n"
-    "                       without MODEL the model is built from its shape arguments\n"
+    "                       without MODEL the model is built from its shape arguments; any\n"
+    "                       --pipeline-model-parallel-layout places the layers as written\n"
     "\n"
     "Model FLOPs count attention in full (non-causal), as Korthikanti et al. and Megatron-LM.\n";
 

@@ -514,6 +514,10 @@ static loom_status read_shape(const ctx *c, loom_megatron_launch *out)
         /* DeepSeek-V3's sigmoid gate with expert bias, else V2's softmax */
         const char *score = NULL;
         if ((s = get_str(c, "--moe-router-score-function", "softmax", &score))) return s;
+        if (strcmp(score, "softmax") && strcmp(score, "sigmoid"))
+            return failf(c, line_of(c, "--moe-router-score-function"),
+                         "--moe-router-score-function must be softmax or sigmoid, found '%s'",
+                         score);
         bool v3 = !strcmp(score, "sigmoid") || has(c, "--moe-router-enable-expert-bias");
         snprintf(m->arch, sizeof m->arch, v3 ? "deepseek_v3" : "deepseek_v2");
         m->q_lora_rank = sh->q_lora;
