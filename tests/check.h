@@ -58,6 +58,24 @@ static int check_failures, check_passes;
     } while (0)
 
 /* Call at the end of main: prints the tally, returns the exit code. */
+/* A scratch directory for a test's files: tmpl ("/tmp/loom_x_XXXXXX") is
+ * made and rewritten in place; a test that cannot have one exits 2. */
+static inline void check_tmpdir(char *tmpl)
+{
+    if (!mkdtemp(tmpl)) {
+        perror("mkdtemp");
+        exit(2);
+    }
+}
+
+/* Removes the scratch directory and everything in it. */
+static inline void check_tmpdir_remove(const char *dir)
+{
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+}
+
 static inline int check_done(void)
 {
     printf("%d passed, %d failed\n", check_passes, check_failures);

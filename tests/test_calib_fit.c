@@ -213,14 +213,12 @@ static void test_accuracy(void)
 int main(void)
 {
     snprintf(dir, sizeof dir, "/tmp/loom_test_calib_XXXXXX");
-    if (!mkdtemp(dir)) return 2;
+    check_tmpdir(dir);
     test_published();
     test_bad_records();
     test_defaults_reproduce();
     test_recovery();
     test_accuracy();
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    check_tmpdir_remove(dir);
     return check_done();
 }

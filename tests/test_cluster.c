@@ -298,17 +298,12 @@ static void calib_files(void)
 int main(void)
 {
     snprintf(dir, sizeof dir, "/tmp/loom_test_cluster_XXXXXX");
-    if (!mkdtemp(dir)) {
-        perror("mkdtemp");
-        return 2;
-    }
+    check_tmpdir(dir);
     devices();
     presets();
     files();
     bad_files();
     calib_files();
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    check_tmpdir_remove(dir);
     return check_done();
 }

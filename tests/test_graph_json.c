@@ -234,15 +234,10 @@ static void test_model_load_files(void)
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/loom_test_graph_json.XXXXXX");
-    if (!mkdtemp(tmpdir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    check_tmpdir(tmpdir);
     test_round_trips();
     test_bad_inputs();
     test_model_load_files();
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    check_tmpdir_remove(tmpdir);
     return check_done();
 }

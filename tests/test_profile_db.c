@@ -451,18 +451,13 @@ static void test_key_from_op(void)
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/loom_profile_db_XXXXXX");
-    if (!mkdtemp(tmpdir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    check_tmpdir(tmpdir);
     test_roundtrip_and_exact();
     test_interpolation();
     test_bad_input();
     test_atomic_write();
     test_requests();
     test_key_from_op();
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    check_tmpdir_remove(tmpdir);
     return check_done();
 }

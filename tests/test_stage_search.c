@@ -288,18 +288,13 @@ static void test_layout(void)
 
 int main(void)
 {
-    if (!mkdtemp(tmpdir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    check_tmpdir(tmpdir);
     test_layout();
     test_zero_follows_config();
     test_interleaved_rank_memory();
     test_search_tries_zero2();
     test_multi_node_stages();
     test_mla_kv_cache();
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    check_tmpdir_remove(tmpdir);
     return check_done();
 }
