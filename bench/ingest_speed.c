@@ -11,7 +11,7 @@
 #include <time.h>
 
 #include "graph/graph_json.h"
-#include "graph/json_util.h"
+#include "base/json.h"
 #include "graph/model.h"
 
 #define RUNS 5

@@ -11,6 +11,6 @@ shift || true
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 cc -std=c11 -O2 -D_POSIX_C_SOURCE=200809L -I. $(pkg-config --cflags libcjson igraph) \
-  bench/ingest_speed.c "$build/libloom_graph.a" $(pkg-config --libs libcjson igraph) -lm \
+  bench/ingest_speed.c "$build/libloom_graph.a" "$build/libloom_base.a" $(pkg-config --libs libcjson igraph) -lm \
   -o "$out/ingest_speed"
 "$out/ingest_speed" "$@"

@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 libs=""
-for lib in libloom_planner.a libloom_solver.a libloom_costs.a libloom_graph.a; do
+for lib in libloom_planner.a libloom_solver.a libloom_costs.a libloom_graph.a libloom_base.a; do
   [ -f "$build/$lib" ] || { echo "plan bench: $build/$lib not found; build first (cmake --build $build)" >&2; exit 1; }
   libs="$libs $build/$lib"
 done

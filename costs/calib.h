@@ -19,7 +19,7 @@
 #define LOOM_CALIB_H
 
 #include "costs/device.h"
-#include "graph/error.h"
+#include "base/error.h"
 
 #define LOOM_CALIB_FORMAT "loom-calib/1"
 

@@ -44,7 +44,7 @@
 
 #include "costs/compute.h"
 #include "costs/eval.h"
-#include "graph/json_util.h"
+#include "base/json.h"
 #include "graph/model.h"
 
 #define LOOM_FIT_SWEEPS 5

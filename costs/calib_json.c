@@ -19,8 +19,8 @@
 #include <string.h>
 
 #include "costs/calib.h"
-#include "graph/fileio.h"
-#include "graph/json_util.h"
+#include "base/fileio.h"
+#include "base/json.h"
 
 static loom_status get_field(const loom_jctx *c, const cJSON *root, const char *key, double lo,
                              double hi, bool lo_open, double *out)

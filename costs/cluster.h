@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "costs/device.h"
-#include "graph/error.h"
+#include "base/error.h"
 
 typedef struct {
     double bandwidth_Bps;   /* per direction, per GPU */

@@ -20,8 +20,8 @@
 #include <string.h>
 
 #include "costs/cluster.h"
-#include "graph/fileio.h"
-#include "graph/json_util.h"
+#include "base/fileio.h"
+#include "base/json.h"
 
 #define DEFAULT_INTRA_LATENCY_US 3.0
 #define DEFAULT_INTER_LATENCY_US 8.0

@@ -20,7 +20,7 @@
 #define LOOM_PIPELINE_H
 
 #include <stdint.h>
-#include "graph/error.h"
+#include "base/error.h"
 
 /* Bytes an Adam step streams through HBM per local parameter: reads the
  * fp32 gradient, master weight, m and v (16), writes master, m, v (12) and

@@ -26,8 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph/fileio.h"
-#include "graph/json_util.h"
+#include "base/fileio.h"
+#include "base/json.h"
 
 struct loom_profile_db {
     char device[LOOM_PROFILE_META_MAX];

@@ -57,7 +57,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include "graph/error.h"
+#include "base/error.h"
 #include "graph/graph.h"
 
 /* Where a predicted compute time came from (costs/compute.h reports it). */

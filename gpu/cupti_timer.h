@@ -15,7 +15,7 @@
 #define LOOM_GPU_CUPTI_TIMER_H
 
 #include <stdint.h>
-#include "graph/error.h"
+#include "base/error.h"
 #include "gpu/kernel_log.h"
 
 loom_status loom_cupti_start(loom_error *err);

@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cuda_runtime_api.h>
-#include "graph/error.h"
+#include "base/error.h"
 
 typedef struct {
     char name[256];              /* cudaDeviceProp.name, e.g. "NVIDIA H100 80GB HBM3" */

@@ -30,7 +30,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include "graph/error.h"
+#include "base/error.h"
 #include "graph/graph.h"
 
 #define LOOM_EINSUM_PLAN_MAX_RANK 8

@@ -19,7 +19,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "graph/error.h"
+#include "base/error.h"
 
 typedef struct loom_kernel_log loom_kernel_log;
 

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/grow.h"
 #include "graph/validate.h"
 
 struct loom_graph {
@@ -41,19 +42,6 @@ struct loom_graph {
 
 /* ---- name tables ---------------------------------------------------------- */
 
-static const char *const dtype_names[] = {
-#define LOOM_X(n, s, b) s,
-    LOOM_DTYPE_LIST(LOOM_X)
-#undef LOOM_X
-};
-static const int dtype_sizes[] = {
-#define LOOM_X(n, s, b) b,
-    LOOM_DTYPE_LIST(LOOM_X)
-#undef LOOM_X
-};
-_Static_assert(sizeof(dtype_names) / sizeof(dtype_names[0]) == LOOM_DTYPE_COUNT,
-               "dtype name table out of step");
-
 static const char *const op_kind_names[] = {
 #define LOOM_X(n, s) s,
     LOOM_OP_KIND_LIST(LOOM_X)
@@ -61,22 +49,6 @@ static const char *const op_kind_names[] = {
 };
 _Static_assert(sizeof(op_kind_names) / sizeof(op_kind_names[0]) == LOOM_OP_KIND_COUNT,
                "op kind name table out of step");
-
-const char *loom_dtype_name(loom_dtype t)
-{
-    return (unsigned)t < LOOM_DTYPE_COUNT ? dtype_names[t] : "?";
-}
-int loom_dtype_bytes(loom_dtype t) { return (unsigned)t < LOOM_DTYPE_COUNT ? dtype_sizes[t] : 0; }
-
-bool loom_dtype_parse(const char *s, loom_dtype *out)
-{
-    for (int i = 0; i < LOOM_DTYPE_COUNT; i++)
-        if (strcmp(s, dtype_names[i]) == 0) {
-            *out = (loom_dtype)i;
-            return true;
-        }
-    return false;
-}
 
 const char *loom_op_kind_name(loom_op_kind k)
 {
@@ -164,19 +136,6 @@ void loom_graph_layer_ops(const loom_graph *g, int32_t layer, int32_t *first, in
     *count = g->layer_count[layer];
 }
 
-/* Grows a typed array by doubling; returns false on OOM. */
-static bool grow(void **arr, int32_t *cap, int32_t need, size_t elem)
-{
-    if (need <= *cap) return true;
-    int32_t nc = *cap ? *cap * 2 : 64;
-    while (nc < need) nc *= 2;
-    void *p = realloc(*arr, (size_t)nc * elem);
-    if (!p) return false;
-    *arr = p;
-    *cap = nc;
-    return true;
-}
-
 /* ---- building --------------------------------------------------------------- */
 
 #define LOOM_MAX_ELEMENTS ((int64_t)1 << 53)   /* keeps FLOP products in int64 */
@@ -206,7 +165,7 @@ loom_status loom_graph_add_tensor(loom_graph *g, const char *name, loom_dtype dt
                                   "tensor %s: element count overflows (more than 2^53)", name);
         numel *= dims[i].size;
     }
-    if (!grow((void **)&g->tensors, &g->cap_tensors, g->n_tensors + 1, sizeof(loom_tensor)))
+    if (!loom_grow((void **)&g->tensors, &g->cap_tensors, g->n_tensors + 1, sizeof(loom_tensor)))
         return loom_error_set(err, LOOM_ERR_NOMEM, "out of memory adding tensor %s", name);
     loom_tensor *t = &g->tensors[g->n_tensors];
     memset(t, 0, sizeof *t);
@@ -470,7 +429,7 @@ loom_status loom_graph_add_op(loom_graph *g, const loom_op *src, int32_t *out_id
                                   "op %s: weight operand %s is not marked as a weight", op.name,
                                   g->tensors[op.w[i]].name);
     if ((s = account(g, &op, err))) return s;
-    if (!grow((void **)&g->ops, &g->cap_ops, g->n_ops + 1, sizeof(loom_op)))
+    if (!loom_grow((void **)&g->ops, &g->cap_ops, g->n_ops + 1, sizeof(loom_op)))
         return loom_error_set(err, LOOM_ERR_NOMEM, "out of memory adding op %s", op.name);
     int32_t id = g->n_ops++;
     g->ops[id] = op;

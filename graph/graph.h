@@ -33,7 +33,8 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include "graph/error.h"
+#include "base/dtype.h"
+#include "base/error.h"
 
 #define LOOM_MAX_DIMS 6
 #define LOOM_MAX_IO 4        /* inputs, outputs or weights per op */
@@ -42,29 +43,6 @@
 #define LOOM_EINSUM_MAX 48
 
 typedef struct loom_graph loom_graph;
-
-/* ---- dtypes ------------------------------------------------------------ */
-
-#define LOOM_DTYPE_LIST(X) \
-    X(BF16, "bf16", 2)     \
-    X(FP16, "fp16", 2)     \
-    X(FP32, "fp32", 4)     \
-    X(FP8,  "fp8",  1)     \
-    X(INT64, "int64", 8)   \
-    X(INT32, "int32", 4)   \
-    X(U8,   "u8",   1)     /* dropout masks */
-
-typedef enum {
-#define LOOM_X(n, s, b) LOOM_DTYPE_##n,
-    LOOM_DTYPE_LIST(LOOM_X)
-#undef LOOM_X
-    LOOM_DTYPE_COUNT
-} loom_dtype;
-
-const char *loom_dtype_name(loom_dtype t);
-int loom_dtype_bytes(loom_dtype t);
-/* Parses "bf16", "fp16", …; returns false for an unknown name. */
-bool loom_dtype_parse(const char *s, loom_dtype *out);
 
 /* ---- op kinds (DESIGN §3) ---------------------------------------------- */
 

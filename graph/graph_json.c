@@ -20,8 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph/fileio.h"
-#include "graph/json_util.h"
+#include "base/fileio.h"
+#include "base/json.h"
 
 #define PATH_MAX_LEN 160   /* a JSON path such as $.ops[12345].inputs[3] */
 #define SUB_MAX_LEN (PATH_MAX_LEN + 32)

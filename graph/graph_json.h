@@ -15,7 +15,7 @@
 #define LOOM_GRAPH_JSON_H
 
 #include <cJSON.h>
-#include "graph/error.h"
+#include "base/error.h"
 #include "graph/graph.h"
 
 #define LOOM_GRAPH_FORMAT "loom-graph/1"

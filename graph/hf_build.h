@@ -26,7 +26,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include "graph/graph.h"
-#include "graph/json_util.h"
+#include "base/json.h"
 #include "graph/model.h"
 
 /* State of one build: the graph, sizes every block needs, the error. */

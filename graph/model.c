@@ -14,7 +14,7 @@
 
 #include "graph/graph_json.h"
 #include "graph/hf_build.h"
-#include "graph/json_util.h"
+#include "base/json.h"
 
 typedef enum { FAM_GPT2, FAM_LLAMA, FAM_DEEPSEEK } family;
 

@@ -25,7 +25,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <cJSON.h>
-#include "graph/error.h"
+#include "base/error.h"
 #include "graph/graph.h"
 
 typedef struct {

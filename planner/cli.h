@@ -9,7 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "graph/error.h"
+#include "base/error.h"
 
 enum { LOOM_EXIT_OK = 0, LOOM_EXIT_FAIL = 1, LOOM_EXIT_USAGE = 2, LOOM_EXIT_INFEASIBLE = 3 };
 

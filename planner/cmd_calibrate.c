@@ -20,7 +20,7 @@
 #include "costs/calib.h"
 #include "costs/calib_fit.h"
 #include "costs/device.h"
-#include "graph/json_util.h"
+#include "base/json.h"
 #include "planner/cli.h"
 
 static const char *const usage_text =

@@ -19,7 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "graph/fileio.h"
+#include "base/fileio.h"
 #include "planner/cli.h"
 #include "planner/compare.h"
 

@@ -18,7 +18,7 @@
 #include "costs/cluster.h"
 #include "costs/compute.h"
 #include "costs/eval.h"
-#include "graph/json_util.h"
+#include "base/json.h"
 #include "graph/model.h"
 #include "planner/cli.h"
 #include "planner/megatron_import.h"

@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include "costs/cluster.h"
-#include "graph/fileio.h"
+#include "base/fileio.h"
 #include "planner/cli.h"
 #include "planner/export.h"
 #include "planner/export_nearest.h"

@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "graph/graph.h"
-#include "graph/json_util.h"
+#include "base/json.h"
 #include "graph/model.h"
 #include "planner/cli.h"
 

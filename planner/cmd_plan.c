@@ -16,10 +16,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "costs/cluster.h"
+#include "base/clock.h"
 #include "planner/cli.h"
 #include "planner/plan_run.h"
 
@@ -95,22 +95,17 @@ static int add_output(const char *path)
 }
 
 typedef struct {
-    struct timespec start;
+    double start_s;
     bool tty, shown;
 } progress_state;
 
-static double since(const struct timespec *t0)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)(t.tv_sec - t0->tv_sec) + 1e-9 * (double)(t.tv_nsec - t0->tv_nsec);
-}
+static double since(double t0_s) { return loom_clock_s() - t0_s; }
 
 /* Progress on a terminal only, and only once the search has taken a while. */
 static void progress(void *ctx, double done, const char *what)
 {
     progress_state *ps = ctx;
-    if (!ps->tty || since(&ps->start) < 1.0) return;
+    if (!ps->tty || since(ps->start_s) < 1.0) return;
     fprintf(stderr, "\r\033[Ksearching: %3.0f%%  %s", 100 * done, what);
     fflush(stderr);
     ps->shown = true;
@@ -314,7 +309,7 @@ int loom_cmd_plan(int argc, char **argv)
     if (det && strcmp(det, "0") != 0 && det[0]) no_timings = true;
 
     progress_state ps = {.tty = isatty(2) != 0};
-    clock_gettime(CLOCK_MONOTONIC, &ps.start);
+    ps.start_s = loom_clock_s();
     req.progress = progress;
     req.progress_ctx = &ps;
     req.stop = &stop_flag;

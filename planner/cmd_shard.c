@@ -28,7 +28,7 @@
 #include "costs/cluster.h"
 #include "costs/compute.h"
 #include "graph/graph.h"
-#include "graph/json_util.h"
+#include "base/json.h"
 #include "graph/model.h"
 #include "planner/cli.h"
 #include "solver/intra.h"

@@ -26,7 +26,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include "graph/error.h"
+#include "base/error.h"
 #include "graph/graph.h"
 #include "planner/plan.h"
 #include "solver/search.h"

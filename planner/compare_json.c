@@ -9,7 +9,7 @@
  * makes `compare-merge` of N shards byte-identical to one unsharded run.
  * A gap that does not exist (a plan that does not fit) is null.
  *
- * Reading goes through json_util: line:col for malformed JSON, duplicate
+ * Reading goes through base/json: line:col for malformed JSON, duplicate
  * keys, unknown members with the allowed list, integer ranges, and every
  * message names the file and the JSON path.
  */
@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "costs/cluster.h"
-#include "graph/json_util.h"
+#include "base/json.h"
 #include "planner/cli.h"
 #include "planner/compare.h"
 

@@ -36,7 +36,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "costs/parallel.h"
-#include "graph/error.h"
+#include "base/error.h"
 #include "graph/graph.h"
 #include "graph/model.h"
 #include "planner/plan.h"

@@ -16,7 +16,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include "graph/error.h"
+#include "base/error.h"
 #include "planner/export.h"
 #include "planner/plan.h"
 

@@ -23,7 +23,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include "graph/error.h"
+#include "base/error.h"
 #include "planner/shell_words.h"
 
 /* The last value given for one argument. */

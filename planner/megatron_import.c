@@ -26,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph/fileio.h"
+#include "base/fileio.h"
 #include "planner/megatron_args.h"
 #include "planner/megatron_cmdline.h"
 #include "planner/shell_words.h"

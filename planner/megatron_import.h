@@ -33,7 +33,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include "graph/error.h"
+#include "base/error.h"
 #include "graph/graph.h"
 #include "graph/model.h"
 #include "planner/export.h"

@@ -21,7 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "graph/json_util.h"
+#include "base/json.h"
 #include "planner/megatron_import.h"
 
 loom_status loom_megatron_build_model(const loom_megatron_launch *l, const loom_model_opts *o,

@@ -37,7 +37,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "costs/parallel.h"
-#include "graph/error.h"
+#include "base/error.h"
 #include "graph/graph.h"
 
 #define LOOM_PLAN_FORMAT "loom-plan/1"

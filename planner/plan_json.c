@@ -8,7 +8,7 @@
  * always gives the same bytes. The one value that differs run to run,
  * search.time_s, is written as 0 under LOOM_PLAN_JSON_NO_TIMINGS.
  *
- * Reading goes through json_util (line:col for malformed JSON, duplicate
+ * Reading goes through base/json (line:col for malformed JSON, duplicate
  * keys, non-finite numbers, unknown members with the allowed list, ranges on
  * every integer), then loom_plan_check, so a plan that comes back from disk
  * is as trustworthy as one the planner just made. Members the writer omits
@@ -18,8 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph/fileio.h"
-#include "graph/json_util.h"
+#include "base/fileio.h"
+#include "base/json.h"
 #include "planner/plan.h"
 
 /* ---- writing --------------------------------------------------------------- */

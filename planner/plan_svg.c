@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph/fileio.h"
+#include "base/fileio.h"
 #include "planner/plan.h"
 
 #define LOOM_SVG_MAX_NODES 32

@@ -29,7 +29,7 @@
 #define LOOM_SHELL_WORDS_H
 
 #include <stdbool.h>
-#include "graph/error.h"
+#include "base/error.h"
 
 typedef struct {
     char *text;            /* the word after expansion and quote removal */

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "solver/grow.h"
+#include "base/grow.h"
 #include "solver/ilp_impl.h"
 
 static const char *const status_names[] = {"optimal", "feasible", "infeasible"};
@@ -64,7 +64,7 @@ loom_status loom_ilp_add_node(loom_ilp *p, int32_t k, const double *cost, const 
     if (!finite_array(cost, k) || (mem && !finite_array(mem, k)))
         return loom_error_set(err, LOOM_ERR_INVALID, "ILP node %d: non-finite cost or memory",
                               p->n_nodes);
-    if (!loom_solver_grow((void **)&p->nodes, &p->cap_nodes, p->n_nodes + 1, sizeof *p->nodes))
+    if (!loom_grow((void **)&p->nodes, &p->cap_nodes, p->n_nodes + 1, sizeof *p->nodes))
         return loom_error_set(err, LOOM_ERR_NOMEM, "out of memory adding an ILP node");
     loom_ilp_node *n = &p->nodes[p->n_nodes];
     n->k = k;
@@ -108,7 +108,7 @@ loom_status loom_ilp_add_edge(loom_ilp *p, int32_t u, int32_t v, int32_t ku_cls,
         for (int32_t i = 0; i < n->k; i++) n->cost[i] += R[(int64_t)cu[i] * kv_cls + cv[i]];
         return LOOM_OK;
     }
-    if (!loom_solver_grow((void **)&p->edges, &p->cap_edges, p->n_edges + 1, sizeof *p->edges))
+    if (!loom_grow((void **)&p->edges, &p->cap_edges, p->n_edges + 1, sizeof *p->edges))
         return loom_error_set(err, LOOM_ERR_NOMEM, "out of memory adding an ILP edge");
     loom_ilp_edge *e = &p->edges[p->n_edges];
     memset(e, 0, sizeof *e);

@@ -41,7 +41,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include "graph/error.h"
+#include "base/error.h"
 
 typedef struct loom_ilp loom_ilp;
 

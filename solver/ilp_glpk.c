@@ -23,6 +23,7 @@
  * thread, so concurrent solves need one thread each.
  */
 #include "solver/ilp.h"
+#include "base/clock.h"
 
 #include <glpk.h>
 #include <limits.h>
@@ -31,7 +32,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "solver/ilp_impl.h"
@@ -80,13 +80,6 @@ static void mip_callback(glp_tree *T, void *info)
         st->bound = glp_ios_node_bound(T, best);
         st->have_bound = true;
     }
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* One sparse matrix in GLPK's 1-based triplet form. */
@@ -362,7 +355,7 @@ static loom_status write_lp(glp_prob *lp, const char *path, loom_error *err)
 static loom_status solve(const loom_ilp *p, const loom_ilp_opts *o, bool write_only,
                          loom_ilp_solution *out, loom_error *err)
 {
-    double t0 = now_s();
+    double t0 = loom_clock_s();
     glpk_trap trap;
     trap.text[0] = '\0';
     /* Locals assigned after setjmp and read after a longjmp are volatile. */
@@ -495,7 +488,7 @@ static loom_status solve(const loom_ilp *p, const loom_ilp_opts *o, bool write_o
         out->gap = (out->objective - out->bound) / fmax(fabs(out->objective), 1e-12);
     }
 done:
-    out->solve_time_s = now_s() - t0;
+    out->solve_time_s = loom_clock_s() - t0;
 fail:
     glp_delete_prob(lp);
     glp_error_hook(NULL, NULL);
@@ -526,7 +519,7 @@ loom_status loom_ilp_solve_glpk(const loom_ilp *p, const loom_ilp_opts *o, loom_
 
     /* Eliminate what dynamic programming can, solve the core, expand. The
      * debug file shows the whole model. */
-    double t0 = now_s();
+    double t0 = loom_clock_s();
     loom_ilp *core;
     loom_ilp_reduction *red;
     loom_status s;
@@ -562,7 +555,7 @@ loom_status loom_ilp_solve_glpk(const loom_ilp *p, const loom_ilp_opts *o, loom_
         out->gap = (out->objective - out->bound) / fmax(fabs(out->objective), 1e-12);
     }
 done:
-    out->solve_time_s = now_s() - t0;
+    out->solve_time_s = loom_clock_s() - t0;
     loom_ilp_solution_free(&cs);
     loom_ilp_destroy(core);
     loom_ilp_reduction_free(red);

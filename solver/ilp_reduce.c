@@ -27,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "solver/grow.h"
+#include "base/grow.h"
 #include "solver/ilp_impl.h"
 
 typedef struct {
@@ -120,7 +120,7 @@ loom_status loom_ilp_reduce(const loom_ilp *p, loom_ilp **core, loom_ilp_reducti
     }
     /* working copy of the edges; arrays are shared with p until replaced */
     for (int32_t i = 0; i < p->n_edges; i++) {
-        if (!loom_solver_grow((void **)&E, &capE, nE + 1, sizeof *E)) goto oom;
+        if (!loom_grow((void **)&E, &capE, nE + 1, sizeof *E)) goto oom;
         const loom_ilp_edge *e = &p->edges[i];
         E[nE++] = (redge){e->u, e->v, e->ku, e->kv, e->cu, e->cv, e->R, false};
     }
@@ -205,7 +205,7 @@ loom_status loom_ilp_reduce(const loom_ilp *p, loom_ilp **core, loom_ilp_reducti
             if (z >= 0) {
                 /* the new edge y - z owns its arrays */
                 int32_t *cu = malloc((size_t)ky * sizeof(int32_t)), *cv = malloc((size_t)kz * sizeof(int32_t));
-                if (!cu || !cv || !loom_solver_grow((void **)&E, &capE, nE + 1, sizeof *E)) {
+                if (!cu || !cv || !loom_grow((void **)&E, &capE, nE + 1, sizeof *E)) {
                     free(cu), free(cv), free(st.ya), free(st.zb), free(st.arg);
                     goto oom;
                 }
@@ -220,7 +220,7 @@ loom_status loom_ilp_reduce(const loom_ilp *p, loom_ilp **core, loom_ilp_reducti
             }
             free(R);
             R = NULL;
-            if (!loom_solver_grow((void **)&r->steps, &cap_steps, r->n_steps + 1, sizeof *r->steps)) {
+            if (!loom_grow((void **)&r->steps, &cap_steps, r->n_steps + 1, sizeof *r->steps)) {
                 free(st.ya), free(st.zb), free(st.arg);
                 goto oom;
             }

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "solver/grow.h"
+#include "base/grow.h"
 #include "solver/strategy_impl.h"
 
 typedef struct {
@@ -116,7 +116,7 @@ void loom_layer_problem_destroy(loom_layer_problem *p)
 
 static lnode *add_node(loom_layer_problem *p)
 {
-    if (!loom_solver_grow((void **)&p->nodes, &p->cap_nodes, p->n_nodes + 1, sizeof *p->nodes)) return NULL;
+    if (!loom_grow((void **)&p->nodes, &p->cap_nodes, p->n_nodes + 1, sizeof *p->nodes)) return NULL;
     lnode *n = &p->nodes[p->n_nodes++];
     memset(n, 0, sizeof *n);
     return n;
@@ -270,7 +270,7 @@ static loom_status add_edge(loom_layer_problem *p, int32_t tensor, int32_t src, 
     const loom_tensor *t = loom_graph_tensor(p->c->g, tensor);
     const loom_mesh_ctx *m = &p->c->mesh;
     bool grad = p->c->train && loom_strategy_float(t->dtype);
-    if (!loom_solver_grow((void **)&p->edges, &p->cap_edges, p->n_edges + 1, sizeof *p->edges))
+    if (!loom_grow((void **)&p->edges, &p->cap_edges, p->n_edges + 1, sizeof *p->edges))
         return loom_error_set(err, LOOM_ERR_NOMEM, "out of memory (ILP edges)");
     ledge *e = &p->edges[p->n_edges];
     memset(e, 0, sizeof *e);

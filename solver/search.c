@@ -14,12 +14,12 @@
  * Units: seconds, bytes per GPU.
  */
 #include "solver/search.h"
+#include "base/clock.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "costs/memory.h"
 
@@ -33,13 +33,6 @@ struct loom_algo_ctx {
     double t0;
     bool timed_out;
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 void loom_algo_request_init(loom_algo_request *r)
 {
@@ -131,7 +124,7 @@ loom_status loom_algo_ctx_create(const loom_algo_request *req, loom_algo_ctx **o
         c->is_block[l] = loom_memory_is_block(g, l);
         c->blocks += c->is_block[l];
     }
-    c->t0 = now_s();
+    c->t0 = loom_clock_s();
     *out = c;
     return LOOM_OK;
 }
@@ -159,14 +152,14 @@ loom_status loom_algo_ctx_graph(loom_algo_ctx *c, int64_t b, const loom_graph **
 
 bool loom_algo_ctx_stop(loom_algo_ctx *c)
 {
-    if (c->req.budget_s > 0 && now_s() - c->t0 > c->req.budget_s) c->timed_out = true;
+    if (c->req.budget_s > 0 && loom_clock_s() - c->t0 > c->req.budget_s) c->timed_out = true;
     return c->timed_out;
 }
 
 double loom_algo_ctx_remaining_s(const loom_algo_ctx *c)
 {
     if (c->req.budget_s <= 0) return INFINITY;
-    double left = c->req.budget_s - (now_s() - c->t0);
+    double left = c->req.budget_s - (loom_clock_s() - c->t0);
     return left > 0 ? left : 0;
 }
 
@@ -306,9 +299,9 @@ loom_status loom_algo_run(const loom_algo *a, const loom_algo_request *req, loom
     loom_algo_ctx *c;
     loom_status s = loom_algo_ctx_create(req, &c, err);
     if (s) return s;
-    c->t0 = now_s();
+    c->t0 = loom_clock_s();
     s = a->run(c, out, err);
-    out->time_s = now_s() - c->t0;
+    out->time_s = loom_clock_s() - c->t0;
     out->evals += c->evals;   /* the Alpa planner counts its own evaluations in out->evals */
     out->timed_out |= c->timed_out;
     loom_algo_ctx_destroy(c);

@@ -24,19 +24,12 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "costs/dp_sync.h"
+#include "base/clock.h"
 #include "costs/memory.h"
 #include "costs/pipeline.h"
 #include "solver/stage_search_impl.h"
-
-double loom_search_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 int loom_search_zero(const loom_search *s)
 {

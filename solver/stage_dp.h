@@ -95,7 +95,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include "graph/error.h"
+#include "base/error.h"
 
 #define LOOM_STAGE_MAX 512        /* stages in one solution, and layers in one DP */
 #define LOOM_STAGE_MAX_MESHES 64  /* sub-mesh shapes in one DP */

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "costs/memory.h"
+#include "base/clock.h"
 #include "solver/stage_search_impl.h"
 
 #define MAX_LOGICAL 8              /* logical shapes per sub-mesh */
@@ -143,7 +144,7 @@ static bool stop_now(loom_search *s)
     }
     /* the time limit takes effect once there is a plan to return */
     if (s->have_best && s->req.time_limit_s > 0 &&
-        loom_search_now() - s->t_start > s->req.time_limit_s) {
+        loom_clock_s() - s->t_start > s->req.time_limit_s) {
         s->res.timed_out = true;
         return true;
     }
@@ -611,7 +612,7 @@ static bool valid_replica(int64_t D, int64_t g)
 loom_status loom_search_run(loom_search *s, const loom_search_result **result, loom_error *err)
 {
     *result = &s->res;
-    s->t_start = loom_search_now();
+    s->t_start = loom_clock_s();
     const int64_t G = loom_cluster_gpus(s->c), g = s->c->gpus_per_node;
     loom_status st = LOOM_OK;
     const loom_graph *g1;
@@ -707,7 +708,7 @@ loom_status loom_search_run(loom_search *s, const loom_search_result **result, l
                     }
                 }
 out:
-    s->res.time_s = loom_search_now() - s->t_start;
+    s->res.time_s = loom_clock_s() - s->t_start;
     if (st) return st;
     if (!s->have_best) {
         if (s->res.stopped)

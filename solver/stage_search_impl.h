@@ -60,9 +60,6 @@ struct loom_search {
 /* Layer signatures of a graph the search loaded (NULL for another graph). */
 const uint64_t *loom_search_sigs(const loom_search *s, const loom_graph *g);
 
-/* Seconds on a monotonic clock. */
-double loom_search_now(void);
-
 /* The table of graph(b) on mesh (n0, n1), full or Megatron strategy space
  * (built on first use). */
 loom_status loom_search_layer_tab(loom_search *s, int64_t b, loom_mesh_shape mesh, bool megatron,

@@ -25,7 +25,7 @@
 #include <string.h>
 
 #include "costs/dp_sync.h"
-#include "solver/grow.h"
+#include "base/grow.h"
 #include "solver/strategy_impl.h"
 
 #define MAX_LETTERS 16
@@ -285,7 +285,7 @@ typedef struct {
 
 static loom_strategy *push(strat_list *l)
 {
-    if (!loom_solver_grow((void **)&l->v, &l->cap, l->n + 1, sizeof *l->v)) return NULL;
+    if (!loom_grow((void **)&l->v, &l->cap, l->n + 1, sizeof *l->v)) return NULL;
     loom_strategy *s = &l->v[l->n++];
     memset(s, 0, sizeof *s);
     s->compute_scale = 1.0;

@@ -2,14 +2,14 @@
 # atomic_writes.sh — every output file is written atomically (issue 9).
 #
 # Library and CLI code must create files only through loom_write_file_atomic
-# (graph/fileio.c: temp file + fsync + rename), so that a crash, a full disk
+# (base/fileio.c: temp file + fsync + rename), so that a crash, a full disk
 # or a bad input never leaves a partial file. This test scans the sources of
 # graph/, costs/, solver/, planner/ and gpu/ for every other way to create
 # or write a file (test programs under */tests/ excepted) — fopen/freopen/fdopen with a write or append mode,
 # open/openat with O_WRONLY/O_RDWR/O_CREAT, creat, mkstemp, GLPK's own
 # writers — and fails on any use outside the allowed places:
 #
-#   graph/fileio.c       the atomic writer itself
+#   base/fileio.c       the atomic writer itself
 #   solver/ilp_glpk.c    glp_write_lp into "PATH.tmp.<pid>", then rename
 #
 # tests/test_atomic_write.c checks the behaviour; this checks coverage.

@@ -2,7 +2,7 @@
  * test_atomic_write.c — no lost or partial output (issue 9).
  *
  * Every file loom writes goes through loom_write_file_atomic (temp file in
- * the same directory, fsync, rename; graph/fileio.h). This test drives each
+ * the same directory, fsync, rename; base/fileio.h). This test drives each
  * writer of the library — the raw call, loom-graph/1, the profile db, the
  * profile requests, loom-calib/1, loom-plan/1 and the plan SVG — into the
  * failures a user meets and checks the promise on the file system itself:
@@ -29,7 +29,7 @@
 #include "check.h"
 #include "costs/calib.h"
 #include "costs/profile_db.h"
-#include "graph/fileio.h"
+#include "base/fileio.h"
 #include "graph/graph_json.h"
 #include "planner/plan.h"
 

@@ -16,7 +16,7 @@
 
 #include "check.h"
 #include "costs/calib_fit.h"
-#include "graph/fileio.h"
+#include "base/fileio.h"
 
 #define RUNS "examples/calibration/published-runs.json"
 

@@ -14,7 +14,7 @@
 #include "check.h"
 #include "costs/calib.h"
 #include "costs/cluster.h"
-#include "graph/fileio.h"
+#include "base/fileio.h"
 
 static char dir[64];
 

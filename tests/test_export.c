@@ -26,8 +26,8 @@
 #include <string.h>
 
 #include "check.h"
-#include "graph/fileio.h"
-#include "graph/json_util.h"
+#include "base/fileio.h"
+#include "base/json.h"
 #include "graph/model.h"
 #include "planner/export.h"
 #include "planner/export_nearest.h"

@@ -9,10 +9,10 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "graph/fileio.h"
+#include "base/fileio.h"
 #include "graph/graph.h"
 #include "graph/graph_json.h"
-#include "graph/json_util.h"
+#include "base/json.h"
 #include "graph/model.h"
 
 static char tmpdir[64];

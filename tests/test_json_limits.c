@@ -1,5 +1,5 @@
 /*
- * test_json_limits.c — the checked JSON parser (graph/json_util.c) on the
+ * test_json_limits.c — the checked JSON parser (base/json.c) on the
  * inputs that break lenient parsers: duplicate keys, numbers that overflow
  * to infinity, deep nesting, and objects with very many members.
  *
@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "graph/json_util.h"
+#include "base/json.h"
 
 static uint64_t rng = 88172645463325252ull;
 static int rnd(int n)

@@ -24,7 +24,7 @@
 #include "check.h"
 #include "costs/cluster.h"
 #include "costs/eval.h"
-#include "graph/fileio.h"
+#include "base/fileio.h"
 #include "graph/model.h"
 #include "planner/export.h"
 #include "planner/plan.h"

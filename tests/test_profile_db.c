@@ -12,7 +12,7 @@
 
 #include "check.h"
 #include "costs/profile_db.h"
-#include "graph/fileio.h"
+#include "base/fileio.h"
 
 static char tmpdir[64];
 

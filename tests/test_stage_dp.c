@@ -21,7 +21,7 @@
 
 #include "check.h"
 #include "costs/cluster.h"
-#include "graph/fileio.h"
+#include "base/fileio.h"
 #include "graph/model.h"
 #include "solver/intra.h"
 #include "solver/stage_dp.h"

@@ -34,7 +34,7 @@
 #include "costs/cluster.h"
 #include "costs/compute.h"
 #include "costs/memory.h"
-#include "graph/fileio.h"
+#include "base/fileio.h"
 #include "solver/stage_search.h"
 
 static char tmpdir[] = "/tmp/loom_test_stage_search_XXXXXX";

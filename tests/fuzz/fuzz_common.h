@@ -4,7 +4,7 @@
  * Each target feeds arbitrary bytes to one reader and turns a broken promise
  * into a crash the fuzzer reports (abort), besides the crashes ASan and
  * UBSan catch on their own. The promises every reader makes on ANY input
- * (graph/error.h, DESIGN §3 "Bad input gets an error that names the file"):
+ * (base/error.h, DESIGN §3 "Bad input gets an error that names the file"):
  *
  *   - a failure returns a status other than LOOM_OK, records that status in
  *     err.status, and leaves a non-empty message naming the file;
@@ -23,8 +23,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "graph/error.h"
-#include "graph/fileio.h"
+#include "base/error.h"
+#include "base/fileio.h"
 
 /* [0] the input file, [1] a scratch output for round trips. */
 static char fuzz_paths[2][4096];

@@ -1,7 +1,7 @@
 /*
  * fuzz_graph_json.c — libFuzzer target for the loom graph reader
  * (graph/graph_json.c, "loom-graph/1") behind the checked JSON parser
- * (graph/json_util.c).
+ * (base/json.c).
  *
  * Any input: no crash, no undefined behaviour, and a failure that names the
  * file. An accepted graph must survive its writer: write(g) read back and
@@ -13,7 +13,7 @@
 
 #include "fuzz_common.h"
 #include "graph/graph_json.h"
-#include "graph/json_util.h"
+#include "base/json.h"
 
 #define FILE_NAME "fuzz-graph.json"
 

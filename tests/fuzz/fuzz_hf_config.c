@@ -16,7 +16,7 @@
 
 #include "fuzz_common.h"
 #include "graph/graph_json.h"
-#include "graph/json_util.h"
+#include "base/json.h"
 #include "graph/model.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -1,5 +1,5 @@
 /* error.c — status strings and error-message formatting (see error.h). */
-#include "graph/error.h"
+#include "base/error.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,7 +62,7 @@ void loom_error_clear(loom_error *err)
     err->msg[0] = '\0';
 }
 
-void loom_assert_fail(const char *expr, const char *file, int line)
+LOOM_NORETURN void loom_assert_fail(const char *expr, const char *file, int line)
 {
     fprintf(stderr, "loom: internal error: assertion `%s' failed at %s:%d\n", expr, file, line);
     abort();

@@ -1,5 +1,5 @@
 /*
- * json_util.h — the one place loom's readers turn cJSON into checked values.
+ * json.h — the one place loom's readers turn cJSON into checked values.
  *
  * Every reader (HF config, loom graph, cluster, profile db, plan, calibration)
  * parses through loom_json_parse, which rejects what cJSON would accept
@@ -12,13 +12,13 @@
  * Integer getters reject fractions and values outside [lo, hi], which is where
  * user-given sizes get their overflow check.
  */
-#ifndef LOOM_JSON_UTIL_H
-#define LOOM_JSON_UTIL_H
+#ifndef LOOM_BASE_JSON_H
+#define LOOM_BASE_JSON_H
 
 #include <cJSON.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include "graph/error.h"
+#include "base/error.h"
 
 #define LOOM_JSON_MAX_DEPTH 64
 

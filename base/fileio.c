@@ -1,5 +1,5 @@
 /* fileio.c — whole-file reads and atomic temp+rename writes (see fileio.h). */
-#include "graph/fileio.h"
+#include "base/fileio.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -9,8 +9,8 @@
  * Status names and their one-word descriptions come from one X-macro so the
  * enum and the string table can never drift (as in SQLite / libuv).
  */
-#ifndef LOOM_ERROR_H
-#define LOOM_ERROR_H
+#ifndef LOOM_BASE_ERROR_H
+#define LOOM_BASE_ERROR_H
 
 #include <stdarg.h>
 
@@ -34,6 +34,14 @@ typedef enum {
 } loom_status;
 
 #define LOOM_ERROR_MSG_MAX 1024
+
+/* C11 _Noreturn; the CUDA and C++ files that include this header spell it
+ * [[noreturn]]. */
+#if defined(__cplusplus)
+#define LOOM_NORETURN [[noreturn]]
+#else
+#define LOOM_NORETURN _Noreturn
+#endif
 
 typedef struct {
     loom_status status;
@@ -62,8 +70,9 @@ void loom_error_prefix(loom_error *err, const char *fmt, ...)
 
 void loom_error_clear(loom_error *err);
 
-/* Internal invariants only — never for user input. Aborts with the location. */
-void loom_assert_fail(const char *expr, const char *file, int line);
+/* Internal invariants only — never for user input. Aborts with the location;
+ * _Noreturn so compilers and analyzers do not follow the impossible path. */
+LOOM_NORETURN void loom_assert_fail(const char *expr, const char *file, int line);
 #define LOOM_ASSERT(e) ((e) ? (void)0 : loom_assert_fail(#e, __FILE__, __LINE__))
 
 #endif

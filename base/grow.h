@@ -1,9 +1,10 @@
 /*
- * grow.h — the doubling array growth the solver's builders share. Internal
- * to solver/: not installed API.
+ * grow.h — doubling array growth, the one helper every builder of a growing
+ * array (graph ops and tensors, ILP nodes and edges, strategy lists) uses.
+ * Amortised O(1) appends; capacities are int32_t like the ids they index.
  */
-#ifndef LOOM_SOLVER_GROW_H
-#define LOOM_SOLVER_GROW_H
+#ifndef LOOM_BASE_GROW_H
+#define LOOM_BASE_GROW_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -11,7 +12,7 @@
 
 /* Makes *arr (of *cap elements of elem bytes) hold at least `need`,
  * doubling from 16; false when out of memory (the array is unchanged). */
-static inline bool loom_solver_grow(void **arr, int32_t *cap, int32_t need, size_t elem)
+static inline bool loom_grow(void **arr, int32_t *cap, int32_t need, size_t elem)
 {
     if (need <= *cap) return true;
     int32_t nc = *cap ? *cap * 2 : 16;

@@ -1,5 +1,5 @@
 /*
- * json_util.c — checked JSON parsing and field access (see json_util.h).
+ * json.c — checked JSON parsing and field access (see json.h).
  *
  * cJSON stays lenient in three ways that matter for hand-edited files; we
  * close them in one pass over the parsed tree (check_tree): duplicate keys in
@@ -8,14 +8,14 @@
  * config needs. The pass is O(n log n) in the members of an object, so that
  * no input makes it hang.
  */
-#include "graph/json_util.h"
+#include "base/json.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph/fileio.h"
+#include "base/fileio.h"
 
 loom_status loom_json_fail(const loom_jctx *c, const char *path, const char *fmt, ...)
 {

@@ -6,11 +6,11 @@
  * over PATH, so a crash or a failed write never leaves a partial file behind.
  * The path "-" means standard output (written directly).
  */
-#ifndef LOOM_FILEIO_H
-#define LOOM_FILEIO_H
+#ifndef LOOM_BASE_FILEIO_H
+#define LOOM_BASE_FILEIO_H
 
 #include <stddef.h>
-#include "graph/error.h"
+#include "base/error.h"
 
 /* Reads the whole file into a NUL-terminated heap buffer (free() it).
  * Refuses files larger than max_bytes (0 = 256 MiB). */
