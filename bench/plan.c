@@ -18,7 +18,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "planner/plan_run.h"
+#include "planner/plan/plan_run.h"
 
 static double wall_s(void)
 {

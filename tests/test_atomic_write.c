@@ -31,7 +31,7 @@
 #include "costs/profile_db.h"
 #include "base/fileio.h"
 #include "graph/graph_json.h"
-#include "planner/plan.h"
+#include "planner/plan/plan.h"
 
 static char dir[64];
 static loom_graph *graph;

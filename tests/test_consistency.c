@@ -4,7 +4,7 @@
  * analytic model calibrated against published runs) and the planner's
  * evaluator (loom_search_eval, solver/stage_costs.c: per-layer ILP solves
  * in Megatron's strategy space, solver/intra.h), on the configuration
- * Megatron-LM runs for the point (loom_mspace_config, solver/mspace.h).
+ * Megatron-LM runs for the point (loom_mspace_config, planner/compare/mspace.h).
  *
  * Both rest on the same primitives (loom_cost_op_time, the α-β
  * collectives, costs/memory.h's model state, loom_pipeline_step), but each
@@ -41,8 +41,8 @@
 #include "check.h"
 #include "costs/cluster.h"
 #include "costs/eval.h"
-#include "solver/mspace.h"
-#include "solver/search.h"
+#include "planner/compare/mspace.h"
+#include "planner/compare/algo.h"
 
 typedef struct {
     const char *model, *cluster;

@@ -2,7 +2,7 @@
  * test_export.c — the exporters and the Megatron-LM importer (planner/export*.c,
  * megatron_args.c, megatron_import.c, shell_words.c, megatron_model_json.c).
  *
- *  1. The compiled argument table equals planner/megatron_args.txt line for
+ *  1. The compiled argument table equals planner/export/megatron_args.txt line for
  *     line, is sorted (binary search), and finds / suggests names.
  *  2. Plans built here (dense Llama-3-70B and MoE Mixtral-8x7B, training and
  *     serving) are written as loom-plan/1 fixtures and exported to every
@@ -29,12 +29,12 @@
 #include "base/fileio.h"
 #include "base/json.h"
 #include "graph/model.h"
-#include "planner/export.h"
-#include "planner/export_nearest.h"
-#include "planner/export_target.h"
-#include "planner/megatron_args.h"
-#include "planner/megatron_import.h"
-#include "planner/plan.h"
+#include "planner/export/export.h"
+#include "planner/export/export_nearest.h"
+#include "planner/export/export_target.h"
+#include "planner/export/megatron_args.h"
+#include "planner/import/megatron_import.h"
+#include "planner/plan/plan.h"
 
 #define GOLDEN "tests/golden/export/"
 #define GIB ((int64_t)1 << 30)
@@ -78,7 +78,7 @@ static void test_arg_table(void)
     char *text = NULL;
     size_t len = 0;
     loom_error err;
-    CHECK(loom_read_file("planner/megatron_args.txt", 0, &text, &len, &err) == LOOM_OK);
+    CHECK(loom_read_file("planner/export/megatron_args.txt", 0, &text, &len, &err) == LOOM_OK);
     if (!text) return;
     /* every listed line is in the table with its kind, and the counts agree */
     size_t listed = 0;

@@ -10,7 +10,7 @@
  * duplicate is still reported at the first entry, in file order, whose key
  * an earlier entry has — against a brute-force reference on random files.
  *
- * The launch-script reader (planner/shell_words.c) looked variables up
+ * The launch-script reader (planner/import/shell_words.c) looked variables up
  * linearly and joined arrays with repeated strcat: a 50 000-variable chain
  * took 9 s, a 200 000-element array 20 s. Both must now parse, with the
  * values bash would give them.
@@ -23,7 +23,7 @@
 
 #include "check.h"
 #include "costs/profile_db.h"
-#include "planner/shell_words.h"
+#include "planner/import/shell_words.h"
 
 static char dir[64];
 static uint64_t rng = 0x9E3779B97F4A7C15ull;

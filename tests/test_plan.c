@@ -26,9 +26,9 @@
 #include "costs/eval.h"
 #include "base/fileio.h"
 #include "graph/model.h"
-#include "planner/export.h"
-#include "planner/plan.h"
-#include "planner/plan_run.h"
+#include "planner/export/export.h"
+#include "planner/plan/plan.h"
+#include "planner/plan/plan_run.h"
 
 #define GOLDEN "tests/golden/plan_small.json"
 

@@ -1,7 +1,7 @@
 /*
  * fuzz_megatron.c — libFuzzer target for the Megatron-LM launch-line reader
- * (planner/megatron_import.c over the shell-word splitter of
- * planner/shell_words.c): the text `loom eval --from-megatron` accepts,
+ * (planner/import/megatron_import.c over the shell-word splitter of
+ * planner/import/shell_words.c): the text `loom eval --from-megatron` accepts,
  * from bare arguments to whole launch scripts with variables, arrays,
  * quoting and $(( arithmetic )).
  *
@@ -19,7 +19,7 @@
 
 #include "fuzz_common.h"
 #include "graph/model.h"
-#include "planner/megatron_import.h"
+#include "planner/import/megatron_import.h"
 
 #define SOURCE "fuzz-launch.sh"
 

@@ -1,5 +1,5 @@
 /*
- * fuzz_plan.c — libFuzzer target for the plan reader (planner/plan_json.c,
+ * fuzz_plan.c — libFuzzer target for the plan reader (planner/plan/plan_json.c,
  * "loom-plan/1"), which every exporter and `loom export` start from.
  *
  * Any input: no crash, no undefined behaviour, a failure naming the file.
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 
 #include "fuzz_common.h"
-#include "planner/plan.h"
+#include "planner/plan/plan.h"
 
 #define FILE_NAME "fuzz-plan.json"
 

@@ -1,0 +1,384 @@
+/*
+ * cmd_eval.c — `loom eval MODEL --cluster C --tp T --pp P --dp D …`: the
+ * predicted step time, throughput, MFU and per-stage memory of one
+ * Megatron-style configuration (costs/eval.h), as text or one JSON object.
+ *
+ * Options live in one table (eval_opts[]) mapping a flag to a field of
+ * eval_args; adding one (e.g. --from-megatron) is a row there plus its use
+ * in loom_cmd_eval. The model graph is built for one micro-batch: batch =
+ * --mbs, --seq, --dtype, fused attention unless --unfused-attention.
+ */
+#include <cJSON.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "costs/calib.h"
+#include "costs/cluster.h"
+#include "costs/compute.h"
+#include "costs/eval.h"
+#include "base/json.h"
+#include "graph/model.h"
+#include "planner/cli/cli.h"
+#include "planner/import/megatron_import.h"
+
+static const char *const usage_text =
+    "usage: loom eval MODEL --cluster C --tp T --pp P [--dp D] [--cp C] [--ep E] --mbs B --gbs G\n"
+    "                 [--seq S] [--sp] [--recompute none|selective|full] [--recompute-layers N]\n"
+    "                 [--zero 0|1|2|3] [--dist-opt] [--vpp V] [--dtype bf16|fp16|fp8]\n"
+    "                 [--first-stage-layers N] [--last-stage-layers N]\n"
+    "                 [--unfused-attention] [--tp-comm-overlap] [--no-overlap-grad-reduce]\n"
+    "                 [--grad-reduce-bf16] [--calib FILE] [--profile DB] [--json]\n"
+    "       loom eval [MODEL] --cluster C --from-megatron \"torchrun ... pretrain_gpt.py ...\"\n"
+    "\n"
+    "Predicts one training step of a Megatron-style configuration: step time and where it\n"
+    "goes (compute, tensor-parallel comm, pipeline bubble, p2p, gradient sync, optimizer),\n"
+    "tokens/s, model and hardware TFLOP/s per GPU, MFU, and memory per GPU of every stage.\n"
+    "\n"
+    "  MODEL                a path or bundled model name (examples/models/)\n"
+    "  --cluster C          a preset (dgx-h100-x16, dgx-a100-80g-x4, …) or a cluster file\n"
+    "  --tp/--pp/--dp/--cp/--ep   tensor, pipeline, data, context, expert parallel degrees\n"
+    "  --etp N              tensor-parallel degree of the experts (default: --tp)\n"
+    "                       (default 1; --dp defaults to GPUs / (tp·pp·cp))\n"
+    "  --mbs B --gbs G      micro-batch (default 1; a loom graph file: its own batch) and\n"
+    "                       global batch, in sequences\n"
+    "  --seq S              sequence length (default 2048, at most GPT-2's n_positions)\n"
+    "  --sp                 sequence parallelism\n"
+    "  --recompute R        activation recomputation (default none); --recompute-layers N\n"
+    "                       recomputes only the first N blocks of each stage (full)\n"
+    "  --zero Z             DeepSpeed ZeRO stage; --dist-opt: Megatron distributed optimizer\n"
+    "  --vpp V              interleaved schedule with V model chunks per pipeline rank\n"
+    "  --first-stage-layers N, --last-stage-layers N   uneven pipeline: blocks on the first /\n"
+    "                       last stage, the others split evenly\n"
+    "  --dtype T            compute dtype (default bf16)\n"
+    "  --unfused-attention  eager attention (s² activations) instead of flash attention\n"
+    "  --tp-comm-overlap    overlap TP collectives with GEMMs (needs --sp)\n"
+    "  --no-overlap-grad-reduce   do not overlap the DP gradient reduction with backward\n"
+    "  --grad-reduce-bf16   reduce gradients in bf16 (default fp32, as Megatron)\n"
+    "  --calib FILE         calibrated efficiencies (loom calibrate); default: shipped values\n"
+    "  --profile DB         measured op times (loom-profile) for this cluster's GPU\n"
+    "  --json               one JSON object on stdout\n"
+    "  --from-megatron L    the configuration of a Megatron-LM launch line instead of the\n"
+    "                       options above: the text, @FILE or a script path (docs/export.md);\n"
+    "                       without MODEL the model is built from its shape arguments; any\n"
+    "                       --pipeline-model-parallel-layout places the layers as written\n"
+    "\n"
+    "Model FLOPs count attention in full (non-causal), as Korthikanti et al. and Megatron-LM.\n";
+
+typedef struct {
+    const char *model, *cluster, *calib, *profile, *from_megatron;
+    loom_parallel p;
+    int64_t zero;
+    const char *recompute, *dtype;
+    bool json, unfused, no_grad_overlap, dp_given, gbs_given, seq_given, mbs_given;
+} eval_args;
+
+typedef enum { OPT_INT, OPT_FLAG, OPT_STR } opt_kind;
+
+/* Every option: its flag, kind, field and (integers) range. */
+static const struct {
+    const char *name;
+    opt_kind kind;
+    size_t offset;
+    int64_t lo, hi;
+    size_t given;   /* offset of a bool set when the option appears (0 = none) */
+} eval_opts[] = {
+#define F(f) offsetof(eval_args, f)
+    {"--cluster", OPT_STR, F(cluster), 0, 0, 0},
+    {"--from-megatron", OPT_STR, F(from_megatron), 0, 0, 0},
+    {"--tp", OPT_INT, F(p.tp), 1, 1 << 20, 0},
+    {"--pp", OPT_INT, F(p.pp), 1, 1 << 20, 0},
+    {"--dp", OPT_INT, F(p.dp), 1, 1 << 24, F(dp_given)},
+    {"--cp", OPT_INT, F(p.cp), 1, 1 << 20, 0},
+    {"--ep", OPT_INT, F(p.ep), 1, 1 << 20, 0},
+    {"--etp", OPT_INT, F(p.etp), 1, 1 << 20, 0},
+    {"--mbs", OPT_INT, F(p.mbs), 1, LOOM_MODEL_MAX_BATCH, F(mbs_given)},
+    {"--gbs", OPT_INT, F(p.gbs), 1, (int64_t)1 << 40, F(gbs_given)},
+    {"--seq", OPT_INT, F(p.seq), 1, LOOM_MODEL_MAX_SEQ, F(seq_given)},
+    {"--vpp", OPT_INT, F(p.vpp), 1, 1 << 20, 0},
+    {"--zero", OPT_INT, F(zero), 0, 3, 0},
+    {"--recompute-layers", OPT_INT, F(p.recompute_layers), 0, 1 << 20, 0},
+    {"--first-stage-layers", OPT_INT, F(p.first_stage_layers), 0, 1 << 20, 0},
+    {"--last-stage-layers", OPT_INT, F(p.last_stage_layers), 0, 1 << 20, 0},
+    {"--recompute", OPT_STR, F(recompute), 0, 0, 0},
+    {"--dtype", OPT_STR, F(dtype), 0, 0, 0},
+    {"--calib", OPT_STR, F(calib), 0, 0, 0},
+    {"--profile", OPT_STR, F(profile), 0, 0, 0},
+    {"--sp", OPT_FLAG, F(p.sp), 0, 0, 0},
+    {"--dist-opt", OPT_FLAG, F(p.dist_opt), 0, 0, 0},
+    {"--tp-comm-overlap", OPT_FLAG, F(p.tp_comm_overlap), 0, 0, 0},
+    {"--grad-reduce-bf16", OPT_FLAG, F(p.grad_reduce_bf16), 0, 0, 0},
+    {"--no-overlap-grad-reduce", OPT_FLAG, F(no_grad_overlap), 0, 0, 0},
+    {"--unfused-attention", OPT_FLAG, F(unfused), 0, 0, 0},
+    {"--json", OPT_FLAG, F(json), 0, 0, 0},
+#undef F
+};
+#define N_OPTS (sizeof eval_opts / sizeof eval_opts[0])
+
+/* Parses argv into a; returns -1 on success, else the exit code. */
+static int parse(int argc, char **argv, eval_args *a)
+{
+    memset(a, 0, sizeof *a);
+    loom_parallel_init(&a->p);
+    for (int i = 1; i < argc;) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(usage_text, stdout);
+            return LOOM_EXIT_OK;
+        }
+        bool matched = false;
+        for (size_t k = 0; k < N_OPTS && !matched; k++) {
+            char *field = (char *)a + eval_opts[k].offset;
+            if (eval_opts[k].kind == OPT_FLAG) {
+                if (strcmp(argv[i], eval_opts[k].name) != 0) continue;
+                *(bool *)field = true;
+                i++;
+                matched = true;
+                continue;
+            }
+            const char *v;
+            int r = loom_cli_opt(argc, argv, &i, eval_opts[k].name, &v);
+            if (r == 0) continue;
+            if (r < 0) return LOOM_EXIT_USAGE;
+            matched = true;
+            if (eval_opts[k].kind == OPT_STR) *(const char **)field = v;
+            else if (!loom_cli_int("eval", eval_opts[k].name, v, eval_opts[k].lo, eval_opts[k].hi,
+                                   (int64_t *)field))
+                return LOOM_EXIT_USAGE;
+            if (eval_opts[k].given) *((bool *)((char *)a + eval_opts[k].given)) = true;
+        }
+        if (matched) continue;
+        if (argv[i][0] == '-' && argv[i][1] != '\0')
+            return loom_cli_usage_error("eval", "unknown option '%s'", argv[i]);
+        if (a->model)
+            return loom_cli_usage_error("eval", "one MODEL expected, got '%s' and '%s'", a->model,
+                                        argv[i]);
+        a->model = argv[i++];
+    }
+    if (!a->model && !a->from_megatron)
+        return loom_cli_usage_error("eval", "missing MODEL (a path or a bundled name)");
+    if (!a->cluster) return loom_cli_usage_error("eval", "missing --cluster (a preset or a file)");
+    if (!a->gbs_given && !a->from_megatron)
+        return loom_cli_usage_error("eval", "missing --gbs (global batch, sequences)");
+    a->p.zero = (int)a->zero;
+    a->p.flash = !a->unfused;
+    a->p.overlap_grad_reduce = !a->no_grad_overlap;
+    if (a->recompute && !loom_recompute_parse(a->recompute, &a->p.recompute))
+        return loom_cli_usage_error("eval", "--recompute expects none, selective or full, got '%s'",
+                                    a->recompute);
+    if (a->dtype && (!loom_dtype_parse(a->dtype, &a->p.dtype) ||
+                     (a->p.dtype != LOOM_DTYPE_BF16 && a->p.dtype != LOOM_DTYPE_FP16 &&
+                      a->p.dtype != LOOM_DTYPE_FP8)))
+        return loom_cli_usage_error("eval", "--dtype expects bf16, fp16 or fp8, got '%s'", a->dtype);
+    return -1;
+}
+
+/* ---- output ------------------------------------------------------------------ */
+
+static double gib(int64_t b) { return (double)b / (double)((int64_t)1 << 30); }
+
+static void print_text(const eval_args *a, const loom_cluster *c, const loom_graph *g,
+                       const loom_eval_result *r)
+{
+    const loom_parallel *p = &a->p;
+    const loom_step_breakdown *b = &r->breakdown;
+    printf("%s on %s (%lld × %s)\n", loom_graph_name(g), c->name, (long long)r->gpus, c->gpu.name);
+    printf("config: tp %lld × pp %lld × dp %lld (cp %lld, ep %lld); mbs %lld, gbs %lld → %lld "
+           "micro-batches; seq %lld, %s%s, recompute %s, vpp %lld, %s\n",
+           (long long)p->tp, (long long)p->pp, (long long)p->dp, (long long)p->cp, (long long)p->ep,
+           (long long)p->mbs, (long long)p->gbs, (long long)r->microbatches, (long long)p->seq,
+           loom_dtype_name(p->dtype), p->sp ? ", SP" : "", loom_recompute_name(p->recompute),
+           (long long)p->vpp, p->dist_opt ? "distributed optimizer" : p->zero ? "ZeRO" : "no ZeRO");
+    if (p->zero) printf("        ZeRO stage %d\n", p->zero);
+    printf("\nstep time            %10.4f s\n", r->step_time_s);
+    const struct { const char *name; double s; } parts[] = {
+        {"compute", b->compute_s},     {"tensor-parallel comm", b->tp_comm_s},
+        {"pipeline bubble", b->bubble_s}, {"p2p", b->p2p_s},
+        {"gradient sync", b->grad_sync_s}, {"optimizer", b->optimizer_s},
+    };
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+        printf("  %-20s %10.4f s  %5.1f%%\n", parts[i].name, parts[i].s,
+               100 * parts[i].s / r->step_time_s);
+    printf("tokens/s             %12.0f\n", r->tokens_per_s);
+    printf("model TFLOP/s/GPU    %10.1f   (full attention; causal: %.1f)\n",
+           r->model_tflops_per_gpu, r->model_tflops_per_gpu * r->model_flops_causal / r->model_flops);
+    printf("hardware TFLOP/s/GPU %10.1f   (with recompute)\n", r->hardware_tflops_per_gpu);
+    printf("MFU                  %9.1f%%   (HFU %.1f%%, peak %.1f TFLOP/s %s)\n", 100 * r->mfu,
+           100 * r->hfu, r->peak_flops / 1e12, loom_dtype_name(p->dtype));
+    if (r->measured_fraction > 0)
+        printf("measured op times    %9.1f%% of compute from the profile db\n",
+               100 * r->measured_fraction);
+    printf("\nmemory per GPU (GiB; %s has %.1f)\n", c->gpu.name, gib(r->memory_capacity_bytes));
+    printf("%5s %9s %8s %8s %8s %8s %8s %8s %8s  %s\n", "stage", "layers", "params", "grads",
+           "optim", "activ", "other", "total", "in-flt", "fits");
+    for (int64_t i = 0; i < r->n_stages; i++) {
+        const loom_eval_stage *s = &r->stages[i];
+        char layers[32];
+        snprintf(layers, sizeof layers, "%d-%d%s", s->first_layer, s->last_layer,
+                 p->vpp > 1 ? "*" : "");
+        printf("%5lld %9s %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f  %s\n", (long long)i, layers,
+               gib(s->mem.params_bytes), gib(s->mem.grads_bytes), gib(s->mem.optimizer_bytes),
+               gib(s->mem.activations_bytes), gib(s->mem.other_bytes), gib(s->mem.total_bytes),
+               s->mem.inflight, s->fits ? "yes" : "NO");
+    }
+    if (p->vpp > 1)
+        printf("* interleaved: %lld model chunks spread over the layer range\n", (long long)p->vpp);
+    printf("\n%s\n", r->fits ? "fits in memory"
+                             : "does NOT fit: a stage needs more memory than the GPU has");
+}
+
+static cJSON *breakdown_json(const loom_step_breakdown *b)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "compute_s", b->compute_s);
+    cJSON_AddNumberToObject(o, "tp_comm_s", b->tp_comm_s);
+    cJSON_AddNumberToObject(o, "bubble_s", b->bubble_s);
+    cJSON_AddNumberToObject(o, "p2p_s", b->p2p_s);
+    cJSON_AddNumberToObject(o, "grad_sync_s", b->grad_sync_s);
+    cJSON_AddNumberToObject(o, "optimizer_s", b->optimizer_s);
+    return o;
+}
+
+static int print_json(const eval_args *a, const loom_cluster *c, const loom_graph *g,
+                      const loom_eval_result *r)
+{
+    const loom_parallel *p = &a->p;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "model", loom_graph_name(g));
+    cJSON_AddStringToObject(o, "cluster", c->name);
+    cJSON_AddStringToObject(o, "gpu", c->gpu.name);
+    cJSON_AddNumberToObject(o, "gpus", (double)r->gpus);
+    cJSON *cfg = cJSON_AddObjectToObject(o, "config");
+    const struct { const char *k; int64_t v; } ints[] = {
+        {"tp", p->tp},   {"pp", p->pp},   {"dp", p->dp},   {"cp", p->cp},       {"ep", p->ep},
+        {"vpp", p->vpp}, {"mbs", p->mbs}, {"gbs", p->gbs}, {"seq", p->seq},     {"zero", p->zero},
+    };
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        cJSON_AddNumberToObject(cfg, ints[i].k, (double)ints[i].v);
+    cJSON_AddBoolToObject(cfg, "sp", p->sp);
+    cJSON_AddStringToObject(cfg, "recompute", loom_recompute_name(p->recompute));
+    cJSON_AddBoolToObject(cfg, "dist_opt", p->dist_opt);
+    cJSON_AddStringToObject(cfg, "dtype", loom_dtype_name(p->dtype));
+    cJSON_AddBoolToObject(cfg, "flash_attention", p->flash);
+    cJSON_AddNumberToObject(o, "microbatches", (double)r->microbatches);
+    cJSON_AddNumberToObject(o, "step_time_s", r->step_time_s);
+    cJSON_AddNumberToObject(o, "tokens_per_s", r->tokens_per_s);
+    cJSON_AddNumberToObject(o, "model_tflops_per_gpu", r->model_tflops_per_gpu);
+    cJSON_AddNumberToObject(o, "model_tflops_per_gpu_causal",
+                            r->model_tflops_per_gpu * r->model_flops_causal / r->model_flops);
+    cJSON_AddStringToObject(o, "model_flops_attention", "full");
+    cJSON_AddNumberToObject(o, "hardware_tflops_per_gpu", r->hardware_tflops_per_gpu);
+    cJSON_AddNumberToObject(o, "mfu", r->mfu);
+    cJSON_AddNumberToObject(o, "hfu", r->hfu);
+    cJSON_AddNumberToObject(o, "peak_tflops", r->peak_flops / 1e12);
+    cJSON_AddNumberToObject(o, "memory_per_gpu_bytes", (double)r->memory_per_gpu_bytes);
+    cJSON_AddNumberToObject(o, "memory_capacity_bytes", (double)r->memory_capacity_bytes);
+    cJSON_AddBoolToObject(o, "fits", r->fits);
+    cJSON_AddNumberToObject(o, "measured_fraction", r->measured_fraction);
+    cJSON_AddItemToObject(o, "breakdown", breakdown_json(&r->breakdown));
+    cJSON *stages = cJSON_AddArrayToObject(o, "stages");
+    for (int64_t i = 0; i < r->n_stages; i++) {
+        const loom_eval_stage *s = &r->stages[i];
+        cJSON *st = cJSON_CreateObject();
+        cJSON_AddNumberToObject(st, "index", (double)i);
+        int layers[2] = {s->first_layer, s->last_layer};
+        cJSON_AddItemToObject(st, "layers", cJSON_CreateIntArray(layers, 2));
+        cJSON_AddNumberToObject(st, "n_layers", s->n_layers);
+        cJSON *m = cJSON_AddObjectToObject(st, "memory_bytes");
+        cJSON_AddNumberToObject(m, "params", (double)s->mem.params_bytes);
+        cJSON_AddNumberToObject(m, "grads", (double)s->mem.grads_bytes);
+        cJSON_AddNumberToObject(m, "optimizer", (double)s->mem.optimizer_bytes);
+        cJSON_AddNumberToObject(m, "activations", (double)s->mem.activations_bytes);
+        cJSON_AddNumberToObject(m, "other", (double)s->mem.other_bytes);
+        cJSON_AddNumberToObject(m, "total", (double)s->mem.total_bytes);
+        cJSON_AddNumberToObject(st, "inflight_microbatches", s->mem.inflight);
+        cJSON_AddBoolToObject(st, "fits", s->fits);
+        cJSON *t = cJSON_AddObjectToObject(st, "time_s");
+        cJSON_AddNumberToObject(t, "fwd", s->fwd_s);
+        cJSON_AddNumberToObject(t, "bwd", s->bwd_s);
+        cJSON_AddNumberToObject(t, "comm", s->comm_s);
+        cJSON_AddNumberToObject(t, "grad_sync", s->grad_sync_s);
+        cJSON_AddItemToArray(stages, st);
+    }
+    char *text = loom_json_print(o);
+    cJSON_Delete(o);
+    if (!text) {
+        fprintf(stderr, "loom eval: out of memory\n");
+        return LOOM_EXIT_FAIL;
+    }
+    fputs(text, stdout);
+    free(text);
+    return LOOM_EXIT_OK;
+}
+
+/* ---- the command ------------------------------------------------------------------ */
+
+int loom_cmd_eval(int argc, char **argv)
+{
+    eval_args a;
+    int rc = parse(argc, argv, &a);
+    if (rc >= 0) return rc;
+
+    loom_error err = {0};
+    loom_cluster cluster;
+    char path[4096];
+    const char *cl = loom_cli_find_data(a.cluster, "clusters", path, sizeof path) &&
+                             !loom_cluster_is_preset_name(a.cluster)
+                         ? path
+                         : a.cluster;
+    if (loom_cluster_load(cl, &cluster, &err)) return loom_cli_fail(&err);
+    if (!a.dp_given) {
+        int64_t rest = a.p.tp * a.p.pp * a.p.cp, gpus = loom_cluster_gpus(&cluster);
+        if (gpus % rest != 0)
+            return loom_cli_usage_error("eval", "tp %lld × pp %lld × cp %lld = %lld does not divide "
+                                        "the %lld GPUs of %s; give --dp",
+                                        (long long)a.p.tp, (long long)a.p.pp, (long long)a.p.cp,
+                                        (long long)rest, (long long)gpus, cluster.name);
+        a.p.dp = gpus / rest;
+    }
+    loom_calib cal;
+    if (a.calib && loom_calib_load(a.calib, &cal, &err)) return loom_cli_fail(&err);
+
+    if (a.model && !loom_cli_find_data(a.model, "models", path, sizeof path)) {
+        fprintf(stderr, "loom: %s: no such file, and no bundled model of that name "
+                "(see examples/models/)\n", a.model);
+        return LOOM_EXIT_FAIL;
+    }
+    loom_model_opts mo;
+    loom_model_opts_init(&mo);
+    mo.seq = a.seq_given ? a.p.seq : 0;   /* 0: the model's default (2048, or n_positions) */
+    mo.batch = a.p.mbs;
+    mo.dtype = a.p.dtype;
+    mo.flash_attention = a.p.flash;
+    loom_graph *g = NULL;
+    loom_cost_model *cm = NULL;
+    loom_eval_result r;
+    memset(&r, 0, sizeof r);
+    int32_t layout[LOOM_EXPORT_MAX_CHUNKS];
+    loom_eval_opts eo = {.chunk_layers = layout};
+    if (a.from_megatron) {   /* the configuration (without MODEL also the model) from a launch line */
+        loom_export_list notes = {0};
+        if (!loom_megatron_eval_setup(a.from_megatron, a.model ? path : NULL,
+                                      loom_cluster_gpus(&cluster), &a.p, layout, &eo.n_chunks, &g,
+                                      &notes, &err))
+            for (int i = 0; i < notes.n; i++) fprintf(stderr, "loom eval: note: %s\n", notes.item[i]);
+    } else if (loom_model_load(path, &mo, &g, &err) == LOOM_OK) {
+        /* the model's default sequence; a loom graph file fixes its own
+         * batch and sequence */
+        const loom_model_info *mi = loom_graph_info_c(g);
+        if (!a.seq_given && mi->seq > 0) a.p.seq = mi->seq;
+        if (!a.mbs_given && mi->batch > 0) a.p.mbs = mi->batch;
+    }
+    if (!g || loom_cost_model_create(&cluster, a.calib ? &cal : NULL, a.profile, &cm, &err) ||
+        loom_eval_megatron_ex(g, cm, &a.p, &eo, &r, &err)) {
+        rc = loom_cli_fail(&err);
+    } else {
+        rc = LOOM_EXIT_OK;
+        if (a.json) rc = print_json(&a, &cluster, g, &r);
+        else print_text(&a, &cluster, g, &r);
+    }
+    loom_eval_result_free(&r);
+    loom_cost_model_destroy(cm);
+    loom_graph_destroy(g);
+    return rc;
+}

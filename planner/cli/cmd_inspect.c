@@ -1,0 +1,391 @@
+/*
+ * cmd_inspect.c — `loom inspect MODEL`: what the planner sees in a model.
+ *
+ * Prints parameter counts (total, embedding, per layer), FLOPs per token
+ * (forward, and training = forward + backward), the ops of the first
+ * transformer layer with their shapes and FLOPs, and the activation bytes
+ * each layer saves for backward; --json prints the same as one object.
+ *
+ * FLOPs per token are the graph's FLOPs at the chosen batch and sequence
+ * divided by batch · seq, so they include the attention's s-dependent term
+ * (4·s·h per layer forward in Korthikanti et al.'s count), not just 2·params.
+ * Activation bytes are those of one micro-batch of `batch` sequences.
+ */
+#include <cJSON.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/graph.h"
+#include "base/json.h"
+#include "graph/model.h"
+#include "planner/cli/cli.h"
+
+static const char *const usage_text =
+    "usage: loom inspect MODEL [--seq N] [--batch N] [--dtype bf16|fp16|fp32|fp8]\n"
+    "                          [--unfused-attention] [--json]\n"
+    "\n"
+    "MODEL is a path or a bundled model name (examples/models/: gpt2, llama-3-8b, …):\n"
+    "an HF config.json or a loom graph (\"format\": \"loom-graph/1\").\n"
+    "\n"
+    "  --seq N               sequence length (default 2048, at most n_positions for GPT-2)\n"
+    "  --batch N             sequences per micro-batch (default 1)\n"
+    "  --dtype T             weight and activation dtype (default bf16)\n"
+    "  --unfused-attention   eager attention (scores, softmax, dropout, context) instead of\n"
+    "                        one fused flash-attention op: activations grow with s²\n"
+    "  --json                one JSON object on stdout\n"
+    "\n"
+    "Supported HF architectures: ";
+
+/* ---- summaries ------------------------------------------------------------- */
+
+typedef struct {
+    int32_t first, last;        /* layer range with identical signature and totals */
+    int32_t ops;
+    uint64_t sig;
+    loom_graph_totals t;
+} layer_run;
+
+/* The first transformer block: layer 1 when the graph has embedding and head
+ * pseudo-layers around its blocks, else layer 0. */
+static int32_t first_block(const loom_graph *g)
+{
+    return loom_graph_layer_count(g) >= 3 ? 1 : 0;
+}
+
+static int32_t distinct_signatures(const uint64_t *sig, int32_t n)
+{
+    int32_t d = 0;
+    for (int32_t i = 0; i < n; i++) {
+        bool seen = false;
+        for (int32_t j = 0; j < i && !seen; j++) seen = sig[j] == sig[i];
+        d += !seen;
+    }
+    return d;
+}
+
+/* ---- text output ---------------------------------------------------------------- */
+
+static void fmt_count(char *b, size_t n, int64_t v)
+{
+    double x = (double)v;
+    if (x >= 1e12) snprintf(b, n, "%.2f T", x / 1e12);
+    else if (x >= 1e9) snprintf(b, n, "%.2f B", x / 1e9);
+    else if (x >= 1e6) snprintf(b, n, "%.2f M", x / 1e6);
+    else if (x >= 1e3) snprintf(b, n, "%.2f K", x / 1e3);
+    else snprintf(b, n, "%" PRId64, v);
+}
+
+/* FLOPs with a unit that keeps 3-4 significant digits: "962.3 GFLOP". */
+static void fmt_flops(char *b, size_t n, double f)
+{
+    static const char *const unit[] = {"FLOP", "KFLOP", "MFLOP", "GFLOP", "TFLOP", "PFLOP"};
+    int u = 0;
+    while (f >= 1000.0 && u < 5) f /= 1000.0, u++;
+    snprintf(b, n, u ? "%.1f %s" : "%.0f %s", f, unit[u]);
+}
+
+/* Bytes in binary units: "272.0 MiB". */
+static void fmt_bytes(char *b, size_t n, int64_t v)
+{
+    static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double x = (double)v;
+    int u = 0;
+    while (x >= 1024.0 && u < 4) x /= 1024.0, u++;
+    snprintf(b, n, u ? "%.1f %s" : "%.0f %s", x, unit[u]);
+}
+
+/* "[b 1, s 2048, h 4096]" */
+static void fmt_shape(char *b, size_t n, const loom_tensor *t)
+{
+    size_t k = (size_t)snprintf(b, n, "[");
+    for (int d = 0; d < t->ndim && k < n; d++)
+        k += (size_t)snprintf(b + k, n - k, "%s%s %" PRId64, d ? ", " : "", t->dims[d].name,
+                              t->dims[d].size);
+    if (k < n) snprintf(b + k, n - k, "]");
+}
+
+static void op_detail(char *b, size_t n, const loom_op *op)
+{
+    if (op->kind == LOOM_OP_EINSUM) snprintf(b, n, "%s%s", op->einsum, op->bias ? " +bias" : "");
+    else if (op->fn[0]) snprintf(b, n, "%s", op->fn);
+    else if (op->kind == LOOM_OP_ATTENTION) snprintf(b, n, "%s", op->causal ? "causal" : "");
+    else if (op->topk) snprintf(b, n, "top-%d", (int)op->topk);
+    else b[0] = '\0';
+}
+
+static int64_t op_params(const loom_graph *g, const loom_op *op)
+{
+    int64_t p = 0;
+    for (int k = 0; k < op->n_w; k++) p += loom_tensor_numel(loom_graph_tensor(g, op->w[k]));
+    return p;
+}
+
+static void print_text(const char *path, const loom_graph *g, const loom_graph_totals *tot,
+                       const layer_run *runs, int32_t n_runs, int32_t n_sigs, int64_t tokens,
+                       int64_t act_max)
+{
+    const loom_model_info *m = loom_graph_info_c(g);
+    int32_t nl = loom_graph_layer_count(g), fb = first_block(g);
+    char a[32], b[32], c[32];
+    printf("model         %s  (%s)\n", loom_graph_name(g), path);
+    if (m->arch[0]) {
+        printf("architecture  %s: %" PRId64 " layers, hidden %" PRId64 ", %" PRId64 " heads (%" PRId64
+               " kv, head dim %" PRId64 "), ffn %" PRId64 ", vocab %" PRId64 "\n",
+               m->arch, m->layers, m->hidden, m->heads, m->kv_heads, m->head_dim, m->ffn, m->vocab);
+        if (m->experts)
+            printf("experts       %" PRId64 " routed (top-%" PRId64 ", ffn %" PRId64 "), %" PRId64
+                   " shared, first %" PRId64 " layers dense\n", m->experts, m->experts_topk,
+                   m->moe_ffn, m->shared_experts, m->first_dense);
+    }
+    if (m->seq && m->batch)
+        printf("shape         batch %" PRId64 " x seq %" PRId64 ", %s%s\n", m->batch, m->seq,
+               loom_dtype_name(m->dtype),
+               !m->arch[0] ? "" : m->flash_attention ? ", fused (flash) attention" : ", unfused attention");
+    fmt_count(a, sizeof a, tot->params);
+    fmt_count(b, sizeof b, tot->params_embedding);
+    printf("\nparameters    %s total, %s in embeddings%s\n", a, b,
+           m->arch[0] ? (m->tied_embeddings ? " (lm_head tied)" : " (lm_head untied)") : "");
+    double per = tokens > 0 ? (double)tokens : 1.0;
+    fmt_flops(a, sizeof a, (double)tot->fwd_flops / per);
+    fmt_flops(b, sizeof b, (double)(tot->fwd_flops + tot->bwd_flops) / per);
+    printf("%s%s forward, %s training (forward + backward)\n",
+           tokens > 0 ? "FLOPs/token   " : "FLOPs/pass    ", a, b);
+    fmt_bytes(a, sizeof a, act_max);
+    fmt_bytes(b, sizeof b, tot->activation_bytes);
+    printf("activations   %s saved per layer (largest block), %s for the whole model\n", a, b);
+    printf("signatures    %d distinct over %d layer slots\n", (int)n_sigs, (int)nl);
+
+    printf("\n%-14s %5s %12s %14s %12s  %s\n", "layer", "ops", "params", "forward", "saved",
+           "signature");
+    for (int32_t r = 0; r < n_runs; r++) {
+        char range[32];
+        if (runs[r].first == runs[r].last) snprintf(range, sizeof range, "%d", (int)runs[r].first);
+        else
+            snprintf(range, sizeof range, "%d-%d (x%d)", (int)runs[r].first, (int)runs[r].last,
+                     (int)(runs[r].last - runs[r].first + 1));
+        fmt_count(c, sizeof c, runs[r].t.params);
+        fmt_flops(a, sizeof a, (double)runs[r].t.fwd_flops);
+        fmt_bytes(b, sizeof b, runs[r].t.activation_bytes);
+        printf("%-14s %5d %12s %14s %12s  %016" PRIx64 "\n", range, (int)runs[r].ops, c, a, b,
+               runs[r].sig);
+    }
+
+    int32_t first, count;
+    loom_graph_layer_ops(g, fb, &first, &count);
+    int wname = 2, wdet = 6, wshape = 12;
+    char det[64], shape[256];
+    for (int32_t i = first; i < first + count; i++) {
+        const loom_op *op = loom_graph_op(g, i);
+        op_detail(det, sizeof det, op);
+        fmt_shape(shape, sizeof shape, loom_graph_tensor(g, op->out[0]));
+        if ((int)strlen(op->name) > wname) wname = (int)strlen(op->name);
+        if ((int)strlen(det) > wdet) wdet = (int)strlen(det);
+        if ((int)strlen(shape) > wshape) wshape = (int)strlen(shape);
+    }
+    printf("\nops of layer %d (forward FLOPs of the whole batch; bytes saved for backward)\n", (int)fb);
+    printf("%-*s  %-13s %-*s %-*s %10s %14s %12s\n", wname, "op", "kind", wdet, "detail", wshape,
+           "output", "params", "forward", "saved");
+    for (int32_t i = first; i < first + count; i++) {
+        const loom_op *op = loom_graph_op(g, i);
+        op_detail(det, sizeof det, op);
+        fmt_shape(shape, sizeof shape, loom_graph_tensor(g, op->out[0]));
+        fmt_count(c, sizeof c, op_params(g, op));
+        fmt_flops(a, sizeof a, (double)op->fwd_flops);
+        fmt_bytes(b, sizeof b, loom_op_saved_bytes(g, i));
+        printf("%-*s  %-13s %-*s %-*s %10s %14s %12s\n", wname, op->name,
+               loom_op_kind_name(op->kind), wdet, det, wshape, shape, c, a, b);
+    }
+}
+
+/* ---- JSON output ------------------------------------------------------------------- */
+
+static cJSON *tensor_json(const loom_tensor *t)
+{
+    cJSON *o = cJSON_CreateObject(), *dims = cJSON_AddArrayToObject(o, "dims"),
+          *shape = cJSON_AddArrayToObject(o, "shape");
+    cJSON_AddStringToObject(o, "name", t->name);
+    for (int d = 0; d < t->ndim; d++) {
+        cJSON_AddItemToArray(dims, cJSON_CreateString(t->dims[d].name));
+        cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)t->dims[d].size));
+    }
+    cJSON_AddStringToObject(o, "dtype", loom_dtype_name(t->dtype));
+    return o;
+}
+
+static int print_json(const char *path, const loom_graph *g, const loom_graph_totals *tot,
+                      const uint64_t *sig, int32_t n_sigs, int64_t tokens, int64_t act_max)
+{
+    const loom_model_info *m = loom_graph_info_c(g);
+    int32_t nl = loom_graph_layer_count(g), fb = first_block(g);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "model", loom_graph_name(g));
+    cJSON_AddStringToObject(o, "file", path);
+    if (m->arch[0]) cJSON_AddStringToObject(o, "arch", m->arch);
+    cJSON_AddNumberToObject(o, "seq", (double)m->seq);
+    cJSON_AddNumberToObject(o, "batch", (double)m->batch);
+    cJSON_AddStringToObject(o, "dtype", loom_dtype_name(m->dtype));
+    cJSON_AddBoolToObject(o, "flash_attention", m->flash_attention);
+    cJSON_AddNumberToObject(o, "params", (double)tot->params);
+    cJSON_AddNumberToObject(o, "params_embedding", (double)tot->params_embedding);
+    cJSON_AddNumberToObject(o, "layers", (double)(m->layers ? m->layers : nl));
+    cJSON_AddNumberToObject(o, "layer_slots", nl);
+    cJSON_AddNumberToObject(o, "flops_fwd", (double)tot->fwd_flops);
+    cJSON_AddNumberToObject(o, "flops_bwd", (double)tot->bwd_flops);
+    if (tokens > 0) {
+        cJSON_AddNumberToObject(o, "flops_per_token_fwd", (double)tot->fwd_flops / (double)tokens);
+        cJSON_AddNumberToObject(o, "flops_per_token_train",
+                                (double)(tot->fwd_flops + tot->bwd_flops) / (double)tokens);
+    } else {
+        cJSON_AddNullToObject(o, "flops_per_token_fwd");
+        cJSON_AddNullToObject(o, "flops_per_token_train");
+    }
+    cJSON_AddNumberToObject(o, "activation_bytes_per_layer", (double)act_max);
+    cJSON_AddNumberToObject(o, "activation_bytes", (double)tot->activation_bytes);
+    cJSON_AddNumberToObject(o, "signatures", n_sigs);
+    cJSON *pl = cJSON_AddArrayToObject(o, "per_layer");
+    for (int32_t l = 0; l < nl; l++) {
+        loom_graph_totals t;
+        int32_t first, count;
+        char hex[20];
+        loom_graph_layer_totals(g, l, &t);
+        loom_graph_layer_ops(g, l, &first, &count);
+        snprintf(hex, sizeof hex, "%016" PRIx64, sig[l]);
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "layer", l);
+        cJSON_AddNumberToObject(e, "ops", count);
+        cJSON_AddNumberToObject(e, "params", (double)t.params);
+        cJSON_AddNumberToObject(e, "flops_fwd", (double)t.fwd_flops);
+        cJSON_AddNumberToObject(e, "flops_bwd", (double)t.bwd_flops);
+        cJSON_AddNumberToObject(e, "activation_bytes", (double)t.activation_bytes);
+        cJSON_AddStringToObject(e, "signature", hex);
+        cJSON_AddItemToArray(pl, e);
+    }
+    cJSON *ops = cJSON_AddArrayToObject(o, "first_layer_ops");
+    int32_t first, count;
+    loom_graph_layer_ops(g, fb, &first, &count);
+    for (int32_t i = first; i < first + count; i++) {
+        const loom_op *op = loom_graph_op(g, i);
+        char det[64];
+        op_detail(det, sizeof det, op);
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "name", op->name);
+        cJSON_AddStringToObject(e, "kind", loom_op_kind_name(op->kind));
+        cJSON_AddStringToObject(e, "detail", det);
+        cJSON_AddItemToObject(e, "output", tensor_json(loom_graph_tensor(g, op->out[0])));
+        cJSON_AddNumberToObject(e, "params", (double)op_params(g, op));
+        cJSON_AddNumberToObject(e, "flops_fwd", (double)op->fwd_flops);
+        cJSON_AddNumberToObject(e, "flops_bwd", (double)op->bwd_flops);
+        cJSON_AddNumberToObject(e, "saved_bytes", (double)loom_op_saved_bytes(g, i));
+        cJSON_AddItemToArray(ops, e);
+    }
+    char *text = loom_json_print(o);
+    cJSON_Delete(o);
+    if (!text) {
+        fprintf(stderr, "loom inspect: out of memory\n");
+        return LOOM_EXIT_FAIL;
+    }
+    fputs(text, stdout);
+    free(text);
+    return LOOM_EXIT_OK;
+}
+
+/* ---- the command ---------------------------------------------------------------------- */
+
+int loom_cmd_inspect(int argc, char **argv)
+{
+    loom_model_opts o;
+    loom_model_opts_init(&o);
+    o.seq = 0;   /* the model's default: 2048, or n_positions when smaller (GPT-2) */
+    const char *model = NULL, *v;
+    bool json = false, seq_opt = false, batch_opt = false, dtype_opt = false;
+    for (int i = 1; i < argc;) {
+        int r;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("%s%s\n", usage_text, loom_model_supported());
+            return LOOM_EXIT_OK;
+        } else if (!strcmp(argv[i], "--json")) {
+            json = true, i++;
+        } else if (!strcmp(argv[i], "--unfused-attention")) {
+            o.flash_attention = false, i++;
+        } else if ((r = loom_cli_opt(argc, argv, &i, "--seq", &v)) != 0) {
+            if (r < 0 || !loom_cli_int("inspect", "--seq", v, 1, LOOM_MODEL_MAX_SEQ, &o.seq))
+                return LOOM_EXIT_USAGE;
+            seq_opt = true;
+        } else if ((r = loom_cli_opt(argc, argv, &i, "--batch", &v)) != 0) {
+            if (r < 0 || !loom_cli_int("inspect", "--batch", v, 1, LOOM_MODEL_MAX_BATCH, &o.batch))
+                return LOOM_EXIT_USAGE;
+            batch_opt = true;
+        } else if ((r = loom_cli_opt(argc, argv, &i, "--dtype", &v)) != 0) {
+            if (r < 0) return LOOM_EXIT_USAGE;
+            if (!loom_dtype_parse(v, &o.dtype) || loom_dtype_bytes(o.dtype) == 8 ||
+                o.dtype == LOOM_DTYPE_INT32 || o.dtype == LOOM_DTYPE_U8)
+                return loom_cli_usage_error("inspect", "--dtype expects bf16, fp16, fp32 or fp8, got '%s'", v);
+            dtype_opt = true;
+        } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
+            return loom_cli_usage_error("inspect", "unknown option '%s'", argv[i]);
+        } else if (model) {
+            return loom_cli_usage_error("inspect", "one MODEL expected, got '%s' and '%s'", model, argv[i]);
+        } else {
+            model = argv[i++];
+        }
+    }
+    if (!model) return loom_cli_usage_error("inspect", "missing MODEL (a path or a bundled name)");
+    char path[4096];
+    if (!loom_cli_find_data(model, "models", path, sizeof path)) {
+        fprintf(stderr, "loom: %s: no such file, and no bundled model of that name "
+                "(see examples/models/)\n", model);
+        return LOOM_EXIT_FAIL;
+    }
+
+    loom_error err = {0};
+    loom_graph *g = NULL;
+    if (loom_model_load(path, &o, &g, &err)) return loom_cli_fail(&err);
+    const loom_model_info *m = loom_graph_info_c(g);
+    /* A loom graph carries its own shapes; say so rather than ignore the options silently. */
+    if ((seq_opt && m->seq != o.seq) || (batch_opt && m->batch != o.batch) ||
+        (dtype_opt && m->dtype != o.dtype))
+        fprintf(stderr, "loom inspect: note: %s fixes its own shapes (seq %lld, batch %lld, %s); "
+                "--seq, --batch and --dtype do not apply to it\n", path, (long long)m->seq,
+                (long long)m->batch, loom_dtype_name(m->dtype));
+
+    int32_t nl = loom_graph_layer_count(g);
+    loom_graph_totals tot;
+    loom_graph_totals_get(g, &tot);
+    uint64_t *sig = malloc((size_t)nl * sizeof *sig);
+    layer_run *runs = malloc((size_t)nl * sizeof *runs);
+    if (!sig || !runs) {
+        free(sig);
+        free(runs);
+        loom_graph_destroy(g);
+        fprintf(stderr, "loom inspect: out of memory\n");
+        return LOOM_EXIT_FAIL;
+    }
+    /* Runs of consecutive layers with one signature print as one row. */
+    int32_t n_runs = 0;
+    int64_t act_max = 0;
+    int32_t fb = first_block(g), lb = nl >= 3 ? nl - 2 : nl - 1;
+    for (int32_t l = 0; l < nl; l++) {
+        loom_graph_totals t;
+        int32_t first, count;
+        sig[l] = loom_graph_layer_signature(g, l);
+        loom_graph_layer_totals(g, l, &t);
+        loom_graph_layer_ops(g, l, &first, &count);
+        if (l >= fb && l <= lb && t.activation_bytes > act_max) act_max = t.activation_bytes;
+        if (n_runs && runs[n_runs - 1].sig == sig[l] && l != nl - 1 && runs[n_runs - 1].first != 0) {
+            runs[n_runs - 1].last = l;
+        } else {
+            runs[n_runs++] = (layer_run){l, l, count, sig[l], t};
+        }
+    }
+    int32_t n_sigs = distinct_signatures(sig, nl);
+    int64_t tokens = m->seq * m->batch;
+    int rc = LOOM_EXIT_OK;
+    if (json) rc = print_json(path, g, &tot, sig, n_sigs, tokens, act_max);
+    else print_text(path, g, &tot, runs, n_runs, n_sigs, tokens, act_max);
+    free(sig);
+    free(runs);
+    loom_graph_destroy(g);
+    return rc;
+}

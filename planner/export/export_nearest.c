@@ -1,0 +1,274 @@
+/*
+ * export_nearest.c — `loom export --nearest` (export_nearest.h): the best
+ * plan a runtime can run, and what running it instead costs.
+ *
+ * Step 1 plans the original plan's inputs again with the search restricted
+ * to the Megatron-style space (plan_run.h, megatron_space): uniform stages,
+ * data parallelism on one mesh axis, Megatron tensor parallelism on the
+ * other. Every runtime runs that space's core, so most obstacles vanish
+ * there; the prediction is the new plan's own.
+ *
+ * Step 2 handles what a runtime still cannot run of it, setting by setting,
+ * to the closest setting it can run (and says so in `changes`):
+ *   deepspeed   no SP; selective / partial recompute -> full; fp8 -> bf16;
+ *               ZeRO-2/3 with PP -> ZeRO-1; ZeRO-3 with TP -> ZeRO-2;
+ *               interleaving -> plain 1F1B; uneven stages -> even
+ *   torchtitan  fp16 -> bf16; ZeRO-1 -> ZeRO-2 (FSDP keeping parameters
+ *               gathered; ZeRO-0 with PP, which loom's evaluator cannot
+ *               combine with ZeRO-2/3); expert TP -> TP
+ *   vllm        EP -> TP x DP (or 1); expert TP -> 1; interleaving -> 1
+ * and the adjusted configuration is evaluated with the Megatron evaluator
+ * (costs/eval.h) for the prediction. What cannot be changed this way
+ * (context parallelism for DeepSpeed or vLLM, TP with PP for DeepSpeed) is
+ * reported as an error naming the obstacle.
+ */
+#include "planner/export/export_nearest.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "costs/calib.h"
+#include "costs/cluster.h"
+#include "costs/compute.h"
+#include "costs/eval.h"
+#include "graph/model.h"
+#include "planner/plan/plan_run.h"
+
+void loom_export_nearest_opts_init(loom_export_nearest_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->time_limit_s = 60;
+}
+
+bool loom_export_adjust(loom_runtime_config *c, loom_export_target t, loom_export_list *changes)
+{
+    loom_parallel *p = &c->par;
+    bool changed = false;
+#define CHANGE(cond, action, ...)                              \
+    do {                                                       \
+        if (cond) {                                            \
+            loom_export_list_add(changes, __VA_ARGS__);        \
+            action;                                            \
+            changed = true;                                    \
+        }                                                      \
+    } while (0)
+    if (t == LOOM_EXPORT_DEEPSPEED) {
+        CHANGE(p->sp && p->tp > 1, p->sp = false, "sequence parallelism off");
+        CHANGE(p->recompute == LOOM_RECOMPUTE_SELECTIVE, p->recompute = LOOM_RECOMPUTE_FULL,
+               "selective recompute -> full recompute");
+        CHANGE(p->recompute == LOOM_RECOMPUTE_FULL && p->recompute_layers > 0,
+               p->recompute_layers = 0, "recompute of %lld layers per stage -> every layer",
+               (long long)p->recompute_layers);
+        CHANGE(p->dtype == LOOM_DTYPE_FP8, p->dtype = LOOM_DTYPE_BF16, "fp8 -> bf16");
+        CHANGE(p->pp > 1 && p->zero >= 2, p->zero = 1, "ZeRO-%d -> ZeRO-1 (pipeline engine)",
+               p->zero);
+        CHANGE(p->tp > 1 && p->zero == 3, p->zero = 2, "ZeRO-3 -> ZeRO-2 (AutoTP)");
+        CHANGE(p->vpp > 1, (p->vpp = 1, c->n_chunks = 0), "interleaved schedule -> plain 1F1B");
+        CHANGE(c->n_chunks > 0 && c->model.layers % p->pp == 0,
+               (c->n_chunks = 0, p->first_stage_layers = p->last_stage_layers = 0),
+               "uneven stages -> %lld layers per stage", (long long)(c->model.layers / p->pp));
+    } else if (t == LOOM_EXPORT_TORCHTITAN) {
+        CHANGE(p->dtype == LOOM_DTYPE_FP16, p->dtype = LOOM_DTYPE_BF16, "fp16 -> bf16");
+        CHANGE(p->dist_opt && p->pp == 1, (p->dist_opt = false, p->zero = 2),
+               "ZeRO-1 -> ZeRO-2 (FSDP)");
+        CHANGE(p->dist_opt && p->pp > 1, p->dist_opt = false, "ZeRO-1 -> ZeRO-0 (DDP)");
+        CHANGE(c->model.experts > 0 && p->etp > 0 && p->etp != p->tp, p->etp = 0,
+               "expert TP %lld -> TP %lld", (long long)p->etp, (long long)p->tp);
+        CHANGE(c->model.experts > 0 && p->ep > 1 && p->zero < 2, p->ep = 1,
+               "expert parallelism %lld -> 1 (no FSDP ranks to borrow)", (long long)p->ep);
+    } else if (t == LOOM_EXPORT_VLLM) {
+        int64_t all = p->tp * p->dp;
+        bool fits = c->model.experts > 0 && c->model.experts % all == 0;
+        CHANGE(c->model.experts > 0 && p->ep > 1 && p->ep != all, p->ep = fits ? all : 1,
+               "expert parallelism %lld -> %lld", (long long)p->ep, (long long)(fits ? all : 1));
+        CHANGE(c->model.experts > 0 && p->ep > 1 && p->etp > 1, p->etp = 1, "expert TP -> 1");
+        CHANGE(p->vpp > 1, (p->vpp = 1, c->n_chunks = 0),
+               "interleaved schedule -> 1 chunk per rank");
+    }
+#undef CHANGE
+    return changed;
+}
+
+/* "even", or the blocks per chunk run-length coded: "0, 4x15, 1". */
+static void split_name(const loom_runtime_config *c, char *buf, size_t cap)
+{
+    if (c->n_chunks == 0) {
+        snprintf(buf, cap, "even");
+        return;
+    }
+    size_t len = 0;
+    for (int32_t i = 0; i < c->n_chunks && len < cap;) {
+        int32_t j = i;
+        while (j < c->n_chunks && c->chunk_layers[j] == c->chunk_layers[i]) j++;
+        int w = j - i > 1 ? snprintf(buf + len, cap - len, "%s%dx%d", i ? ", " : "",
+                                     (int)c->chunk_layers[i], (int)(j - i))
+                          : snprintf(buf + len, cap - len, "%s%d", i ? ", " : "",
+                                     (int)c->chunk_layers[i]);
+        if (w < 0) break;
+        len += (size_t)w;
+        i = j;
+    }
+}
+
+/* What differs between the plan as given (a) and as exported (b). */
+static void describe(const loom_runtime_config *a, const loom_runtime_config *b,
+                     loom_export_list *changes)
+{
+    const loom_parallel *x = &a->par, *y = &b->par;
+    const struct {
+        const char *what;
+        int64_t from, to;
+    } d[] = {
+        {"TP", x->tp, y->tp},           {"PP", x->pp, y->pp},
+        {"DP", x->dp, y->dp},           {"EP", x->ep, y->ep},
+        {"virtual stages", x->vpp, y->vpp},
+        {"micro-batch", x->mbs, y->mbs},
+        {"ZeRO stage", loom_runtime_zero(a), loom_runtime_zero(b)},
+    };
+    for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
+        if (d[i].from != d[i].to)
+            loom_export_list_add(changes, "%s %lld -> %lld", d[i].what, (long long)d[i].from,
+                                 (long long)d[i].to);
+    if (x->sp != y->sp)
+        loom_export_list_add(changes, "sequence parallelism %s", y->sp ? "on" : "off");
+    if (x->dtype != y->dtype)
+        loom_export_list_add(changes, "%s -> %s", loom_dtype_name(x->dtype),
+                             loom_dtype_name(y->dtype));
+    bool xe = a->n_chunks == 0, ye = b->n_chunks == 0;
+    if (xe != ye || a->n_chunks != b->n_chunks ||
+        (!xe && memcmp(a->chunk_layers, b->chunk_layers,
+                       (size_t)a->n_chunks * sizeof a->chunk_layers[0]))) {
+        char from[160], to[160];
+        split_name(a, from, sizeof from);
+        split_name(b, to, sizeof to);
+        loom_export_list_add(changes, "layer split %s -> %s", from, to);
+    }
+    if (x->recompute != y->recompute)
+        loom_export_list_add(changes, "recompute %s -> %s", loom_recompute_name(x->recompute),
+                             loom_recompute_name(y->recompute));
+}
+
+/* Predicts configuration c with costs/eval.h (training only). */
+static loom_status evaluate(const loom_export_nearest_opts *o, const loom_runtime_config *c,
+                            loom_export_nearest_result *out, loom_error *err)
+{
+    loom_cluster cl;
+    loom_calib cal;
+    loom_status s = loom_cluster_load(o->cluster, &cl, err);
+    if (s) return s;
+    if (o->calib_path && (s = loom_calib_load(o->calib_path, &cal, err))) return s;
+    loom_model_opts mo;
+    loom_runtime_model_opts(&c->par, &mo);
+    loom_graph *g = NULL;
+    loom_cost_model *cm = NULL;
+    loom_eval_result r;
+    memset(&r, 0, sizeof r);
+    s = loom_model_load(o->model_path, &mo, &g, err);
+    if (s == LOOM_OK)
+        s = loom_cost_model_create(&cl, o->calib_path ? &cal : NULL, o->profile_path, &cm, err);
+    loom_eval_opts eo = {.chunk_layers = c->chunk_layers, .n_chunks = c->n_chunks};
+    if (s == LOOM_OK) s = loom_eval_megatron_ex(g, cm, &c->par, &eo, &r, err);
+    if (s == LOOM_OK) {
+        out->step_time_s = r.step_time_s;
+        out->memory_per_gpu_bytes = r.memory_per_gpu_bytes;
+        out->fits = r.fits;
+    }
+    loom_eval_result_free(&r);
+    loom_cost_model_destroy(cm);
+    loom_graph_destroy(g);
+    return s;
+}
+
+loom_status loom_export_nearest(const loom_plan *p, loom_export_target t,
+                                const loom_export_nearest_opts *o, loom_runtime_config *c,
+                                loom_export_nearest_result *out, loom_error *err)
+{
+    memset(out, 0, sizeof *out);
+    if ((p->mode == LOOM_PLAN_INFER) != (t == LOOM_EXPORT_VLLM))
+        return loom_error_set(err, LOOM_ERR_UNSUPPORTED,
+                              "--nearest keeps the plan's mode: a %s plan cannot become a %s "
+                              "configuration",
+                              loom_plan_mode_name(p->mode), loom_export_target_name(t));
+    if (!o->model_path || !o->cluster)
+        return loom_error_set(err, LOOM_ERR_INVALID,
+                              "--nearest needs the plan's model and cluster files");
+    loom_runtime_config *orig = malloc(sizeof *orig);
+    if (!orig) return loom_error_set(err, LOOM_ERR_NOMEM, "out of memory");
+    loom_export_list ignored = {0};
+    loom_status s = loom_export_from_plan(p, orig, &ignored, err);
+    if (s) {
+        free(orig);
+        return s;
+    }
+
+    /* step 1: the Megatron-style space */
+    loom_plan_request req;
+    loom_plan_request_init(&req);
+    req.model_path = o->model_path;
+    req.model_label = p->model;
+    req.cluster = o->cluster;
+    req.calib_path = o->calib_path;
+    req.profile_db_path = o->profile_path;
+    req.mode = p->mode;
+    req.objective = p->objective;
+    req.gbs = p->gbs;
+    req.seq = p->seq;
+    req.dtype = p->dtype;
+    req.flash_attention = p->model_info.flash_attention;
+    req.megatron_space = true;
+    req.latency_bound_s = p->latency_bound_s;
+    req.time_limit_s = o->time_limit_s;
+    loom_plan *np = NULL;
+    loom_plan_diag diag;
+    s = loom_plan_run(&req, &np, &diag, err);
+    if (s) {
+        free(orig);
+        if (s == LOOM_ERR_INFEASIBLE)
+            loom_error_prefix(err, "--nearest: no Megatron-style plan fits");
+        return s;
+    }
+    loom_export_list obstacles = {0};
+    s = loom_export_from_plan(np, c, &obstacles, err);
+    out->step_time_s = np->mode == LOOM_PLAN_INFER && np->latency_per_token_s > 0
+                           ? np->latency_per_token_s : np->step_time_s;
+    out->memory_per_gpu_bytes = np->memory_per_gpu_bytes;
+    out->fits = true;   /* loom_plan_run returns plans that fit */
+    snprintf(out->how, sizeof out->how, "planned again with --space megatron");
+    loom_plan_destroy(np);
+    if (s == LOOM_OK && obstacles.n > 0)
+        s = loom_error_set(err, LOOM_ERR_UNSUPPORTED,
+                           "--nearest: the Megatron-style plan still has an obstacle: %s",
+                           obstacles.item[0]);
+
+    /* step 2: what the target still cannot run */
+    if (s == LOOM_OK) {
+        loom_export_check(c, t, &obstacles);
+        if (obstacles.n > 0) {
+            loom_export_list adjusted = {0};   /* describe() reports the net changes */
+            if (!c->inference && loom_export_adjust(c, t, &adjusted) &&
+                (s = loom_runtime_config_normalize(c, err)) == LOOM_OK) {
+                obstacles = (loom_export_list){0};
+                loom_export_check(c, t, &obstacles);
+            }
+            if (s == LOOM_OK && obstacles.n > 0)
+                s = loom_error_set(err, LOOM_ERR_UNSUPPORTED,
+                                   "--nearest: even the nearest Megatron-style plan cannot run on "
+                                   "%s: %s",
+                                   loom_export_target_name(t), obstacles.item[0]);
+            if (s == LOOM_OK) {
+                snprintf(out->how, sizeof out->how,
+                         "planned again with --space megatron, then adjusted for %s",
+                         loom_export_target_name(t));
+                s = evaluate(o, c, out, err);
+            }
+        }
+    }
+    if (s == LOOM_OK) {
+        describe(orig, c, &out->changes);
+        c->predicted_step_s = out->step_time_s;
+        c->predicted_memory_bytes = out->memory_per_gpu_bytes;
+    }
+    free(orig);
+    return s;
+}
