@@ -55,13 +55,6 @@ void loom_error_prefix(loom_error *err, const char *fmt, ...)
     err->msg[hl + ml] = '\0';
 }
 
-void loom_error_clear(loom_error *err)
-{
-    if (!err) return;
-    err->status = LOOM_OK;
-    err->msg[0] = '\0';
-}
-
 LOOM_NORETURN void loom_assert_fail(const char *expr, const char *file, int line)
 {
     fprintf(stderr, "loom: internal error: assertion `%s' failed at %s:%d\n", expr, file, line);

@@ -68,8 +68,6 @@ void loom_error_prefix(loom_error *err, const char *fmt, ...)
 #endif
     ;
 
-void loom_error_clear(loom_error *err);
-
 /* Internal invariants only — never for user input. Aborts with the location;
  * _Noreturn so compilers and analyzers do not follow the impossible path. */
 LOOM_NORETURN void loom_assert_fail(const char *expr, const char *file, int line);

@@ -332,7 +332,7 @@ static loom_status prepare(const loom_calib_record *recs, size_t n, prepared **o
         if (s == LOOM_OK) s = loom_calib_record_graph(&recs[i], &pr[i].g, err);
         if (s == LOOM_OK) {
             pr[i].cls = calloc((size_t)loom_graph_layer_count(pr[i].g), sizeof *pr[i].cls);
-            if (pr[i].cls) loom_eval_layer_classes(pr[i].g, pr[i].cls);
+            if (pr[i].cls) s = loom_eval_layer_classes(pr[i].g, pr[i].cls, err);
             else s = loom_error_set(err, LOOM_ERR_NOMEM, "out of memory");
         }
         if (s) {

@@ -509,11 +509,11 @@ void loom_eval_result_free(loom_eval_result *r)
     r->n_stages = 0;
 }
 
-void loom_eval_layer_classes(const loom_graph *g, int32_t *cls)
+loom_status loom_eval_layer_classes(const loom_graph *g, int32_t *cls, loom_error *err)
 {
     int32_t n = loom_graph_layer_count(g);
-    uint64_t *sig = malloc((size_t)n * sizeof *sig);
-    LOOM_ASSERT(sig);
+    uint64_t *sig = malloc((size_t)(n ? n : 1) * sizeof *sig);
+    if (!sig) return loom_error_set(err, LOOM_ERR_NOMEM, "out of memory");
     for (int32_t l = 0; l < n; l++) {
         sig[l] = loom_graph_layer_signature(g, l);
         cls[l] = l;
@@ -524,6 +524,7 @@ void loom_eval_layer_classes(const loom_graph *g, int32_t *cls)
             }
     }
     free(sig);
+    return LOOM_OK;
 }
 
 loom_status loom_eval_megatron(const loom_graph *g, const loom_cost_model *cm,
@@ -583,7 +584,7 @@ loom_status loom_eval_megatron_ex(const loom_graph *g, const loom_cost_model *cm
 
     /* Per-layer costs, computed once per class of identical layers. */
     if (o && o->layer_class) memcpy(cls, o->layer_class, (size_t)n_layers * sizeof *cls);
-    else loom_eval_layer_classes(g, cls);
+    else if ((s = loom_eval_layer_classes(g, cls, err))) goto done;
     for (int32_t l = 0; l < n_layers; l++) {
         if (cls[l] < l) lc[l] = lc[cls[l]];
         else if ((s = layer_costs(&x, l, &lc[l], err))) goto done;

@@ -77,8 +77,9 @@ void loom_eval_result_free(loom_eval_result *r);
 /* For callers that evaluate one graph many times (calibration, grid and
  * genetic search): identical layers are costed once; their classes can be
  * computed once per graph. cls[l] (caller-allocated, layer_count entries)
- * is the lowest layer with l's signature and block-ness. */
-void loom_eval_layer_classes(const loom_graph *g, int32_t *cls);
+ * is the lowest layer with l's signature and block-ness. LOOM_ERR_NOMEM
+ * when its scratch space cannot be allocated. */
+loom_status loom_eval_layer_classes(const loom_graph *g, int32_t *cls, loom_error *err);
 
 typedef struct {
     const int32_t *layer_class;   /* from loom_eval_layer_classes, or NULL (computed) */

@@ -11,6 +11,7 @@
 #include "gpu/op_runner.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,8 +56,10 @@ static loom_status add_buf(loom_gpu_op *op, const char *name, loom_dtype dt, int
                            loom_error *err)
 {
     int64_t bytes;
+    /* both checks before the sum: a signed overflow tested after the fact is
+     * undefined behaviour */
     if (numel < 1 || __builtin_mul_overflow(numel, (int64_t)loom_dtype_bytes(dt), &bytes) ||
-        op->bytes + bytes < op->bytes)
+        bytes > INT64_MAX - op->bytes)
         return loom_error_set(err, LOOM_ERR_UNSUPPORTED, "%s %s: buffer %s is too large to allocate",
                               op->key.op, op->key.sig, name);
     LOOM_ASSERT(op->n_buf < MAX_BUFS);

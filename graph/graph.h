@@ -206,9 +206,6 @@ loom_status loom_graph_einsum(loom_graph *g, const char *name, int32_t layer,
  * used), no cycles (naming the ops on one), consistent shapes. */
 loom_status loom_graph_finalize(loom_graph *g, loom_error *err);
 
-/* Ops in a topological order (valid after finalize): fills order[0..n_ops). */
-loom_status loom_graph_topo_order(const loom_graph *g, int32_t *order, loom_error *err);
-
 /* Signature of a layer: a hash of its ops' kinds, attributes, operand shapes
  * and wiring relative to the layer. Identical layers hash equal. */
 uint64_t loom_graph_layer_signature(const loom_graph *g, int32_t layer);

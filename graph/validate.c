@@ -131,23 +131,3 @@ loom_status loom_graph_check_dag(const loom_graph *g, loom_error *err)
     igraph_destroy(&ig);
     return s;
 }
-
-loom_status loom_graph_topo_order(const loom_graph *g, int32_t *order, loom_error *err)
-{
-    igraph_t ig;
-    loom_status s = build(g, &ig, err);
-    if (s) return s;
-    igraph_vector_int_t res;
-    igraph_vector_int_init(&res, 0);
-    igraph_error_t rc = igraph_topological_sorting(&ig, &res, IGRAPH_OUT);
-    if (rc || igraph_vector_int_size(&res) != loom_graph_num_ops(g)) {
-        igraph_vector_int_destroy(&res);
-        igraph_destroy(&ig);
-        return loom_graph_check_dag(g, err) ? err->status
-                                            : loom_error_set(err, LOOM_ERR_SOLVER, "topological sort failed");
-    }
-    for (int32_t i = 0; i < loom_graph_num_ops(g); i++) order[i] = (int32_t)VECTOR(res)[i];
-    igraph_vector_int_destroy(&res);
-    igraph_destroy(&ig);
-    return LOOM_OK;
-}

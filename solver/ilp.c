@@ -131,7 +131,6 @@ loom_status loom_ilp_add_edge(loom_ilp *p, int32_t u, int32_t v, int32_t ku_cls,
 }
 
 int32_t loom_ilp_num_nodes(const loom_ilp *p) { return p->n_nodes; }
-int32_t loom_ilp_num_edges(const loom_ilp *p) { return p->n_edges; }
 
 int32_t loom_ilp_node_choices(const loom_ilp *p, int32_t v)
 {

@@ -69,7 +69,6 @@ loom_status loom_ilp_add_edge(loom_ilp *p, int32_t u, int32_t v, int32_t ku_cls,
                               const double *R, loom_error *err);
 
 int32_t loom_ilp_num_nodes(const loom_ilp *p);
-int32_t loom_ilp_num_edges(const loom_ilp *p);
 int32_t loom_ilp_node_choices(const loom_ilp *p, int32_t v);
 
 /* Objective and memory of a full assignment x[V]. */

@@ -267,15 +267,3 @@ const loom_parallel *loom_mspace_pick(const loom_mspace *s, bool train, int64_t 
     }
     return best;
 }
-
-void loom_mspace_label(const loom_parallel *p, char *buf, size_t n)
-{
-    int k = snprintf(buf, n, "tp%lld pp%lld dp%lld mbs%lld", (long long)p->tp, (long long)p->pp,
-                     (long long)p->dp, (long long)p->mbs);
-    if (k < 0 || (size_t)k >= n) return;
-    if (p->vpp > 1) k += snprintf(buf + k, n - (size_t)k, " vpp%lld", (long long)p->vpp);
-    if ((size_t)k >= n) return;
-    if (p->recompute == LOOM_RECOMPUTE_FULL) k += snprintf(buf + k, n - (size_t)k, " recompute");
-    if ((size_t)k >= n) return;
-    if (p->zero > 0) snprintf(buf + k, n - (size_t)k, " zero%d", p->zero);
-}

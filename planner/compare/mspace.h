@@ -88,7 +88,4 @@ bool loom_mspace_uneven(int64_t L, int64_t pp, int64_t *first_blocks, int64_t *l
 void loom_mspace_split(const loom_algo_ctx *ctx, int64_t chunks, int64_t first_blocks,
                        int64_t last_blocks, int32_t *bound);
 
-/* "tp4 pp2 dp16 mbs1 v1 rc0 z1"-style label of a point (for tests, reports). */
-void loom_mspace_label(const loom_parallel *p, char *buf, size_t n);
-
 #endif
