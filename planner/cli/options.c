@@ -48,8 +48,10 @@ static int64_t get_int(const void *args, loom_cli_field f)
 
 /* ---- values ------------------------------------------------------------------------ */
 
-bool loom_cli_parse_int(const char *cmd, const char *opt, const char *value, bool size_suffix,
-                        int64_t lo, int64_t hi, int64_t *out)
+/* An integer (with size_suffix: and a K/M/G suffix) in [lo, hi]; false
+ * after a usage error naming cmd, opt and value. */
+static bool parse_int(const char *cmd, const char *opt, const char *value, bool size_suffix,
+                      int64_t lo, int64_t hi, int64_t *out)
 {
     char *end;
     errno = 0;
@@ -127,7 +129,7 @@ static bool apply(const loom_cli_spec *s, const loom_cli_option *o, const char *
     switch (o->kind) {
     case LOOM_CLI_INT:
     case LOOM_CLI_SIZE:
-        if (!loom_cli_parse_int(s->cmd, opt, value, o->kind == LOOM_CLI_SIZE, o->lo, o->hi, &iv))
+        if (!parse_int(s->cmd, opt, value, o->kind == LOOM_CLI_SIZE, o->lo, o->hi, &iv))
             return false;
         set_int(args, o->field, iv);
         return true;
@@ -435,8 +437,7 @@ bool loom_cli_spec_check(const loom_cli_spec *s, char *msg, size_t n)
         else if ((o->name && strncmp(o->name, "--", 2)) ||
                  (o->short_name && (o->short_name[0] != '-' || strlen(o->short_name) != 2)))
             ok = fail_check(msg, n, cmd, "names are --long and -s", nm);
-        else if (find(s, o->name ? o->name : "", o->name ? strlen(o->name) : 0) != o &&
-                 o->name)
+        else if (o->name && find(s, o->name, strlen(o->name)) != o)
             ok = fail_check(msg, n, cmd, "listed twice", nm);
         else if (o->short_name && find(s, o->short_name, strlen(o->short_name)) != o)
             ok = fail_check(msg, n, cmd, "short name listed twice", nm);

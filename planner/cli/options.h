@@ -150,9 +150,4 @@ void loom_cli_help(const loom_cli_spec *spec, FILE *f);
  * to msg and returns false. */
 bool loom_cli_spec_check(const loom_cli_spec *spec, char *msg, size_t n);
 
-/* Parses an integer (SIZE: with a K/M/G suffix) in [lo, hi]; prints a usage
- * error naming cmd and opt on failure. */
-bool loom_cli_parse_int(const char *cmd, const char *opt, const char *value, bool size_suffix,
-                        int64_t lo, int64_t hi, int64_t *out);
-
 #endif
