@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "graph/hf_build.h"
+#include "graph/model_facts.h"
 
 typedef struct {
     loom_model_info m;          /* sizes and flags, copied into the graph */
@@ -137,6 +138,7 @@ loom_status loom_hf_build_llama(const loom_jctx *c, const cJSON *cfg, const char
     llama_cfg lc;
     *out = NULL;
     loom_status s = read_cfg(c, cfg, arch, &lc);
+    if (s == LOOM_OK) s = loom_model_facts_from_hf(c, cfg, arch, &lc.m.facts);
     if (s) return s;
     loom_hf_family f = {.info = lc.m, .final_norm = "model.norm", .norm_fn = "rmsnorm",
                         .block = layer, .cfg = &lc};
