@@ -85,9 +85,24 @@ for f in $G/*.torchtitan.toml; do
     python3 -c 'import sys, tomllib; d = tomllib.load(open(sys.argv[1], "rb")); assert d["parallelism"]["tensor_parallel_degree"] >= 1' "$f" \
         && ok || bad "$f is not valid TOML"
 done
+# DeepSpeed's batch rule (runtime/config.py _batch_assertion at edaa7221):
+# train_batch_size == micro x accumulation x world, where world is the DP size
+# with PP (PipelineModule's grid is the mpu) and every rank otherwise (AutoTP
+# passes no mpu); a missing train_batch_size is derived, never wrong
 for f in $G/*.deepspeed.json; do
-    python3 -c 'import sys, json; d = json.load(open(sys.argv[1])); assert d["train_batch_size"] == d["train_micro_batch_size_per_gpu"] * d["gradient_accumulation_steps"] * (d["train_batch_size"] // (d["train_micro_batch_size_per_gpu"] * d["gradient_accumulation_steps"]))' "$f" \
-        && ok || bad "$f is not valid JSON"
+    plan=$G/$(basename "$f" .deepspeed.json).plan.json
+    python3 - "$f" "$plan" <<'PY' && ok || bad "$f breaks DeepSpeed's batch rule"
+import sys, json
+d = json.load(open(sys.argv[1])); p = json.load(open(sys.argv[2]))
+st, sc = p["stages"][0], p["schedule"]
+tp = st["tensor_parallel"]; dp = st["data_parallel"] * sc["data_parallel"]
+pp = sc["pipeline_stages"]; world = dp if (pp > 1 or tp == 1) else dp * tp
+mbs, gas = d["train_micro_batch_size_per_gpu"], d["gradient_accumulation_steps"]
+assert mbs * gas * dp == p["inputs"]["gbs"], (mbs, gas, dp)
+if "train_batch_size" in d:
+    assert d["train_batch_size"] == mbs * gas * world, (d["train_batch_size"], mbs, gas, world)
+assert d["zero_optimization"]["stage"] in (0, 1, 2, 3)
+PY
 done
 if python3 -c 'import yaml' 2>/dev/null; then
     for f in $G/*.vllm.yaml; do
@@ -186,21 +201,23 @@ has "$tmp/err" "does not describe the whole model"
 # need be), written, and the cost reported next to the plan's 12.5 s
 run 0 export $G/llama-3-70b-pp4.plan.json --to torchtitan --nearest -o "$tmp/near.toml"
 has "$tmp/err" "torchtitan cannot run this plan as planned:" "ZeRO-1" \
-    "nearest plan torchtitan can run (planned again with --space megatron" \
+    "nearest plan torchtitan can run (" \
     "predicted step time: 12.5 s planned,"
 python3 -c 'import sys, tomllib; tomllib.load(open(sys.argv[1], "rb"))' "$tmp/near.toml" && ok || bad "--nearest wrote no valid TOML"
 has "$tmp/near.toml" "data_parallel_shard_degree" "# loom predicts"
-# DeepSpeed: whatever the nearest Megatron-style plan is, either it is made
-# runnable (a valid config written) or the obstacle is named and nothing is
-"$LOOM" export $G/llama-3-70b-pp4.plan.json --to deepspeed --nearest -o "$tmp/near.json" >"$tmp/out" 2>"$tmp/err"
-rc=$?
-case $rc in
-    0) has "$tmp/err" "nearest plan deepspeed can run"
-       python3 -c 'import sys, json; json.load(open(sys.argv[1]))' "$tmp/near.json" && ok || bad "--nearest wrote no valid JSON" ;;
-    1) has "$tmp/err" "--nearest: even the nearest Megatron-style plan cannot run on deepspeed:"
-       [ -e "$tmp/near.json" ] && bad "--nearest wrote a file it could not make runnable" || ok ;;
-    *) bad "export --to deepspeed --nearest: exit $rc" ;;
-esac
+# DeepSpeed cannot run TP with PP: --nearest searches DeepSpeed's own space
+# and writes the fastest configuration that fits
+run 0 export $G/llama-3-70b-pp4.plan.json --to deepspeed --nearest -o "$tmp/near.json"
+has "$tmp/err" "nearest plan deepspeed can run (searched deepspeed's own space"
+python3 -c 'import sys, json; json.load(open(sys.argv[1]))' "$tmp/near.json" && ok || bad "--nearest wrote no valid JSON"
+# --nearest never writes what does not fit: Llama-3-70B on 16 GPUs fits only
+# with TP x PP, which DeepSpeed cannot combine; exit 3, the reason, nothing written
+run 0 plan llama-3-70b --cluster dgx-h100-x2 --gbs 64 --seq 8192 -o "$tmp/l70x2.plan.json"
+run 3 export "$tmp/l70x2.plan.json" --to deepspeed --nearest -o "$tmp/nofit.json"
+has "$tmp/err" "--nearest: nothing deepspeed can run fits" "GiB per GPU and the GPU has 80.0 GiB" \
+    "it would fit with"
+[ -e "$tmp/nofit.json" ] && bad "--nearest wrote a configuration that does not fit" || ok
+ls "$tmp" | grep -q "nofit.json.tmp" && bad "temporary file left behind" || ok
 # a mode cannot be changed
 run 1 export $G/llama-3-70b-pp4.plan.json --to vllm --nearest
 has "$tmp/err" "--nearest keeps the plan's mode"

@@ -338,14 +338,21 @@ static void check_identities(const loom_runtime_config *c, loom_export_target t,
         loom_error err;
         CHECK(loom_json_parse("deepspeed", text, strlen(text), &j, &err) == LOOM_OK);
         cJSON_Delete(j);
-        /* DeepSpeed: train_batch_size = micro x accumulation x (world / (tp x pp)) */
+        /* DeepSpeed (runtime/config.py _batch_assertion at edaa7221):
+         * train_batch_size = micro x accumulation x world, where world is the
+         * DP size when an mpu is passed (PipelineModule's grid) and every rank
+         * when not (AutoTP training without PP); then the key is left out and
+         * DeepSpeed derives it. Either way micro x accumulation x DP = gbs. */
         long long tbs = find_num(text, "train_batch_size"),
                   mb = find_num(text, "train_micro_batch_size_per_gpu"),
                   gas = find_num(text, "gradient_accumulation_steps");
         long long tpd = find_num(text, "autotp_size");
         if (tpd < 0) tpd = 1;
-        CHECK_INT_EQ(tbs, mb * gas * (gpus / (tpd * c->par.pp)));
-        CHECK_INT_EQ(tbs, c->par.gbs);
+        long long dp = gpus / (tpd * c->par.pp);
+        long long world = c->par.pp > 1 ? dp : gpus / c->par.pp;
+        CHECK_INT_EQ(mb * gas * dp, c->par.gbs);
+        if (tpd > 1 && c->par.pp == 1) CHECK_INT_EQ(tbs, -1);
+        else CHECK_INT_EQ(tbs, mb * gas * world);
     } else if (t == LOOM_EXPORT_TORCHTITAN) {
         /* torchtitan: replicate x shard x cp x tp x pp = world; global = local x dp x accumulation */
         long long rep = find_num(text, "data_parallel_replicate_degree"),

@@ -7,9 +7,11 @@
  * configuration (export_plan.c), checked against the target and rendered.
  * When the target cannot run the plan as planned, every obstacle is listed
  * on stderr, nothing is written and the exit code is 1; with --nearest the
- * plan's inputs are planned again inside the Megatron-style space
- * (export_nearest.c), that plan is exported instead, and the predicted cost
- * of the restriction is reported next to the original plan's. Notes (an
+ * plan's inputs are planned again inside the Megatron-style space, then if
+ * need be the target's own space is searched (export_nearest.c); the
+ * fastest configuration that fits is exported instead, and the predicted
+ * cost of the restriction is reported next to the original plan's. When
+ * nothing the target runs fits, the exit code is 3 and nothing is written. Notes (an
  * environment variable to set, code the model must call) go to stderr and,
  * where the format has comments, into the file.
  *
@@ -56,8 +58,10 @@ static const loom_cli_option export_opts[] = {
      .metavar = "FILE", .help = "write FILE (atomically) instead of stdout"},
     {.name = "--nearest", .kind = LOOM_CLI_FLAG, .field = F(nearest),
      .help = "when the runtime cannot run the plan as planned, plan the same inputs\n"
-             "again inside the Megatron-style space the runtimes share, export that,\n"
-             "and report its predicted cost against the original plan's"},
+             "again inside the Megatron-style space the runtimes share; if the runtime\n"
+             "still cannot run that, or it does not fit, search the runtime's own space;\n"
+             "export the fastest that fits and report its predicted cost against the\n"
+             "plan's (exit 3, nothing written, when nothing fits)"},
     {.name = "--calib", .kind = LOOM_CLI_STR, .field = F(nopts.calib_path), .metavar = "FILE",
      .help = "calibration for --nearest", .def = "the device's shipped one"},
     {.name = "--profile", .kind = LOOM_CLI_STR, .field = F(nopts.profile_path), .metavar = "DB",
@@ -76,7 +80,8 @@ const loom_cli_spec loom_cli_spec_export = {
              "  torchtitan  the [training], [parallelism] and [activation_checkpoint] TOML sections\n",
     .epilogue = "A plan the runtime cannot run (different tensor-parallel sizes per stage, 2-D tensor\n"
                 "sharding, ...) is refused: each obstacle is listed, nothing is written, exit 1.\n"
-                "Exit codes: 0 written, 1 bad plan or obstacles, 2 usage, 3 --nearest found no plan.\n",
+                "Exit codes: 0 written, 1 bad plan or obstacles, 2 usage, 3 --nearest found nothing that\n"
+                "fits in memory (the reason and what would make it fit on stderr).\n",
     .opts = export_opts,
     .n_opts = sizeof export_opts / sizeof export_opts[0],
     .pos = {.metavar = "PLAN", .field = F(plan_path), .max = 1, .noun = "PLAN",
@@ -188,10 +193,9 @@ int loom_cmd_export(int argc, char **argv)
         fprintf(stderr, "  predicted %s: %.4g s planned, %.4g s as exported (%+.1f%%)\n",
                 c->inference ? "time per token" : "step time", plan->step_time_s, near.step_time_s,
                 100.0 * (near.step_time_s - plan->step_time_s) / plan->step_time_s);
-    if (!near.fits)
-        fprintf(stderr, "  warning: loom predicts the nearest plan needs %.1f GiB per GPU, more "
-                        "than the GPU has\n",
-                (double)near.memory_per_gpu_bytes / (1024.0 * 1024.0 * 1024.0));
+    /* loom_export_nearest fails (LOOM_ERR_INFEASIBLE, exit 3) rather than
+     * return a configuration that does not fit */
+    LOOM_ASSERT(near.fits);
     rc = write_config(c, t, plan_path, out_path);
 done:
     free(c);
