@@ -13,7 +13,7 @@
  *   deepspeed   no SP; selective / partial recompute -> full; fp8 -> bf16;
  *               ZeRO-2/3 with PP -> ZeRO-1; interleaving -> plain 1F1B;
  *               uneven stages -> even
- *   torchtitan  fp16 -> bf16; ZeRO-1 -> ZeRO-2 (FSDP keeping parameters
+ *   torchtitan  fp16 / fp8 -> bf16; partial recompute -> every layer; ZeRO-1 -> ZeRO-2 (FSDP keeping parameters
  *               gathered; ZeRO-0 with PP, which loom's evaluator cannot
  *               combine with ZeRO-2/3); expert TP -> TP
  *   vllm        EP -> TP x DP (or 1); expert TP -> 1; interleaving -> 1
@@ -68,7 +68,11 @@ bool loom_export_adjust(loom_runtime_config *c, loom_export_target t, loom_expor
                (c->n_chunks = 0, p->first_stage_layers = p->last_stage_layers = 0),
                "uneven stages -> %lld layers per stage", (long long)(c->model.layers / p->pp));
     } else if (t == LOOM_EXPORT_TORCHTITAN) {
-        CHANGE(p->dtype == LOOM_DTYPE_FP16, p->dtype = LOOM_DTYPE_BF16, "fp16 -> bf16");
+        CHANGE(p->dtype == LOOM_DTYPE_FP16 || p->dtype == LOOM_DTYPE_FP8,
+               p->dtype = LOOM_DTYPE_BF16, "%s -> bf16", loom_dtype_name(p->dtype));
+        CHANGE(p->recompute == LOOM_RECOMPUTE_FULL && p->recompute_layers > 0,
+               p->recompute_layers = 0, "recompute of %lld layers per stage -> every layer",
+               (long long)p->recompute_layers);
         CHANGE(p->dist_opt && p->pp == 1, (p->dist_opt = false, p->zero = 2),
                "ZeRO-1 -> ZeRO-2 (FSDP)");
         CHANGE(p->dist_opt && p->pp > 1, p->dist_opt = false, "ZeRO-1 -> ZeRO-0 (DDP)");

@@ -18,3 +18,13 @@ if os.environ.get('TCFG'):
     cfg = core_transformer_config_from_args(args)
     print("TransformerConfig OK:", type(cfg).__name__, "layout", getattr(cfg, 'pipeline_model_parallel_layout', None) is not None,
           "first", cfg.num_layers_in_first_pipeline_stage, "last", cfg.num_layers_in_last_pipeline_stage)
+    from megatron.training.vocab_utils import _calculate_padded_vocab_size_cached as pad
+    padded = pad(args.vocab_size, args.make_vocab_size_divisible_by, args.tensor_model_parallel_size)
+    print("facts: rotary_base", cfg.rotary_base if hasattr(cfg, 'rotary_base') else args.rotary_base,
+          "norm_eps", cfg.layernorm_epsilon, "rope_scaling", args.use_rope_scaling, args.rope_scaling_factor,
+          "rope_type", getattr(cfg, 'rope_type', None), "rotary_scaling_factor", getattr(cfg, 'rotary_scaling_factor', None),
+          "mscale_all_dim", getattr(cfg, 'mscale_all_dim', None), "mtp", cfg.mtp_num_layers,
+          "vocab", args.vocab_size, "padded", padded,
+          "router", getattr(cfg, 'moe_router_score_function', None), getattr(cfg, 'moe_router_topk_scaling_factor', None),
+          getattr(cfg, 'moe_router_num_groups', None), getattr(cfg, 'moe_router_group_topk', None),
+          getattr(cfg, 'moe_router_load_balancing_type', None), getattr(cfg, 'moe_aux_loss_coeff', None))
