@@ -77,7 +77,7 @@ const loom_cli_spec loom_cli_spec_export = {
              "--tensor-model-parallel-size ...\n"
              "  vllm        a YAML file for `vllm serve MODEL --config FILE` (serving plans)\n"
              "  deepspeed   a DeepSpeed JSON config\n"
-             "  torchtitan  the [training], [parallelism] and [activation_checkpoint] TOML sections\n",
+             "  torchtitan  a Python job config: torchrun -m torchtitan.train --module F --config loom_job\n",
     .epilogue = "A plan the runtime cannot run (different tensor-parallel sizes per stage, 2-D tensor\n"
                 "sharding, ...) is refused: each obstacle is listed, nothing is written, exit 1.\n"
                 "Exit codes: 0 written, 1 bad plan or obstacles, 2 usage, 3 --nearest found nothing that\n"
