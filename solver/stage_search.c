@@ -41,7 +41,7 @@ void loom_search_request_init(loom_search_request *r)
 loom_status loom_search_create(const loom_search_request *req, loom_search **out, loom_error *err)
 {
     *out = NULL;
-    if (!req->model_path || !req->cm || req->gbs < 1)
+    if (!req->model_src || !req->cm || req->gbs < 1)
         return loom_error_set(err, LOOM_ERR_INVALID,
                               "stage search: needs a model, a cost model and gbs >= 1");
     loom_search *s = calloc(1, sizeof *s);
@@ -82,6 +82,7 @@ void loom_search_destroy(loom_search *s)
 
 loom_intra_cache *loom_search_cache(loom_search *s) { return s->cache; }
 const loom_cost_model *loom_search_cost_model(const loom_search *s) { return s->req.cm; }
+const loom_model_source *loom_search_model(const loom_search *s) { return s->req.model_src; }
 
 loom_status loom_search_graph(loom_search *s, int64_t b, const loom_graph **out, loom_error *err)
 {
@@ -96,7 +97,7 @@ loom_status loom_search_graph(loom_search *s, int64_t b, const loom_graph **out,
     o.batch = b;
     if (s->req.inference) o.seq = 1;   /* one decode step: a new token per sequence */
     loom_graph *g;
-    loom_status st = loom_model_load(s->req.model_path, &o, &g, err);
+    loom_status st = loom_model_source_build(s->req.model_src, &o, &g, err);
     if (st) return st;
     int32_t n = loom_graph_layer_count(g);
     uint64_t *sig = malloc(sizeof *sig * ((size_t)n + 1));
@@ -621,12 +622,8 @@ loom_status loom_search_run(loom_search *s, const loom_search_result **result, l
     loom_graph_totals_get(g1, &tot);
     /* A loom graph file has fixed shapes (the options do not apply to it):
      * then its own batch is the only micro-batch and its seq the sequence. */
-    const loom_graph *g2;
-    if ((st = loom_search_graph(s, 2, &g2, err))) return st;
-    loom_graph_totals tot2;
-    loom_graph_totals_get(g2, &tot2);
     int64_t fixed_b = 0;
-    if (tot2.fwd_flops == tot.fwd_flops) {
+    if (loom_model_source_fixed_shapes(s->req.model_src)) {
         const loom_model_info *mi = loom_graph_info_c(g1);
         fixed_b = mi->batch > 0 ? mi->batch : 1;
         if (mi->seq > 0) s->seq_tokens = mi->seq;
@@ -635,7 +632,7 @@ loom_status loom_search_run(loom_search *s, const loom_search_result **result, l
         return loom_error_set(err, LOOM_ERR_UNSUPPORTED,
                               "%s: inference plans a decode step, which needs a model config "
                               "(HF config.json); a loom graph file has fixed shapes",
-                              s->req.model_path);
+                              loom_model_source_name(s->req.model_src));
 
     /* GPU counts to try: all of them, or for cost/energy also fewer. */
     int64_t used[64];

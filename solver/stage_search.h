@@ -115,7 +115,7 @@ typedef enum {
 } loom_search_objective;
 
 typedef struct {
-    const char *model_path;        /* HF config.json or loom graph */
+    const loom_model_source *model_src;   /* the parsed model file (not owned) */
     loom_model_opts model;         /* seq, dtype, flash; batch is chosen here */
     const loom_cost_model *cm;     /* the cluster and its costs */
     bool inference;
@@ -137,7 +137,7 @@ typedef struct {
     void *progress_ctx;
 } loom_search_request;
 
-/* Defaults for everything but model_path, cm and gbs. */
+/* Defaults for everything but model_src, cm and gbs. */
 void loom_search_request_init(loom_search_request *r);
 
 /* One stage of a configuration. */
@@ -242,9 +242,10 @@ void loom_search_layout(int64_t gpus_per_node, loom_search_config *cfg);
 /* The graph for micro-batch b (built on first use, owned by the search). */
 loom_status loom_search_graph(loom_search *s, int64_t b, const loom_graph **out, loom_error *err);
 
-/* The intra cache and the cost model the search uses. */
+/* The intra cache, the cost model and the model source the search uses. */
 loom_intra_cache *loom_search_cache(loom_search *s);
 const loom_cost_model *loom_search_cost_model(const loom_search *s);
+const loom_model_source *loom_search_model(const loom_search *s);
 
 /* The distinct (op, dtype, shard shape) keys of the strategies the search
  * chose on every mesh it tabled: the profile requests of

@@ -41,11 +41,22 @@ static loom_cost_model *cost_model(const char *cluster)
     return cm;
 }
 
+/* The model every test plans, parsed once. */
+static loom_model_source *src_8b;
+
+static loom_model_source *llama_8b(void)
+{
+    loom_error err = {0};
+    if (!src_8b && loom_model_open("examples/models/llama-3-8b.json", &src_8b, &err))
+        fprintf(stderr, "setup: %s\n", err.msg);
+    return src_8b;
+}
+
 static void request(loom_algo_request *r, loom_cost_model *cm, int64_t gbs, int64_t seq,
                     bool infer)
 {
     loom_algo_request_init(r);
-    r->model_path = "examples/models/llama-3-8b.json";
+    r->model_src = llama_8b();
     r->cm = cm;
     r->gbs = gbs;
     r->model.seq = seq;
@@ -244,7 +255,7 @@ static void test_alpa_rescored(loom_cost_model *cm)
 
     loom_search_request q;
     loom_search_request_init(&q);
-    q.model_path = r.model_path;
+    q.model_src = r.model_src;
     q.model = r.model;
     q.cm = cm;
     q.gbs = r.gbs;
@@ -345,5 +356,6 @@ int main(void)
     test_pp_only();
     loom_cost_model_destroy(cm1);
     loom_cost_model_destroy(cm2);
+    loom_model_source_destroy(src_8b);
     return check_done();
 }

@@ -68,6 +68,7 @@ static bool evaluate(const cfg_case *k, both *out)
     loom_error err = {0};
     loom_cost_model *cm = NULL;
     loom_algo_ctx *ctx = NULL;
+    loom_model_source *src = NULL;
     loom_search *s = NULL;
     loom_eval_result e = {0};
     loom_search_eval_result q = {0};
@@ -80,7 +81,8 @@ static bool evaluate(const cfg_case *k, both *out)
 
     loom_algo_request r;
     loom_algo_request_init(&r);
-    r.model_path = path;
+    if (loom_model_open(path, &src, &err)) goto done;
+    r.model_src = src;
     r.cm = cm;
     r.gbs = k->gbs;
     r.model.seq = k->seq;
@@ -111,6 +113,7 @@ done:
     loom_search_eval_free(&q);
     loom_search_destroy(s);
     loom_algo_ctx_destroy(ctx);
+    loom_model_source_destroy(src);
     loom_cost_model_destroy(cm);
     return ok;
 }

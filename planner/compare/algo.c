@@ -82,7 +82,7 @@ const char *loom_algo_names(void)
 void loom_algo_search_request(const loom_algo_request *req, loom_search_request *out)
 {
     loom_search_request_init(out);
-    out->model_path = req->model_path;
+    out->model_src = req->model_src;
     out->model = req->model;
     out->cm = req->cm;
     out->inference = req->inference;
@@ -96,7 +96,7 @@ loom_status loom_algo_ctx_create(const loom_algo_request *req, loom_algo_ctx **o
                                  loom_error *err)
 {
     *out = NULL;
-    if (!req->model_path || !req->cm || req->gbs < 1 || req->model.seq < 1)
+    if (!req->model_src || !req->cm || req->gbs < 1 || req->model.seq < 1)
         return loom_error_set(err, LOOM_ERR_INVALID,
                               "search: needs a model, a cost model, gbs >= 1 and seq >= 1");
     loom_algo_ctx *c = calloc(1, sizeof *c);

@@ -60,7 +60,7 @@
 #include "solver/stage_search.h"
 
 typedef struct {
-    const char *model_path;        /* HF config.json or loom graph */
+    const loom_model_source *model_src;   /* the parsed model file (not owned) */
     loom_model_opts model;         /* seq (tokens per sequence), dtype, flash */
     const loom_cost_model *cm;
     bool inference;

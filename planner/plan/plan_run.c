@@ -122,7 +122,8 @@ loom_status loom_plan_from_config(loom_search *s, const loom_graph *g,
     const loom_cluster *c = loom_cost_model_cluster(loom_search_cost_model(s));
     bool train = req->mode == LOOM_PLAN_TRAIN;
 
-    snprintf(p->model, sizeof p->model, "%s", req->model_label ? req->model_label : req->model_path);
+    snprintf(p->model, sizeof p->model, "%s",
+             req->model_label ? req->model_label : loom_model_source_name(loom_search_model(s)));
     snprintf(p->cluster, sizeof p->cluster, "%s", c->name);
     p->mode = req->mode;
     p->gbs = req->gbs;
@@ -246,7 +247,7 @@ loom_search_objective loom_plan_search_objective(loom_plan_objective o)
 
 static loom_status check_request(const loom_plan_request *r, loom_error *err)
 {
-    if (!r->model_path || !r->cluster)
+    if ((!r->model_path && !r->model_src) || !r->cluster)
         return loom_error_set(err, LOOM_ERR_INVALID, "plan: a model and a cluster are needed");
     if (r->gbs < 1 || r->seq < 1)
         return loom_error_set(err, LOOM_ERR_INVALID,
@@ -287,11 +288,17 @@ loom_status loom_plan_run(const loom_plan_request *req, loom_plan **out, loom_pl
     }
     loom_cost_model *cm = NULL;
     loom_search *s = NULL;
+    loom_model_source *opened = NULL;
+    const loom_model_source *src = req->model_src;
     if ((st = loom_cost_model_create(&c, calp, req->profile_db_path, &cm, err))) return st;
+    if (!src) {   /* the one read of the model file */
+        if ((st = loom_model_open(req->model_path, &opened, err))) goto done;
+        src = opened;
+    }
 
     loom_search_request sr;
     loom_search_request_init(&sr);
-    sr.model_path = req->model_path;
+    sr.model_src = src;
     sr.model.seq = req->seq;
     sr.model.dtype = req->dtype;
     sr.model.flash_attention = req->flash_attention;
@@ -321,7 +328,7 @@ loom_status loom_plan_run(const loom_plan_request *req, loom_plan **out, loom_pl
         loom_search_profile_keys(s, &keys, &nk);
         if ((st = loom_profile_requests_write(req->profile_requests_path,
                                               req->model_label ? req->model_label
-                                                               : req->model_path,
+                                                               : loom_model_source_name(src),
                                               keys, nk, err))) {
             loom_plan_destroy(*out);
             *out = NULL;
@@ -338,6 +345,7 @@ loom_status loom_plan_run(const loom_plan_request *req, loom_plan **out, loom_pl
              res->stopped ? "stopped" : res->timed_out ? "time-limit" : "complete");
 done:
     loom_search_destroy(s);
+    loom_model_source_destroy(opened);
     loom_cost_model_destroy(cm);
     return st;
 }

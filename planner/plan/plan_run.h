@@ -1,7 +1,8 @@
 /*
  * plan_run.h — planning end to end: a problem in, a plan out (DESIGN §6–7).
  *
- * loom_plan_run loads the model and the cluster (and the calibration and
+ * loom_plan_run opens the model file (once: the search builds its graphs
+ * from the parsed source, graph/model.h) and loads the cluster (and the calibration and
  * profile db when given), builds the cost model, runs the Alpa search
  * (solver/stage_search.h: intra-op ILP + stage DP over micro-batch size and
  * data-parallel replicas) and assembles the winner into a loom_plan with
@@ -22,8 +23,10 @@
 #include "solver/stage_search.h"
 
 typedef struct {
-    const char *model_path;        /* HF config.json or loom graph */
-    const char *model_label;       /* inputs.model in the plan (NULL: model_path) */
+    const char *model_path;        /* HF config.json or loom graph: opened (once) by
+                                      loom_plan_run when model_src is NULL */
+    const loom_model_source *model_src;   /* an already opened model (not owned) */
+    const char *model_label;       /* inputs.model in the plan (NULL: the model's file) */
     const char *cluster;           /* preset name or loom-cluster/1 file */
     const char *calib_path;        /* NULL: the device's defaults */
     const char *profile_db_path;   /* NULL: roofline only */
