@@ -8,9 +8,9 @@
  * over a layer's ops gives that layer's time per micro-batch, its in-mesh
  * gradient sync, parameters and saved activations per GPU. From the specs
  * come the bytes a layer input occupies on one GPU (kept by full recompute)
- * and the KV cache of one sequence on one GPU (inference). A spec names each
- * split dim with its axes ("b@0 s heads@1 dh"), so the parts a tensor is cut
- * into are the product of the sizes of the axes named.
+ * and the KV cache of one sequence on one GPU (inference). A spec (spec.h)
+ * gives each dim the mesh axes it is split over, so the parts a tensor is
+ * cut into are the product of the sizes of the axes it uses.
  *
  * Exact evaluation. A configuration's stages are solved as ranges (so the
  * resharding where different layer kinds meet is included), their memory
@@ -76,45 +76,22 @@ double loom_search_replica_sync_s(const loom_search *s, double n, int64_t dp, in
 
 /* ---- specs ------------------------------------------------------------------- */
 
-/* One "name@axes" token of a spec at p: its name (len bytes) and axes
- * (bit 0: axis 0, bit 1: axis 1); returns where the next token starts. */
-static const char *spec_token(const char *p, const char **name, size_t *len, unsigned *axes)
-{
-    while (*p == ' ') p++;
-    *name = p;
-    while (*p && *p != ' ' && *p != '@') p++;
-    *len = (size_t)(p - *name);
-    *axes = 0;
-    if (*p == '@')
-        for (p++; *p == '0' || *p == '1'; p++) *axes |= *p == '0' ? 1u : 2u;
-    while (*p && *p != ' ') p++;
-    return p;
-}
-
-unsigned loom_search_spec_axes(const char *spec, const char *dim)
-{
-    unsigned axes = 0;
-    for (const char *p = spec ? spec : ""; *p;) {
-        const char *name;
-        size_t len;
-        unsigned a;
-        p = spec_token(p, &name, &len, &a);
-        if (!dim || (strlen(dim) == len && strncmp(dim, name, len) == 0)) axes |= a;
-    }
-    return axes;
-}
-
 static int64_t axes_parts(unsigned axes, loom_mesh_shape m)
 {
     return (axes & 1 ? m.n0 : 1) * (axes & 2 ? m.n1 : 1);
 }
 
-/* Parts a spec cuts its tensor into (only along dim `dim` when it is not
- * NULL): each mesh axis splits at most one dim, so this is the product of
- * the sizes of the axes it uses. */
-static int64_t spec_parts(const char *spec, const char *dim, loom_mesh_shape m)
+/* Parts the spec of operand k of op cuts its tensor into (only along the
+ * dims named `dim` when it is not NULL): each mesh axis splits at most one
+ * dim, so this is the product of the sizes of the axes it uses. An absent
+ * spec is one part. */
+static int64_t spec_parts(const loom_intra_result *r, const loom_graph *g, int32_t op,
+                          loom_operand which, int k, const char *dim, loom_mesh_shape m)
 {
-    return axes_parts(loom_search_spec_axes(spec, dim), m);
+    loom_spec sp;
+    int32_t t = loom_intra_operand(g, op, which, k);
+    if (t < 0 || !loom_intra_op_spec(r, g, op, which, k, &sp)) return 1;
+    return axes_parts(loom_spec_dim_axes(&sp, loom_graph_tensor(g, t), dim), m);
 }
 
 /* Per dim name, the largest split any operand spec of op gives it. */
@@ -127,21 +104,19 @@ static int op_splits(const loom_intra_result *r, const loom_graph *g, int32_t op
     const int counts[3] = {o->n_in, o->n_w, o->n_out};
     for (int w = 0; w < 3; w++)
         for (int k = 0; k < counts[w]; k++) {
-            const char *spec = loom_intra_op_spec(r, g, op, kinds[w], k);
-            for (const char *p = spec ? spec : ""; *p;) {
-                const char *start;
-                size_t len;
-                unsigned axes;
-                p = spec_token(p, &start, &len, &axes);
-                int64_t parts = axes_parts(axes, m);
+            loom_spec sp;
+            if (!loom_intra_op_spec(r, g, op, kinds[w], k, &sp)) continue;
+            const loom_tensor *t = loom_graph_tensor(g, loom_intra_operand(g, op, kinds[w], k));
+            for (int d = 0; d < t->ndim; d++) {
+                const char *name = t->dims[d].name;
+                size_t len = strlen(name);
+                int64_t parts = axes_parts(sp.ax[d] & LOOM_AXES_BOTH, m);
                 if (parts <= 1 || len == 0 || len >= LOOM_DIM_NAME_MAX) continue;
                 int q = 0;
-                while (q < n && (strlen(div[q].name) != len || strncmp(div[q].name, start, len)))
-                    q++;
+                while (q < n && strcmp(div[q].name, name)) q++;
                 if (q == n) {
                     if (n == cap) continue;
-                    memcpy(div[n].name, start, len);
-                    div[n].name[len] = '\0';
+                    memcpy(div[n].name, name, len + 1);
                     div[n].size = 1;
                     n++;
                 }
@@ -234,20 +209,19 @@ static int64_t kv_per_seq(const loom_search *s, const loom_intra_result *r, cons
     if (o->n_in < 3) return 0;
     const loom_tensor *k = loom_graph_tensor(g, o->in[1]), *v = loom_graph_tensor(g, o->in[2]);
     if (k->ndim < 2) return 0;
-    const char *spec = loom_intra_op_spec(r, g, a, LOOM_OPERAND_INPUT, 1);
     const loom_model_info *info = loom_graph_info_c(g);
     if (info->kv_lora_rank > 0) {
         /* multi-head latent attention caches the latent, not k and v
          * (memory.h): whole on every GPU of a head split, divided only by a
          * split of the batch, i.e. of the sequences */
-        int64_t parts = spec_parts(spec, k->dims[0].name, m);
+        int64_t parts = spec_parts(r, g, a, LOOM_OPERAND_INPUT, 1, k->dims[0].name, m);
         return loom_memory_kv_bytes_per_token(info, 1) * s->context / (parts > 0 ? parts : 1);
     }
     int64_t bt = k->dims[0].size * k->dims[1].size;   /* k: [b, t, kvh, dqk] */
     int64_t per_token = (loom_tensor_bytes(k) + loom_tensor_bytes(v)) / (bt > 0 ? bt : 1);
     /* One GPU's share: a batch split holds fewer sequences, a head split
      * less of each; averaged per sequence either way. */
-    int64_t parts = spec_parts(spec, NULL, m);
+    int64_t parts = spec_parts(r, g, a, LOOM_OPERAND_INPUT, 1, NULL, m);
     return per_token * s->context / (parts > 0 ? parts : 1);
 }
 
@@ -338,8 +312,7 @@ static loom_status build_tab(loom_search *s, const loom_graph *g, loom_layer_tab
         int ik;
         int32_t in = block ? layer_input(g, l, &iop, &ik) : -1;
         if (in >= 0) {
-            int64_t parts =
-                spec_parts(loom_intra_op_spec(&r, g, iop, LOOM_OPERAND_INPUT, ik), NULL, m);
+            int64_t parts = spec_parts(&r, g, iop, LOOM_OPERAND_INPUT, ik, NULL, m);
             t->input_bytes[l] = loom_tensor_bytes(loom_graph_tensor(g, in)) / (parts > 0 ? parts : 1);
         } else {
             t->input_bytes[l] = t->act_bytes[l];

@@ -225,11 +225,6 @@ loom_status loom_search_eval(loom_search *s, const loom_graph *g, const loom_sea
                              loom_search_eval_result *out, loom_error *err);
 void loom_search_eval_free(loom_search_eval_result *r);
 
-/* Mesh axes (bit 0: axis 0, bit 1: axis 1) a spec string of the ILP
- * ("b@0 s heads@1 dh", intra.h) splits dim `dim` over; with dim NULL, the
- * axes any dim is split over. */
-unsigned loom_search_spec_axes(const char *spec, const char *dim);
-
 /* Lays cfg's stages out on a cluster of gpus_per_node-GPU nodes (see "GPU
  * layout" above): with dp > 1 replicas, each pipeline rank gets a block
  * holding its sub-mesh in all replicas (replica_stride = the sub-mesh's

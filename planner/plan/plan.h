@@ -39,6 +39,7 @@
 #include "costs/parallel.h"
 #include "base/error.h"
 #include "graph/graph.h"
+#include "solver/spec.h"
 
 #define LOOM_PLAN_FORMAT "loom-plan/1"
 #define LOOM_PLAN_SPEC_MAX 192
@@ -197,6 +198,13 @@ enum {
     LOOM_PLAN_JSON_NO_TIMINGS = 1,   /* write search.time_s as 0: byte-identical reruns */
     LOOM_PLAN_JSON_NO_OPS = 2,       /* omit per-op specs (summaries) */
 };
+
+/* The text of n operand specs as a plan holds them: each in dim names
+ * (loom_spec_format of spec i on tensor ts[i]: "b@0 s h@1"), joined with
+ * ", " into dst; what does not fit in cap is left out. The one place the
+ * solver's typed specs become plan text. */
+void loom_plan_specs_format(const loom_spec *specs, const loom_tensor *const *ts, int n,
+                            char *dst, size_t cap);
 
 /* The plan as loom-plan/1 JSON text (heap, ends in '\n'); NULL when out of
  * memory. Same plan, same flags → same bytes. */

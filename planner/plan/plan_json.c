@@ -6,7 +6,9 @@
  * Writing builds a cJSON tree in a fixed member order and prints it with
  * loom_json_print, whose doubles are shortest round-trip, so the same plan
  * always gives the same bytes. The one value that differs run to run,
- * search.time_s, is written as 0 under LOOM_PLAN_JSON_NO_TIMINGS.
+ * search.time_s, is written as 0 under LOOM_PLAN_JSON_NO_TIMINGS. The
+ * solver hands back typed specs (solver/spec.h); their text is made here,
+ * by loom_plan_specs_format, when the planner assembles a plan.
  *
  * Reading goes through base/json (line:col for malformed JSON, duplicate
  * keys, non-finite numbers, unknown members with the allowed list, ranges on
@@ -21,6 +23,25 @@
 #include "base/fileio.h"
 #include "base/json.h"
 #include "planner/plan/plan.h"
+
+/* ---- spec text --------------------------------------------------------------- */
+
+/* Longest text of one spec: LOOM_MAX_DIMS dims of a name and "@01". */
+#define SPEC_TEXT_MAX 96
+
+void loom_plan_specs_format(const loom_spec *specs, const loom_tensor *const *ts, int n,
+                            char *dst, size_t cap)
+{
+    size_t len = 0;
+    dst[0] = '\0';
+    for (int k = 0; k < n; k++) {
+        char one[SPEC_TEXT_MAX];
+        loom_spec_format(&specs[k], ts[k], one, sizeof one);
+        int w = snprintf(dst + len, cap - len, "%s%s", len ? ", " : "", one);
+        if (w < 0 || (size_t)w >= cap - len) break;   /* truncated: keep what fits */
+        len += (size_t)w;
+    }
+}
 
 /* ---- writing --------------------------------------------------------------- */
 

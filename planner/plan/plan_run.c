@@ -46,19 +46,27 @@ void loom_plan_request_init(loom_plan_request *r)
 
 /* ---- specs -------------------------------------------------------------------- */
 
-/* Operand specs of kind `which` joined with ", " (empty when none). */
+/* The plan's text of the specs of operands of kind `which` (plan_json.c). */
 static void join_specs(const loom_intra_result *r, const loom_graph *g, int32_t op,
                        loom_operand which, int n, char *dst, size_t cap)
 {
-    size_t len = 0;
-    dst[0] = '\0';
-    for (int k = 0; k < n; k++) {
-        const char *sp = loom_intra_op_spec(r, g, op, which, k);
-        if (!sp) continue;
-        int w = snprintf(dst + len, cap - len, "%s%s", len ? ", " : "", sp);
-        if (w < 0 || (size_t)w >= cap - len) break;   /* truncated: keep what fits */
-        len += (size_t)w;
-    }
+    loom_spec specs[LOOM_MAX_IO];
+    const loom_tensor *ts[LOOM_MAX_IO];
+    int m = 0;
+    for (int k = 0; k < n && m < LOOM_MAX_IO; k++)
+        if (loom_intra_op_spec(r, g, op, which, k, &specs[m]))
+            ts[m++] = loom_graph_tensor(g, loom_intra_operand(g, op, which, k));
+    loom_plan_specs_format(specs, ts, m, dst, cap);
+}
+
+/* Axes the dims named `dim` (NULL: any dim) of operand k's spec use (0
+ * when it has none). */
+static unsigned spec_axes(const loom_intra_result *r, const loom_graph *g, int32_t op,
+                          loom_operand which, int k, const char *dim)
+{
+    loom_spec sp;
+    if (!loom_intra_op_spec(r, g, op, which, k, &sp)) return 0;
+    return loom_spec_dim_axes(&sp, loom_graph_tensor(g, loom_intra_operand(g, op, which, k)), dim);
 }
 
 /* Fills the stage's ops, its tensor/data-parallel sizes and whether its
@@ -88,10 +96,9 @@ static loom_status fill_ops(const loom_search_stage *cs, const loom_stage_eval *
         join_specs(&se->intra, g, id, LOOM_OPERAND_OUTPUT, op->n_out, po->output,
                    sizeof po->output);
         /* an axis splitting the experts (dim e) is expert, not tensor, parallel */
-        for (int k = 0; k < op->n_w; k++) {
-            const char *w = loom_intra_op_spec(&se->intra, g, id, LOOM_OPERAND_WEIGHT, k);
-            tp_axes |= loom_search_spec_axes(w, NULL) & ~loom_search_spec_axes(w, "e");
-        }
+        for (int k = 0; k < op->n_w; k++)
+            tp_axes |= spec_axes(&se->intra, g, id, LOOM_OPERAND_WEIGHT, k, NULL) &
+                       ~spec_axes(&se->intra, g, id, LOOM_OPERAND_WEIGHT, k, "e");
     }
     int64_t sizes[2] = {cs->mesh.n0, cs->mesh.n1};
     ps->tensor_parallel = (tp_axes & 1 ? sizes[0] : 1) * (tp_axes & 2 ? sizes[1] : 1);
@@ -102,8 +109,7 @@ static loom_status fill_ops(const loom_search_stage *cs, const loom_stage_eval *
         const loom_op *op = loom_graph_op(g, first + i);
         if (op->kind != LOOM_OP_NORM) continue;
         *has_norm = true;
-        unsigned s_axes = loom_search_spec_axes(
-            loom_intra_op_spec(&se->intra, g, first + i, LOOM_OPERAND_INPUT, 0), "s");
+        unsigned s_axes = spec_axes(&se->intra, g, first + i, LOOM_OPERAND_INPUT, 0, "s");
         if (s_axes & tp_axes) ps->sequence_parallel = true;
     }
     return LOOM_OK;
