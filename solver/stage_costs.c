@@ -592,12 +592,7 @@ loom_status loom_search_eval(loom_search *s, const loom_graph *g, const loom_sea
         loom_pipeline_out po;
         if ((st = loom_pipeline_step(&pin, &po, err))) goto done;
         out->step_s = po.step_s;
-        out->tp_comm_s = (double)M * comm[po.bottleneck];
-        out->compute_s = po.compute_s - out->tp_comm_s;
-        out->bubble_s = po.bubble_s;
-        out->p2p_s = po.p2p_s;
-        out->grad_sync_s = po.grad_sync_s;
-        out->optimizer_s = po.optimizer_s;
+        loom_pipeline_breakdown(&po, comm, M, &out->breakdown);
         out->tokens_per_s = (double)cfg->sequences * (double)s->seq_tokens / out->step_s;
     } else {
         /* A decode step: a token goes through every stage; the pipeline
@@ -611,11 +606,12 @@ loom_status loom_search_eval(loom_search *s, const loom_graph *g, const loom_sea
         double through = sum + (double)(pp - 1) * p2p, paced = (double)M * mx;
         out->latency_s = through > paced ? through : paced;
         out->step_s = out->latency_s;
-        out->p2p_s = through > paced ? (double)(pp - 1) * p2p : 0;
-        out->tp_comm_s = through > paced ? 0 : (double)M * comm[bott];
+        loom_step_breakdown *b = &out->breakdown;
+        b->p2p_s = through > paced ? (double)(pp - 1) * p2p : 0;
+        b->tp_comm_s = through > paced ? 0 : (double)M * comm[bott];
         if (through > paced)
-            for (int64_t r = 0; r < pp; r++) out->tp_comm_s += comm[r];
-        out->compute_s = out->step_s - out->p2p_s - out->tp_comm_s;
+            for (int64_t r = 0; r < pp; r++) b->tp_comm_s += comm[r];
+        b->compute_s = out->step_s - b->p2p_s - b->tp_comm_s;
         out->tokens_per_s = (double)cfg->sequences / out->latency_s;
     }
     double price = s->c->price_per_gpu_hour_usd, power = s->c->power_w > 0 ? s->c->power_w

@@ -101,6 +101,7 @@
 #include <stdint.h>
 #include "costs/compute.h"
 #include "costs/parallel.h"
+#include "costs/pipeline.h"
 #include "costs/profile_db.h"
 #include "graph/model.h"
 #include "solver/intra.h"
@@ -190,7 +191,7 @@ typedef struct {
     double step_s;                     /* train: step; infer: one decode step (= latency) */
     double latency_s;                  /* infer: per token */
     double tokens_per_s;
-    double compute_s, tp_comm_s, bubble_s, p2p_s, grad_sync_s, optimizer_s;
+    loom_step_breakdown breakdown;     /* where step_s goes (costs/pipeline.h) */
     double model_flops;                /* per step, all GPUs */
     int64_t memory_per_gpu_bytes;      /* the largest over pipeline ranks */
     bool fits;                         /* every rank within the GPU's memory */

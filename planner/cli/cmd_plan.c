@@ -139,7 +139,7 @@ static void print_table(const loom_plan *p)
     else
         printf("  decode      %.4g s per token   %.4g tokens/s   %.1f TFLOP/s per GPU   MFU %.1f%%\n",
                p->latency_per_token_s, p->tokens_per_s, p->model_tflops_per_gpu, 100 * p->mfu);
-    const loom_plan_breakdown *d = &p->breakdown;
+    const loom_step_breakdown *d = &p->breakdown;
     printf("  breakdown   compute %.4g  tp-comm %.4g  bubble %.4g  p2p %.4g  grad-sync %.4g  "
            "optimizer %.4g  (s)\n",
            d->compute_s, d->tp_comm_s, d->bubble_s, d->p2p_s, d->grad_sync_s, d->optimizer_s);

@@ -37,6 +37,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "costs/parallel.h"
+#include "costs/pipeline.h"
 #include "base/error.h"
 #include "graph/graph.h"
 #include "solver/spec.h"
@@ -113,10 +114,6 @@ typedef struct {
 } loom_plan_stage;
 
 typedef struct {
-    double compute_s, tp_comm_s, bubble_s, p2p_s, grad_sync_s, optimizer_s;
-} loom_plan_breakdown;
-
-typedef struct {
     /* inputs */
     char model[LOOM_PLAN_TEXT_MAX];       /* as given: path or bundled name */
     char cluster[64];
@@ -157,7 +154,7 @@ typedef struct {
     double model_tflops_per_gpu;
     double mfu;
     int64_t memory_per_gpu_bytes;         /* the largest stage */
-    loom_plan_breakdown breakdown;
+    loom_step_breakdown breakdown;        /* costs/pipeline.h */
     double cost_per_step_usd, cost_per_mtoken_usd;   /* -1 when the cluster has no price */
     double energy_per_step_j, energy_per_token_j;    /* -1 when it has no power figure */
     double measured_share;                /* of predicted compute from the profile db */

@@ -218,8 +218,7 @@ loom_status loom_plan_from_config(loom_search *s, const loom_graph *g,
     p->model_tflops_per_gpu = gpu_s > 0 ? ev->model_flops / gpu_s / 1e12 : 0;
     p->mfu = gpu_s > 0 && p->gpu_peak_flops > 0 ? ev->model_flops / gpu_s / p->gpu_peak_flops : 0;
     p->memory_per_gpu_bytes = ev->memory_per_gpu_bytes;
-    p->breakdown = (loom_plan_breakdown){ev->compute_s, ev->tp_comm_s, ev->bubble_s, ev->p2p_s,
-                                         ev->grad_sync_s, ev->optimizer_s};
+    p->breakdown = ev->breakdown;
     double tokens = train ? (double)cfg->sequences * (double)req->seq : (double)cfg->sequences;
     if (c->price_per_gpu_hour_usd > 0) {
         p->cost_per_step_usd = gpu_s * c->price_per_gpu_hour_usd / 3600.0;
