@@ -33,8 +33,8 @@
 
 int loom_search_zero(const loom_search *s)
 {
-    if (s->req.inference) return 0;
-    if (s->req.zero >= 0) return s->req.zero;
+    if (s->pb.inference) return 0;
+    if (s->opt.zero >= 0) return s->opt.zero;
     /* ZeRO-1 even with one replica: the data-parallel group also spans the
      * copies of a weight inside a stage's mesh, which it then shards */
     return 1;
@@ -42,7 +42,7 @@ int loom_search_zero(const loom_search *s)
 
 int loom_search_zero_options(const loom_search *s, int64_t dp, int out[3])
 {
-    if (s->req.inference || dp <= 1 || s->req.zero >= 0) {
+    if (s->pb.inference || dp <= 1 || s->opt.zero >= 0) {
         out[0] = loom_search_zero(s);
         return 1;
     }
@@ -57,14 +57,14 @@ int64_t loom_search_state_bytes(const loom_search *s, int64_t n_params, int64_t 
                                 int64_t dp, int zero)
 {
     loom_model_state ms;
-    loom_memory_model_state_local(n_params, n_local, dp, zero, !s->req.inference, &ms);
+    loom_memory_model_state_local(n_params, n_local, dp, zero, !s->pb.inference, &ms);
     return ms.params_bytes + ms.grads_bytes + ms.optimizer_bytes;
 }
 
 double loom_search_replica_sync_s(const loom_search *s, double n, int64_t dp, int64_t stride,
                                   int zero, int64_t micro_batches)
 {
-    if (dp <= 1 || n <= 0 || s->req.inference) return 0;
+    if (dp <= 1 || n <= 0 || s->pb.inference) return 0;
     loom_group grp = loom_mesh_axis_group(s->c, (loom_mesh_shape){dp, stride}, 0);
     loom_dp_sync_op ops[LOOM_DP_SYNC_MAX_OPS];
     int k = loom_dp_sync_ops(n, zero, false, micro_batches, ops);
@@ -190,8 +190,8 @@ void loom_search_tabs_free(loom_search *s)
 static void intra_opts(const loom_search *s, bool megatron, loom_intra_opts *o)
 {
     loom_intra_opts_init(o);
-    o->train = !s->req.inference;
-    if (s->req.ilp_time_limit_s > 0) o->time_limit_s = s->req.ilp_time_limit_s;
+    o->train = !s->pb.inference;
+    if (s->opt.ilp_time_limit_s > 0) o->time_limit_s = s->opt.ilp_time_limit_s;
     o->micro_batches = LOOM_SEARCH_ILP_MICRO_BATCHES;
     /* the in-stage gradient sync under the default ZeRO stage (one table
      * serves every configuration; ZeRO-2/3 are only offered to one-stage
@@ -249,7 +249,7 @@ static loom_status build_tab(loom_search *s, const loom_graph *g, loom_layer_tab
     loom_intra_result r;
     memset(&r, 0, sizeof r);
     loom_error e2 = {0};
-    loom_status st = loom_intra_solve(g, s->req.cm, 0, n - 1, m, &o, &r, &e2);
+    loom_status st = loom_intra_solve(g, s->pb.cm, 0, n - 1, m, &o, &r, &e2);
     if (st == LOOM_ERR_LIMIT || st == LOOM_ERR_INVALID || st == LOOM_ERR_UNSUPPORTED ||
         (st == LOOM_OK && r.status == LOOM_ILP_INFEASIBLE)) {
         t->ok = false;   /* this mesh is not an option */
@@ -296,7 +296,7 @@ static loom_status build_tab(loom_search *s, const loom_graph *g, loom_layer_tab
             t->params_local[l] += c.param_count_local;
             t->act_bytes[l] += c.act_bytes;
             if (block) t->rc_s[l] += c.fwd_compute_s + c.fwd_comm_s + c.reshard_fwd_s;
-            if (s->req.inference && op->kind == LOOM_OP_ATTENTION)
+            if (s->pb.inference && op->kind == LOOM_OP_ATTENTION)
                 t->kv_per_seq[l] += kv_per_seq(s, &r, g, i, m);
             if (fresh && op->kind != LOOM_OP_RESHAPE && op->kind != LOOM_OP_TRANSPOSE) {
                 loom_dim div[LOOM_PROFILE_MAX_DIMS];
@@ -306,8 +306,8 @@ static loom_status build_tab(loom_search *s, const loom_graph *g, loom_layer_tab
                 if (loom_profile_key_from_op(g, i, div, nd, &key, &ek) == LOOM_OK) add_key(s, &key);
             }
         }
-        if (s->req.inference)   /* each GPU streams its share of b sequences' caches */
-            t->kv_read_s[l] = loom_cost_memory_time_s(s->req.cm, (double)t->kv_per_seq[l] * (double)t->b);
+        if (s->pb.inference)   /* each GPU streams its share of b sequences' caches */
+            t->kv_read_s[l] = loom_cost_memory_time_s(s->pb.cm, (double)t->kv_per_seq[l] * (double)t->b);
         int32_t iop;
         int ik;
         int32_t in = block ? layer_input(g, l, &iop, &ik) : -1;
@@ -374,10 +374,10 @@ static loom_status eval_stage(loom_search *s, const loom_graph *g, const loom_se
                               int32_t i, loom_stage_eval *e, loom_error *err)
 {
     const loom_search_stage *st = &cfg->stages[i];
-    bool train = !s->req.inference;
+    bool train = !s->pb.inference;
     loom_intra_opts o;
     intra_opts(s, st->megatron, &o);
-    loom_status rs = loom_intra_solve(g, s->req.cm, st->first_layer, st->last_layer, st->mesh, &o,
+    loom_status rs = loom_intra_solve(g, s->pb.cm, st->first_layer, st->last_layer, st->mesh, &o,
                                       &e->intra, err);
     if (rs) return rs;
     if (e->intra.status == LOOM_ILP_INFEASIBLE)
@@ -427,7 +427,7 @@ static loom_status eval_stage(loom_search *s, const loom_graph *g, const loom_se
             for (int d = 0; d < nd; d++) sp[d] = (loom_dim_split){div[d].name, div[d].size};
             loom_op_time ot;
             loom_error eo;
-            if (loom_cost_op_time(s->req.cm, g, q, sp, nd, &ot, &eo) == LOOM_OK) {
+            if (loom_cost_op_time(s->pb.cm, g, q, sp, nd, &ot, &eo) == LOOM_OK) {
                 double tt = ot.fwd_s + (train ? ot.bwd_s : 0);
                 one.total += tt;
                 if (ot.source != LOOM_SRC_ROOFLINE) one.measured += tt;
@@ -475,7 +475,7 @@ static loom_status eval_stage(loom_search *s, const loom_graph *g, const loom_se
         double local = cfg->zero >= 1
                            ? ceil((double)e->intra.param_count_local_per_gpu / (double)cfg->dp)
                            : (double)e->params;
-        e->optimizer_s = loom_cost_memory_time_s(s->req.cm, LOOM_OPTIM_STEP_BYTES_PER_PARAM * local);
+        e->optimizer_s = loom_cost_memory_time_s(s->pb.cm, LOOM_OPTIM_STEP_BYTES_PER_PARAM * local);
     }
     return LOOM_OK;
 }
@@ -535,7 +535,7 @@ loom_status loom_search_eval(loom_search *s, const loom_graph *g, const loom_sea
                              loom_search_eval_result *out, loom_error *err)
 {
     memset(out, 0, sizeof *out);
-    bool train = !s->req.inference;
+    bool train = !s->pb.inference;
     int32_t S = cfg->n_stages;
     int64_t pp = cfg->pp;
     loom_status st = LOOM_OK;
@@ -616,14 +616,14 @@ loom_status loom_search_eval(loom_search *s, const loom_graph *g, const loom_sea
     }
     double price = s->c->price_per_gpu_hour_usd, power = s->c->power_w > 0 ? s->c->power_w
                                                                            : s->c->gpu.tdp_w;
-    switch (s->req.objective) {
-    case LOOM_SEARCH_COST:
+    switch (s->pb.objective) {
+    case LOOM_OBJ_COST:
         out->score = out->step_s * (double)out->gpus_used * (price > 0 ? price / 3600 : 1);
         break;
-    case LOOM_SEARCH_ENERGY:
+    case LOOM_OBJ_ENERGY:
         out->score = out->step_s * (double)out->gpus_used * (power > 0 ? power : 1);
         break;
-    case LOOM_SEARCH_THROUGHPUT: out->score = 1.0 / out->tokens_per_s; break;
+    case LOOM_OBJ_THROUGHPUT: out->score = 1.0 / out->tokens_per_s; break;
     default: out->score = out->step_s; break;
     }
 done:

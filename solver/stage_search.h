@@ -71,7 +71,7 @@
  * all of the step's compute up to the calibrated overlap; over dp ranks at
  * the stage's replica stride. The gradient reduction inside a stage's mesh
  * comes from the ILP. ZeRO-1 (Megatron's distributed optimizer) is the
- * default; unless the request fixes the stage, the search also tries
+ * default; unless the options fix the stage, the search also tries
  * ZeRO-2 (gradients sharded) and ZeRO-3 (weights too) over the replicas —
  * for one-stage replicas only, since pipelines do not combine with them
  * (DeepSpeed; loom_parallel_check) — and keeps them where they make a plan
@@ -105,24 +105,11 @@
 #include "costs/profile_db.h"
 #include "graph/model.h"
 #include "solver/intra.h"
+#include "solver/problem.h"
 #include "solver/stage_dp.h"
 
-typedef enum {
-    LOOM_SEARCH_TIME,
-    LOOM_SEARCH_COST,
-    LOOM_SEARCH_ENERGY,
-    LOOM_SEARCH_LATENCY,
-    LOOM_SEARCH_THROUGHPUT,
-} loom_search_objective;
-
+/* How to search (the problem, what to plan, is a loom_problem). */
 typedef struct {
-    const loom_model_source *model_src;   /* the parsed model file (not owned) */
-    loom_model_opts model;         /* seq, dtype, flash; batch is chosen here */
-    const loom_cost_model *cm;     /* the cluster and its costs */
-    bool inference;
-    int64_t gbs;                   /* train: sequences per step; infer: concurrent sequences */
-    loom_search_objective objective;
-    double latency_bound_s;        /* throughput objective: per-token latency bound (0 = none) */
     bool megatron_only;            /* --space megatron: uniform stages, Megatron strategies */
     double time_limit_s;           /* whole search (0 = none): once a plan has been found,
                                       the best so far when reached */
@@ -136,10 +123,11 @@ typedef struct {
     const volatile int *stop;      /* non-zero: stop and return the best so far */
     void (*progress)(void *ctx, double done, const char *what);   /* optional */
     void *progress_ctx;
-} loom_search_request;
+} loom_search_options;
 
-/* Defaults for everything but model_src, cm and gbs. */
-void loom_search_request_init(loom_search_request *r);
+/* Full space, no time limits, 24 clusters, micro-batches up to 8, the
+ * general DP up to 16 GPUs, ZeRO picked by the search, recompute on offer. */
+void loom_search_options_init(loom_search_options *o);
 
 /* One stage of a configuration. */
 typedef struct {
@@ -212,8 +200,10 @@ typedef struct {
 
 typedef struct loom_search loom_search;
 
-/* Creates a search (loads nothing yet). */
-loom_status loom_search_create(const loom_search_request *req, loom_search **out, loom_error *err);
+/* Creates a search of problem p (copied; its model and cost model are
+ * borrowed) with options o (NULL: the defaults). Builds no graph yet. */
+loom_status loom_search_create(const loom_problem *p, const loom_search_options *o,
+                               loom_search **out, loom_error *err);
 void loom_search_destroy(loom_search *s);
 
 /* Runs it. LOOM_ERR_INFEASIBLE when nothing fits (result->min_memory_bytes
@@ -238,10 +228,9 @@ void loom_search_layout(int64_t gpus_per_node, loom_search_config *cfg);
 /* The graph for micro-batch b (built on first use, owned by the search). */
 loom_status loom_search_graph(loom_search *s, int64_t b, const loom_graph **out, loom_error *err);
 
-/* The intra cache, the cost model and the model source the search uses. */
+/* The intra cache and the problem the search uses. */
 loom_intra_cache *loom_search_cache(loom_search *s);
-const loom_cost_model *loom_search_cost_model(const loom_search *s);
-const loom_model_source *loom_search_model(const loom_search *s);
+const loom_problem *loom_search_problem(const loom_search *s);
 
 /* The distinct (op, dtype, shard shape) keys of the strategies the search
  * chose on every mesh it tabled: the profile requests of

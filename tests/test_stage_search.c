@@ -54,17 +54,16 @@ static fixture open_fixture(const char *model, const char *cluster, int64_t gbs,
     fixture f = {0};
     loom_cluster c;
     loom_error err = {0};
-    loom_search_request r;
-    loom_search_request_init(&r);
-    r.model_src = NULL;
+    loom_problem r;
+    loom_problem_init(&r);
     r.gbs = gbs;
-    r.model.seq = seq;
+    r.seq = seq;
     r.inference = infer;
-    if (infer) r.objective = LOOM_SEARCH_LATENCY;
+    if (infer) r.objective = LOOM_OBJ_LATENCY;
     if (loom_cluster_load(cluster, &c, &err) ||
         loom_cost_model_create(&c, NULL, NULL, &f.cm, &err) ||
         loom_model_open(model, &f.src, &err) ||
-        (r.cm = f.cm, r.model_src = f.src, loom_search_create(&r, &f.s, &err)) ||
+        (r.cm = f.cm, r.model = f.src, loom_search_create(&r, NULL, &f.s, &err)) ||
         loom_search_graph(f.s, b, &f.g, &err))
         fprintf(stderr, "setup (%s on %s): %s\n", model, cluster, err.msg);
     return f;

@@ -124,7 +124,7 @@ static void print_table(const loom_plan *p)
     printf("loom plan: %s on %s (%lld x %s), %s, %s %lld x seq %lld, %s, objective %s\n",
            p->model, p->cluster, (long long)(p->nodes * p->gpus_per_node), p->gpu,
            train ? "training" : "inference", train ? "gbs" : "sequences", (long long)p->gbs,
-           (long long)p->seq, loom_dtype_name(p->dtype), loom_plan_objective_name(p->objective));
+           (long long)p->seq, loom_dtype_name(p->dtype), loom_problem_objective_name(p->objective));
     printf("  schedule    %s: %lld pipeline stage(s)%s x %lld data-parallel replica(s) of %lld GPUs"
            ", micro-batch %lld x %lld",
            p->schedule_kind, (long long)p->pipeline_stages,
@@ -191,16 +191,16 @@ static int cannot_fit(const loom_plan_request *req, const loom_plan_diag *dg, co
                     "(weights and optimizer state split further)\n",
             (long long)(more > 1 ? more : 2), (long long)(nodes * (more > 1 ? more : 2)),
             (long long)nodes);
-    if (req->no_recompute)
+    if (req->search.no_recompute)
         fprintf(stderr, "    - activation recomputation: drop --no-recompute\n");
-    if (req->zero >= 0 && req->zero < 3 && req->mode == LOOM_PLAN_TRAIN)
+    if (req->search.zero >= 0 && req->search.zero < 3 && !req->problem.inference)
         fprintf(stderr, "    - ZeRO-3 (--zero 3): shard the weights and gradients over the "
                         "replicas as well\n");
-    if (req->seq > 512)
+    if (req->problem.seq > 512)
         fprintf(stderr, "    - a shorter sequence (--seq %lld): activations%s shrink with it\n",
-                (long long)(req->seq / 2), req->mode == LOOM_PLAN_INFER ? " and KV cache" : "");
-    if (req->mode == LOOM_PLAN_INFER && req->gbs > 1)
-        fprintf(stderr, "    - fewer concurrent sequences (--gbs %lld)\n", (long long)(req->gbs / 2));
+                (long long)(req->problem.seq / 2), req->problem.inference ? " and KV cache" : "");
+    if (req->problem.inference && req->problem.gbs > 1)
+        fprintf(stderr, "    - fewer concurrent sequences (--gbs %lld)\n", (long long)(req->problem.gbs / 2));
     return LOOM_EXIT_INFEASIBLE;
 }
 
@@ -220,47 +220,47 @@ int loom_cmd_plan(int argc, char **argv)
         }
         if (!strcmp(a, "--json")) json = true, i++;
         else if (!strcmp(a, "--no-timings")) no_timings = true, i++;
-        else if (!strcmp(a, "--no-recompute")) req.no_recompute = true, i++;
+        else if (!strcmp(a, "--no-recompute")) req.search.no_recompute = true, i++;
         else if ((r = loom_cli_opt(argc, argv, &i, "--cluster", &cluster))) {
             if (r < 0) return LOOM_EXIT_USAGE;
         } else if ((r = loom_cli_opt(argc, argv, &i, "--gbs", &v))) {
-            if (r < 0 || !loom_cli_int(cmd, "--gbs", v, 1, (int64_t)1 << 30, &req.gbs))
+            if (r < 0 || !loom_cli_int(cmd, "--gbs", v, 1, (int64_t)1 << 30, &req.problem.gbs))
                 return LOOM_EXIT_USAGE;
         } else if ((r = loom_cli_opt(argc, argv, &i, "--seq", &v))) {
-            if (r < 0 || !loom_cli_int(cmd, "--seq", v, 1, (int64_t)1 << 24, &req.seq))
+            if (r < 0 || !loom_cli_int(cmd, "--seq", v, 1, (int64_t)1 << 24, &req.problem.seq))
                 return LOOM_EXIT_USAGE;
         } else if ((r = loom_cli_opt(argc, argv, &i, "--mode", &mode))) {
             if (r < 0) return LOOM_EXIT_USAGE;
         } else if ((r = loom_cli_opt(argc, argv, &i, "--objective", &objective))) {
             if (r < 0) return LOOM_EXIT_USAGE;
         } else if ((r = loom_cli_opt(argc, argv, &i, "--latency-bound", &v))) {
-            if (r < 0 || !loom_cli_num(cmd, "--latency-bound", v, 1e-9, 1e6, &req.latency_bound_s))
+            if (r < 0 || !loom_cli_num(cmd, "--latency-bound", v, 1e-9, 1e6, &req.problem.latency_bound_s))
                 return LOOM_EXIT_USAGE;
         } else if ((r = loom_cli_opt(argc, argv, &i, "--space", &v))) {
             if (r < 0) return LOOM_EXIT_USAGE;
             if (strcmp(v, "full") && strcmp(v, "megatron"))
                 return loom_cli_usage_error(cmd, "--space expects full or megatron, got '%s'", v);
-            req.megatron_space = !strcmp(v, "megatron");
+            req.search.megatron_only = !strcmp(v, "megatron");
         } else if ((r = loom_cli_opt(argc, argv, &i, "--dtype", &v))) {
             if (r < 0) return LOOM_EXIT_USAGE;
-            if (!loom_dtype_parse(v, &req.dtype) ||
-                (req.dtype != LOOM_DTYPE_BF16 && req.dtype != LOOM_DTYPE_FP16 &&
-                 req.dtype != LOOM_DTYPE_FP8))
+            if (!loom_dtype_parse(v, &req.problem.dtype) ||
+                (req.problem.dtype != LOOM_DTYPE_BF16 && req.problem.dtype != LOOM_DTYPE_FP16 &&
+                 req.problem.dtype != LOOM_DTYPE_FP8))
                 return loom_cli_usage_error(cmd, "--dtype expects bf16, fp16 or fp8, got '%s'", v);
         } else if ((r = loom_cli_opt(argc, argv, &i, "--profile", &req.profile_db_path))) {
             if (r < 0) return LOOM_EXIT_USAGE;
         } else if ((r = loom_cli_opt(argc, argv, &i, "--calib", &req.calib_path))) {
             if (r < 0) return LOOM_EXIT_USAGE;
         } else if ((r = loom_cli_opt(argc, argv, &i, "--time-limit", &v))) {
-            if (r < 0 || !loom_cli_num(cmd, "--time-limit", v, 1e-3, 1e7, &req.time_limit_s))
+            if (r < 0 || !loom_cli_num(cmd, "--time-limit", v, 1e-3, 1e7, &req.search.time_limit_s))
                 return LOOM_EXIT_USAGE;
         } else if ((r = loom_cli_opt(argc, argv, &i, "--max-mbs", &v))) {
-            if (r < 0 || !loom_cli_int(cmd, "--max-mbs", v, 1, 1024, &req.max_micro_batch))
+            if (r < 0 || !loom_cli_int(cmd, "--max-mbs", v, 1, 1024, &req.search.max_micro_batch))
                 return LOOM_EXIT_USAGE;
         } else if ((r = loom_cli_opt(argc, argv, &i, "--zero", &v))) {
             int64_t z;
             if (r < 0 || !loom_cli_int(cmd, "--zero", v, 0, 3, &z)) return LOOM_EXIT_USAGE;
-            req.zero = (int)z;
+            req.search.zero = (int)z;
         } else if ((r = loom_cli_opt(argc, argv, &i, "-o", &out))) {
             if (r < 0) return LOOM_EXIT_USAGE;
         } else if ((r = loom_cli_opt(argc, argv, &i, "--svg", &svg))) {
@@ -276,16 +276,18 @@ int loom_cmd_plan(int argc, char **argv)
             return loom_cli_usage_error(cmd, "one model only (got '%s' and '%s')", model, a);
         }
     }
-    if (mode && !loom_plan_mode_parse(mode, &req.mode))
+    loom_plan_mode pm = LOOM_PLAN_TRAIN;
+    if (mode && !loom_plan_mode_parse(mode, &pm))
         return loom_cli_usage_error(cmd, "--mode expects train or infer, got '%s'", mode);
-    if (req.mode == LOOM_PLAN_INFER) req.objective = LOOM_OBJ_LATENCY;
-    if (objective && !loom_plan_objective_parse(objective, &req.objective))
+    req.problem.inference = pm == LOOM_PLAN_INFER;
+    if (req.problem.inference) req.problem.objective = LOOM_OBJ_LATENCY;
+    if (objective && !loom_problem_objective_parse(objective, &req.problem.objective))
         return loom_cli_usage_error(cmd, "--objective expects time, cost, energy, latency or "
                                          "throughput, got '%s'", objective);
-    bool infer_obj = req.objective == LOOM_OBJ_LATENCY || req.objective == LOOM_OBJ_THROUGHPUT;
-    if (infer_obj != (req.mode == LOOM_PLAN_INFER))
+    bool infer_obj = req.problem.objective == LOOM_OBJ_LATENCY || req.problem.objective == LOOM_OBJ_THROUGHPUT;
+    if (infer_obj != (req.problem.inference))
         return loom_cli_usage_error(cmd, "--objective %s is for %s (use --mode %s)",
-                                    loom_plan_objective_name(req.objective),
+                                    loom_problem_objective_name(req.problem.objective),
                                     infer_obj ? "inference" : "training",
                                     infer_obj ? "infer" : "train");
     if (!model) {   /* the bundled example */
@@ -310,9 +312,9 @@ int loom_cmd_plan(int argc, char **argv)
 
     progress_state ps = {.tty = isatty(2) != 0};
     ps.start_s = loom_clock_s();
-    req.progress = progress;
-    req.progress_ctx = &ps;
-    req.stop = &stop_flag;
+    req.search.progress = progress;
+    req.search.progress_ctx = &ps;
+    req.search.stop = &stop_flag;
     int o_req = add_output(req.profile_requests_path), o_plan = add_output(out),
         o_svg = add_output(svg);
     struct sigaction sa, old;

@@ -177,14 +177,14 @@ loom_status loom_compare_run_case(loom_compare_report *r, const loom_compare_cas
 
     loom_algo_request req;
     loom_algo_request_init(&req);
-    req.model_src = src;
-    req.model.seq = c->seq;
-    req.model.dtype = c->dtype;
-    req.cm = cm;
-    req.inference = c->mode == LOOM_PLAN_INFER;
-    req.gbs = c->gbs;
-    req.objective = loom_plan_search_objective(c->objective);
-    req.latency_bound_s = c->latency_bound_s;
+    req.problem.model = src;
+    req.problem.seq = c->seq;
+    req.problem.dtype = c->dtype;
+    req.problem.cm = cm;
+    req.problem.inference = c->mode == LOOM_PLAN_INFER;
+    req.problem.gbs = c->gbs;
+    req.problem.objective = c->objective;
+    req.problem.latency_bound_s = c->latency_bound_s;
     req.budget_s = r->budget_s;
     req.max_evals = r->max_evals;
     req.seed = r->seed;

@@ -40,6 +40,7 @@
 #include "costs/pipeline.h"
 #include "base/error.h"
 #include "graph/graph.h"
+#include "solver/problem.h"
 #include "solver/spec.h"
 
 #define LOOM_PLAN_FORMAT "loom-plan/1"
@@ -49,25 +50,6 @@
 
 typedef enum { LOOM_PLAN_TRAIN, LOOM_PLAN_INFER } loom_plan_mode;
 
-/* Objectives: training minimises step time, dollars or joules per step
- * (fewer GPUs may then win); inference minimises per-token latency or
- * maximises tokens/s (under latency_bound_s when given). */
-#define LOOM_PLAN_OBJECTIVE_LIST(X) \
-    X(TIME, "time")                 \
-    X(COST, "cost")                 \
-    X(ENERGY, "energy")             \
-    X(LATENCY, "latency")           \
-    X(THROUGHPUT, "throughput")
-
-typedef enum {
-#define LOOM_X(n, s) LOOM_OBJ_##n,
-    LOOM_PLAN_OBJECTIVE_LIST(LOOM_X)
-#undef LOOM_X
-    LOOM_OBJ_COUNT
-} loom_plan_objective;
-
-const char *loom_plan_objective_name(loom_plan_objective o);
-bool loom_plan_objective_parse(const char *s, loom_plan_objective *out);
 const char *loom_plan_mode_name(loom_plan_mode m);   /* "train", "infer" */
 bool loom_plan_mode_parse(const char *s, loom_plan_mode *out);
 
@@ -122,7 +104,7 @@ typedef struct {
                                              concurrent sequences */
     int64_t seq;
     loom_dtype dtype;
-    loom_plan_objective objective;
+    loom_objective objective;
     char space[16];                       /* "full" | "megatron" */
     double latency_bound_s;               /* inference throughput bound (0 = none) */
 

@@ -120,7 +120,7 @@ char *loom_plan_to_json(const loom_plan *p, int flags)
     num(in, "gbs", (double)p->gbs);
     num(in, "seq", (double)p->seq);
     str(in, "dtype", loom_dtype_name(p->dtype));
-    str(in, "objective", loom_plan_objective_name(p->objective));
+    str(in, "objective", loom_problem_objective_name(p->objective));
     str(in, "space", p->space);
     if (p->latency_bound_s > 0) num(in, "latency_bound_s", p->latency_bound_s);
 
@@ -398,7 +398,7 @@ static loom_status read_inputs(const loom_jctx *c, const cJSON *root, loom_plan 
     if (!loom_dtype_parse(v, &p->dtype))
         return loom_json_fail(c, P, "field \"dtype\": unknown dtype \"%s\"", v);
     TRY(loom_json_get_str(c, o, P, "objective", true, &v));
-    if (!loom_plan_objective_parse(v, &p->objective))
+    if (!loom_problem_objective_parse(v, &p->objective))
         return loom_json_fail(c, P, "field \"objective\": expected time, cost, energy, latency "
                                     "or throughput, found \"%s\"", v);
     TRY(copy_str(c, o, P, "space", true, p->space, sizeof p->space));
