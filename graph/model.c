@@ -1,5 +1,6 @@
 /*
- * model.c — loom_model_load: from a model file to a finalized graph.
+ * model.c — model sources: from a model file, parsed once, to finalized
+ * graphs (model.h).
  *
  * A file is recognised by content, never by its name: a "format" member
  * selects a loom format (only "loom-graph/1" is a model); otherwise an
@@ -10,6 +11,7 @@
 #include "graph/model.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "graph/graph_json.h"
@@ -131,29 +133,74 @@ static void base_name(const char *path, char *out, size_t n)
     if (len > 5 && strcmp(out + len - 5, ".json") == 0) out[len - 5] = '\0';
 }
 
+struct loom_model_source {
+    cJSON *root;
+    bool graph_file;                  /* "format": "loom-graph/1" (fixed shapes) */
+    char *path;
+    char name[LOOM_NAME_MAX];         /* the graph name of an HF config: the file's base name */
+};
+
+void loom_model_source_destroy(loom_model_source *src)
+{
+    if (!src) return;
+    cJSON_Delete(src->root);
+    free(src->path);
+    free(src);
+}
+
+loom_status loom_model_open(const char *path, loom_model_source **out, loom_error *err)
+{
+    *out = NULL;
+    loom_model_source *src = calloc(1, sizeof *src);
+    size_t n = strlen(path) + 1;
+    if (!src || !(src->path = malloc(n))) {
+        free(src);
+        return loom_error_set(err, LOOM_ERR_NOMEM, "%s: out of memory", path);
+    }
+    memcpy(src->path, path, n);
+    loom_status s = loom_json_parse_file(path, &src->root, err);
+    if (s) goto fail;
+    loom_jctx c = {path, err};
+    const char *format = NULL;
+    if (!cJSON_IsObject(src->root)) {
+        s = loom_json_fail(&c, "$", "expected an object, found %s", loom_json_type_name(src->root));
+        goto fail;
+    }
+    if ((s = loom_json_get_str(&c, src->root, "$", "format", false, &format))) goto fail;
+    if (format && strcmp(format, LOOM_GRAPH_FORMAT) != 0) {
+        s = loom_json_fail(&c, "$.format", "\"%s\" is not a model format (expected \"%s\" "
+                           "or an HF config.json)", format, LOOM_GRAPH_FORMAT);
+        goto fail;
+    }
+    src->graph_file = format != NULL;
+    base_name(path, src->name, sizeof src->name);
+    *out = src;
+    return LOOM_OK;
+fail:
+    loom_model_source_destroy(src);
+    return s;
+}
+
+loom_status loom_model_source_build(const loom_model_source *src, const loom_model_opts *o,
+                                    loom_graph **out, loom_error *err)
+{
+    *out = NULL;
+    if (src->graph_file) return loom_graph_json_parse(src->path, src->root, out, err);
+    return loom_model_build_hf(src->path, src->root, src->name, o, out, err);
+}
+
+bool loom_model_source_fixed_shapes(const loom_model_source *src) { return src->graph_file; }
+
+const char *loom_model_source_name(const loom_model_source *src) { return src->path; }
+
 loom_status loom_model_load(const char *path, const loom_model_opts *o, loom_graph **out,
                             loom_error *err)
 {
     *out = NULL;
-    cJSON *root = NULL;
-    loom_status s = loom_json_parse_file(path, &root, err);
+    loom_model_source *src;
+    loom_status s = loom_model_open(path, &src, err);
     if (s) return s;
-    loom_jctx c = {path, err};
-    const char *format = NULL;
-    if (!cJSON_IsObject(root)) {
-        s = loom_json_fail(&c, "$", "expected an object, found %s", loom_json_type_name(root));
-    } else if ((s = loom_json_get_str(&c, root, "$", "format", false, &format)) == LOOM_OK) {
-        if (format && strcmp(format, LOOM_GRAPH_FORMAT) == 0) {
-            s = loom_graph_json_parse(path, root, out, err);
-        } else if (format) {
-            s = loom_json_fail(&c, "$.format", "\"%s\" is not a model format (expected \"%s\" "
-                               "or an HF config.json)", format, LOOM_GRAPH_FORMAT);
-        } else {
-            char name[LOOM_NAME_MAX];
-            base_name(path, name, sizeof name);
-            s = loom_model_build_hf(path, root, name, o, out, err);
-        }
-    }
-    cJSON_Delete(root);
+    s = loom_model_source_build(src, o, out, err);
+    loom_model_source_destroy(src);
     return s;
 }

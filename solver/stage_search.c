@@ -27,32 +27,33 @@
 #define MAX_SHAPES (2 * MAX_LOGICAL) /* × strategy space (full, Megatron) */
 #define DP_GAP 0.005   /* t_max candidates closer than 0.5 % are skipped */
 
-void loom_search_request_init(loom_search_request *r)
+void loom_search_options_init(loom_search_options *o)
 {
-    memset(r, 0, sizeof *r);
-    loom_model_opts_init(&r->model);
-    r->objective = LOOM_SEARCH_TIME;
-    r->max_clusters = 24;
-    r->max_micro_batch = 8;
-    r->general_max_gpus = 16;
-    r->zero = -1;
+    memset(o, 0, sizeof *o);
+    o->max_clusters = 24;
+    o->max_micro_batch = 8;
+    o->general_max_gpus = 16;
+    o->zero = -1;
 }
 
-loom_status loom_search_create(const loom_search_request *req, loom_search **out, loom_error *err)
+loom_status loom_search_create(const loom_problem *p, const loom_search_options *o,
+                               loom_search **out, loom_error *err)
 {
     *out = NULL;
-    if (!req->model_path || !req->cm || req->gbs < 1)
+    if (!p->model || !p->cm || p->gbs < 1)
         return loom_error_set(err, LOOM_ERR_INVALID,
                               "stage search: needs a model, a cost model and gbs >= 1");
     loom_search *s = calloc(1, sizeof *s);
     if (!s) return loom_error_set(err, LOOM_ERR_NOMEM, "stage search: out of memory");
-    s->req = *req;
-    if (s->req.max_clusters < 1) s->req.max_clusters = 24;
-    if (s->req.max_micro_batch < 1) s->req.max_micro_batch = 8;
-    if (s->req.general_max_gpus < 1) s->req.general_max_gpus = 16;
-    s->c = loom_cost_model_cluster(req->cm);
-    s->cal = loom_cost_model_calib(req->cm);
-    s->context = req->model.seq > 0 ? req->model.seq : 2048;
+    s->pb = *p;
+    if (o) s->opt = *o;
+    else loom_search_options_init(&s->opt);
+    if (s->opt.max_clusters < 1) s->opt.max_clusters = 24;
+    if (s->opt.max_micro_batch < 1) s->opt.max_micro_batch = 8;
+    if (s->opt.general_max_gpus < 1) s->opt.general_max_gpus = 16;
+    s->c = loom_cost_model_cluster(p->cm);
+    s->cal = loom_cost_model_calib(p->cm);
+    s->context = p->seq > 0 ? p->seq : 2048;
     s->seq_tokens = s->context;
     loom_status st = loom_intra_cache_create(&s->cache, err);
     if (!st) st = loom_stage_workspace_create(&s->ws, err);
@@ -81,7 +82,7 @@ void loom_search_destroy(loom_search *s)
 }
 
 loom_intra_cache *loom_search_cache(loom_search *s) { return s->cache; }
-const loom_cost_model *loom_search_cost_model(const loom_search *s) { return s->req.cm; }
+const loom_problem *loom_search_problem(const loom_search *s) { return &s->pb; }
 
 loom_status loom_search_graph(loom_search *s, int64_t b, const loom_graph **out, loom_error *err)
 {
@@ -92,11 +93,15 @@ loom_status loom_search_graph(loom_search *s, int64_t b, const loom_graph **out,
         }
     if (s->ng == LOOM_SEARCH_MAX_GRAPHS)
         return loom_error_set(err, LOOM_ERR_LIMIT, "stage search: too many micro-batch sizes");
-    loom_model_opts o = s->req.model;
+    loom_model_opts o;
+    loom_model_opts_init(&o);
+    o.seq = s->pb.seq;
+    o.dtype = s->pb.dtype;
+    o.flash_attention = s->pb.flash_attention;
     o.batch = b;
-    if (s->req.inference) o.seq = 1;   /* one decode step: a new token per sequence */
+    if (s->pb.inference) o.seq = 1;   /* one decode step: a new token per sequence */
     loom_graph *g;
-    loom_status st = loom_model_load(s->req.model_path, &o, &g, err);
+    loom_status st = loom_model_source_build(s->pb.model, &o, &g, err);
     if (st) return st;
     int32_t n = loom_graph_layer_count(g);
     uint64_t *sig = malloc(sizeof *sig * ((size_t)n + 1));
@@ -138,13 +143,13 @@ typedef struct {
 
 static bool stop_now(loom_search *s)
 {
-    if (s->req.stop && *s->req.stop) {
+    if (s->opt.stop && *s->opt.stop) {
         s->res.stopped = true;
         return true;
     }
     /* the time limit takes effect once there is a plan to return */
-    if (s->have_best && s->req.time_limit_s > 0 &&
-        loom_clock_s() - s->t_start > s->req.time_limit_s) {
+    if (s->have_best && s->opt.time_limit_s > 0 &&
+        loom_clock_s() - s->t_start > s->opt.time_limit_s) {
         s->res.timed_out = true;
         return true;
     }
@@ -156,8 +161,8 @@ static void consider(loom_search *s, const loom_search_config *cfg, loom_search_
 {
     s->res.configs_evaluated++;
     bool ok = ev->fits;
-    if (s->req.objective == LOOM_SEARCH_THROUGHPUT && s->req.latency_bound_s > 0 &&
-        ev->latency_s > s->req.latency_bound_s)
+    if (s->pb.objective == LOOM_OBJ_THROUGHPUT && s->pb.latency_bound_s > 0 &&
+        ev->latency_s > s->pb.latency_bound_s)
         ok = false;
     if (!ev->fits && (s->res.min_memory_bytes == 0 || ev->memory_per_gpu_bytes < s->res.min_memory_bytes))
         s->res.min_memory_bytes = ev->memory_per_gpu_bytes;
@@ -187,7 +192,7 @@ static void layer_cost(loom_search *s, const point *pt, int32_t l, int32_t m, in
     c->time_s = t->time_s[l] + (r ? t->rc_s[l] : 0) + t->kv_read_s[l] + sync / (double)pt->M;
     c->static_bytes = loom_search_state_bytes(s, t->params[l], t->params_local[l], pt->dp, pt->zero) +
                       t->kv_per_seq[l] * (pt->seqs / pt->dp);
-    int64_t act = s->req.inference ? 0 : (r ? t->input_bytes[l] : t->act_bytes[l]);
+    int64_t act = s->pb.inference ? 0 : (r ? t->input_bytes[l] : t->act_bytes[l]);
     c->act_bytes = (int64_t)((double)act * (1 + LOOM_MEM_FRAGMENTATION) + 0.5);
 }
 
@@ -222,7 +227,7 @@ static loom_status build_problem(loom_search *s, const point *pt, const int32_t 
                                     : 0;
             int64_t work = 0;
             if (t && t->ok) {
-                if (s->req.inference)
+                if (s->pb.inference)
                     for (int32_t l = 0; l < pt->n_layers; l++)
                         work = t->act_bytes[l] > work ? t->act_bytes[l] : work;
                 else if (rc)
@@ -253,9 +258,9 @@ static loom_status build_problem(loom_search *s, const point *pt, const int32_t 
     p->devices = pt->D;
     p->micro_batches = pt->M;
     p->capacity_bytes = s->c->gpu.hbm_bytes - LOOM_MEM_RESERVED_BYTES;
-    p->one_in_flight = s->req.inference;
+    p->one_in_flight = s->pb.inference;
     p->tmax_rel_gap = DP_GAP;
-    p->stop = s->req.stop;
+    p->stop = s->opt.stop;
     p->ws = s->ws;
     *cost_out = cost, *dev_out = dev, *once_out = once;
     return LOOM_OK;
@@ -394,7 +399,7 @@ static loom_status try_dps(loom_search *s, const point *pt, const int32_t *meshe
     for (int32_t mi = 0; mi < nm; mi++)
         if (pt->nshape[meshes[mi]] * pt->n_rc > NO) NO = pt->nshape[meshes[mi]] * pt->n_rc;
     loom_status st = LOOM_OK;
-    bool meg_only = s->req.megatron_only;
+    bool meg_only = s->opt.megatron_only;
     int passes = meg_only ? NO : 3;
     for (int pass = 0; pass < passes && !st; pass++) {
         int32_t codes[MAX_SHAPES * 2], n = 0;
@@ -498,7 +503,7 @@ static loom_status try_interleaved(loom_search *s, const point *pt, int32_t m, i
 static loom_status try_point(loom_search *s, point *pt, loom_error *err)
 {
     int64_t g = s->c->gpus_per_node;
-    int64_t max_nodes = s->req.general_max_gpus / g;
+    int64_t max_nodes = s->opt.general_max_gpus / g;
     if (max_nodes < 1) max_nodes = 1;
     pt->nm = loom_stage_submeshes(g, pt->D, max_nodes, pt->sub, LOOM_STAGE_MAX_MESHES);
     if (pt->nm > LOOM_STAGE_MAX_MESHES) pt->nm = LOOM_STAGE_MAX_MESHES;
@@ -513,14 +518,14 @@ static loom_status try_point(loom_search *s, point *pt, loom_error *err)
         if (pt->nm == LOOM_STAGE_MAX_MESHES) break;
         pt->sub[pt->nm++] = (loom_submesh){k, g};
     }
-    pt->n_rc = (!s->req.inference && !s->req.no_recompute) ? 2 : 1;
+    pt->n_rc = (!s->pb.inference && !s->opt.no_recompute) ? 2 : 1;
     loom_status st = loom_search_graph(s, pt->b, &pt->g, err);
     if (st) return st;
     /* A loom graph file has fixed shapes: only its own batch is a micro-batch. */
     int64_t gb = loom_graph_info_c(pt->g)->batch;
     if (gb > 0 && gb != pt->b) return LOOM_OK;
     pt->n_layers = loom_graph_layer_count(pt->g);
-    bool general = !s->req.megatron_only && pt->D <= s->req.general_max_gpus;
+    bool general = !s->opt.megatron_only && pt->D <= s->opt.general_max_gpus;
     /* only ZeRO-2/3 fit: one-stage replicas only (below) */
     bool staged = pt->zs[0] <= 1;
 
@@ -532,7 +537,7 @@ static loom_status try_point(loom_search *s, point *pt, loom_error *err)
         int64_t size = loom_submesh_devices(pt->sub[m]);
         uni[m] = pt->D % size == 0 && pt->D / size <= 64 && pt->D / size <= pt->n_layers &&
                  (staged || size == pt->D);
-        use[m] = (general && staged && size <= s->req.general_max_gpus) || uni[m];
+        use[m] = (general && staged && size <= s->opt.general_max_gpus) || uni[m];
         pt->nshape[m] = 0;
         if (!use[m]) continue;
         int64_t shapes[MAX_LOGICAL][2];
@@ -540,7 +545,7 @@ static loom_status try_point(loom_search *s, point *pt, loom_error *err)
         if (ns > MAX_LOGICAL) ns = MAX_LOGICAL;
         for (int32_t si = 0; si < ns; si++) {
             if (shapes[si][1] > g) continue;
-            for (int var = s->req.megatron_only ? 1 : 0; var < 2; var++) {
+            for (int var = s->opt.megatron_only ? 1 : 0; var < 2; var++) {
                 int32_t k = pt->nshape[m]++;
                 pt->shape[m][k][0] = shapes[si][0], pt->shape[m][k][1] = shapes[si][1];
                 pt->megatron[m][k] = var == 1;
@@ -578,8 +583,8 @@ static loom_status try_point(loom_search *s, point *pt, loom_error *err)
         if (general && !one_stage) {
             int32_t nmg = 0;
             for (int32_t m = 0; m < pt->nm; m++)
-                if (loom_submesh_devices(pt->sub[m]) <= s->req.general_max_gpus) meshes[nmg++] = m;
-            int32_t K = loom_stage_cluster(w, pt->n_layers, s->req.max_clusters, first);
+                if (loom_submesh_devices(pt->sub[m]) <= s->opt.general_max_gpus) meshes[nmg++] = m;
+            int32_t K = loom_stage_cluster(w, pt->n_layers, s->opt.max_clusters, first);
             st = try_dps(s, pt, meshes, nmg, first, K, err);
         }
         for (int32_t m = 0; m < pt->nm && !st && !stop_now(s); m++) {
@@ -592,7 +597,7 @@ static loom_status try_point(loom_search *s, point *pt, loom_error *err)
             int32_t K = loom_stage_cluster(w, pt->n_layers, want, first);
             if (pp > K) continue;
             st = try_dps(s, pt, &m, 1, first, K, err);
-            for (int64_t v = 2; v <= 4 && !st && !s->req.inference; v *= 2)
+            for (int64_t v = 2; v <= 4 && !st && !s->pb.inference; v *= 2)
                 st = try_interleaved(s, pt, m, v, err);
         }
     }
@@ -621,36 +626,32 @@ loom_status loom_search_run(loom_search *s, const loom_search_result **result, l
     loom_graph_totals_get(g1, &tot);
     /* A loom graph file has fixed shapes (the options do not apply to it):
      * then its own batch is the only micro-batch and its seq the sequence. */
-    const loom_graph *g2;
-    if ((st = loom_search_graph(s, 2, &g2, err))) return st;
-    loom_graph_totals tot2;
-    loom_graph_totals_get(g2, &tot2);
     int64_t fixed_b = 0;
-    if (tot2.fwd_flops == tot.fwd_flops) {
+    if (loom_model_source_fixed_shapes(s->pb.model)) {
         const loom_model_info *mi = loom_graph_info_c(g1);
         fixed_b = mi->batch > 0 ? mi->batch : 1;
         if (mi->seq > 0) s->seq_tokens = mi->seq;
     }
-    if (fixed_b > 0 && s->req.inference)
+    if (fixed_b > 0 && s->pb.inference)
         return loom_error_set(err, LOOM_ERR_UNSUPPORTED,
                               "%s: inference plans a decode step, which needs a model config "
                               "(HF config.json); a loom graph file has fixed shapes",
-                              s->req.model_path);
+                              loom_model_source_name(s->pb.model));
 
     /* GPU counts to try: all of them, or for cost/energy also fewer. */
     int64_t used[64];
     int n_used = 0;
     for (int64_t u = G; u >= 1 && n_used < 64; u = u % 2 ? 0 : u / 2) {
         if (valid_replica(u, g) || u == G) used[n_used++] = u;
-        if (s->req.objective != LOOM_SEARCH_COST && s->req.objective != LOOM_SEARCH_ENERGY) break;
+        if (s->pb.objective != LOOM_OBJ_COST && s->pb.objective != LOOM_OBJ_ENERGY) break;
     }
     /* Concurrent sequences: the given count, or for throughput every power
      * of two below it too. */
     int64_t seqs[64];
     int n_seqs = 0;
-    seqs[n_seqs++] = s->req.gbs;
-    if (s->req.inference && s->req.objective == LOOM_SEARCH_THROUGHPUT)
-        for (int64_t q = 1; q < s->req.gbs && n_seqs < 64; q *= 2) seqs[n_seqs++] = q;
+    seqs[n_seqs++] = s->pb.gbs;
+    if (s->pb.inference && s->pb.objective == LOOM_OBJ_THROUGHPUT)
+        for (int64_t q = 1; q < s->pb.gbs && n_seqs < 64; q *= 2) seqs[n_seqs++] = q;
 
     /* Count the points for progress reports. */
     int64_t total = 0, done = 0;
@@ -680,7 +681,7 @@ loom_status loom_search_run(loom_search *s, const loom_search_result **result, l
                             s->res.min_memory_bytes = (int64_t)state + LOOM_MEM_RESERVED_BYTES;
                         continue;
                     }
-                    for (int64_t b = 1; b <= B / dp && b <= s->req.max_micro_batch; b++) {
+                    for (int64_t b = 1; b <= B / dp && b <= s->opt.max_micro_batch; b++) {
                         if ((B / dp) % b || (fixed_b > 0 && b != fixed_b)) continue;
                         if (pass == 0) {
                             total++;
@@ -699,11 +700,11 @@ loom_status loom_search_run(loom_search *s, const loom_search_result **result, l
                         free(pt);
                         if (st) goto out;
                         done++;
-                        if (s->req.progress) {
+                        if (s->opt.progress) {
                             char what[96];
                             snprintf(what, sizeof what, "%lld replica(s) of %lld GPUs, micro-batch %lld",
                                      (long long)dp, (long long)D, (long long)b);
-                            s->req.progress(s->req.progress_ctx, (double)done / (double)total, what);
+                            s->opt.progress(s->opt.progress_ctx, (double)done / (double)total, what);
                         }
                     }
                 }

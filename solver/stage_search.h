@@ -71,7 +71,7 @@
  * all of the step's compute up to the calibrated overlap; over dp ranks at
  * the stage's replica stride. The gradient reduction inside a stage's mesh
  * comes from the ILP. ZeRO-1 (Megatron's distributed optimizer) is the
- * default; unless the request fixes the stage, the search also tries
+ * default; unless the options fix the stage, the search also tries
  * ZeRO-2 (gradients sharded) and ZeRO-3 (weights too) over the replicas —
  * for one-stage replicas only, since pipelines do not combine with them
  * (DeepSpeed; loom_parallel_check) — and keeps them where they make a plan
@@ -101,27 +101,15 @@
 #include <stdint.h>
 #include "costs/compute.h"
 #include "costs/parallel.h"
+#include "costs/pipeline.h"
 #include "costs/profile_db.h"
 #include "graph/model.h"
 #include "solver/intra.h"
+#include "solver/problem.h"
 #include "solver/stage_dp.h"
 
-typedef enum {
-    LOOM_SEARCH_TIME,
-    LOOM_SEARCH_COST,
-    LOOM_SEARCH_ENERGY,
-    LOOM_SEARCH_LATENCY,
-    LOOM_SEARCH_THROUGHPUT,
-} loom_search_objective;
-
+/* How to search (the problem, what to plan, is a loom_problem). */
 typedef struct {
-    const char *model_path;        /* HF config.json or loom graph */
-    loom_model_opts model;         /* seq, dtype, flash; batch is chosen here */
-    const loom_cost_model *cm;     /* the cluster and its costs */
-    bool inference;
-    int64_t gbs;                   /* train: sequences per step; infer: concurrent sequences */
-    loom_search_objective objective;
-    double latency_bound_s;        /* throughput objective: per-token latency bound (0 = none) */
     bool megatron_only;            /* --space megatron: uniform stages, Megatron strategies */
     double time_limit_s;           /* whole search (0 = none): once a plan has been found,
                                       the best so far when reached */
@@ -135,10 +123,11 @@ typedef struct {
     const volatile int *stop;      /* non-zero: stop and return the best so far */
     void (*progress)(void *ctx, double done, const char *what);   /* optional */
     void *progress_ctx;
-} loom_search_request;
+} loom_search_options;
 
-/* Defaults for everything but model_path, cm and gbs. */
-void loom_search_request_init(loom_search_request *r);
+/* Full space, no time limits, 24 clusters, micro-batches up to 8, the
+ * general DP up to 16 GPUs, ZeRO picked by the search, recompute on offer. */
+void loom_search_options_init(loom_search_options *o);
 
 /* One stage of a configuration. */
 typedef struct {
@@ -190,7 +179,7 @@ typedef struct {
     double step_s;                     /* train: step; infer: one decode step (= latency) */
     double latency_s;                  /* infer: per token */
     double tokens_per_s;
-    double compute_s, tp_comm_s, bubble_s, p2p_s, grad_sync_s, optimizer_s;
+    loom_step_breakdown breakdown;     /* where step_s goes (costs/pipeline.h) */
     double model_flops;                /* per step, all GPUs */
     int64_t memory_per_gpu_bytes;      /* the largest over pipeline ranks */
     bool fits;                         /* every rank within the GPU's memory */
@@ -211,8 +200,10 @@ typedef struct {
 
 typedef struct loom_search loom_search;
 
-/* Creates a search (loads nothing yet). */
-loom_status loom_search_create(const loom_search_request *req, loom_search **out, loom_error *err);
+/* Creates a search of problem p (copied; its model and cost model are
+ * borrowed) with options o (NULL: the defaults). Builds no graph yet. */
+loom_status loom_search_create(const loom_problem *p, const loom_search_options *o,
+                               loom_search **out, loom_error *err);
 void loom_search_destroy(loom_search *s);
 
 /* Runs it. LOOM_ERR_INFEASIBLE when nothing fits (result->min_memory_bytes
@@ -224,11 +215,6 @@ loom_status loom_search_run(loom_search *s, const loom_search_result **result, l
 loom_status loom_search_eval(loom_search *s, const loom_graph *g, const loom_search_config *cfg,
                              loom_search_eval_result *out, loom_error *err);
 void loom_search_eval_free(loom_search_eval_result *r);
-
-/* Mesh axes (bit 0: axis 0, bit 1: axis 1) a spec string of the ILP
- * ("b@0 s heads@1 dh", intra.h) splits dim `dim` over; with dim NULL, the
- * axes any dim is split over. */
-unsigned loom_search_spec_axes(const char *spec, const char *dim);
 
 /* Lays cfg's stages out on a cluster of gpus_per_node-GPU nodes (see "GPU
  * layout" above): with dp > 1 replicas, each pipeline rank gets a block
@@ -242,9 +228,9 @@ void loom_search_layout(int64_t gpus_per_node, loom_search_config *cfg);
 /* The graph for micro-batch b (built on first use, owned by the search). */
 loom_status loom_search_graph(loom_search *s, int64_t b, const loom_graph **out, loom_error *err);
 
-/* The intra cache and the cost model the search uses. */
+/* The intra cache and the problem the search uses. */
 loom_intra_cache *loom_search_cache(loom_search *s);
-const loom_cost_model *loom_search_cost_model(const loom_search *s);
+const loom_problem *loom_search_problem(const loom_search *s);
 
 /* The distinct (op, dtype, shard shape) keys of the strategies the search
  * chose on every mesh it tabled: the profile requests of

@@ -41,16 +41,27 @@ static loom_cost_model *cost_model(const char *cluster)
     return cm;
 }
 
+/* The model every test plans, parsed once. */
+static loom_model_source *src_8b;
+
+static loom_model_source *llama_8b(void)
+{
+    loom_error err = {0};
+    if (!src_8b && loom_model_open("examples/models/llama-3-8b.json", &src_8b, &err))
+        fprintf(stderr, "setup: %s\n", err.msg);
+    return src_8b;
+}
+
 static void request(loom_algo_request *r, loom_cost_model *cm, int64_t gbs, int64_t seq,
                     bool infer)
 {
     loom_algo_request_init(r);
-    r->model_path = "examples/models/llama-3-8b.json";
-    r->cm = cm;
-    r->gbs = gbs;
-    r->model.seq = seq;
-    r->inference = infer;
-    r->objective = infer ? LOOM_SEARCH_LATENCY : LOOM_SEARCH_TIME;
+    r->problem.model = llama_8b();
+    r->problem.cm = cm;
+    r->problem.gbs = gbs;
+    r->problem.seq = seq;
+    r->problem.inference = infer;
+    r->problem.objective = infer ? LOOM_OBJ_LATENCY : LOOM_OBJ_TIME;
 }
 
 static loom_algo_result *run(const char *name, const loom_algo_request *r)
@@ -161,7 +172,7 @@ static void test_inference_space(loom_cost_model *cm)
     loom_algo_request r;
     request(&r, cm, 8, 2048, true);
     for (int thr = 0; thr < 2; thr++) {
-        r.objective = thr ? LOOM_SEARCH_THROUGHPUT : LOOM_SEARCH_LATENCY;
+        r.problem.objective = thr ? LOOM_OBJ_THROUGHPUT : LOOM_OBJ_LATENCY;
         loom_algo_ctx *ctx;
         loom_error err = {0};
         loom_mspace sp;
@@ -242,16 +253,12 @@ static void test_alpa_rescored(loom_cost_model *cm)
     request(&r, cm, 32, 2048, false);
     loom_algo_result *a = run("alpa", &r);
 
-    loom_search_request q;
-    loom_search_request_init(&q);
-    q.model_path = r.model_path;
-    q.model = r.model;
+    loom_problem q = r.problem;   /* the same problem, the search's default options */
     q.cm = cm;
-    q.gbs = r.gbs;
     loom_search *s;
     loom_error err = {0};
     const loom_search_result *res;
-    CHECK(loom_search_create(&q, &s, &err) == LOOM_OK);
+    CHECK(loom_search_create(&q, NULL, &s, &err) == LOOM_OK);
     CHECK(loom_search_run(s, &res, &err) == LOOM_OK);
     CHECK_NEAR_REL(a->score.score, res->eval.score, 1e-9);
     CHECK_INT_EQ(a->evals, res->configs_evaluated);
@@ -345,5 +352,6 @@ int main(void)
     test_pp_only();
     loom_cost_model_destroy(cm1);
     loom_cost_model_destroy(cm2);
+    loom_model_source_destroy(src_8b);
     return check_done();
 }

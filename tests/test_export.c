@@ -280,7 +280,7 @@ static loom_plan *make_plan(const plan_spec *ps)
     p->model_tflops_per_gpu = 400;
     p->mfu = 0.4;
     p->memory_per_gpu_bytes = worst;
-    p->breakdown = (loom_plan_breakdown){10.0, 1.0, 1.0, 0.25, 0.15, 0.1};
+    p->breakdown = (loom_step_breakdown){10.0, 1.0, 1.0, 0.25, 0.15, 0.1};
     p->cost_per_step_usd = p->cost_per_mtoken_usd = -1;
     p->energy_per_step_j = p->energy_per_token_j = -1;
     p->measured_share = 0;

@@ -129,6 +129,7 @@ int loom_cmd_export(int argc, char **argv)
 
     loom_error err = {0};
     loom_plan *plan = NULL;
+    loom_model_source *model_src = NULL;
     if (loom_plan_read(plan_path, &plan, &err)) return loom_cli_fail(&err);
     loom_runtime_config *c = malloc(sizeof *c);
     if (!c) {
@@ -170,7 +171,11 @@ int loom_cmd_export(int argc, char **argv)
         rc = LOOM_EXIT_FAIL;
         goto done;
     }
-    nopts.model_path = model_path;
+    if (loom_model_open(model_path, &model_src, &err)) {   /* read once: replan and evaluate */
+        rc = loom_cli_fail(&err);
+        goto done;
+    }
+    nopts.model = model_src;
     nopts.cluster =
         loom_cli_find_data(plan->cluster, "clusters", cluster_path, sizeof cluster_path) &&
                 !loom_cluster_is_preset_name(plan->cluster)
@@ -194,6 +199,7 @@ int loom_cmd_export(int argc, char **argv)
                 (double)near.memory_per_gpu_bytes / (1024.0 * 1024.0 * 1024.0));
     rc = write_config(c, t, plan_path, out_path);
 done:
+    loom_model_source_destroy(model_src);
     free(c);
     loom_plan_destroy(plan);
     return rc;

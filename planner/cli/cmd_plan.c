@@ -28,7 +28,8 @@
 typedef struct {
     loom_plan_request req;
     const char *model, *cluster, *out, *svg;
-    loom_plan_objective objective;   /* req.objective once the mode is known */
+    loom_plan_mode mode;             /* train or infer: req.problem.inference */
+    loom_objective objective;        /* req.problem.objective once the mode is known */
     bool objective_given, json, no_timings;
 } plan_args;
 
@@ -37,7 +38,8 @@ static void plan_args_init(void *p)
     plan_args *a = p;
     memset(a, 0, sizeof *a);
     loom_plan_request_init(&a->req);
-    a->objective = a->req.objective;
+    a->mode = LOOM_PLAN_TRAIN;
+    a->objective = a->req.problem.objective;
 }
 
 static const loom_cli_choice mode_choices[] = {
@@ -57,39 +59,39 @@ static const loom_cli_choice dtype_choices[] = {{"bf16", LOOM_DTYPE_BF16, false}
 static const loom_cli_option plan_opts[] = {
     {.name = "--cluster", .kind = LOOM_CLI_STR, .field = F(cluster), .metavar = "C",
      .help = "cluster preset or file (required with MODEL)"},
-    {.name = "--gbs", .kind = LOOM_CLI_SIZE, .field = F(req.gbs), .lo = 1, .hi = (int64_t)1 << 30,
+    {.name = "--gbs", .kind = LOOM_CLI_SIZE, .field = F(req.problem.gbs), .lo = 1, .hi = (int64_t)1 << 30,
      .metavar = "N", .help = "training: global batch in sequences;\ninference: concurrent sequences"},
-    {.name = "--seq", .kind = LOOM_CLI_SIZE, .field = F(req.seq), .lo = 1, .hi = (int64_t)1 << 24,
+    {.name = "--seq", .kind = LOOM_CLI_SIZE, .field = F(req.problem.seq), .lo = 1, .hi = (int64_t)1 << 24,
      .metavar = "N", .help = "tokens per sequence / inference context"},
-    {.name = "--mode", .kind = LOOM_CLI_ENUM, .field = F(req.mode), .choices = mode_choices,
+    {.name = "--mode", .kind = LOOM_CLI_ENUM, .field = F(mode), .choices = mode_choices,
      .help = "plan for training or for inference (serving)"},
     {.name = "--objective", .kind = LOOM_CLI_ENUM, .field = F(objective),
      .given = F(objective_given), .choices = objective_choices, .metavar = "O",
      .help = "train: time|cost|energy (default time);\ninfer: latency|throughput (default latency)",
      .def = LOOM_CLI_NO_DEFAULT},
-    {.name = "--latency-bound", .kind = LOOM_CLI_NUM, .field = F(req.latency_bound_s),
+    {.name = "--latency-bound", .kind = LOOM_CLI_NUM, .field = F(req.problem.latency_bound_s),
      .min = 1e-9, .max = 1e6, .metavar = "S",
      .help = "infer throughput: per-token latency bound, seconds", .def = "none"},
-    {.name = "--space", .kind = LOOM_CLI_ENUM, .field = F(req.megatron_space),
+    {.name = "--space", .kind = LOOM_CLI_ENUM, .field = F(req.search.megatron_only),
      .choices = space_choices, .help = "megatron: only plans Megatron-LM/vLLM can run"},
-    {.name = "--dtype", .kind = LOOM_CLI_ENUM, .field = F(req.dtype), .choices = dtype_choices,
+    {.name = "--dtype", .kind = LOOM_CLI_ENUM, .field = F(req.problem.dtype), .choices = dtype_choices,
      .help = "compute dtype"},
     {.name = "--profile", .kind = LOOM_CLI_STR, .field = F(req.profile_db_path), .metavar = "DB",
      .help = "measured op times (loom-profile db)"},
     {.name = "--calib", .kind = LOOM_CLI_STR, .field = F(req.calib_path), .metavar = "FILE",
      .help = "calibrated efficiencies (loom calibrate)"},
-    {.name = "--time-limit", .kind = LOOM_CLI_NUM, .field = F(req.time_limit_s), .min = 1e-3,
+    {.name = "--time-limit", .kind = LOOM_CLI_NUM, .field = F(req.search.time_limit_s), .min = 1e-3,
      .max = 1e7, .metavar = "S", .help = "stop the search after S seconds with the best so far",
      .def = "none"},
-    /* 0 in the request: the search's own default (loom_search_request_init) */
-    {.name = "--max-mbs", .kind = LOOM_CLI_INT, .field = F(req.max_micro_batch), .lo = 1,
+    /* 0 in the request: the search's own default (loom_search_options_init) */
+    {.name = "--max-mbs", .kind = LOOM_CLI_INT, .field = F(req.search.max_micro_batch), .lo = 1,
      .hi = 1024, .metavar = "N", .help = "largest micro-batch tried", .def = "8"},
-    {.name = "--zero", .kind = LOOM_CLI_INT, .field = F(req.zero), .lo = 0, .hi = 3,
+    {.name = "--zero", .kind = LOOM_CLI_INT, .field = F(req.search.zero), .lo = 0, .hi = 3,
      .metavar = "N",
      .help = "ZeRO stage over the data-parallel group: the replicas and a stage's\n"
              "in-mesh data-parallel copies",
      .def = "the search tries 1-3; 1 with one replica"},
-    {.name = "--no-recompute", .kind = LOOM_CLI_FLAG, .field = F(req.no_recompute),
+    {.name = "--no-recompute", .kind = LOOM_CLI_FLAG, .field = F(req.search.no_recompute),
      .help = "do not consider activation recomputation"},
     {.short_name = "-o", .kind = LOOM_CLI_STR, .field = F(out), .metavar = "FILE",
      .help = "write the plan (loom-plan/1 JSON)"},
@@ -192,7 +194,7 @@ static void print_table(const loom_plan *p)
     printf("loom plan: %s on %s (%lld x %s), %s, %s %lld x seq %lld, %s, objective %s\n",
            p->model, p->cluster, (long long)(p->nodes * p->gpus_per_node), p->gpu,
            train ? "training" : "inference", train ? "gbs" : "sequences", (long long)p->gbs,
-           (long long)p->seq, loom_dtype_name(p->dtype), loom_plan_objective_name(p->objective));
+           (long long)p->seq, loom_dtype_name(p->dtype), loom_problem_objective_name(p->objective));
     printf("  schedule    %s: %lld pipeline stage(s)%s x %lld data-parallel replica(s) of %lld GPUs"
            ", micro-batch %lld x %lld",
            p->schedule_kind, (long long)p->pipeline_stages,
@@ -207,7 +209,7 @@ static void print_table(const loom_plan *p)
     else
         printf("  decode      %.4g s per token   %.4g tokens/s   %.1f TFLOP/s per GPU   MFU %.1f%%\n",
                p->latency_per_token_s, p->tokens_per_s, p->model_tflops_per_gpu, 100 * p->mfu);
-    const loom_plan_breakdown *d = &p->breakdown;
+    const loom_step_breakdown *d = &p->breakdown;
     printf("  breakdown   compute %.4g  tp-comm %.4g  bubble %.4g  p2p %.4g  grad-sync %.4g  "
            "optimizer %.4g  (s)\n",
            d->compute_s, d->tp_comm_s, d->bubble_s, d->p2p_s, d->grad_sync_s, d->optimizer_s);
@@ -259,16 +261,16 @@ static int cannot_fit(const loom_plan_request *req, const loom_plan_diag *dg, co
                     "(weights and optimizer state split further)\n",
             (long long)(more > 1 ? more : 2), (long long)(nodes * (more > 1 ? more : 2)),
             (long long)nodes);
-    if (req->no_recompute)
+    if (req->search.no_recompute)
         fprintf(stderr, "    - activation recomputation: drop --no-recompute\n");
-    if (req->zero >= 0 && req->zero < 3 && req->mode == LOOM_PLAN_TRAIN)
+    if (req->search.zero >= 0 && req->search.zero < 3 && !req->problem.inference)
         fprintf(stderr, "    - ZeRO-3 (--zero 3): shard the weights and gradients over the "
                         "replicas as well\n");
-    if (req->seq > 512)
+    if (req->problem.seq > 512)
         fprintf(stderr, "    - a shorter sequence (--seq %lld): activations%s shrink with it\n",
-                (long long)(req->seq / 2), req->mode == LOOM_PLAN_INFER ? " and KV cache" : "");
-    if (req->mode == LOOM_PLAN_INFER && req->gbs > 1)
-        fprintf(stderr, "    - fewer concurrent sequences (--gbs %lld)\n", (long long)(req->gbs / 2));
+                (long long)(req->problem.seq / 2), req->problem.inference ? " and KV cache" : "");
+    if (req->problem.inference && req->problem.gbs > 1)
+        fprintf(stderr, "    - fewer concurrent sequences (--gbs %lld)\n", (long long)(req->problem.gbs / 2));
     return LOOM_EXIT_INFEASIBLE;
 }
 
@@ -281,12 +283,14 @@ int loom_cmd_plan(int argc, char **argv)
     loom_plan_request req = args.req;
     const char *model = args.model, *cluster = args.cluster, *out = args.out, *svg = args.svg;
     bool json = args.json, no_timings = args.no_timings;
-    if (req.mode == LOOM_PLAN_INFER) req.objective = LOOM_OBJ_LATENCY;
-    if (args.objective_given) req.objective = args.objective;
-    bool infer_obj = req.objective == LOOM_OBJ_LATENCY || req.objective == LOOM_OBJ_THROUGHPUT;
-    if (infer_obj != (req.mode == LOOM_PLAN_INFER))
+    req.problem.inference = args.mode == LOOM_PLAN_INFER;
+    if (req.problem.inference) req.problem.objective = LOOM_OBJ_LATENCY;
+    if (args.objective_given) req.problem.objective = args.objective;
+    bool infer_obj = req.problem.objective == LOOM_OBJ_LATENCY ||
+                     req.problem.objective == LOOM_OBJ_THROUGHPUT;
+    if (infer_obj != req.problem.inference)
         return loom_cli_usage_error(cmd, "--objective %s is for %s (use --mode %s)",
-                                    loom_plan_objective_name(req.objective),
+                                    loom_problem_objective_name(req.problem.objective),
                                     infer_obj ? "inference" : "training",
                                     infer_obj ? "infer" : "train");
     if (!model) {   /* the bundled example */
@@ -310,9 +314,9 @@ int loom_cmd_plan(int argc, char **argv)
 
     progress_state ps = {.tty = isatty(2) != 0};
     ps.start_s = loom_clock_s();
-    req.progress = progress;
-    req.progress_ctx = &ps;
-    req.stop = &stop_flag;
+    req.search.progress = progress;
+    req.search.progress_ctx = &ps;
+    req.search.stop = &stop_flag;
     int o_req = add_output(req.profile_requests_path), o_plan = add_output(out),
         o_svg = add_output(svg);
     struct sigaction sa, old;

@@ -3,9 +3,10 @@
  * ONE evaluator, so that `loom compare` compares them on equal terms
  * (docs/design.md §9).
  *
- * THE PROBLEM. A loom_algo_request names a model, a cost model (cluster,
- * calibration, profile db), the batch (gbs sequences of seq tokens), the
- * mode (train / infer) and the objective. An algorithm searches for a
+ * THE PROBLEM. A loom_algo_request embeds the planner's loom_problem
+ * (solver/problem.h): a parsed model, a cost model (cluster, calibration,
+ * profile db), the batch (gbs sequences of seq tokens), the mode (train /
+ * infer) and the objective; plus the comparison's own budgets. An algorithm searches for a
  * configuration — the stage-level decisions of a plan: data-parallel
  * replicas, micro-batch size and count, pipeline stages with their layer
  * ranges, sub-meshes and logical meshes, strategy space, recompute, ZeRO,
@@ -57,23 +58,18 @@
 #include <stdint.h>
 #include "costs/compute.h"
 #include "graph/model.h"
+#include "solver/problem.h"
 #include "solver/stage_search.h"
 
 typedef struct {
-    const char *model_path;        /* HF config.json or loom graph */
-    loom_model_opts model;         /* seq (tokens per sequence), dtype, flash */
-    const loom_cost_model *cm;
-    bool inference;
-    int64_t gbs;                   /* train: sequences per step; infer: concurrent sequences */
-    loom_search_objective objective;
-    double latency_bound_s;        /* throughput objective (0 = none) */
+    loom_problem problem;          /* what to plan (solver/problem.h) */
     double budget_s;               /* wall-clock cap per algorithm run (0 = none) */
     int64_t max_evals;             /* random / genetic: evaluations (default 48) */
     uint64_t seed;                 /* random / genetic (default 1) */
     int64_t max_micro_batch;       /* largest micro-batch any algorithm tries (default 8) */
 } loom_algo_request;
 
-/* seq 2048, training, objective time, budget 0, 48 evaluations, seed 1,
+/* loom_problem_init's problem; budget 0, 48 evaluations, seed 1,
  * micro-batches up to 8. */
 void loom_algo_request_init(loom_algo_request *r);
 
@@ -141,9 +137,9 @@ loom_status loom_algo_run(const loom_algo *a, const loom_algo_request *req, loom
 
 /* ---- for algorithms ------------------------------------------------------------------ */
 
-/* The planner request (stage_search.h) of the same problem: what the
- * evaluator's instances and the alpa algorithms are created with. */
-void loom_algo_search_request(const loom_algo_request *req, loom_search_request *out);
+/* The search options (stage_search.h) of a run: what the evaluator's
+ * instances and the alpa algorithms are created with, with req->problem. */
+void loom_algo_search_options(const loom_algo_request *req, loom_search_options *out);
 
 loom_status loom_algo_ctx_create(const loom_algo_request *req, loom_algo_ctx **out,
                                  loom_error *err);

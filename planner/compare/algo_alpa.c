@@ -22,13 +22,13 @@ static loom_status alpa_common(loom_algo_ctx *ctx, bool megatron, loom_algo_resu
                                loom_error *err)
 {
     const loom_algo_request *req = loom_algo_ctx_request(ctx);
-    loom_search_request r;
-    loom_algo_search_request(req, &r);
+    loom_search_options r;
+    loom_algo_search_options(req, &r);
     r.megatron_only = megatron;
     double left = loom_algo_ctx_remaining_s(ctx);
     if (isfinite(left)) r.time_limit_s = left > 1e-3 ? left : 1e-3;
     loom_search *s;
-    loom_status st = loom_search_create(&r, &s, err);
+    loom_status st = loom_search_create(&req->problem, &r, &s, err);
     if (st) return st;
     const loom_search_result *res;
     loom_error e2 = {0};

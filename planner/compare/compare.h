@@ -47,7 +47,7 @@ typedef struct {
     char model_path[LOOM_COMPARE_PATH_MAX];   /* resolved */
     char cluster_path[LOOM_COMPARE_PATH_MAX]; /* a preset name or a file */
     loom_plan_mode mode;
-    loom_plan_objective objective;
+    loom_objective objective;
     int64_t gbs, seq;
     loom_dtype dtype;
     double latency_bound_s;                   /* infer throughput (0 = none) */
@@ -101,7 +101,7 @@ typedef struct {
     int64_t gpus;
     char gpu[48];
     loom_plan_mode mode;
-    loom_plan_objective objective;
+    loom_objective objective;
     int64_t gbs, seq;
     loom_dtype dtype;
     int32_t n_rows;

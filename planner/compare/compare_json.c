@@ -112,7 +112,7 @@ static loom_status read_case(const loom_jctx *c, const char *file, const cJSON *
                        "");
     const char *obj = f.objective ? f.objective : out->mode == LOOM_PLAN_TRAIN ? "time" : "latency";
     bool infer_obj = !strcmp(obj, "latency") || !strcmp(obj, "throughput");
-    if (!loom_plan_objective_parse(obj, &out->objective) ||
+    if (!loom_problem_objective_parse(obj, &out->objective) ||
         infer_obj != (out->mode == LOOM_PLAN_INFER))
         return fail_at(c, path, "objective", "expected %s, found \"%s\"",
                        out->mode == LOOM_PLAN_TRAIN ? "time, cost or energy for mode train"
@@ -255,7 +255,7 @@ char *loom_compare_json(const loom_compare_report *r)
         num(o, "gpus", (double)c->gpus);
         cJSON_AddStringToObject(o, "gpu", c->gpu);
         cJSON_AddStringToObject(o, "mode", loom_plan_mode_name(c->mode));
-        cJSON_AddStringToObject(o, "objective", loom_plan_objective_name(c->objective));
+        cJSON_AddStringToObject(o, "objective", loom_problem_objective_name(c->objective));
         num(o, "gbs", (double)c->gbs);
         num(o, "seq", (double)c->seq);
         cJSON_AddStringToObject(o, "dtype", loom_dtype_name(c->dtype));
@@ -366,7 +366,7 @@ static loom_status read_case_result(const loom_jctx *c, const cJSON *o, const ch
     TRY(loom_json_get_str(c, o, path, "mode", true, &mode));
     TRY(loom_json_get_str(c, o, path, "objective", true, &obj));
     TRY(loom_json_get_str(c, o, path, "dtype", true, &dt));
-    if (!loom_plan_mode_parse(mode, &x->mode) || !loom_plan_objective_parse(obj, &x->objective) ||
+    if (!loom_plan_mode_parse(mode, &x->mode) || !loom_problem_objective_parse(obj, &x->objective) ||
         !loom_dtype_parse(dt, &x->dtype)) {
         s = loom_json_fail(c, path, "mode / objective / dtype: unknown value (\"%s\", \"%s\", "
                            "\"%s\")", mode, obj, dt);

@@ -37,7 +37,7 @@ static void fmt_time(char *buf, size_t n, double s)
 
 /* The objective's own quantity: time for time / latency, tokens per
  * second for throughput, dollars or joules per step for cost / energy. */
-static void fmt_value(loom_plan_objective o, const loom_compare_row *w, char *buf, size_t n)
+static void fmt_value(loom_objective o, const loom_compare_row *w, char *buf, size_t n)
 {
     switch (o) {
     case LOOM_OBJ_THROUGHPUT:
@@ -51,7 +51,7 @@ static void fmt_value(loom_plan_objective o, const loom_compare_row *w, char *bu
     }
 }
 
-static void fmt_cell(loom_plan_objective o, const loom_compare_row *w, char *buf, size_t n)
+static void fmt_cell(loom_objective o, const loom_compare_row *w, char *buf, size_t n)
 {
     char t[32];
     if (w->status == LOOM_CMP_NONE) {
@@ -211,7 +211,7 @@ char *loom_compare_csv(const loom_compare_report *r)
             csv_str(f, c->model), fputc(',', f);
             csv_str(f, c->cluster), fputc(',', f);
             fprintf(f, "%lld,%s,%s,%s,%lld,%lld,%s,%s,%s,%.9g,%.9g,", (long long)c->gpus, c->gpu,
-                    loom_plan_mode_name(c->mode), loom_plan_objective_name(c->objective),
+                    loom_plan_mode_name(c->mode), loom_problem_objective_name(c->objective),
                     (long long)c->gbs, (long long)c->seq, loom_dtype_name(c->dtype), w->algorithm,
                     loom_compare_status_name(w->status), w->step_s, w->score);
             if (isfinite(w->gap)) fprintf(f, "%.9g", w->gap);
