@@ -81,7 +81,6 @@ void loom_search_destroy(loom_search *s)
     free(s);
 }
 
-loom_intra_cache *loom_search_cache(loom_search *s) { return s->cache; }
 const loom_problem *loom_search_problem(const loom_search *s) { return &s->pb; }
 
 loom_status loom_search_graph(loom_search *s, int64_t b, const loom_graph **out, loom_error *err)

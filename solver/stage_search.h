@@ -97,6 +97,7 @@
 #ifndef LOOM_STAGE_SEARCH_H
 #define LOOM_STAGE_SEARCH_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include "costs/compute.h"
@@ -120,7 +121,8 @@ typedef struct {
     int zero;                      /* ZeRO stage over replicas; -1 = the search picks
                                       (1 with replicas; 2 or 3 for one-stage ones) */
     bool no_recompute;             /* do not consider full recompute */
-    const volatile int *stop;      /* non-zero: stop and return the best so far */
+    const volatile sig_atomic_t *stop;   /* non-zero: stop and return the best so far (a
+                                            signal handler's flag) */
     void (*progress)(void *ctx, double done, const char *what);   /* optional */
     void *progress_ctx;
 } loom_search_options;
@@ -228,8 +230,7 @@ void loom_search_layout(int64_t gpus_per_node, loom_search_config *cfg);
 /* The graph for micro-batch b (built on first use, owned by the search). */
 loom_status loom_search_graph(loom_search *s, int64_t b, const loom_graph **out, loom_error *err);
 
-/* The intra cache and the problem the search uses. */
-loom_intra_cache *loom_search_cache(loom_search *s);
+/* The problem the search solves. */
 const loom_problem *loom_search_problem(const loom_search *s);
 
 /* The distinct (op, dtype, shard shape) keys of the strategies the search

@@ -324,8 +324,8 @@ static void test_stop(void)
     int64_t devs[16];
     loom_stage_problem p;
     random_problem(&p, cost, devs, 8, 1, 4, 8, false);
-    volatile int stop = 1;
-    p.stop = (const volatile int *)&stop;
+    volatile sig_atomic_t stop = 1;
+    p.stop = &stop;
     loom_stage_solution sol;
     loom_error err = {0};
     CHECK_INT_EQ(loom_stage_dp_solve(&p, &sol, &err), LOOM_OK);

@@ -124,11 +124,8 @@ const loom_cli_spec loom_cli_spec_plan = {
 #undef F
 
 static volatile sig_atomic_t interrupted;
-/* The search polls *req.stop, a `const volatile int *` (plan_run.h); where
- * sig_atomic_t is int, as _Static_assert checks, the handler's flag is both. */
+/* The search polls *req.search.stop. */
 static volatile sig_atomic_t stop_flag;
-_Static_assert(_Generic((sig_atomic_t)0, int: 1, default: 0),
-               "req.stop points to an int: sig_atomic_t must be int here");
 
 /* The output files of this run, for the second Ctrl-C: their temporary
  * names, and whether the file itself has been written by this run. */
