@@ -10,11 +10,13 @@
 #include "graph/model.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "graph/graph_json.h"
 #include "graph/hf_build.h"
 #include "base/json.h"
+#include "base/fileio.h"
 
 typedef enum { FAM_GPT2, FAM_LLAMA, FAM_DEEPSEEK } family;
 
@@ -136,7 +138,18 @@ loom_status loom_model_load(const char *path, const loom_model_opts *o, loom_gra
 {
     *out = NULL;
     cJSON *root = NULL;
-    loom_status s = loom_json_parse_file(path, &root, err);
+    /* A loom graph may be large, an HF config.json is tens of KB: the
+     * format member, found before parsing, picks the limits (limits.h). */
+    char *text = NULL, fmt[32] = "";
+    size_t len = 0;
+    loom_json_limits lim = LOOM_JSON_LIMITS_GRAPH;
+    loom_status s = loom_read_file(path, lim.max_bytes, &text, &len, err);
+    if (s) return s;
+    if (!loom_json_peek_top_string(text, len, "format", fmt, sizeof fmt) ||
+        strcmp(fmt, LOOM_GRAPH_FORMAT) != 0)
+        lim = LOOM_JSON_LIMITS_HF_CONFIG;
+    s = loom_json_parse_limited(path, text, len, &lim, &root, err);
+    free(text);
     if (s) return s;
     loom_jctx c = {path, err};
     const char *format = NULL;

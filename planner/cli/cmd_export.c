@@ -123,6 +123,12 @@ int loom_cmd_export(int argc, char **argv)
                                     "got '%s'",
                                     to);
 
+    const loom_cli_path ins[] = {
+        {"PLAN", plan_path}, {"--calib", nopts.calib_path}, {"--profile", nopts.profile_path}};
+    const loom_cli_path outs[] = {{"-o", out_path}};
+    int bad = loom_cli_check_outputs("export", ins, 3, outs, 1);
+    if (bad) return bad;
+
     loom_error err = {0};
     loom_plan *plan = NULL;
     if (loom_plan_read(plan_path, &plan, &err)) return loom_cli_fail(&err);
