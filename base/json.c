@@ -172,8 +172,8 @@ static loom_status prescan(const char *file, const char *text, size_t len,
         }
         if (values > lim->max_values)
             return loom_error_set(err, LOOM_ERR_INVALID,
-                                  "%s: more than %zu JSON values: larger than this kind of file "
-                                  "can be (docs/robustness.md, \"Limits\")",
+                                  "%s: $: more than %zu JSON values, more than this kind of file "
+                                  "holds (docs/robustness.md, \"Limits\")",
                                   file, lim->max_values);
     }
     return LOOM_OK;
@@ -189,7 +189,7 @@ loom_status loom_json_parse_limited(const char *file, const char *text, size_t l
     if (!lim) lim = &def;
     if (len > lim->max_bytes)
         return loom_error_set(err, LOOM_ERR_INVALID,
-                              "%s: %zu bytes, larger than this kind of file can be (%zu bytes)",
+                              "%s: $: %zu bytes, larger than this kind of file can be (%zu bytes)",
                               file, len, lim->max_bytes);
     loom_status ps = prescan(file, text, len, lim, err);
     if (ps) return ps;

@@ -93,9 +93,11 @@ static loom_status pick_family(const loom_jctx *c, const cJSON *cfg, size_t *idx
                               "%s: not a model file: no \"format\": \"%s\" and no HF "
                               "\"architectures\" or \"model_type\" field",
                               c->file, LOOM_GRAPH_FORMAT);
+    /* name the field that was read: the first architecture, else model_type */
     return loom_error_set(c->err, LOOM_ERR_UNSUPPORTED,
-                          "%s: unsupported architecture \"%s\" (supported: %s)", c->file,
-                          seen ? seen : mt, loom_model_supported());
+                          "%s: %s: unsupported architecture \"%s\" (supported: %s)", c->file,
+                          seen ? "$.architectures[0]" : "$.model_type", seen ? seen : mt,
+                          loom_model_supported());
 }
 
 loom_status loom_model_build_hf(const char *file, const cJSON *config, const char *name,

@@ -53,57 +53,89 @@ names=(
     $'x\x01\x7f\tend'
 )
 
-# plan_with NAME SRC DST: SRC with its model name replaced by NAME
-plan_with() {
-    python3 - "$1" "$2" "$3" <<'EOF'
-import json, sys
-name, src, dst = sys.argv[1], sys.argv[2], sys.argv[3]
-d = json.load(open(src))
-d["inputs"]["model"] = name
-open(dst, "w").write(json.dumps(d, indent=1))
+# One python3 per step (its start-up is slow): write the plans, then parse
+# every export of one format at once.
+mkdir -p "$tmp/run"
+printf '%s\0' "${names[@]}" >"$tmp/names"
+
+# plans SRC: $tmp/<SRC>/<i>/<name>.plan.json, SRC with its model name replaced
+# by the i-th name; the file name is the name too ('/' written '_')
+plans() {
+    python3 - "$G/$1.plan.json" "$tmp/$1" "$tmp/names" <<'EOF'
+import json, os, sys
+src, out, names = sys.argv[1], sys.argv[2], open(sys.argv[3], "rb").read().split(b"\0")[:-1]
+for i, name in enumerate(names, 1):
+    d = json.load(open(src))
+    d["inputs"]["model"] = name.decode("utf-8", "surrogateescape")
+    dn = os.path.join(out.encode(), str(i).encode())
+    os.makedirs(dn, exist_ok=True)
+    with open(os.path.join(dn, name.replace(b"/", b"_") + b".plan.json"), "w") as f:
+        f.write(json.dumps(d, indent=1))
 EOF
 }
 
-# parse TARGET FILE: the parsed meaning of FILE, printed canonically
-parse() {
-    case $1 in
-    megatron)
-        bash -n "$2" || return 1
-        rm -f "$tmp/args"
-        (cd "$tmp/run" && TORCHRUN_LOG="$tmp/args" PATH="$tmp/bin:$PATH" bash "$2" --lr 1) || return 1
-        cat "$tmp/args" ;;
-    vllm) python3 -c 'import sys, yaml; print(sorted(yaml.safe_load(open(sys.argv[1], "rb")).items()))' "$2" ;;
-    torchtitan) python3 -c 'import sys, tomllib; print(tomllib.load(open(sys.argv[1], "rb")))' "$2" ;;
-    deepspeed) python3 -c 'import sys, json; print(sorted(json.load(open(sys.argv[1], "rb")).items()))' "$2" ;;
-    esac
+# parse_all TARGET FILE...: one line per FILE, its parsed meaning (or ERROR)
+parse_all() {
+    local t=$1; shift
+    python3 - "$t" "$@" <<'EOF'
+import sys, json, tomllib
+t = sys.argv[1]
+for f in sys.argv[2:]:
+    try:
+        if t == "vllm":
+            import yaml
+            print(sorted(yaml.safe_load(open(f, "rb")).items()))
+        elif t == "torchtitan":
+            print(tomllib.load(open(f, "rb")))
+        else:
+            print(sorted(json.load(open(f, "rb")).items()))
+    except Exception as e:
+        print("ERROR", type(e).__name__, str(e).replace("\n", " "))
+EOF
 }
 
-mkdir -p "$tmp/run"
+# megatron_argv FILE: the argv the script passes to torchrun
+megatron_argv() {
+    bash -n "$1" || return 1
+    rm -f "$tmp/args"
+    (cd "$tmp/run" && TORCHRUN_LOG="$tmp/args" PATH="$tmp/bin:$PATH" bash "$1" --lr 1) || return 1
+    cat "$tmp/args"
+}
+
 for spec in llama-3-70b-tp8:megatron llama-3-70b-tp8:torchtitan llama-3-70b-tp8:deepspeed \
             llama-3-70b-serve:vllm; do
     plan=${spec%%:*} t=${spec##*:}
     [ $t = vllm ] && [ $have_yaml = 0 ] && continue
+    [ -d "$tmp/$plan" ] || plans $plan
     run 0 export "$G/$plan.plan.json" --to $t -o "$tmp/plain.$t" || continue
-    want=$(parse $t "$tmp/plain.$t") || { bad "$plan --to $t: the plain export does not parse"; continue; }
-    i=0
-    for name in "${names[@]}"; do
-        i=$((i + 1))
-        # the hostile string is both the model name and the plan's file name
-        # (without '/', which a file name cannot hold)
-        dir="$tmp/p$i"
-        mkdir -p "$dir"
-        file="$dir/${name//\//_}.plan.json"
-        plan_with "$name" "$G/$plan.plan.json" "$file"
-        out="$tmp/out.$t"
+    outs=("$tmp/plain.$t")
+    [ $t = megatron ] && want=$(megatron_argv "$tmp/plain.$t")
+    for i in $(seq 1 ${#names[@]}); do
+        file=$(ls "$tmp/$plan/$i/"*.plan.json)
+        [ -f "$file" ] || { bad "plan #$i not written"; continue; }
+        out="$tmp/$plan/$i/out.$t"
         run 0 export "$file" --to $t -o "$out" || continue
-        got=$(parse $t "$out") || { bad "$plan --to $t, name #$i: the export does not parse: $(head -c 300 "$out")"; continue; }
-        [ "$got" = "$want" ] && ok || bad "$plan --to $t, name #$i: the export means something else: $(head -c 600 "$out")"
-        [ -e "$tmp/run/PWNED" ] && bad "$plan --to $t, name #$i: an injected command ran" || ok
+        outs+=("$out")
         # printable ASCII only (no raw control byte, no YAML line break)
         LC_ALL=C grep -q '[^ -~]' "$out" && bad "$plan --to $t, name #$i: a byte outside printable ASCII" || ok
-        # the model name is there, escaped, on the header line
+        # the model is named, escaped, on the header line
         [ $t = deepspeed ] || { grep -q '^# model: x' "$out" && ok || bad "$plan --to $t, name #$i: the model is not named"; }
+        if [ $t = megatron ]; then
+            got=$(megatron_argv "$out") || { bad "$plan --to $t, name #$i: the script does not run: $(head -c 300 "$out")"; continue; }
+            [ "$got" = "$want" ] && ok || bad "$plan --to $t, name #$i: torchrun got other arguments"
+            [ -e "$tmp/run/PWNED" ] && bad "$plan --to $t, name #$i: an injected command ran" || ok
+        fi
     done
+    [ $t = megatron ] && continue
+    parse_all $t "${outs[@]}" >"$tmp/parsed.$t"
+    want=$(head -1 "$tmp/parsed.$t")
+    case $want in ERROR*) bad "$plan --to $t: the plain export does not parse: $want"; continue ;; esac
+    n=0
+    while IFS= read -r got; do
+        n=$((n + 1))
+        [ "$got" = "$want" ] && ok || bad "$plan --to $t, name #$n: parses to something else: $got"
+    done < <(tail -n +2 "$tmp/parsed.$t")
+    [ $n = ${#names[@]} ] && ok || bad "$plan --to $t: $n of ${#names[@]} exports parsed"
 done
 
 finish export_injection
