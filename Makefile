@@ -8,7 +8,7 @@ JOBS  ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 APT_PACKAGES = build-essential cmake pkg-config libglpk-dev libigraph-dev libcjson-dev
 
-.PHONY: all deps build run test sanitize clean
+.PHONY: all deps build run test sanitize install clean
 
 all: build
 
@@ -33,6 +33,16 @@ run: deps build
 
 test: deps build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# Installs loom, loom-profile (when built), libloom, its public headers and the
+# bundled models and clusters under PREFIX (default /usr/local).
+# The prefix is configured into the build, so the installed loom finds its
+# bundled data under PREFIX/share/loom.
+PREFIX ?= /usr/local
+install: deps
+	cmake -S . -B $(BUILD) -DCMAKE_INSTALL_PREFIX=$(PREFIX) $(CMAKE_FLAGS)
+	cmake --build $(BUILD) -j $(JOBS)
+	cmake --install $(BUILD)
 
 # The suite again with AddressSanitizer + UndefinedBehaviorSanitizer.
 sanitize: deps

@@ -8,6 +8,13 @@
  *
  * Status names and their one-word descriptions come from one X-macro so the
  * enum and the string table can never drift (as in SQLite / libuv).
+ *
+ * Every loom header includes this one, so the API's ownership rule is stated
+ * here, once: loom_x_create / loom_x_open return a handle the caller owns and
+ * releases with loom_x_destroy (destroy(NULL) is a no-op); loom_x_free
+ * releases the contents of a caller-owned value; a pointer a getter returns
+ * lives as long as the object it came from; strings passed in are copied
+ * when kept. Headers mark only the exceptions (docs/design.md §2).
  */
 #ifndef LOOM_BASE_ERROR_H
 #define LOOM_BASE_ERROR_H

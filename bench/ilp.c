@@ -8,7 +8,7 @@
  * (strategy enumeration + costing + merge + pruning + GLPK), median of 5
  * runs; then the wall time of solving EVERY layer of the model at once
  * (shared layers: it should not grow with depth). Asserts nothing; the
- * target (DESIGN §10) is optimal in under 100 ms per layer and mesh on a
+ * target (docs/design.md §10) is optimal in under 100 ms per layer and mesh on a
  * 2-core machine. Run through bench/ilp.sh.
  */
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /*
- * plan.c — how long `loom plan` takes (DESIGN §10 targets, on a 2-core
+ * plan.c — how long `loom plan` takes (docs/design.md §10 targets, on a 2-core
  * machine: Llama-3-70B on 1,024 H100 under 2 s, Llama-3.1-405B on 16,384
  * H100 under 10 s, and a planning time that does not grow with the number of
  * identical layers). Prints figures; asserts nothing.

@@ -1,5 +1,5 @@
 /*
- * calib.h — calibrated efficiencies of the cost model (DESIGN §4).
+ * calib.h — calibrated efficiencies of the cost model (docs/design.md §4).
  *
  * The roofline and alpha-beta formulas give ideal times; real kernels and
  * NCCL reach a fraction of peak. These fractions live here, with defaults per

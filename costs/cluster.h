@@ -1,6 +1,6 @@
 /*
  * cluster.h — a GPU cluster: nodes × GPUs per node, the device, and the two
- * links the collectives run over (DESIGN §4).
+ * links the collectives run over (docs/design.md §4).
  *
  * A cluster comes from a built-in preset name or a "loom-cluster/1" JSON file
  * (docs/cluster-format.md). Presets (N = number of nodes, 8 GPUs per node):

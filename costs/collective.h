@@ -1,5 +1,5 @@
 /*
- * collective.h — alpha-beta times of NCCL-style collectives (DESIGN §4).
+ * collective.h — alpha-beta times of NCCL-style collectives (docs/design.md §4).
  *
  * For n ranks, B bytes, link bandwidth bw (per direction per GPU) and
  * latency α (ring algorithms; Thakur, Rabenseifner & Gropp 2005,

@@ -1,5 +1,5 @@
 /*
- * compute.h — compute time of one op on its shard (DESIGN §4).
+ * compute.h — compute time of one op on its shard (docs/design.md §4).
  *
  * A loom_cost_model (opaque; one per planning run) holds the cluster, the
  * calibrated efficiencies and, optionally, a profile db. loom_cost_op_time

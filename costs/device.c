@@ -66,7 +66,7 @@ static const loom_device presets[] = {
 
 #define N_PRESETS (sizeof presets / sizeof presets[0])
 
-/* Other spellings users and tools write: short names, the DESIGN §4 example
+/* Other spellings users and tools write: short names, the docs/design.md §4 example
  * ("H100-SXM-80GB") and the device strings nvidia-smi / CUDA report, which a
  * profile db records. */
 static const struct {

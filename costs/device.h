@@ -1,6 +1,6 @@
 /*
  * device.h — GPU device presets: peak dense FLOP/s per dtype, HBM bandwidth
- * and capacity, NVLink bandwidth, TDP (DESIGN §4).
+ * and capacity, NVLink bandwidth, TDP (docs/design.md §4).
  *
  * Figures come from ../shared/data/hardware.json (vendor datasheets, MLPerf
  * system descriptions); device.c cites the source of each. Peak FLOP/s are

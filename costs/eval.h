@@ -1,6 +1,6 @@
 /*
  * eval.h — predicted step time, throughput, MFU and memory of one
- * Megatron-style configuration (`loom eval`; DESIGN §1, §4). The model is
+ * Megatron-style configuration (`loom eval`; docs/design.md §1, §4). The model is
  * explained in eval.c.
  *
  * The graph must be built for ONE micro-batch: batch = p->mbs sequences of

@@ -1,6 +1,6 @@
 /*
  * memory.h — per-GPU memory of a pipeline stage under a Megatron-style
- * configuration (DESIGN §4 "Memory"; the model is explained in memory.c).
+ * configuration (docs/design.md §4 "Memory"; the model is explained in memory.c).
  *
  *   total = params + grads + optimizer            (model state, ZeRO / dist-opt)
  *         + activations × micro-batches in flight (1F1B / interleaved)

@@ -1,6 +1,6 @@
 /*
  * pipeline.h — step time of a synchronous pipeline-parallel training step
- * (DESIGN §4 "Pipeline and step time"; derivation in pipeline.c).
+ * (docs/design.md §4 "Pipeline and step time"; derivation in pipeline.c).
  *
  * For S pipeline ranks with per-micro-batch forward+backward times t_i and
  * M micro-batches, 1F1B (Narayanan et al. 2021, "Efficient Large-Scale

@@ -1,5 +1,5 @@
 /*
- * profile_db.h — measured per-operator kernel times (DESIGN §4, §8).
+ * profile_db.h — measured per-operator kernel times (docs/design.md §4, §8).
  *
  * `loom-profile` (gpu/) times op slices on a real GPU and writes a profile db,
  * "format": "loom-profile/1". The cost model (costs/compute.c) asks it for the

@@ -5,7 +5,7 @@
  * loom_error translation every gpu/ file uses.
  *
  * CUDA status codes are translated here and in gemm.c / cupti_timer.c only
- * (DESIGN §2: a third-party error mechanism stops at its one file).
+ * (docs/design.md §2: a third-party error mechanism stops at its one file).
  */
 #ifndef LOOM_GPU_DEVICE_H
 #define LOOM_GPU_DEVICE_H

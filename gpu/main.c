@@ -1,6 +1,6 @@
 /*
  * main.c — the loom-profile command: measures per-operator kernel times on
- * one GPU and writes a profile db (docs/profile-db.md, DESIGN §8).
+ * one GPU and writes a profile db (docs/profile-db.md, docs/design.md §8).
  *
  * Inputs: a requests file from `loom plan --emit-profile-requests`, or a
  * model (+ cluster) whose ops are enumerated on their Megatron shards

@@ -1,7 +1,7 @@
 /*
  * graph.h — loom's operator graph: tensors with named dims, forward ops, layers.
  *
- * The graph is the model as the planner sees it (DESIGN §3). It holds forward
+ * The graph is the model as the planner sees it (docs/design.md §3). It holds forward
  * ops only; backward work, its communication and its memory are derived per
  * op. Every tensor dim has a name ("b", "s", "h", "heads", "dh", "kvh", "f",
  * "v", "e", …) and a size, so sharding specs and reports speak in names.
@@ -44,7 +44,7 @@
 
 typedef struct loom_graph loom_graph;
 
-/* ---- op kinds (DESIGN §3) ---------------------------------------------- */
+/* ---- op kinds (docs/design.md §3) ---------------------------------------------- */
 
 #define LOOM_OP_KIND_LIST(X)                                                      \
     X(EINSUM,        "einsum")        /* any matmul, written as subscripts */      \

@@ -3,7 +3,7 @@
  * (hf_gpt2.c, hf_llama.c, hf_deepseek.c): reading sizes from a config.json
  * and adding transformer pieces (norms, projections, attention, MLPs,
  * mixture-of-experts, embedding and head) to a graph with the house
- * conventions (graph.h, DESIGN §3):
+ * conventions (graph.h, docs/design.md §3):
  *
  *   - op names are HF module paths; a weight is "<op>.weight" / "<op>.bias",
  *     an op's output tensor "<op>.out";

@@ -10,7 +10,7 @@
  *                                 the named family is built (hf_*.c)
  *
  * Sequence length, batch and dtype are not in a config.json; they come from
- * loom_model_opts (DESIGN §3 "Ingestion"). A loom graph file carries its own
+ * loom_model_opts (docs/design.md §3 "Ingestion"). A loom graph file carries its own
  * shapes, so the options do not apply to it.
  *
  * HF graphs follow the house conventions: layer 0 is the embedding

@@ -2,7 +2,7 @@
  * ilp.h — the intra-operator sharding problem in abstract form, and its
  * solvers: GLPK (ilp_glpk.c), brute force and a chain DP (exact.c).
  *
- * THE PROBLEM (DESIGN §5)
+ * THE PROBLEM (docs/design.md §5)
  *
  * Nodes v = 0..V-1 each pick one choice i out of k_v, at cost c_v[i] (seconds)
  * and memory m_v[i] (bytes). Edges (u, v) add a cost that depends on the

@@ -1,6 +1,6 @@
 /*
  * intra.h — intra-operator planning of a range of layers on one logical mesh
- * (DESIGN §5): the API the stage DP, `loom shard` and the plan writer call.
+ * (docs/design.md §5): the API the stage DP, `loom shard` and the plan writer call.
  *
  * loom_intra_solve picks one sharding strategy per op of layers
  * [layer_first, layer_last] on the logical mesh (n0, n1) and returns the

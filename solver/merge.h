@@ -1,5 +1,5 @@
 /*
- * merge.h — turning one layer's ops into the ILP of ilp.h (DESIGN §5):
+ * merge.h — turning one layer's ops into the ILP of ilp.h (docs/design.md §5):
  * follow-merging, fan-out nodes, periodic boundary, edge cost matrices.
  *
  * FOLLOW-MERGE. A follower op (strategy.h: pointwise, norm, softmax, loss,

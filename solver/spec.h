@@ -1,7 +1,7 @@
 /*
  * spec.h — sharding specs of a tensor on a 2-D logical mesh, the mesh's
  * communication groups, and the resharding cost between two specs
- * (DESIGN §5).
+ * (docs/design.md §5).
  *
  * A spec gives each tensor dim a set of mesh axes it is split over: none
  * (replicated), axis 0, axis 1, or both (the dim is split n0·n1 ways, axis 0

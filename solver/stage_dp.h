@@ -1,6 +1,6 @@
 /*
  * stage_dp.h — inter-operator planning: slicing layers into pipeline stages
- * and giving each stage a sub-mesh of GPUs (Alpa, OSDI '22, §5; DESIGN §6).
+ * and giving each stage a sub-mesh of GPUs (Alpa, OSDI '22, §5; docs/design.md §6).
  *
  * THE PROBLEM
  *

@@ -502,7 +502,7 @@ static loom_status try_point(loom_search *s, point *pt, loom_error *err)
     if (max_nodes < 1) max_nodes = 1;
     pt->nm = loom_stage_submeshes(g, pt->D, max_nodes, pt->sub, LOOM_STAGE_MAX_MESHES);
     if (pt->nm > LOOM_STAGE_MAX_MESHES) pt->nm = LOOM_STAGE_MAX_MESHES;
-    /* Wider sub-meshes for uniform stages (DESIGN §6: (2, g), (4, g), …):
+    /* Wider sub-meshes for uniform stages (docs/design.md §6: (2, g), (4, g), …):
      * 2, 4, 8, … nodes dividing the replica, and the whole replica as one
      * stage. A multi-node stage is not only more data parallelism inside
      * the stage: its ILP may split experts, heads or the FFN across nodes,

@@ -3,7 +3,7 @@
  * (stage_dp.h) over cost tables from the intra-op ILP (intra.h), searched
  * over micro-batch size, data-parallel replication of the whole pipeline,
  * the uniform-stage and interleaved variants, for training or inference
- * (DESIGN §6).
+ * (docs/design.md §6).
  *
  * THE SEARCH
  *

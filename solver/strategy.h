@@ -1,6 +1,6 @@
 /*
  * strategy.h — the sharding strategies of one op on a 2-D logical mesh and
- * their costs (DESIGN §5).
+ * their costs (docs/design.md §5).
  *
  * A strategy fixes the spec (spec.h) of every operand of the op, the dims its
  * computation is split over, and the collectives the op itself must run:

@@ -9,7 +9,7 @@
  *     published runs from loom_calib_prior reproduces them;
  *   - the fit recovers a known calibration from times it generated itself;
  *   - the shipped defaults predict the published runs with median error
- *     <= 10% (DESIGN §10).
+ *     <= 10% (docs/design.md §10).
  */
 #include <stdlib.h>
 #include <unistd.h>

@@ -39,7 +39,7 @@ static void devices(void)
     CHECK(h != NULL);
     CHECK(loom_device_find("h100") == h);
     CHECK(loom_device_find("H100-SXM") == h);
-    CHECK(loom_device_find("H100-SXM-80GB") == h);   /* DESIGN §4 spelling */
+    CHECK(loom_device_find("H100-SXM-80GB") == h);   /* docs/design.md §4 spelling */
     CHECK(loom_device_find("NVIDIA H100 80GB HBM3") == h);
     CHECK(loom_device_find("TPU-v5") == NULL);
     CHECK(loom_device_find(NULL) == NULL);

@@ -1,6 +1,6 @@
 /*
  * test_collective.c — alpha-beta collective times against hand-computed
- * values (DESIGN §4 table), intra vs inter node, the hierarchical
+ * values (docs/design.md §4 table), intra vs inter node, the hierarchical
  * all-reduce, and the rank groups of logical mesh axes.
  *
  * Hand values use round links so the arithmetic is checkable on paper:

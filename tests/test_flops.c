@@ -4,7 +4,7 @@
  *
  *     forward FLOPs per token = 24·l·h²·(1 + s/(6h) + V/(16·l·h))
  *
- * The hand counts use the per-kind rules of DESIGN §3 / graph.c: an einsum
+ * The hand counts use the per-kind rules of docs/design.md §3 / graph.c: an einsum
  * costs 2·Π(distinct letter sizes); attention 2·b·heads·s·t·(dqk + dv);
  * layernorm 5, rmsnorm 4, gelu 8, swiglu 5, rope 3, add 1 FLOP per element;
  * cross-entropy 4 per logit; the router 4 per logit; the MoE combine

@@ -112,7 +112,7 @@ static void test_against_simulation(void)
             for (int i = 0; i < S; i++) f[i] = 1, b[i] = 2, t[i] = 3;
             CHECK_NEAR_REL(step(S, M, 1, t, 0).step_s, simulate_1f1b(S, M, f, b), 1e-12);
         }
-    /* Unequal stages: DESIGN §4's formula charges the whole fill and drain
+    /* Unequal stages: docs/design.md §4's formula charges the whole fill and drain
      * (Σ t_i - max t_i) although the fast ranks partly run in the slow
      * rank's shadow, so it is an upper bound on the schedule's makespan:
      * 7% over for a 1.5× slow middle rank, 12% over for a 2× slow first

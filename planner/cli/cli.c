@@ -1,8 +1,7 @@
-/* cli.c — option parsing and data-file resolution for the `loom` CLI (cli.h). */
+/* cli.c — messages, the LOOM_DETERMINISTIC rule and data-file resolution for the
+ * `loom` CLI (cli.h). */
 #include "planner/cli/cli.h"
 
-#include <errno.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,63 +32,10 @@ int loom_cli_usage_error(const char *cmd, const char *fmt, ...)
     return LOOM_EXIT_USAGE;
 }
 
-int loom_cli_opt(int argc, char **argv, int *i, const char *name, const char **value)
+bool loom_cli_deterministic(void)
 {
-    const char *a = argv[*i];
-    size_t n = strlen(name);
-    if (strncmp(a, name, n) != 0) return 0;
-    if (a[n] == '=') {
-        *value = a + n + 1;
-        *i += 1;
-        return 1;
-    }
-    if (a[n] != '\0') return 0;
-    if (*i + 1 >= argc) {
-        fprintf(stderr, "loom %s: option %s needs a value\n", argv[0], name);
-        return -1;
-    }
-    *value = argv[*i + 1];
-    *i += 2;
-    return 1;
-}
-
-bool loom_cli_int(const char *cmd, const char *opt, const char *value, int64_t lo, int64_t hi,
-                  int64_t *out)
-{
-    char *end;
-    errno = 0;
-    long long v = strtoll(value, &end, 10);
-    int64_t mult = 1;
-    if (end != value && (*end == 'K' || *end == 'k')) mult = 1024, end++;
-    else if (end != value && (*end == 'M' || *end == 'm')) mult = 1024 * 1024, end++;
-    if (end == value || *end != '\0' || errno == ERANGE) {
-        loom_cli_usage_error(cmd, "%s expects an integer, got '%s'", opt, value);
-        return false;
-    }
-    if (v > INT64_MAX / mult || v < INT64_MIN / mult || v * mult < lo || v * mult > hi) {
-        loom_cli_usage_error(cmd, "%s must be in [%lld, %lld], got '%s'", opt, (long long)lo,
-                             (long long)hi, value);
-        return false;
-    }
-    *out = (int64_t)v * mult;
-    return true;
-}
-
-bool loom_cli_num(const char *cmd, const char *opt, const char *value, double lo, double hi,
-                  double *out)
-{
-    char *end;
-    double v = strtod(value, &end);
-    if (end == value || *end != '\0' || !isfinite(v)) {
-        loom_cli_usage_error(cmd, "%s expects a number, got '%s'", opt, value);
-        return false;
-    }
-    if (v < lo || v > hi) {
-        loom_cli_usage_error(cmd, "%s must be in [%g, %g], got '%s'", opt, lo, hi, value);
-        return false;
-    }
-    *out = v;
-    return true;
+    const char *v = getenv("LOOM_DETERMINISTIC");
+    return v && v[0] && strcmp(v, "0") != 0;
 }
 
 static bool exists(const char *p) { return access(p, R_OK) == 0; }

@@ -1,7 +1,8 @@
 /*
  * cli.h — shared pieces of the `loom` command line: the subcommand table
- * entry, exit codes, option parsing helpers and name resolution for bundled
- * models and clusters. Each subcommand lives in its own planner/cmd_*.c.
+ * entry, exit codes, usage errors, the LOOM_DETERMINISTIC rule and name
+ * resolution for bundled models and clusters. Each subcommand lives in its
+ * own planner/cli/cmd_*.c and reads its options with options.h.
  */
 #ifndef LOOM_CLI_H
 #define LOOM_CLI_H
@@ -10,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "base/error.h"
+#include "planner/cli/options.h"
 
 enum { LOOM_EXIT_OK = 0, LOOM_EXIT_FAIL = 1, LOOM_EXIT_USAGE = 2, LOOM_EXIT_INFEASIBLE = 3 };
 
@@ -28,6 +30,11 @@ int loom_cmd_export(int argc, char **argv);
 int loom_cmd_compare(int argc, char **argv);
 int loom_cmd_compare_merge(int argc, char **argv);
 
+/* Each command's option table (options.h), for its --help and for tests. */
+extern const loom_cli_spec loom_cli_spec_inspect, loom_cli_spec_eval, loom_cli_spec_calibrate,
+    loom_cli_spec_shard, loom_cli_spec_plan, loom_cli_spec_export, loom_cli_spec_compare,
+    loom_cli_spec_compare_merge;
+
 /* Prints "loom: MESSAGE" to stderr and returns the exit code for err. */
 int loom_cli_fail(const loom_error *err);
 /* Prints "loom CMD: MESSAGE" (usage problem) and returns LOOM_EXIT_USAGE. */
@@ -37,18 +44,10 @@ int loom_cli_usage_error(const char *cmd, const char *fmt, ...)
 #endif
     ;
 
-/* If argv[*i] is `name` (as "--name VALUE" or "--name=VALUE"), sets *value,
- * advances *i past it and returns 1; returns -1 when the value is missing
- * (message printed), 0 when argv[*i] is another option. */
-int loom_cli_opt(int argc, char **argv, int *i, const char *name, const char **value);
-
-/* Parses an integer option value in [lo, hi]; prints a usage error naming
- * the option on failure. Accepts K/M/G suffixes (×1024) for sizes when
- * allow_suffix. */
-bool loom_cli_int(const char *cmd, const char *opt, const char *value, int64_t lo, int64_t hi,
-                  int64_t *out);
-bool loom_cli_num(const char *cmd, const char *opt, const char *value, double lo, double hi,
-                  double *out);
+/* Whether LOOM_DETERMINISTIC asks for byte-identical output (search times
+ * written as 0, as --no-timings): set, non-empty and not "0". The one rule
+ * for every command. */
+bool loom_cli_deterministic(void);
 
 /* Resolves a model or cluster argument: an existing path is used as is;
  * otherwise a bundled name ("llama-3-8b", "dgx-h100-x2.json") is looked up

@@ -23,21 +23,43 @@
 #include "base/json.h"
 #include "planner/cli/cli.h"
 
-static const char *const usage_text =
-    "usage: loom calibrate RECORDS.json [--gpu NAME] [-o calib.json]\n"
-    "       loom calibrate RECORDS.json --evaluate [--calib FILE] [--json]\n"
-    "\n"
-    "Fits the cost model's efficiencies (large-GEMM efficiency and its size roll-off, HBM\n"
-    "efficiency, flash-attention efficiency, NVLink efficiency, overlap of the gradient\n"
-    "sync) to measured iteration times, minimising squared log errors, and writes a\n"
-    "loom-calib/1 file for `loom eval --calib` (stdout without -o).\n"
-    "RECORDS.json is in the examples/calibration/published-runs.json format.\n"
-    "\n"
-    "  --gpu NAME   fit the records of this GPU (needed when the file has several)\n"
-    "  -o FILE      write the calibration there (atomically)\n"
-    "  --evaluate   fit nothing: print predicted vs measured time of every record\n"
-    "  --calib F    with --evaluate: the calibration to use (default: shipped values)\n"
-    "  --json       with --evaluate: one JSON object\n";
+typedef struct {
+    const char *records, *out, *gpu, *calib;
+    bool eval_only, json;
+} calibrate_args;
+
+static void calibrate_args_init(void *p) { memset(p, 0, sizeof(calibrate_args)); }
+
+#define F(m) LOOM_CLI_FIELD(calibrate_args, m)
+static const loom_cli_option calibrate_opts[] = {
+    {.name = "--gpu", .kind = LOOM_CLI_STR, .field = F(gpu), .metavar = "NAME",
+     .help = "fit the records of this GPU (needed when the file has several)"},
+    {.short_name = "-o", .kind = LOOM_CLI_STR, .field = F(out), .metavar = "FILE",
+     .help = "write the calibration there (atomically)", .def = "stdout"},
+    {.name = "--evaluate", .kind = LOOM_CLI_FLAG, .field = F(eval_only),
+     .help = "fit nothing: print predicted vs measured time of every record"},
+    {.name = "--calib", .kind = LOOM_CLI_STR, .field = F(calib), .metavar = "F",
+     .help = "with --evaluate: the calibration to use", .def = "shipped values"},
+    {.name = "--json", .kind = LOOM_CLI_FLAG, .field = F(json),
+     .help = "with --evaluate: one JSON object"},
+};
+
+const loom_cli_spec loom_cli_spec_calibrate = {
+    .cmd = "calibrate",
+    .usage = "usage: loom calibrate RECORDS.json [--gpu NAME] [-o calib.json]\n"
+             "       loom calibrate RECORDS.json --evaluate [--calib FILE] [--json]\n",
+    .about = "Fits the cost model's efficiencies (large-GEMM efficiency and its size roll-off, HBM\n"
+             "efficiency, flash-attention efficiency, NVLink efficiency, overlap of the gradient\n"
+             "sync) to measured iteration times, minimising squared log errors, and writes a\n"
+             "loom-calib/1 file for `loom eval --calib` (stdout without -o).\n",
+    .opts = calibrate_opts,
+    .n_opts = sizeof calibrate_opts / sizeof calibrate_opts[0],
+    .pos = {.metavar = "RECORDS.json", .field = F(records), .max = 1, .noun = "RECORDS file",
+            .help = "measured runs, in the examples/calibration/published-runs.json format"},
+    .args_size = sizeof(calibrate_args),
+    .init = calibrate_args_init,
+};
+#undef F
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -119,35 +141,11 @@ static int evaluate(const char *file, const loom_calib_record *r, size_t n,
 
 int loom_cmd_calibrate(int argc, char **argv)
 {
-    const char *records = NULL, *out = NULL, *gpu = NULL, *calib = NULL, *v;
-    bool eval_only = false, json = false;
-    for (int i = 1; i < argc;) {
-        int r;
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(usage_text, stdout);
-            return LOOM_EXIT_OK;
-        } else if (!strcmp(argv[i], "--evaluate")) {
-            eval_only = true, i++;
-        } else if (!strcmp(argv[i], "--json")) {
-            json = true, i++;
-        } else if ((r = loom_cli_opt(argc, argv, &i, "-o", &v)) != 0) {
-            if (r < 0) return LOOM_EXIT_USAGE;
-            out = v;
-        } else if ((r = loom_cli_opt(argc, argv, &i, "--gpu", &v)) != 0) {
-            if (r < 0) return LOOM_EXIT_USAGE;
-            gpu = v;
-        } else if ((r = loom_cli_opt(argc, argv, &i, "--calib", &v)) != 0) {
-            if (r < 0) return LOOM_EXIT_USAGE;
-            calib = v;
-        } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
-            return loom_cli_usage_error("calibrate", "unknown option '%s'", argv[i]);
-        } else if (records) {
-            return loom_cli_usage_error("calibrate", "one RECORDS file expected, got '%s' and '%s'",
-                                        records, argv[i]);
-        } else {
-            records = argv[i++];
-        }
-    }
+    calibrate_args args;
+    int prc = loom_cli_parse(&loom_cli_spec_calibrate, argc, argv, &args);
+    if (prc != LOOM_CLI_RUN) return prc;
+    const char *records = args.records, *out = args.out, *gpu = args.gpu, *calib = args.calib;
+    bool eval_only = args.eval_only, json = args.json;
     if (!records) return loom_cli_usage_error("calibrate", "missing RECORDS.json");
     if (eval_only && (out || gpu))
         return loom_cli_usage_error("calibrate", "--evaluate fits nothing: -o and --gpu do not apply");

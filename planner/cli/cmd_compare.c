@@ -25,33 +25,6 @@
 
 #define DEFAULT_BUDGET_S 10.0
 
-static const char usage_text[] =
-    "usage: loom compare --suite FILE [--algos a,b,...] [--budget S] [--evals N] [--seed N]\n"
-    "                    [--format md|csv|json] [-o FILE] [--svg FILE] [--shard K/N]\n"
-    "                    [--no-timings]\n"
-    "       loom compare-merge FILE... [--format md|csv|json] [-o FILE] [--svg FILE]\n"
-    "\n"
-    "Runs search algorithms on every case of a suite (loom-suite/1, docs/compare.md) and\n"
-    "reports each one's predicted step time (per-token latency for inference), its gap to\n"
-    "the best plan found for the case, memory per GPU and fit, search wall time and\n"
-    "evaluations. Every plan is scored by the same evaluator.\n"
-    "\n"
-    "  --suite FILE       the suite (e.g. examples/suites/standard.json)\n"
-    "  --algos LIST       comma-separated algorithms (default: all of them)\n"
-    "  --budget S         wall-clock cap per algorithm and case, seconds (default 10)\n"
-    "  --evals N          evaluations for random and genetic (default 48)\n"
-    "  --seed N           seed for random and genetic (default 1)\n"
-    "  --format F         md (default), csv or json (json is what compare-merge reads)\n"
-    "  -o FILE            write the report there instead of stdout\n"
-    "  --svg FILE         chart: gap to the best plan vs search time\n"
-    "  --shard K/N        only cases whose index i has i mod N = K (0 <= K < N)\n"
-    "  --no-timings       search times written as 0: byte-identical reruns\n"
-    "                     (also LOOM_DETERMINISTIC=1)\n"
-    "  --merge FILE...    same as loom compare-merge FILE...\n"
-    "\n"
-    "compare-merge joins the JSON reports of all shards of one run into the report the\n"
-    "unsharded run would have written.\n";
-
 typedef enum { FMT_MD, FMT_CSV, FMT_JSON } out_format;
 
 typedef struct {
@@ -63,26 +36,16 @@ typedef struct {
     int64_t evals, seed;
     int32_t shard_k, shard_n;
     out_format format;
-    bool timings;
+    bool timings, no_timings;
     bool merge;
     const char *inputs[256];
     int n_inputs;
 } args;
 
-static bool parse_format(const char *cmd, const char *v, out_format *f)
+static bool parse_algos(const char *cmd, const char *opt, const char *v, void *p)
 {
-    if (!strcmp(v, "md") || !strcmp(v, "markdown")) *f = FMT_MD;
-    else if (!strcmp(v, "csv")) *f = FMT_CSV;
-    else if (!strcmp(v, "json")) *f = FMT_JSON;
-    else {
-        loom_cli_usage_error(cmd, "--format expects md, csv or json, got '%s'", v);
-        return false;
-    }
-    return true;
-}
-
-static bool parse_algos(const char *cmd, const char *v, args *a)
-{
+    args *a = p;
+    (void)opt;
     if (strlen(v) >= sizeof a->algo_buf) {
         loom_cli_usage_error(cmd, "--algos: list too long");
         return false;
@@ -114,8 +77,10 @@ static bool parse_algos(const char *cmd, const char *v, args *a)
     return true;
 }
 
-static bool parse_shard(const char *cmd, const char *v, args *a)
+static bool parse_shard(const char *cmd, const char *opt, const char *v, void *p)
 {
+    args *a = p;
+    (void)opt;
     int k, n;
     char tail;
     if (sscanf(v, "%d/%d%c", &k, &n, &tail) != 2 || n < 1 || n > 100000 || k < 0 || k >= n) {
@@ -126,71 +91,123 @@ static bool parse_shard(const char *cmd, const char *v, args *a)
     return true;
 }
 
-/* 0: parsed; -1: --help printed; otherwise the exit code. */
-static int parse_args(int argc, char **argv, bool merge_cmd, args *a)
+static void args_init(void *p)
 {
-    const char *cmd = argv[0];
+    args *a = p;
     memset(a, 0, sizeof *a);
     a->budget_s = DEFAULT_BUDGET_S;
     a->evals = 48;
     a->seed = 1;
     a->shard_n = 1;
-    a->timings = !(getenv("LOOM_DETERMINISTIC") && !strcmp(getenv("LOOM_DETERMINISTIC"), "1"));
-    a->merge = merge_cmd;
-    const char *v;
-    for (int i = 1; i < argc;) {
-        int r;
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(usage_text, stdout);
-            return -1;
-        } else if (!strcmp(argv[i], "--no-timings")) {
-            a->timings = false, i++;
-        } else if (!strcmp(argv[i], "--merge")) {
-            a->merge = true, i++;
-        } else if ((r = loom_cli_opt(argc, argv, &i, "--format", &v)) != 0) {
-            if (r < 0 || !parse_format(cmd, v, &a->format)) return LOOM_EXIT_USAGE;
-        } else if ((r = loom_cli_opt(argc, argv, &i, "-o", &v)) != 0) {
-            if (r < 0) return LOOM_EXIT_USAGE;
-            a->out = v;
-        } else if ((r = loom_cli_opt(argc, argv, &i, "--svg", &v)) != 0) {
-            if (r < 0) return LOOM_EXIT_USAGE;
-            a->svg = v;
-        } else if (!a->merge && (r = loom_cli_opt(argc, argv, &i, "--suite", &v)) != 0) {
-            if (r < 0) return LOOM_EXIT_USAGE;
-            a->suite = v;
-        } else if (!a->merge && (r = loom_cli_opt(argc, argv, &i, "--algos", &v)) != 0) {
-            if (r < 0 || !parse_algos(cmd, v, a)) return LOOM_EXIT_USAGE;
-        } else if (!a->merge && (r = loom_cli_opt(argc, argv, &i, "--budget", &v)) != 0) {
-            if (r < 0 || !loom_cli_num(cmd, "--budget", v, 0, 86400, &a->budget_s))
-                return LOOM_EXIT_USAGE;
-        } else if (!a->merge && (r = loom_cli_opt(argc, argv, &i, "--evals", &v)) != 0) {
-            if (r < 0 || !loom_cli_int(cmd, "--evals", v, 1, 1 << 24, &a->evals))
-                return LOOM_EXIT_USAGE;
-        } else if (!a->merge && (r = loom_cli_opt(argc, argv, &i, "--seed", &v)) != 0) {
-            if (r < 0 || !loom_cli_int(cmd, "--seed", v, 0, (int64_t)1 << 53, &a->seed))
-                return LOOM_EXIT_USAGE;
-        } else if (!a->merge && (r = loom_cli_opt(argc, argv, &i, "--shard", &v)) != 0) {
-            if (r < 0 || !parse_shard(cmd, v, a)) return LOOM_EXIT_USAGE;
-        } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
-            return loom_cli_usage_error(cmd, "unknown option '%s'%s", argv[i],
-                                        a->merge ? " (merging takes --format, -o, --svg)" : "");
-        } else if (a->merge) {
-            if (a->n_inputs == (int)(sizeof a->inputs / sizeof a->inputs[0]))
-                return loom_cli_usage_error(cmd, "at most %d reports to merge",
-                                            (int)(sizeof a->inputs / sizeof a->inputs[0]));
-            a->inputs[a->n_inputs++] = argv[i++];
-        } else {
-            return loom_cli_usage_error(cmd, "unexpected argument '%s' (the suite is given "
-                                        "with --suite)", argv[i]);
-        }
-    }
+    a->format = FMT_MD;
+}
+
+static void merge_args_init(void *p)
+{
+    args_init(p);
+    ((args *)p)->merge = true;
+}
+
+static const loom_cli_choice format_choices[] = {{"md", FMT_MD, false},
+                                                 {"markdown", FMT_MD, true},
+                                                 {"csv", FMT_CSV, false},
+                                                 {"json", FMT_JSON, false},
+                                                 {NULL, 0, false}};
+
+#define F(m) LOOM_CLI_FIELD(args, m)
+/* The options both commands take: the report's format and where it goes. */
+#define OUTPUT_OPTIONS                                                                            \
+    {.name = "--format", .kind = LOOM_CLI_ENUM, .field = F(format), .choices = format_choices,   \
+     .metavar = "F", .help = "md, csv or json (json is what compare-merge reads)"},              \
+    {.short_name = "-o", .kind = LOOM_CLI_STR, .field = F(out), .metavar = "FILE",                \
+     .help = "write the report there instead of stdout"},                                        \
+    {.name = "--svg", .kind = LOOM_CLI_STR, .field = F(svg), .metavar = "FILE",                   \
+     .help = "chart: gap to the best plan vs search time"}
+
+static const loom_cli_option compare_opts[] = {
+    {.name = "--suite", .kind = LOOM_CLI_STR, .field = F(suite), .metavar = "FILE",
+     .help = "the suite (e.g. examples/suites/standard.json)"},
+    {.name = "--algos", .kind = LOOM_CLI_CUSTOM, .parse = parse_algos, .metavar = "LIST",
+     .help = "comma-separated algorithms", .def = "all of them"},
+    {.name = "--budget", .kind = LOOM_CLI_NUM, .field = F(budget_s), .min = 0, .max = 86400,
+     .metavar = "S", .help = "wall-clock cap per algorithm and case, seconds"},
+    {.name = "--evals", .kind = LOOM_CLI_INT, .field = F(evals), .lo = 1, .hi = 1 << 24,
+     .metavar = "N", .help = "evaluations for random and genetic"},
+    {.name = "--seed", .kind = LOOM_CLI_INT, .field = F(seed), .lo = 0, .hi = (int64_t)1 << 53,
+     .metavar = "N", .help = "seed for random and genetic"},
+    OUTPUT_OPTIONS,
+    {.name = "--shard", .kind = LOOM_CLI_CUSTOM, .parse = parse_shard, .metavar = "K/N",
+     .help = "only cases whose index i has i mod N = K (0 <= K < N)"},
+    {.name = "--no-timings", .kind = LOOM_CLI_FLAG, .field = F(no_timings),
+     .help = "search times written as 0: byte-identical reruns\n(also LOOM_DETERMINISTIC=1)"},
+    /* taken out of argv before parsing (parse_args); here for the help */
+    {.name = "--merge", .kind = LOOM_CLI_FLAG, .field = F(merge),
+     .help = "the rest of the line is `loom compare-merge`'s: FILE... [--format F]\n"
+             "[-o FILE] [--svg FILE]"},
+};
+
+static const loom_cli_option merge_opts[] = {OUTPUT_OPTIONS};
+
+const loom_cli_spec loom_cli_spec_compare = {
+    .cmd = "compare",
+    .usage = "usage: loom compare --suite FILE [--algos a,b,...] [--budget S] [--evals N] [--seed N]\n"
+             "                    [--format md|csv|json] [-o FILE] [--svg FILE] [--shard K/N]\n"
+             "                    [--no-timings]\n"
+             "       loom compare --merge FILE... (= loom compare-merge FILE...)\n",
+    .about = "Runs search algorithms on every case of a suite (loom-suite/1, docs/compare.md) and\n"
+             "reports each one's predicted step time (per-token latency for inference), its gap to\n"
+             "the best plan found for the case, memory per GPU and fit, search wall time and\n"
+             "evaluations. Every plan is scored by the same evaluator.\n",
+    .epilogue = "`loom compare-merge --help` describes merging the reports of sharded runs.\n",
+    .opts = compare_opts,
+    .n_opts = sizeof compare_opts / sizeof compare_opts[0],
+    .pos = {.max = 0, .too_many = " (the suite is given with --suite)"},
+    .args_size = sizeof(args),
+    .init = args_init,
+};
+
+const loom_cli_spec loom_cli_spec_compare_merge = {
+    .cmd = "compare-merge",
+    .usage = "usage: loom compare-merge FILE... [--format md|csv|json] [-o FILE] [--svg FILE]\n",
+    .about = "Joins the JSON reports (`loom compare --format json`) of all shards of one\n"
+             "`loom compare --shard K/N` run into the report the unsharded run would have\n"
+             "written. `loom compare --merge FILE...` is the same command.\n",
+    .opts = merge_opts,
+    .n_opts = sizeof merge_opts / sizeof merge_opts[0],
+    .pos = {.metavar = "FILE...", .help = "the JSON reports of the shards", .field = F(inputs),
+            .count = F(n_inputs), .max = 256, .noun = "reports to merge"},
+    .args_size = sizeof(args),
+    .init = merge_args_init,
+};
+#undef F
+#undef OUTPUT_OPTIONS
+
+/* Parses argv with the table of `compare` or of `compare-merge`; `compare
+ * --merge` is compare-merge with the rest of the words. Returns
+ * LOOM_CLI_RUN or the exit code. */
+static int parse_args(int argc, char **argv, bool merge_cmd, args *a)
+{
+    const char *cmd = argv[0];
+    if (!merge_cmd)
+        for (int i = 1; i < argc; i++)
+            if (!strcmp(argv[i], "--merge")) {
+                /* argv without the word, for the compare-merge table */
+                for (int j = i; j + 1 < argc; j++) argv[j] = argv[j + 1];
+                argc--;
+                merge_cmd = true;
+                break;
+            }
+    int rc = loom_cli_parse(merge_cmd ? &loom_cli_spec_compare_merge : &loom_cli_spec_compare,
+                            argc, argv, a);
+    if (rc != LOOM_CLI_RUN) return rc;
+    a->timings = !a->no_timings && !loom_cli_deterministic();
     if (a->merge && a->n_inputs == 0)
         return loom_cli_usage_error(cmd, "nothing to merge: give the JSON reports of the shards");
     if (!a->merge && !a->suite) return loom_cli_usage_error(cmd, "missing --suite FILE");
     if (!a->merge && a->n_algos == 0)
         for (size_t k = 0; k < loom_algo_count() && a->n_algos < LOOM_COMPARE_MAX_ALGOS; k++)
             a->algos[a->n_algos++] = loom_algo_at(k)->name;
-    return 0;
+    return LOOM_CLI_RUN;
 }
 
 /* Renders the report and writes the requested files (atomically). */
@@ -263,7 +280,7 @@ static int compare_main(int argc, char **argv, bool merge_cmd)
 {
     args a;
     int rc = parse_args(argc, argv, merge_cmd, &a);
-    if (rc) return rc < 0 ? LOOM_EXIT_OK : rc;
+    if (rc != LOOM_CLI_RUN) return rc;
     return a.merge ? run_merge(&a) : run_suite(&a);
 }
 

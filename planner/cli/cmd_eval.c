@@ -3,9 +3,9 @@
  * predicted step time, throughput, MFU and per-stage memory of one
  * Megatron-style configuration (costs/eval.h), as text or one JSON object.
  *
- * Options live in one table (eval_opts[]) mapping a flag to a field of
- * eval_args; adding one (e.g. --from-megatron) is a row there plus its use
- * in loom_cmd_eval. The model graph is built for one micro-batch: batch =
+ * Options live in one table (eval_opts[], options.h) mapping a flag to a
+ * field of eval_args; adding one (e.g. --from-megatron) is a row there plus
+ * its use in loom_cmd_eval, and --help lists it from the row. The model graph is built for one micro-batch: batch =
  * --mbs, --seq, --dtype, fused attention unless --unfused-attention.
  */
 #include <cJSON.h>
@@ -23,154 +23,134 @@
 #include "planner/cli/cli.h"
 #include "planner/import/megatron_import.h"
 
-static const char *const usage_text =
-    "usage: loom eval MODEL --cluster C --tp T --pp P [--dp D] [--cp C] [--ep E] --mbs B --gbs G\n"
-    "                 [--seq S] [--sp] [--recompute none|selective|full] [--recompute-layers N]\n"
-    "                 [--zero 0|1|2|3] [--dist-opt] [--vpp V] [--dtype bf16|fp16|fp8]\n"
-    "                 [--first-stage-layers N] [--last-stage-layers N]\n"
-    "                 [--unfused-attention] [--tp-comm-overlap] [--no-overlap-grad-reduce]\n"
-    "                 [--grad-reduce-bf16] [--calib FILE] [--profile DB] [--json]\n"
-    "       loom eval [MODEL] --cluster C --from-megatron \"torchrun ... pretrain_gpt.py ...\"\n"
-    "\n"
-    "Predicts one training step of a Megatron-style configuration: step time and where it\n"
-    "goes (compute, tensor-parallel comm, pipeline bubble, p2p, gradient sync, optimizer),\n"
-    "tokens/s, model and hardware TFLOP/s per GPU, MFU, and memory per GPU of every stage.\n"
-    "\n"
-    "  MODEL                a path or bundled model name (examples/models/)\n"
-    "  --cluster C          a preset (dgx-h100-x16, dgx-a100-80g-x4, …) or a cluster file\n"
-    "  --tp/--pp/--dp/--cp/--ep   tensor, pipeline, data, context, expert parallel degrees\n"
-    "  --etp N              tensor-parallel degree of the experts (default: --tp)\n"
-    "                       (default 1; --dp defaults to GPUs / (tp·pp·cp))\n"
-    "  --mbs B --gbs G      micro-batch (default 1; a loom graph file: its own batch) and\n"
-    "                       global batch, in sequences\n"
-    "  --seq S              sequence length (default 2048, at most GPT-2's n_positions)\n"
-    "  --sp                 sequence parallelism\n"
-    "  --recompute R        activation recomputation (default none); --recompute-layers N\n"
-    "                       recomputes only the first N blocks of each stage (full)\n"
-    "  --zero Z             DeepSpeed ZeRO stage; --dist-opt: Megatron distributed optimizer\n"
-    "  --vpp V              interleaved schedule with V model chunks per pipeline rank\n"
-    "  --first-stage-layers N, --last-stage-layers N   uneven pipeline: blocks on the first /\n"
-    "                       last stage, the others split evenly\n"
-    "  --dtype T            compute dtype (default bf16)\n"
-    "  --unfused-attention  eager attention (s² activations) instead of flash attention\n"
-    "  --tp-comm-overlap    overlap TP collectives with GEMMs (needs --sp)\n"
-    "  --no-overlap-grad-reduce   do not overlap the DP gradient reduction with backward\n"
-    "  --grad-reduce-bf16   reduce gradients in bf16 (default fp32, as Megatron)\n"
-    "  --calib FILE         calibrated efficiencies (loom calibrate); default: shipped values\n"
-    "  --profile DB         measured op times (loom-profile) for this cluster's GPU\n"
-    "  --json               one JSON object on stdout\n"
-    "  --from-megatron L    the configuration of a Megatron-LM launch line instead of the\n"
-    "                       options above: the text, @FILE or a script path (docs/export.md);\n"
-    "                       without MODEL the model is built from its shape arguments; any\n"
-    "                       --pipeline-model-parallel-layout places the layers as written\n"
-    "\n"
-    "Model FLOPs count attention in full (non-causal), as Korthikanti et al. and Megatron-LM.\n";
-
 typedef struct {
     const char *model, *cluster, *calib, *profile, *from_megatron;
     loom_parallel p;
-    int64_t zero;
-    const char *recompute, *dtype;
     bool json, unfused, no_grad_overlap, dp_given, gbs_given, seq_given, mbs_given;
 } eval_args;
 
-typedef enum { OPT_INT, OPT_FLAG, OPT_STR } opt_kind;
-
-/* Every option: its flag, kind, field and (integers) range. */
-static const struct {
-    const char *name;
-    opt_kind kind;
-    size_t offset;
-    int64_t lo, hi;
-    size_t given;   /* offset of a bool set when the option appears (0 = none) */
-} eval_opts[] = {
-#define F(f) offsetof(eval_args, f)
-    {"--cluster", OPT_STR, F(cluster), 0, 0, 0},
-    {"--from-megatron", OPT_STR, F(from_megatron), 0, 0, 0},
-    {"--tp", OPT_INT, F(p.tp), 1, 1 << 20, 0},
-    {"--pp", OPT_INT, F(p.pp), 1, 1 << 20, 0},
-    {"--dp", OPT_INT, F(p.dp), 1, 1 << 24, F(dp_given)},
-    {"--cp", OPT_INT, F(p.cp), 1, 1 << 20, 0},
-    {"--ep", OPT_INT, F(p.ep), 1, 1 << 20, 0},
-    {"--etp", OPT_INT, F(p.etp), 1, 1 << 20, 0},
-    {"--mbs", OPT_INT, F(p.mbs), 1, LOOM_MODEL_MAX_BATCH, F(mbs_given)},
-    {"--gbs", OPT_INT, F(p.gbs), 1, (int64_t)1 << 40, F(gbs_given)},
-    {"--seq", OPT_INT, F(p.seq), 1, LOOM_MODEL_MAX_SEQ, F(seq_given)},
-    {"--vpp", OPT_INT, F(p.vpp), 1, 1 << 20, 0},
-    {"--zero", OPT_INT, F(zero), 0, 3, 0},
-    {"--recompute-layers", OPT_INT, F(p.recompute_layers), 0, 1 << 20, 0},
-    {"--first-stage-layers", OPT_INT, F(p.first_stage_layers), 0, 1 << 20, 0},
-    {"--last-stage-layers", OPT_INT, F(p.last_stage_layers), 0, 1 << 20, 0},
-    {"--recompute", OPT_STR, F(recompute), 0, 0, 0},
-    {"--dtype", OPT_STR, F(dtype), 0, 0, 0},
-    {"--calib", OPT_STR, F(calib), 0, 0, 0},
-    {"--profile", OPT_STR, F(profile), 0, 0, 0},
-    {"--sp", OPT_FLAG, F(p.sp), 0, 0, 0},
-    {"--dist-opt", OPT_FLAG, F(p.dist_opt), 0, 0, 0},
-    {"--tp-comm-overlap", OPT_FLAG, F(p.tp_comm_overlap), 0, 0, 0},
-    {"--grad-reduce-bf16", OPT_FLAG, F(p.grad_reduce_bf16), 0, 0, 0},
-    {"--no-overlap-grad-reduce", OPT_FLAG, F(no_grad_overlap), 0, 0, 0},
-    {"--unfused-attention", OPT_FLAG, F(unfused), 0, 0, 0},
-    {"--json", OPT_FLAG, F(json), 0, 0, 0},
-#undef F
-};
-#define N_OPTS (sizeof eval_opts / sizeof eval_opts[0])
-
-/* Parses argv into a; returns -1 on success, else the exit code. */
-static int parse(int argc, char **argv, eval_args *a)
+static void eval_args_init(void *p)
 {
+    eval_args *a = p;
     memset(a, 0, sizeof *a);
     loom_parallel_init(&a->p);
-    for (int i = 1; i < argc;) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(usage_text, stdout);
-            return LOOM_EXIT_OK;
-        }
-        bool matched = false;
-        for (size_t k = 0; k < N_OPTS && !matched; k++) {
-            char *field = (char *)a + eval_opts[k].offset;
-            if (eval_opts[k].kind == OPT_FLAG) {
-                if (strcmp(argv[i], eval_opts[k].name) != 0) continue;
-                *(bool *)field = true;
-                i++;
-                matched = true;
-                continue;
-            }
-            const char *v;
-            int r = loom_cli_opt(argc, argv, &i, eval_opts[k].name, &v);
-            if (r == 0) continue;
-            if (r < 0) return LOOM_EXIT_USAGE;
-            matched = true;
-            if (eval_opts[k].kind == OPT_STR) *(const char **)field = v;
-            else if (!loom_cli_int("eval", eval_opts[k].name, v, eval_opts[k].lo, eval_opts[k].hi,
-                                   (int64_t *)field))
-                return LOOM_EXIT_USAGE;
-            if (eval_opts[k].given) *((bool *)((char *)a + eval_opts[k].given)) = true;
-        }
-        if (matched) continue;
-        if (argv[i][0] == '-' && argv[i][1] != '\0')
-            return loom_cli_usage_error("eval", "unknown option '%s'", argv[i]);
-        if (a->model)
-            return loom_cli_usage_error("eval", "one MODEL expected, got '%s' and '%s'", a->model,
-                                        argv[i]);
-        a->model = argv[i++];
-    }
+}
+
+static const loom_cli_choice recompute_choices[] = {{"none", LOOM_RECOMPUTE_NONE, false},
+                                                    {"selective", LOOM_RECOMPUTE_SELECTIVE, false},
+                                                    {"full", LOOM_RECOMPUTE_FULL, false},
+                                                    {NULL, 0, false}};
+static const loom_cli_choice dtype_choices[] = {{"bf16", LOOM_DTYPE_BF16, false},
+                                                {"fp16", LOOM_DTYPE_FP16, false},
+                                                {"fp8", LOOM_DTYPE_FP8, false},
+                                                {NULL, 0, false}};
+
+#define F(f) LOOM_CLI_FIELD(eval_args, f)
+#define DEGREE(opt, f, what) \
+    {.name = opt, .kind = LOOM_CLI_INT, .field = F(p.f), .lo = 1, .hi = 1 << 20, .metavar = "N", \
+     .help = what}
+static const loom_cli_option eval_opts[] = {
+    {.name = "--cluster", .kind = LOOM_CLI_STR, .field = F(cluster), .metavar = "C",
+     .help = "a preset (dgx-h100-x16, dgx-a100-80g-x4, …) or a cluster file"},
+    DEGREE("--tp", tp, "tensor-parallel degree"),
+    DEGREE("--pp", pp, "pipeline-parallel degree (stages)"),
+    {.name = "--dp", .kind = LOOM_CLI_INT, .field = F(p.dp), .given = F(dp_given), .lo = 1,
+     .hi = 1 << 24, .metavar = "N", .help = "data-parallel degree", .def = "GPUs / (tp·pp·cp)"},
+    DEGREE("--cp", cp, "context-parallel degree"),
+    DEGREE("--ep", ep, "expert-parallel degree"),
+    {.name = "--etp", .kind = LOOM_CLI_INT, .field = F(p.etp), .lo = 1, .hi = 1 << 20,
+     .metavar = "N", .help = "tensor-parallel degree of the experts", .def = "--tp"},
+    {.name = "--mbs", .kind = LOOM_CLI_INT, .field = F(p.mbs), .given = F(mbs_given), .lo = 1,
+     .hi = LOOM_MODEL_MAX_BATCH, .metavar = "B",
+     .help = "micro-batch, in sequences (a loom graph file: its own batch)"},
+    {.name = "--gbs", .kind = LOOM_CLI_SIZE, .field = F(p.gbs), .given = F(gbs_given), .lo = 1,
+     .hi = (int64_t)1 << 40, .metavar = "G",
+     .help = "global batch, in sequences (required without --from-megatron)",
+     .def = LOOM_CLI_NO_DEFAULT},
+    {.name = "--seq", .kind = LOOM_CLI_SIZE, .field = F(p.seq), .given = F(seq_given), .lo = 1,
+     .hi = LOOM_MODEL_MAX_SEQ, .metavar = "S", .help = "sequence length",
+     .def = "2048, capped at n_positions (GPT-2)"},
+    {.name = "--sp", .kind = LOOM_CLI_FLAG, .field = F(p.sp), .help = "sequence parallelism"},
+    {.name = "--recompute", .kind = LOOM_CLI_ENUM, .field = F(p.recompute),
+     .choices = recompute_choices, .metavar = "R", .help = "activation recomputation"},
+    {.name = "--recompute-layers", .kind = LOOM_CLI_INT, .field = F(p.recompute_layers), .lo = 0,
+     .hi = 1 << 20, .metavar = "N",
+     .help = "--recompute full: only the first N blocks of each stage", .def = "0: all"},
+    {.name = "--zero", .kind = LOOM_CLI_INT, .field = F(p.zero), .lo = 0, .hi = 3,
+     .metavar = "Z", .help = "DeepSpeed ZeRO stage"},
+    {.name = "--dist-opt", .kind = LOOM_CLI_FLAG, .field = F(p.dist_opt),
+     .help = "Megatron distributed optimizer"},
+    {.name = "--vpp", .kind = LOOM_CLI_INT, .field = F(p.vpp), .lo = 1, .hi = 1 << 20,
+     .metavar = "V", .help = "interleaved schedule with V model chunks per pipeline rank"},
+    {.name = "--first-stage-layers", .kind = LOOM_CLI_INT, .field = F(p.first_stage_layers),
+     .lo = 0, .hi = 1 << 20, .metavar = "N",
+     .help = "uneven pipeline: blocks on the first stage, the others split evenly",
+     .def = "0: an even split"},
+    {.name = "--last-stage-layers", .kind = LOOM_CLI_INT, .field = F(p.last_stage_layers),
+     .lo = 0, .hi = 1 << 20, .metavar = "N",
+     .help = "uneven pipeline: blocks on the last stage, the others split evenly",
+     .def = "0: an even split"},
+    {.name = "--dtype", .kind = LOOM_CLI_ENUM, .field = F(p.dtype), .choices = dtype_choices,
+     .metavar = "T", .help = "compute dtype: bf16, fp16 or fp8"},
+    {.name = "--unfused-attention", .kind = LOOM_CLI_FLAG, .field = F(unfused),
+     .help = "eager attention (s² activations) instead of flash attention"},
+    {.name = "--tp-comm-overlap", .kind = LOOM_CLI_FLAG, .field = F(p.tp_comm_overlap),
+     .help = "overlap TP collectives with GEMMs (needs --sp)"},
+    {.name = "--no-overlap-grad-reduce", .kind = LOOM_CLI_FLAG, .field = F(no_grad_overlap),
+     .help = "do not overlap the DP gradient reduction with backward"},
+    {.name = "--grad-reduce-bf16", .kind = LOOM_CLI_FLAG, .field = F(p.grad_reduce_bf16),
+     .help = "reduce gradients in bf16 (default fp32, as Megatron)"},
+    {.name = "--calib", .kind = LOOM_CLI_STR, .field = F(calib), .metavar = "FILE",
+     .help = "calibrated efficiencies (loom calibrate)", .def = "shipped values"},
+    {.name = "--profile", .kind = LOOM_CLI_STR, .field = F(profile), .metavar = "DB",
+     .help = "measured op times (loom-profile) for this cluster's GPU"},
+    {.name = "--json", .kind = LOOM_CLI_FLAG, .field = F(json), .help = "one JSON object on stdout"},
+    {.name = "--from-megatron", .kind = LOOM_CLI_STR, .field = F(from_megatron), .metavar = "L",
+     .help = "the configuration of a Megatron-LM launch line instead of the\n"
+             "options above: the text, @FILE or a script path (docs/export.md);\n"
+             "without MODEL the model is built from its shape arguments; any\n"
+             "--pipeline-model-parallel-layout places the layers as written"},
+};
+#undef DEGREE
+
+const loom_cli_spec loom_cli_spec_eval = {
+    .cmd = "eval",
+    .usage =
+        "usage: loom eval MODEL --cluster C --tp T --pp P [--dp D] [--cp C] [--ep E] --mbs B --gbs G\n"
+        "                 [--seq S] [--sp] [--recompute none|selective|full] [--recompute-layers N]\n"
+        "                 [--zero 0|1|2|3] [--dist-opt] [--vpp V] [--dtype bf16|fp16|fp8]\n"
+        "                 [--first-stage-layers N] [--last-stage-layers N] [--etp N]\n"
+        "                 [--unfused-attention] [--tp-comm-overlap] [--no-overlap-grad-reduce]\n"
+        "                 [--grad-reduce-bf16] [--calib FILE] [--profile DB] [--json]\n"
+        "       loom eval [MODEL] --cluster C --from-megatron \"torchrun ... pretrain_gpt.py ...\"\n",
+    .about =
+        "Predicts one training step of a Megatron-style configuration: step time and where it\n"
+        "goes (compute, tensor-parallel comm, pipeline bubble, p2p, gradient sync, optimizer),\n"
+        "tokens/s, model and hardware TFLOP/s per GPU, MFU, and memory per GPU of every stage.\n",
+    .epilogue =
+        "Model FLOPs count attention in full (non-causal), as Korthikanti et al. and Megatron-LM.\n",
+    .opts = eval_opts,
+    .n_opts = sizeof eval_opts / sizeof eval_opts[0],
+    .pos = {.metavar = "MODEL", .field = F(model), .max = 1, .noun = "MODEL",
+            .help = "a path or bundled model name (examples/models/)"},
+    .args_size = sizeof(eval_args),
+    .init = eval_args_init,
+};
+#undef F
+
+/* Parses argv into a; returns LOOM_CLI_RUN on success, else the exit code. */
+static int parse(int argc, char **argv, eval_args *a)
+{
+    int rc = loom_cli_parse(&loom_cli_spec_eval, argc, argv, a);
+    if (rc != LOOM_CLI_RUN) return rc;
     if (!a->model && !a->from_megatron)
         return loom_cli_usage_error("eval", "missing MODEL (a path or a bundled name)");
     if (!a->cluster) return loom_cli_usage_error("eval", "missing --cluster (a preset or a file)");
     if (!a->gbs_given && !a->from_megatron)
         return loom_cli_usage_error("eval", "missing --gbs (global batch, sequences)");
-    a->p.zero = (int)a->zero;
     a->p.flash = !a->unfused;
     a->p.overlap_grad_reduce = !a->no_grad_overlap;
-    if (a->recompute && !loom_recompute_parse(a->recompute, &a->p.recompute))
-        return loom_cli_usage_error("eval", "--recompute expects none, selective or full, got '%s'",
-                                    a->recompute);
-    if (a->dtype && (!loom_dtype_parse(a->dtype, &a->p.dtype) ||
-                     (a->p.dtype != LOOM_DTYPE_BF16 && a->p.dtype != LOOM_DTYPE_FP16 &&
-                      a->p.dtype != LOOM_DTYPE_FP8)))
-        return loom_cli_usage_error("eval", "--dtype expects bf16, fp16 or fp8, got '%s'", a->dtype);
-    return -1;
+    return LOOM_CLI_RUN;
 }
 
 /* ---- output ------------------------------------------------------------------ */
@@ -317,7 +297,7 @@ int loom_cmd_eval(int argc, char **argv)
 {
     eval_args a;
     int rc = parse(argc, argv, &a);
-    if (rc >= 0) return rc;
+    if (rc != LOOM_CLI_RUN) return rc;
 
     loom_error err = {0};
     loom_cluster cluster;

@@ -27,28 +27,64 @@
 #include "planner/export/export_nearest.h"
 #include "planner/plan/plan.h"
 
-static const char *const usage_text =
-    "usage: loom export PLAN --to megatron|vllm|deepspeed|torchtitan [-o FILE] [--nearest]\n"
-    "                   [--calib FILE] [--profile DB]\n"
-    "\n"
-    "Writes the configuration a runtime needs to run a loom-plan/1 file:\n"
-    "  megatron    a bash launch script: torchrun ... pretrain_gpt.py --tensor-model-parallel-size "
-    "...\n"
-    "  vllm        a YAML file for `vllm serve MODEL --config FILE` (serving plans)\n"
-    "  deepspeed   a DeepSpeed JSON config\n"
-    "  torchtitan  the [training], [parallelism] and [activation_checkpoint] TOML sections\n"
-    "\n"
-    "  --to T         the runtime (required)\n"
-    "  -o FILE        write FILE (atomically) instead of stdout\n"
-    "  --nearest      when the runtime cannot run the plan as planned, plan the same inputs\n"
-    "                 again inside the Megatron-style space the runtimes share, export that,\n"
-    "                 and report its predicted cost against the original plan's\n"
-    "  --calib FILE   calibration for --nearest (default: the device's shipped one)\n"
-    "  --profile DB   profile db for --nearest\n"
-    "\n"
-    "A plan the runtime cannot run (different tensor-parallel sizes per stage, 2-D tensor\n"
-    "sharding, ...) is refused: each obstacle is listed, nothing is written, exit 1.\n"
-    "Exit codes: 0 written, 1 bad plan or obstacles, 2 usage, 3 --nearest found no plan.\n";
+typedef struct {
+    const char *plan_path, *out_path;
+    loom_export_target to;
+    bool to_given, nearest;
+    loom_export_nearest_opts nopts;
+} export_args;
+
+static void export_args_init(void *p)
+{
+    export_args *a = p;
+    memset(a, 0, sizeof *a);
+    loom_export_nearest_opts_init(&a->nopts);
+}
+
+static const loom_cli_choice target_choices[] = {
+#define LOOM_X(n, s) {s, LOOM_EXPORT_##n, false},
+    LOOM_EXPORT_TARGET_LIST(LOOM_X)
+#undef LOOM_X
+    {NULL, 0, false}};
+
+#define F(m) LOOM_CLI_FIELD(export_args, m)
+static const loom_cli_option export_opts[] = {
+    {.name = "--to", .kind = LOOM_CLI_ENUM, .field = F(to), .given = F(to_given),
+     .choices = target_choices, .metavar = "T", .help = "the runtime (required)",
+     .def = LOOM_CLI_NO_DEFAULT},
+    {.name = "--output", .short_name = "-o", .kind = LOOM_CLI_STR, .field = F(out_path),
+     .metavar = "FILE", .help = "write FILE (atomically) instead of stdout"},
+    {.name = "--nearest", .kind = LOOM_CLI_FLAG, .field = F(nearest),
+     .help = "when the runtime cannot run the plan as planned, plan the same inputs\n"
+             "again inside the Megatron-style space the runtimes share, export that,\n"
+             "and report its predicted cost against the original plan's"},
+    {.name = "--calib", .kind = LOOM_CLI_STR, .field = F(nopts.calib_path), .metavar = "FILE",
+     .help = "calibration for --nearest", .def = "the device's shipped one"},
+    {.name = "--profile", .kind = LOOM_CLI_STR, .field = F(nopts.profile_path), .metavar = "DB",
+     .help = "profile db for --nearest"},
+};
+
+const loom_cli_spec loom_cli_spec_export = {
+    .cmd = "export",
+    .usage = "usage: loom export PLAN --to megatron|vllm|deepspeed|torchtitan [-o FILE] [--nearest]\n"
+             "                   [--calib FILE] [--profile DB]\n",
+    .about = "Writes the configuration a runtime needs to run a loom-plan/1 file:\n"
+             "  megatron    a bash launch script: torchrun ... pretrain_gpt.py "
+             "--tensor-model-parallel-size ...\n"
+             "  vllm        a YAML file for `vllm serve MODEL --config FILE` (serving plans)\n"
+             "  deepspeed   a DeepSpeed JSON config\n"
+             "  torchtitan  the [training], [parallelism] and [activation_checkpoint] TOML sections\n",
+    .epilogue = "A plan the runtime cannot run (different tensor-parallel sizes per stage, 2-D tensor\n"
+                "sharding, ...) is refused: each obstacle is listed, nothing is written, exit 1.\n"
+                "Exit codes: 0 written, 1 bad plan or obstacles, 2 usage, 3 --nearest found no plan.\n",
+    .opts = export_opts,
+    .n_opts = sizeof export_opts / sizeof export_opts[0],
+    .pos = {.metavar = "PLAN", .field = F(plan_path), .max = 1, .noun = "PLAN",
+            .help = "a loom-plan/1 file (loom plan -o)"},
+    .args_size = sizeof(export_args),
+    .init = export_args_init,
+};
+#undef F
 
 static void print_list(const char *head, const loom_export_list *l)
 {
@@ -80,48 +116,16 @@ static int write_config(const loom_runtime_config *c, loom_export_target t, cons
 
 int loom_cmd_export(int argc, char **argv)
 {
-    const char *plan_path = NULL, *to = NULL, *out_path = NULL, *v;
-    loom_export_nearest_opts nopts;
-    loom_export_nearest_opts_init(&nopts);
-    bool nearest = false;
-    for (int i = 1; i < argc;) {
-        int r;
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(usage_text, stdout);
-            return LOOM_EXIT_OK;
-        } else if (!strcmp(argv[i], "--nearest")) {
-            nearest = true, i++;
-        } else if ((r = loom_cli_opt(argc, argv, &i, "--to", &v)) != 0) {
-            if (r < 0) return LOOM_EXIT_USAGE;
-            to = v;
-        } else if ((r = loom_cli_opt(argc, argv, &i, "-o", &v)) != 0 ||
-                   (r = loom_cli_opt(argc, argv, &i, "--output", &v)) != 0) {
-            if (r < 0) return LOOM_EXIT_USAGE;
-            out_path = v;
-        } else if ((r = loom_cli_opt(argc, argv, &i, "--calib", &v)) != 0) {
-            if (r < 0) return LOOM_EXIT_USAGE;
-            nopts.calib_path = v;
-        } else if ((r = loom_cli_opt(argc, argv, &i, "--profile", &v)) != 0) {
-            if (r < 0) return LOOM_EXIT_USAGE;
-            nopts.profile_path = v;
-        } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
-            return loom_cli_usage_error("export", "unknown option '%s'", argv[i]);
-        } else if (plan_path) {
-            return loom_cli_usage_error("export", "one PLAN expected, got '%s' and '%s'", plan_path,
-                                        argv[i]);
-        } else {
-            plan_path = argv[i++];
-        }
-    }
+    export_args args;
+    int prc = loom_cli_parse(&loom_cli_spec_export, argc, argv, &args);
+    if (prc != LOOM_CLI_RUN) return prc;
+    const char *plan_path = args.plan_path, *out_path = args.out_path;
+    loom_export_nearest_opts nopts = args.nopts;
+    bool nearest = args.nearest;
     if (!plan_path) return loom_cli_usage_error("export", "missing PLAN (a loom-plan/1 file)");
-    loom_export_target t;
-    if (!to)
+    if (!args.to_given)
         return loom_cli_usage_error("export", "missing --to megatron|vllm|deepspeed|torchtitan");
-    if (!loom_export_target_parse(to, &t))
-        return loom_cli_usage_error("export",
-                                    "--to expects megatron, vllm, deepspeed or torchtitan, "
-                                    "got '%s'",
-                                    to);
+    loom_export_target t = args.to;
 
     loom_error err = {0};
     loom_plan *plan = NULL;

@@ -22,21 +22,57 @@
 #include "graph/model.h"
 #include "planner/cli/cli.h"
 
-static const char *const usage_text =
-    "usage: loom inspect MODEL [--seq N] [--batch N] [--dtype bf16|fp16|fp32|fp8]\n"
-    "                          [--unfused-attention] [--json]\n"
-    "\n"
-    "MODEL is a path or a bundled model name (examples/models/: gpt2, llama-3-8b, …):\n"
-    "an HF config.json or a loom graph (\"format\": \"loom-graph/1\").\n"
-    "\n"
-    "  --seq N               sequence length (default 2048, at most n_positions for GPT-2)\n"
-    "  --batch N             sequences per micro-batch (default 1)\n"
-    "  --dtype T             weight and activation dtype (default bf16)\n"
-    "  --unfused-attention   eager attention (scores, softmax, dropout, context) instead of\n"
-    "                        one fused flash-attention op: activations grow with s²\n"
-    "  --json                one JSON object on stdout\n"
-    "\n"
-    "Supported HF architectures: ";
+typedef struct {
+    const char *model;
+    loom_model_opts o;
+    bool json, unfused, seq_opt, batch_opt, dtype_opt;
+} inspect_args;
+
+static void inspect_args_init(void *p)
+{
+    inspect_args *a = p;
+    memset(a, 0, sizeof *a);
+    loom_model_opts_init(&a->o);
+}
+
+static const loom_cli_choice dtype_choices[] = {{"bf16", LOOM_DTYPE_BF16, false},
+                                                {"fp16", LOOM_DTYPE_FP16, false},
+                                                {"fp32", LOOM_DTYPE_FP32, false},
+                                                {"fp8", LOOM_DTYPE_FP8, false},
+                                                {NULL, 0, false}};
+
+static const char *supported(void) { return loom_model_supported(); }
+
+#define F(m) LOOM_CLI_FIELD(inspect_args, m)
+static const loom_cli_option inspect_opts[] = {
+    {.name = "--seq", .kind = LOOM_CLI_SIZE, .field = F(o.seq), .given = F(seq_opt), .lo = 1,
+     .hi = LOOM_MODEL_MAX_SEQ, .metavar = "N", .help = "sequence length",
+     .def = "2048, capped at n_positions (GPT-2)"},
+    {.name = "--batch", .kind = LOOM_CLI_INT, .field = F(o.batch), .given = F(batch_opt), .lo = 1,
+     .hi = LOOM_MODEL_MAX_BATCH, .metavar = "N", .help = "sequences per micro-batch"},
+    {.name = "--dtype", .kind = LOOM_CLI_ENUM, .field = F(o.dtype), .given = F(dtype_opt),
+     .choices = dtype_choices, .metavar = "T", .help = "weight and activation dtype"},
+    {.name = "--unfused-attention", .kind = LOOM_CLI_FLAG, .field = F(unfused),
+     .help = "eager attention (scores, softmax, dropout, context) instead of\n"
+             "one fused flash-attention op: activations grow with s²"},
+    {.name = "--json", .kind = LOOM_CLI_FLAG, .field = F(json), .help = "one JSON object on stdout"},
+};
+
+const loom_cli_spec loom_cli_spec_inspect = {
+    .cmd = "inspect",
+    .usage = "usage: loom inspect MODEL [--seq N] [--batch N] [--dtype bf16|fp16|fp32|fp8]\n"
+             "                          [--unfused-attention] [--json]\n",
+    .opts = inspect_opts,
+    .n_opts = sizeof inspect_opts / sizeof inspect_opts[0],
+    .pos = {.metavar = "MODEL", .field = F(model), .max = 1, .noun = "MODEL",
+            .help = "a path or a bundled model name (examples/models/: gpt2, llama-3-8b, …):\n"
+                    "an HF config.json or a loom graph (\"format\": \"loom-graph/1\")"},
+    .epilogue = "Supported HF architectures: ",
+    .epilogue_fn = supported,
+    .args_size = sizeof(inspect_args),
+    .init = inspect_args_init,
+};
+#undef F
 
 /* ---- summaries ------------------------------------------------------------- */
 
@@ -295,42 +331,15 @@ static int print_json(const char *path, const loom_graph *g, const loom_graph_to
 
 int loom_cmd_inspect(int argc, char **argv)
 {
-    loom_model_opts o;
-    loom_model_opts_init(&o);
-    o.seq = 0;   /* the model's default: 2048, or n_positions when smaller (GPT-2) */
-    const char *model = NULL, *v;
-    bool json = false, seq_opt = false, batch_opt = false, dtype_opt = false;
-    for (int i = 1; i < argc;) {
-        int r;
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("%s%s\n", usage_text, loom_model_supported());
-            return LOOM_EXIT_OK;
-        } else if (!strcmp(argv[i], "--json")) {
-            json = true, i++;
-        } else if (!strcmp(argv[i], "--unfused-attention")) {
-            o.flash_attention = false, i++;
-        } else if ((r = loom_cli_opt(argc, argv, &i, "--seq", &v)) != 0) {
-            if (r < 0 || !loom_cli_int("inspect", "--seq", v, 1, LOOM_MODEL_MAX_SEQ, &o.seq))
-                return LOOM_EXIT_USAGE;
-            seq_opt = true;
-        } else if ((r = loom_cli_opt(argc, argv, &i, "--batch", &v)) != 0) {
-            if (r < 0 || !loom_cli_int("inspect", "--batch", v, 1, LOOM_MODEL_MAX_BATCH, &o.batch))
-                return LOOM_EXIT_USAGE;
-            batch_opt = true;
-        } else if ((r = loom_cli_opt(argc, argv, &i, "--dtype", &v)) != 0) {
-            if (r < 0) return LOOM_EXIT_USAGE;
-            if (!loom_dtype_parse(v, &o.dtype) || loom_dtype_bytes(o.dtype) == 8 ||
-                o.dtype == LOOM_DTYPE_INT32 || o.dtype == LOOM_DTYPE_U8)
-                return loom_cli_usage_error("inspect", "--dtype expects bf16, fp16, fp32 or fp8, got '%s'", v);
-            dtype_opt = true;
-        } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
-            return loom_cli_usage_error("inspect", "unknown option '%s'", argv[i]);
-        } else if (model) {
-            return loom_cli_usage_error("inspect", "one MODEL expected, got '%s' and '%s'", model, argv[i]);
-        } else {
-            model = argv[i++];
-        }
-    }
+    inspect_args args;
+    int prc = loom_cli_parse(&loom_cli_spec_inspect, argc, argv, &args);
+    if (prc != LOOM_CLI_RUN) return prc;
+    loom_model_opts o = args.o;
+    if (!args.seq_opt) o.seq = 0;   /* the model's default: 2048, or n_positions when smaller (GPT-2) */
+    if (args.unfused) o.flash_attention = false;
+    const char *model = args.model;
+    bool json = args.json, seq_opt = args.seq_opt, batch_opt = args.batch_opt,
+         dtype_opt = args.dtype_opt;
     if (!model) return loom_cli_usage_error("inspect", "missing MODEL (a path or a bundled name)");
     char path[4096];
     if (!loom_cli_find_data(model, "models", path, sizeof path)) {

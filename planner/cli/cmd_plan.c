@@ -23,42 +23,110 @@
 #include "planner/cli/cli.h"
 #include "planner/plan/plan_run.h"
 
-static const char usage_text[] =
-    "usage: loom plan [MODEL] [--cluster C] [--gbs N] [--seq N] [options]\n"
-    "\n"
-    "Plans MODEL (an HF config.json, a loom graph, or a bundled name such as\n"
-    "llama-3-70b) on cluster C (a preset such as dgx-h100-x16 or a loom-cluster/1\n"
-    "file): pipeline stages, their GPUs and logical meshes, every op's sharding,\n"
-    "the schedule, and the predicted step time, throughput, MFU and memory.\n"
-    "Without MODEL: the bundled example, llama-3-8b on dgx-h100-x2.\n"
-    "\n"
-    "  --cluster C            cluster preset or file (required with MODEL)\n"
-    "  --gbs N                training: global batch in sequences (default 256);\n"
-    "                         inference: concurrent sequences\n"
-    "  --seq N                tokens per sequence / inference context (default 4096)\n"
-    "  --mode train|infer     (default train)\n"
-    "  --objective O          train: time|cost|energy (default time);\n"
-    "                         infer: latency|throughput (default latency)\n"
-    "  --latency-bound S      infer throughput: per-token latency bound, seconds\n"
-    "  --space full|megatron  megatron: only plans Megatron-LM/vLLM can run\n"
-    "  --dtype bf16|fp16|fp8  (default bf16)\n"
-    "  --profile DB           measured op times (loom-profile db)\n"
-    "  --calib FILE           calibrated efficiencies (loom calibrate)\n"
-    "  --time-limit S         stop the search after S seconds with the best so far\n"
-    "  --max-mbs N            largest micro-batch tried (default 8)\n"
-    "  --zero N               ZeRO stage over the data-parallel group: the replicas and a stage's\n"
-    "                         in-mesh data-parallel copies (default: the search tries 1-3;\n"
-    "                         1 with one replica)\n"
-    "  --no-recompute         do not consider activation recomputation\n"
-    "  -o FILE                write the plan (loom-plan/1 JSON)\n"
-    "  --svg FILE             draw the placement and the pipeline schedule\n"
-    "  --emit-profile-requests FILE\n"
-    "                         the op shapes the search evaluated, for loom-profile\n"
-    "  --json                 print the plan JSON instead of the table\n"
-    "  --no-timings           write search.time_s as 0 (also LOOM_DETERMINISTIC=1)\n";
+/* ---- options ------------------------------------------------------------------ */
+
+typedef struct {
+    loom_plan_request req;
+    const char *model, *cluster, *out, *svg;
+    loom_plan_objective objective;   /* req.objective once the mode is known */
+    bool objective_given, json, no_timings;
+} plan_args;
+
+static void plan_args_init(void *p)
+{
+    plan_args *a = p;
+    memset(a, 0, sizeof *a);
+    loom_plan_request_init(&a->req);
+    a->objective = a->req.objective;
+}
+
+static const loom_cli_choice mode_choices[] = {
+    {"train", LOOM_PLAN_TRAIN, false}, {"infer", LOOM_PLAN_INFER, false}, {NULL, 0, false}};
+static const loom_cli_choice objective_choices[] = {
+    {"time", LOOM_OBJ_TIME, false},       {"cost", LOOM_OBJ_COST, false},
+    {"energy", LOOM_OBJ_ENERGY, false},   {"latency", LOOM_OBJ_LATENCY, false},
+    {"throughput", LOOM_OBJ_THROUGHPUT, false}, {NULL, 0, false}};
+static const loom_cli_choice space_choices[] = {
+    {"full", false, false}, {"megatron", true, false}, {NULL, 0, false}};
+static const loom_cli_choice dtype_choices[] = {{"bf16", LOOM_DTYPE_BF16, false},
+                                                {"fp16", LOOM_DTYPE_FP16, false},
+                                                {"fp8", LOOM_DTYPE_FP8, false},
+                                                {NULL, 0, false}};
+
+#define F(m) LOOM_CLI_FIELD(plan_args, m)
+static const loom_cli_option plan_opts[] = {
+    {.name = "--cluster", .kind = LOOM_CLI_STR, .field = F(cluster), .metavar = "C",
+     .help = "cluster preset or file (required with MODEL)"},
+    {.name = "--gbs", .kind = LOOM_CLI_SIZE, .field = F(req.gbs), .lo = 1, .hi = (int64_t)1 << 30,
+     .metavar = "N", .help = "training: global batch in sequences;\ninference: concurrent sequences"},
+    {.name = "--seq", .kind = LOOM_CLI_SIZE, .field = F(req.seq), .lo = 1, .hi = (int64_t)1 << 24,
+     .metavar = "N", .help = "tokens per sequence / inference context"},
+    {.name = "--mode", .kind = LOOM_CLI_ENUM, .field = F(req.mode), .choices = mode_choices,
+     .help = "plan for training or for inference (serving)"},
+    {.name = "--objective", .kind = LOOM_CLI_ENUM, .field = F(objective),
+     .given = F(objective_given), .choices = objective_choices, .metavar = "O",
+     .help = "train: time|cost|energy (default time);\ninfer: latency|throughput (default latency)",
+     .def = LOOM_CLI_NO_DEFAULT},
+    {.name = "--latency-bound", .kind = LOOM_CLI_NUM, .field = F(req.latency_bound_s),
+     .min = 1e-9, .max = 1e6, .metavar = "S",
+     .help = "infer throughput: per-token latency bound, seconds", .def = "none"},
+    {.name = "--space", .kind = LOOM_CLI_ENUM, .field = F(req.megatron_space),
+     .choices = space_choices, .help = "megatron: only plans Megatron-LM/vLLM can run"},
+    {.name = "--dtype", .kind = LOOM_CLI_ENUM, .field = F(req.dtype), .choices = dtype_choices,
+     .help = "compute dtype"},
+    {.name = "--profile", .kind = LOOM_CLI_STR, .field = F(req.profile_db_path), .metavar = "DB",
+     .help = "measured op times (loom-profile db)"},
+    {.name = "--calib", .kind = LOOM_CLI_STR, .field = F(req.calib_path), .metavar = "FILE",
+     .help = "calibrated efficiencies (loom calibrate)"},
+    {.name = "--time-limit", .kind = LOOM_CLI_NUM, .field = F(req.time_limit_s), .min = 1e-3,
+     .max = 1e7, .metavar = "S", .help = "stop the search after S seconds with the best so far",
+     .def = "none"},
+    /* 0 in the request: the search's own default (loom_search_request_init) */
+    {.name = "--max-mbs", .kind = LOOM_CLI_INT, .field = F(req.max_micro_batch), .lo = 1,
+     .hi = 1024, .metavar = "N", .help = "largest micro-batch tried", .def = "8"},
+    {.name = "--zero", .kind = LOOM_CLI_INT, .field = F(req.zero), .lo = 0, .hi = 3,
+     .metavar = "N",
+     .help = "ZeRO stage over the data-parallel group: the replicas and a stage's\n"
+             "in-mesh data-parallel copies",
+     .def = "the search tries 1-3; 1 with one replica"},
+    {.name = "--no-recompute", .kind = LOOM_CLI_FLAG, .field = F(req.no_recompute),
+     .help = "do not consider activation recomputation"},
+    {.short_name = "-o", .kind = LOOM_CLI_STR, .field = F(out), .metavar = "FILE",
+     .help = "write the plan (loom-plan/1 JSON)"},
+    {.name = "--svg", .kind = LOOM_CLI_STR, .field = F(svg), .metavar = "FILE",
+     .help = "draw the placement and the pipeline schedule"},
+    {.name = "--emit-profile-requests", .kind = LOOM_CLI_STR, .field = F(req.profile_requests_path),
+     .metavar = "FILE", .help = "the op shapes the search evaluated, for loom-profile"},
+    {.name = "--json", .kind = LOOM_CLI_FLAG, .field = F(json),
+     .help = "print the plan JSON instead of the table"},
+    {.name = "--no-timings", .kind = LOOM_CLI_FLAG, .field = F(no_timings),
+     .help = "write search.time_s as 0 (also LOOM_DETERMINISTIC=1)"},
+};
+
+const loom_cli_spec loom_cli_spec_plan = {
+    .cmd = "plan",
+    .usage = "usage: loom plan [MODEL] [--cluster C] [--gbs N] [--seq N] [options]\n",
+    .about = "Plans MODEL (an HF config.json, a loom graph, or a bundled name such as\n"
+             "llama-3-70b) on cluster C (a preset such as dgx-h100-x16 or a loom-cluster/1\n"
+             "file): pipeline stages, their GPUs and logical meshes, every op's sharding,\n"
+             "the schedule, and the predicted step time, throughput, MFU and memory.\n"
+             "Without MODEL: the bundled example, llama-3-8b on dgx-h100-x2.\n",
+    .opts = plan_opts,
+    .n_opts = sizeof plan_opts / sizeof plan_opts[0],
+    .pos = {.metavar = "MODEL", .field = F(model), .max = 1, .noun = "model",
+            .help = "model path or bundled name (default: llama-3-8b)",
+            .too_many = "one model only (got '%s' and '%s')"},
+    .args_size = sizeof(plan_args),
+    .init = plan_args_init,
+};
+#undef F
 
 static volatile sig_atomic_t interrupted;
-static volatile int stop_flag;
+/* The search polls *req.stop, a `const volatile int *` (plan_run.h); where
+ * sig_atomic_t is int, as _Static_assert checks, the handler's flag is both. */
+static volatile sig_atomic_t stop_flag;
+_Static_assert(_Generic((sig_atomic_t)0, int: 1, default: 0),
+               "req.stop points to an int: sig_atomic_t must be int here");
 
 /* The output files of this run, for the second Ctrl-C: their temporary
  * names, and whether the file itself has been written by this run. */
@@ -206,82 +274,15 @@ static int cannot_fit(const loom_plan_request *req, const loom_plan_diag *dg, co
 
 int loom_cmd_plan(int argc, char **argv)
 {
-    const char *cmd = "plan", *model = NULL, *cluster = NULL, *out = NULL, *svg = NULL;
-    const char *v, *mode = NULL, *objective = NULL;
-    bool json = false, no_timings = false;
-    loom_plan_request req;
-    loom_plan_request_init(&req);
-    for (int i = 1; i < argc;) {
-        const char *a = argv[i];
-        int r;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(usage_text, stdout);
-            return LOOM_EXIT_OK;
-        }
-        if (!strcmp(a, "--json")) json = true, i++;
-        else if (!strcmp(a, "--no-timings")) no_timings = true, i++;
-        else if (!strcmp(a, "--no-recompute")) req.no_recompute = true, i++;
-        else if ((r = loom_cli_opt(argc, argv, &i, "--cluster", &cluster))) {
-            if (r < 0) return LOOM_EXIT_USAGE;
-        } else if ((r = loom_cli_opt(argc, argv, &i, "--gbs", &v))) {
-            if (r < 0 || !loom_cli_int(cmd, "--gbs", v, 1, (int64_t)1 << 30, &req.gbs))
-                return LOOM_EXIT_USAGE;
-        } else if ((r = loom_cli_opt(argc, argv, &i, "--seq", &v))) {
-            if (r < 0 || !loom_cli_int(cmd, "--seq", v, 1, (int64_t)1 << 24, &req.seq))
-                return LOOM_EXIT_USAGE;
-        } else if ((r = loom_cli_opt(argc, argv, &i, "--mode", &mode))) {
-            if (r < 0) return LOOM_EXIT_USAGE;
-        } else if ((r = loom_cli_opt(argc, argv, &i, "--objective", &objective))) {
-            if (r < 0) return LOOM_EXIT_USAGE;
-        } else if ((r = loom_cli_opt(argc, argv, &i, "--latency-bound", &v))) {
-            if (r < 0 || !loom_cli_num(cmd, "--latency-bound", v, 1e-9, 1e6, &req.latency_bound_s))
-                return LOOM_EXIT_USAGE;
-        } else if ((r = loom_cli_opt(argc, argv, &i, "--space", &v))) {
-            if (r < 0) return LOOM_EXIT_USAGE;
-            if (strcmp(v, "full") && strcmp(v, "megatron"))
-                return loom_cli_usage_error(cmd, "--space expects full or megatron, got '%s'", v);
-            req.megatron_space = !strcmp(v, "megatron");
-        } else if ((r = loom_cli_opt(argc, argv, &i, "--dtype", &v))) {
-            if (r < 0) return LOOM_EXIT_USAGE;
-            if (!loom_dtype_parse(v, &req.dtype) ||
-                (req.dtype != LOOM_DTYPE_BF16 && req.dtype != LOOM_DTYPE_FP16 &&
-                 req.dtype != LOOM_DTYPE_FP8))
-                return loom_cli_usage_error(cmd, "--dtype expects bf16, fp16 or fp8, got '%s'", v);
-        } else if ((r = loom_cli_opt(argc, argv, &i, "--profile", &req.profile_db_path))) {
-            if (r < 0) return LOOM_EXIT_USAGE;
-        } else if ((r = loom_cli_opt(argc, argv, &i, "--calib", &req.calib_path))) {
-            if (r < 0) return LOOM_EXIT_USAGE;
-        } else if ((r = loom_cli_opt(argc, argv, &i, "--time-limit", &v))) {
-            if (r < 0 || !loom_cli_num(cmd, "--time-limit", v, 1e-3, 1e7, &req.time_limit_s))
-                return LOOM_EXIT_USAGE;
-        } else if ((r = loom_cli_opt(argc, argv, &i, "--max-mbs", &v))) {
-            if (r < 0 || !loom_cli_int(cmd, "--max-mbs", v, 1, 1024, &req.max_micro_batch))
-                return LOOM_EXIT_USAGE;
-        } else if ((r = loom_cli_opt(argc, argv, &i, "--zero", &v))) {
-            int64_t z;
-            if (r < 0 || !loom_cli_int(cmd, "--zero", v, 0, 3, &z)) return LOOM_EXIT_USAGE;
-            req.zero = (int)z;
-        } else if ((r = loom_cli_opt(argc, argv, &i, "-o", &out))) {
-            if (r < 0) return LOOM_EXIT_USAGE;
-        } else if ((r = loom_cli_opt(argc, argv, &i, "--svg", &svg))) {
-            if (r < 0) return LOOM_EXIT_USAGE;
-        } else if ((r = loom_cli_opt(argc, argv, &i, "--emit-profile-requests",
-                                     &req.profile_requests_path))) {
-            if (r < 0) return LOOM_EXIT_USAGE;
-        } else if (a[0] == '-' && a[1]) {
-            return loom_cli_usage_error(cmd, "unknown option '%s'", a);
-        } else if (!model) {
-            model = a, i++;
-        } else {
-            return loom_cli_usage_error(cmd, "one model only (got '%s' and '%s')", model, a);
-        }
-    }
-    if (mode && !loom_plan_mode_parse(mode, &req.mode))
-        return loom_cli_usage_error(cmd, "--mode expects train or infer, got '%s'", mode);
+    const char *cmd = "plan";
+    plan_args args;
+    int rc = loom_cli_parse(&loom_cli_spec_plan, argc, argv, &args);
+    if (rc != LOOM_CLI_RUN) return rc;
+    loom_plan_request req = args.req;
+    const char *model = args.model, *cluster = args.cluster, *out = args.out, *svg = args.svg;
+    bool json = args.json, no_timings = args.no_timings;
     if (req.mode == LOOM_PLAN_INFER) req.objective = LOOM_OBJ_LATENCY;
-    if (objective && !loom_plan_objective_parse(objective, &req.objective))
-        return loom_cli_usage_error(cmd, "--objective expects time, cost, energy, latency or "
-                                         "throughput, got '%s'", objective);
+    if (args.objective_given) req.objective = args.objective;
     bool infer_obj = req.objective == LOOM_OBJ_LATENCY || req.objective == LOOM_OBJ_THROUGHPUT;
     if (infer_obj != (req.mode == LOOM_PLAN_INFER))
         return loom_cli_usage_error(cmd, "--objective %s is for %s (use --mode %s)",
@@ -305,8 +306,7 @@ int loom_cmd_plan(int argc, char **argv)
     req.model_path = model_path;
     req.model_label = model;
     req.cluster = cluster;
-    const char *det = getenv("LOOM_DETERMINISTIC");
-    if (det && strcmp(det, "0") != 0 && det[0]) no_timings = true;
+    if (loom_cli_deterministic()) no_timings = true;
 
     progress_state ps = {.tty = isatty(2) != 0};
     ps.start_s = loom_clock_s();

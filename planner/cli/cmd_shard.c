@@ -33,41 +33,13 @@
 #include "planner/cli/cli.h"
 #include "solver/intra.h"
 
-static const char *const usage_text =
-    "usage: loom shard MODEL --mesh AxB [--cluster C] [--batch N] [--seq N] [--dtype T]\n"
-    "                  [--layer N] [--micro-batches N] [--inference] [--megatron]\n"
-    "                  [--unfused-attention]\n"
-    "                  [--memory-budget GIB] [--time-limit S] [--debug] [--json]\n"
-    "\n"
-    "Chooses a sharding strategy for every op of one layer on the logical mesh A x B\n"
-    "(axis 1, of size B, runs inside a node) with the intra-operator ILP, and prints\n"
-    "each op's specs in dim names: \"b s@1 h\" = s split over axis 1, \"f@01\" = split\n"
-    "over both axes, a plain name = replicated.\n"
-    "\n"
-    "  --mesh AxB            logical mesh, e.g. 1x8, 2x4, 4x8 (required)\n"
-    "  --cluster C           cluster preset or file (default: dgx-h100-xN, N nodes enough\n"
-    "                        for the mesh)\n"
-    "  --batch N, --seq N    micro-batch size and sequence length (defaults 1 and 2048)\n"
-    "  --dtype T             bf16 (default), fp16, fp32 or fp8\n"
-    "  --unfused-attention   eager attention (scores, softmax, context) instead of one fused op\n"
-    "  --layer N             the layer to show (default: the first transformer block)\n"
-    "  --micro-batches N     gradient sync amortised over N micro-batches (default 1)\n"
-    "  --inference           forward only: no backward, gradients or saved activations\n"
-    "  --megatron            only Megatron-expressible strategies (data parallel on axis 0,\n"
-    "                        tensor/sequence parallel on axis 1)\n"
-    "  --memory-budget GIB   per-GPU bytes for this layer's parameters, gradients, optimizer\n"
-    "                        state and activations (exit 3 when it cannot be met)\n"
-    "  --time-limit S        ILP time limit in seconds (default 10)\n"
-    "  --debug               also write the ILP as loom-shard.L<layer>.lp (CPLEX LP format)\n"
-    "  --json                one JSON object on stdout\n";
-
 typedef struct {
     const char *model, *cluster;
     loom_mesh_shape mesh;
     loom_model_opts mo;
     int64_t layer, micro_batches;
     double budget_gib, time_limit_s;
-    bool inference, megatron, debug, json, layer_set;
+    bool inference, megatron, debug, json, layer_set, unfused;
 } shard_args;
 
 static bool parse_mesh(const char *v, loom_mesh_shape *m)
@@ -82,69 +54,93 @@ static bool parse_mesh(const char *v, loom_mesh_shape *m)
     return true;
 }
 
-static int parse_args(int argc, char **argv, shard_args *a)
+static bool parse_mesh_opt(const char *cmd, const char *opt, const char *v, void *p)
 {
+    shard_args *a = p;
+    if (parse_mesh(v, &a->mesh)) return true;
+    loom_cli_usage_error(cmd, "%s expects AxB with A, B >= 1 (e.g. 2x4), got '%s'", opt, v);
+    return false;
+}
+
+static void shard_args_init(void *p)
+{
+    shard_args *a = p;
     memset(a, 0, sizeof *a);
     loom_model_opts_init(&a->mo);
     a->micro_batches = 1;
     a->time_limit_s = 10;
-    const char *v;
-    for (int i = 1; i < argc;) {
-        int r;
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(usage_text, stdout);
-            return -1;
-        } else if (!strcmp(argv[i], "--json")) {
-            a->json = true, i++;
-        } else if (!strcmp(argv[i], "--debug")) {
-            a->debug = true, i++;
-        } else if (!strcmp(argv[i], "--inference")) {
-            a->inference = true, i++;
-        } else if (!strcmp(argv[i], "--megatron")) {
-            a->megatron = true, i++;
-        } else if (!strcmp(argv[i], "--unfused-attention")) {
-            a->mo.flash_attention = false, i++;
-        } else if ((r = loom_cli_opt(argc, argv, &i, "--mesh", &v)) != 0) {
-            if (r < 0) return LOOM_EXIT_USAGE;
-            if (!parse_mesh(v, &a->mesh))
-                return loom_cli_usage_error("shard", "--mesh expects AxB with A, B >= 1 (e.g. 2x4), got '%s'", v);
-        } else if ((r = loom_cli_opt(argc, argv, &i, "--cluster", &v)) != 0) {
-            if (r < 0) return LOOM_EXIT_USAGE;
-            a->cluster = v;
-        } else if ((r = loom_cli_opt(argc, argv, &i, "--batch", &v)) != 0) {
-            if (r < 0 || !loom_cli_int("shard", "--batch", v, 1, LOOM_MODEL_MAX_BATCH, &a->mo.batch))
-                return LOOM_EXIT_USAGE;
-        } else if ((r = loom_cli_opt(argc, argv, &i, "--seq", &v)) != 0) {
-            if (r < 0 || !loom_cli_int("shard", "--seq", v, 1, LOOM_MODEL_MAX_SEQ, &a->mo.seq))
-                return LOOM_EXIT_USAGE;
-        } else if ((r = loom_cli_opt(argc, argv, &i, "--dtype", &v)) != 0) {
-            if (r < 0) return LOOM_EXIT_USAGE;
-            if (!loom_dtype_parse(v, &a->mo.dtype) || loom_dtype_bytes(a->mo.dtype) == 8 ||
-                a->mo.dtype == LOOM_DTYPE_INT32 || a->mo.dtype == LOOM_DTYPE_U8)
-                return loom_cli_usage_error("shard", "--dtype expects bf16, fp16, fp32 or fp8, got '%s'", v);
-        } else if ((r = loom_cli_opt(argc, argv, &i, "--layer", &v)) != 0) {
-            if (r < 0 || !loom_cli_int("shard", "--layer", v, 0, 1000000, &a->layer)) return LOOM_EXIT_USAGE;
-            a->layer_set = true;
-        } else if ((r = loom_cli_opt(argc, argv, &i, "--micro-batches", &v)) != 0) {
-            if (r < 0 || !loom_cli_int("shard", "--micro-batches", v, 1, 1 << 24, &a->micro_batches))
-                return LOOM_EXIT_USAGE;
-        } else if ((r = loom_cli_opt(argc, argv, &i, "--memory-budget", &v)) != 0) {
-            if (r < 0 || !loom_cli_num("shard", "--memory-budget", v, 1e-6, 1e9, &a->budget_gib))
-                return LOOM_EXIT_USAGE;
-        } else if ((r = loom_cli_opt(argc, argv, &i, "--time-limit", &v)) != 0) {
-            if (r < 0 || !loom_cli_num("shard", "--time-limit", v, 0.001, 86400, &a->time_limit_s))
-                return LOOM_EXIT_USAGE;
-        } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
-            return loom_cli_usage_error("shard", "unknown option '%s'", argv[i]);
-        } else if (a->model) {
-            return loom_cli_usage_error("shard", "one MODEL expected, got '%s' and '%s'", a->model, argv[i]);
-        } else {
-            a->model = argv[i++];
-        }
-    }
+}
+
+static const loom_cli_choice dtype_choices[] = {{"bf16", LOOM_DTYPE_BF16, false},
+                                                {"fp16", LOOM_DTYPE_FP16, false},
+                                                {"fp32", LOOM_DTYPE_FP32, false},
+                                                {"fp8", LOOM_DTYPE_FP8, false},
+                                                {NULL, 0, false}};
+
+#define F(m) LOOM_CLI_FIELD(shard_args, m)
+static const loom_cli_option shard_opts[] = {
+    {.name = "--mesh", .kind = LOOM_CLI_CUSTOM, .parse = parse_mesh_opt, .metavar = "AxB",
+     .help = "logical mesh, e.g. 1x8, 2x4, 4x8 (required)"},
+    {.name = "--cluster", .kind = LOOM_CLI_STR, .field = F(cluster), .metavar = "C",
+     .help = "cluster preset or file", .def = "dgx-h100-xN, N nodes enough for the mesh"},
+    {.name = "--batch", .kind = LOOM_CLI_INT, .field = F(mo.batch), .lo = 1,
+     .hi = LOOM_MODEL_MAX_BATCH, .metavar = "N", .help = "micro-batch size"},
+    {.name = "--seq", .kind = LOOM_CLI_SIZE, .field = F(mo.seq), .lo = 1, .hi = LOOM_MODEL_MAX_SEQ,
+     .metavar = "N", .help = "sequence length"},
+    {.name = "--dtype", .kind = LOOM_CLI_ENUM, .field = F(mo.dtype), .choices = dtype_choices,
+     .metavar = "T", .help = "bf16, fp16, fp32 or fp8"},
+    {.name = "--unfused-attention", .kind = LOOM_CLI_FLAG, .field = F(unfused),
+     .help = "eager attention (scores, softmax, context) instead of one fused op"},
+    {.name = "--layer", .kind = LOOM_CLI_INT, .field = F(layer), .given = F(layer_set), .lo = 0,
+     .hi = 1000000, .metavar = "N", .help = "the layer to show",
+     .def = "the first transformer block"},
+    {.name = "--micro-batches", .kind = LOOM_CLI_INT, .field = F(micro_batches), .lo = 1,
+     .hi = 1 << 24, .metavar = "N", .help = "gradient sync amortised over N micro-batches"},
+    {.name = "--inference", .kind = LOOM_CLI_FLAG, .field = F(inference),
+     .help = "forward only: no backward, gradients or saved activations"},
+    {.name = "--megatron", .kind = LOOM_CLI_FLAG, .field = F(megatron),
+     .help = "only Megatron-expressible strategies (data parallel on axis 0,\n"
+             "tensor/sequence parallel on axis 1)"},
+    {.name = "--memory-budget", .kind = LOOM_CLI_NUM, .field = F(budget_gib), .min = 1e-6,
+     .max = 1e9, .metavar = "GIB",
+     .help = "per-GPU bytes for this layer's parameters, gradients, optimizer\n"
+             "state and activations (exit 3 when it cannot be met)",
+     .def = "none"},
+    {.name = "--time-limit", .kind = LOOM_CLI_NUM, .field = F(time_limit_s), .min = 0.001,
+     .max = 86400, .metavar = "S", .help = "ILP time limit in seconds"},
+    {.name = "--debug", .kind = LOOM_CLI_FLAG, .field = F(debug),
+     .help = "also write the ILP as loom-shard.L<layer>.lp (CPLEX LP format)"},
+    {.name = "--json", .kind = LOOM_CLI_FLAG, .field = F(json), .help = "one JSON object on stdout"},
+};
+
+const loom_cli_spec loom_cli_spec_shard = {
+    .cmd = "shard",
+    .usage = "usage: loom shard MODEL --mesh AxB [--cluster C] [--batch N] [--seq N] [--dtype T]\n"
+             "                  [--layer N] [--micro-batches N] [--inference] [--megatron]\n"
+             "                  [--unfused-attention]\n"
+             "                  [--memory-budget GIB] [--time-limit S] [--debug] [--json]\n",
+    .about = "Chooses a sharding strategy for every op of one layer on the logical mesh A x B\n"
+             "(axis 1, of size B, runs inside a node) with the intra-operator ILP, and prints\n"
+             "each op's specs in dim names: \"b s@1 h\" = s split over axis 1, \"f@01\" = split\n"
+             "over both axes, a plain name = replicated.\n",
+    .opts = shard_opts,
+    .n_opts = sizeof shard_opts / sizeof shard_opts[0],
+    .pos = {.metavar = "MODEL", .field = F(model), .max = 1, .noun = "MODEL",
+            .help = "a path or a bundled model name (examples/models/)"},
+    .args_size = sizeof(shard_args),
+    .init = shard_args_init,
+};
+#undef F
+
+/* Returns LOOM_CLI_RUN when parsed, else the exit code. */
+static int parse_args(int argc, char **argv, shard_args *a)
+{
+    int rc = loom_cli_parse(&loom_cli_spec_shard, argc, argv, a);
+    if (rc != LOOM_CLI_RUN) return rc;
+    if (a->unfused) a->mo.flash_attention = false;
     if (!a->model) return loom_cli_usage_error("shard", "missing MODEL (a path or a bundled name)");
     if (!a->mesh.n0) return loom_cli_usage_error("shard", "missing --mesh AxB");
-    return 0;
+    return LOOM_CLI_RUN;
 }
 
 /* The cluster: the named one, or the smallest DGX H100 preset holding the mesh. */
@@ -335,8 +331,7 @@ int loom_cmd_shard(int argc, char **argv)
 {
     shard_args a;
     int rc = parse_args(argc, argv, &a);
-    if (rc < 0) return LOOM_EXIT_OK;   /* --help */
-    if (rc) return rc;
+    if (rc != LOOM_CLI_RUN) return rc;
     char path[4096];
     if (!loom_cli_find_data(a.model, "models", path, sizeof path)) {
         fprintf(stderr, "loom: %s: no such file, and no bundled model of that name "

@@ -1,7 +1,7 @@
 /*
  * algo.h — search algorithms for parallel plans behind one interface and
  * ONE evaluator, so that `loom compare` compares them on equal terms
- * (DESIGN §9).
+ * (docs/design.md §9).
  *
  * THE PROBLEM. A loom_algo_request names a model, a cost model (cluster,
  * calibration, profile db), the batch (gbs sequences of seq tokens), the

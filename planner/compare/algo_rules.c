@@ -1,6 +1,6 @@
 /*
  * algo_rules.c — `rules`: the rule of thumb practitioners start from
- * (DESIGN §9), asking the shared evaluator only "does it fit?":
+ * (docs/design.md §9), asking the shared evaluator only "does it fit?":
  *
  *   1. the model trains on one GPU      → pure data parallelism;
  *   2. it fits in one node              → tensor parallel inside the node

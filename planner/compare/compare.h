@@ -1,7 +1,7 @@
 /*
  * compare.h — `loom compare`: several search algorithms (planner/compare/algo.h)
  * over a suite of (model, cluster, batch) cases, scored by one evaluator,
- * reported as markdown, CSV, JSON and an SVG chart (DESIGN §9).
+ * reported as markdown, CSV, JSON and an SVG chart (docs/design.md §9).
  *
  * Suite (docs/compare.md): "loom-suite/1" JSON, a name and a list of cases
  * {name, model, cluster, gbs, seq, mode, objective, dtype,

@@ -1,6 +1,6 @@
 /*
  * mspace.h — the Megatron-style search space shared by `grid`, `genetic`,
- * `random`, `rules` and `pp-only` (DESIGN §9), and its mapping onto the
+ * `random`, `rules` and `pp-only` (docs/design.md §9), and its mapping onto the
  * configurations the shared evaluator scores (algo.h).
  *
  * A point is a loom_parallel value (costs/parallel.h): tensor parallel tp,

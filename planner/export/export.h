@@ -1,6 +1,6 @@
 /*
  * export.h — turning a plan into the configuration a runtime runs
- * (DESIGN §7 "The plan and its exports").
+ * (docs/design.md §7 "The plan and its exports").
  *
  * The common language is the runtime configuration, loom_runtime_config: a
  * Megatron-style loom_parallel (degrees, batch, recompute, ZeRO, dtype), the

@@ -1,5 +1,5 @@
 /*
- * plan.h — a placement plan: the answer `loom plan` gives (DESIGN §7).
+ * plan.h — a placement plan: the answer `loom plan` gives (docs/design.md §7).
  *
  * A plan says, for one model on one cluster, how every layer is placed:
  * which pipeline stage holds it, on which GPUs, on what logical device mesh,

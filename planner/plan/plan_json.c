@@ -1,6 +1,6 @@
 /*
  * plan_json.c — loom-plan/1 JSON: writer and reader (schema:
- * docs/plan-format.md; field names of DESIGN §7 are the contract that
+ * docs/plan-format.md; field names of docs/design.md §7 are the contract that
  * exporters and other tools read).
  *
  * Writing builds a cJSON tree in a fixed member order and prints it with

@@ -1,5 +1,5 @@
 /*
- * plan_run.h — planning end to end: a problem in, a plan out (DESIGN §6–7).
+ * plan_run.h — planning end to end: a problem in, a plan out (docs/design.md §6–7).
  *
  * loom_plan_run loads the model and the cluster (and the calibration and
  * profile db when given), builds the cost model, runs the Alpa search

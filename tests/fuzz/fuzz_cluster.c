@@ -5,7 +5,7 @@
  * Any input: no crash, no undefined behaviour, a failure naming the file.
  * An accepted cluster must be one the cost model can use: at least one GPU,
  * positive finite link bandwidths where links are used, and collective
- * times over its mesh axes that are finite and non-negative (DESIGN §4: the
+ * times over its mesh axes that are finite and non-negative (docs/design.md §4: the
  * alpha-beta formulas divide by bandwidth and multiply by ranks).
  */
 #include <math.h>

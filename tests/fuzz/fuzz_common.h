@@ -4,7 +4,7 @@
  * Each target feeds arbitrary bytes to one reader and turns a broken promise
  * into a crash the fuzzer reports (abort), besides the crashes ASan and
  * UBSan catch on their own. The promises every reader makes on ANY input
- * (base/error.h, DESIGN §3 "Bad input gets an error that names the file"):
+ * (base/error.h, docs/design.md §3 "Bad input gets an error that names the file"):
  *
  *   - a failure returns a status other than LOOM_OK, records that status in
  *     err.status, and leaves a non-empty message naming the file;
