@@ -204,6 +204,21 @@ static bool find_model(const char *id, char *path, size_t n)
     return false;
 }
 
+/* The checkpoint's own quantisation (config.json "quantization_config":
+ * DeepSeek-V3 ships FP8; AWQ/GPTQ checkpoints int4), which the engines
+ * load without a flag. */
+static bool checkpoint_weights(const char *path, loom_serve_weights *out)
+{
+    cJSON *root = NULL;
+    loom_error ignore;
+    if (loom_json_parse_file(path, &root, &ignore)) return false;
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(root, "quantization_config");
+    const cJSON *m = q ? cJSON_GetObjectItemCaseSensitive(q, "quant_method") : NULL;
+    bool found = cJSON_IsString(m) && loom_serve_weights_parse(m->valuestring, out);
+    cJSON_Delete(root);
+    return found;
+}
+
 static double gib(int64_t b) { return (double)b / (double)((int64_t)1 << 30); }
 
 static void print_dist(const char *name, const loom_serve_dist *d, double scale, const char *unit)
@@ -504,6 +519,7 @@ int loom_cmd_eval_serve(int argc, char **argv)
     if (attn_dp) o.par.attn_dp = a.dp;
     else o.par.replicas = a.dp;
     o.par.weights = (loom_serve_weights)a.weights;
+    if (!a.weights_given) checkpoint_weights(model_path, &o.par.weights);
     o.par.kv_dtype = (loom_dtype)a.kv_dtype;
     loom_serve_engine_defaults((loom_engine_kind)a.engine, &cluster.gpu, a.tp * o.par.attn_dp,
                                &o.engine);
