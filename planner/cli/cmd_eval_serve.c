@@ -153,8 +153,8 @@ const loom_cli_spec loom_cli_spec_eval_serve = {
              "                 [--weights bf16|fp8|int4] [--kv-dtype bf16|fp8]\n"
              "                 [--engine vllm|sglang|trtllm] [--max-num-seqs N]\n"
              "                 [--max-batched-tokens N] [--json]\n"
-             "       loom eval [MODEL] --cluster C --from-vllm \"vllm serve MODEL -tp 8 …\" --isl N …\n"
-             "       loom eval [MODEL] --cluster C --from-sglang \"python -m sglang.launch_server …\" …\n",
+             "       loom eval [MODEL] --cluster C --from-vllm \"vllm serve MODEL …\" --isl N …\n"
+             "       loom eval [MODEL] --cluster C --from-sglang \"… sglang.launch_server …\" …\n",
     .about = "Predicts one serving deployment: replicas of an engine instance (vLLM, SGLang,\n"
              "TensorRT-LLM) under a workload. Time to first token, time per output token,\n"
              "inter-token and end-to-end latency (mean, p50, p90, p99) from a request-level\n"
@@ -171,7 +171,7 @@ const loom_cli_spec loom_cli_spec_eval_serve = {
 #undef F
 
 /* "meta-llama/Meta-Llama-3-70B-Instruct" → a bundled examples/models name. */
-static bool find_model(const char *id, char *path, size_t n)
+bool loom_cli_find_model_id(const char *id, char *path, size_t n)
 {
     if (loom_cli_find_data(id, "models", path, n)) return true;
     const char *base = strrchr(id, '/');
@@ -433,7 +433,7 @@ static int apply_launch(serve_args *a, loom_serve_launch *l, char *path, size_t 
     }
     if (!a->kv_given && !strcmp(l->kv_dtype, "fp8")) a->kv_dtype = LOOM_DTYPE_FP8;
     if (!a->model) {
-        if (!l->model[0] || !find_model(l->model, path, n)) {
+        if (!l->model[0] || !loom_cli_find_model_id(l->model, path, n)) {
             fprintf(stderr, "loom eval: the launch line serves '%s', which is not a bundled model; "
                     "give MODEL (its config.json)\n", l->model[0] ? l->model : "(no model)");
             return LOOM_EXIT_FAIL;
