@@ -11,7 +11,7 @@
  *
  * Loss. Over the cases used and the metrics each has, the squared log
  * error of the steady-state prediction, weights TPOT (or ITL) 1, TTFT 0.5,
- * output throughput 1; plus a pull towards the prior, 0.02 · Σ
+ * output throughput 1; plus a pull towards the prior, 0.002 · Σ
  * (log(x / x_prior))² over the parameters, so that a parameter the records
  * do not constrain stays physical. Steady state, not the simulator: it is
  * three orders faster and agrees with it at moderate load (tests); the
@@ -19,8 +19,8 @@
  *
  * Search. Coordinate descent in log space within the bounds of
  * LOOM_SERVE_CALIB_FIELDS: each parameter tries × and ÷ its step, keeps
- * an improvement, and the steps halve when a sweep finds none (from a
- * factor 1.5 down to 1.01). The loss is not convex in all parameters, but
+ * the better while it improves, and the steps halve when a sweep finds none
+ * (from a factor 1.5 down to 1.002). The loss is not convex in all parameters, but
  * the prior and the bounds keep the search in one basin; the result is
  * deterministic.
  */
@@ -87,16 +87,27 @@ loom_status loom_serve_case_predict(const loom_serve_case *c, const loom_serve_c
 
 static double sq(double x) { return x * x; }
 
-static double loss(const loom_serve_case *cases, size_t n, const bool *use,
+/* The steady-state metrics of case i's model m under cal. */
+static bool predict_fast(loom_serve_model *m, const loom_serve_case *c, const loom_serve_calib *cal,
+                         loom_serve_metrics *out)
+{
+    loom_serve_model_set_calib(m, cal);
+    loom_serve_steady_result r;
+    loom_error ignore;
+    if (loom_serve_steady(m, &c->rec->work, &r, &ignore)) return false;
+    *out = r.m;
+    return true;
+}
+
+static double loss(const loom_serve_case *cases, size_t n, loom_serve_model **models,
                    const loom_serve_calib *cal, const loom_serve_calib *prior)
 {
     double L = 0;
     for (size_t i = 0; i < n; i++) {
-        if (use && !use[i]) continue;
+        if (!models[i]) continue;
         const double *meas = cases[i].rec->measured;
         loom_serve_metrics m;
-        loom_error ignore;
-        if (loom_serve_case_predict(&cases[i], cal, false, &m, &ignore)) continue;
+        if (!predict_fast(models[i], &cases[i], cal, &m)) continue;
         double tpot = meas[LOOM_SM_TPOT] > 0 ? meas[LOOM_SM_TPOT] : meas[LOOM_SM_ITL];
         if (tpot > 0 && m.tpot.mean > 0) L += sq(log(m.tpot.mean / tpot));
         if (meas[LOOM_SM_TTFT] > 0 && m.ttft.mean > 0) L += 0.5 * sq(log(m.ttft.mean / meas[LOOM_SM_TTFT]));
@@ -106,7 +117,7 @@ static double loss(const loom_serve_case *cases, size_t n, const bool *use,
     for (int k = 0; k < LOOM_SERVE_CALIB_NFIELDS; k++) {
         double x = *loom_serve_calib_field((loom_serve_calib *)cal, k);
         double p = *loom_serve_calib_field((loom_serve_calib *)prior, k);
-        if (x > 0 && p > 0) L += 0.02 * sq(log(x / p));
+        if (x > 0 && p > 0) L += 0.002 * sq(log(x / p));
     }
     return L;
 }
@@ -117,6 +128,20 @@ loom_status loom_serve_fit(const loom_serve_case *cases, size_t n, const bool *u
     loom_status s = loom_serve_calib_validate(cal, err);
     if (s) return s;
     loom_serve_calib prior = *cal, best = *cal;
+    /* one model per case used, built once (a case that does not fit: NULL) */
+    loom_serve_model **models = calloc(n ? n : 1, sizeof *models);
+    if (!models) return loom_error_set(err, LOOM_ERR_NOMEM, "serving fit: out of memory");
+    for (size_t i = 0; i < n; i++) {
+        if (use && !use[i]) continue;
+        loom_serve_model_opts o;
+        loom_serve_case_opts(&cases[i], cal, &o);
+        loom_error ignore;
+        if (loom_serve_model_create(&o, &models[i], &ignore)) continue;
+        if (!loom_serve_model_memory(models[i])->fits) {
+            loom_serve_model_destroy(models[i]);
+            models[i] = NULL;
+        }
+    }
     /* zero-valued parameters (overheads) start from a small positive value
      * so that a multiplicative step can move them */
     for (int k = 0; k < LOOM_SERVE_CALIB_NFIELDS; k++) {
@@ -124,32 +149,40 @@ loom_status loom_serve_fit(const loom_serve_case *cases, size_t n, const bool *u
         loom_serve_calib_field_bounds(k, &lo, &hi);
         if (*x <= 0) *x = lo > 0 ? lo : hi * 1e-3;
     }
-    double L = loss(cases, n, use, &best, &prior);
-    for (double step = 1.5; step > 1.01; step = 1 + (step - 1) / 2) {
+    double L = loss(cases, n, models, &best, &prior);
+    for (double step = 1.5; step > 1.002; step = 1 + (step - 1) / 2) {
         bool improved = true;
-        for (int sweep = 0; sweep < 8 && improved; sweep++) {
+        for (int sweep = 0; sweep < 40 && improved; sweep++) {
             improved = false;
             for (int k = 0; k < LOOM_SERVE_CALIB_NFIELDS; k++) {
                 double lo, hi;
                 loom_serve_calib_field_bounds(k, &lo, &hi);
-                for (int dir = 0; dir < 2; dir++) {
-                    loom_serve_calib t = best;
-                    double *x = loom_serve_calib_field(&t, k);
-                    *x = dir ? *x * step : *x / step;
-                    if (*x < lo) *x = lo;
-                    if (*x > hi) *x = hi;
-                    if (*x == *loom_serve_calib_field(&best, k)) continue;
-                    double Lt = loss(cases, n, use, &t, &prior);
-                    if (Lt < L - 1e-12) {
-                        L = Lt;
-                        best = t;
-                        improved = true;
-                        break;
+                /* the better of × and ÷ step, repeated while it improves */
+                for (bool moved = true; moved;) {
+                    moved = false;
+                    loom_serve_calib cand[2] = {best, best};
+                    double Lc[2];
+                    for (int dir = 0; dir < 2; dir++) {
+                        double *x = loom_serve_calib_field(&cand[dir], k);
+                        *x = dir ? *x * step : *x / step;
+                        if (*x < lo) *x = lo;
+                        if (*x > hi) *x = hi;
+                        Lc[dir] = *x == *loom_serve_calib_field(&best, k)
+                                      ? L
+                                      : loss(cases, n, models, &cand[dir], &prior);
+                    }
+                    int d = Lc[1] < Lc[0] ? 1 : 0;
+                    if (Lc[d] < L - 1e-12) {
+                        L = Lc[d];
+                        best = cand[d];
+                        improved = moved = true;
                     }
                 }
             }
         }
     }
+    for (size_t i = 0; i < n; i++) loom_serve_model_destroy(models[i]);
+    free(models);
     *cal = best;
     if (final_loss) *final_loss = L;
     return LOOM_OK;

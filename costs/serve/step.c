@@ -81,6 +81,12 @@ void loom_serve_model_destroy(loom_serve_model *m)
     free(m);
 }
 
+void loom_serve_model_set_calib(loom_serve_model *m, const loom_serve_calib *c)
+{
+    m->sc = *c;
+    m->iter_overhead_s = loom_serve_calib_iter_s(&m->sc, m->engine.kind);
+}
+
 const loom_serve_shape *loom_serve_model_shape(const loom_serve_model *m) { return &m->shape; }
 const loom_serve_memory *loom_serve_model_memory(const loom_serve_model *m) { return &m->mem; }
 const loom_serve_engine *loom_serve_model_engine(const loom_serve_model *m) { return &m->engine; }

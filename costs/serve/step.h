@@ -80,6 +80,10 @@ const loom_serve_engine *loom_serve_model_engine(const loom_serve_model *m);
 const loom_serve_calib *loom_serve_model_calib(const loom_serve_model *m);
 const loom_cluster *loom_serve_model_cluster(const loom_serve_model *m);
 
+/* Replaces the serving calibration (the fit re-costs one model under many
+ * calibrations; shape and memory do not depend on it). */
+void loom_serve_model_set_calib(loom_serve_model *m, const loom_serve_calib *c);
+
 /* Time of one iteration (bd may be NULL). Pure; safe to call from several
  * threads on one model. */
 double loom_serve_iter_time(const loom_serve_model *m, const loom_serve_batch *b,
