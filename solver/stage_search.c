@@ -140,6 +140,13 @@ typedef struct {
     const loom_graph *g;
 } point;
 
+int64_t loom_search_work(const loom_search *s)
+{
+    int64_t solves = 0;
+    loom_intra_cache_stats(s->cache, &solves, NULL);
+    return s->res.configs_evaluated + solves;
+}
+
 static bool stop_now(loom_search *s)
 {
     if (s->opt.stop && *s->opt.stop) {
@@ -149,6 +156,11 @@ static bool stop_now(loom_search *s)
     /* the time limit takes effect once there is a plan to return */
     if (s->have_best && s->opt.time_limit_s > 0 &&
         loom_clock_s() - s->t_start > s->opt.time_limit_s) {
+        s->res.timed_out = true;
+        return true;
+    }
+    /* so does the work limit: the same point on every machine */
+    if (s->have_best && s->opt.max_work > 0 && loom_search_work(s) >= s->opt.max_work) {
         s->res.timed_out = true;
         return true;
     }

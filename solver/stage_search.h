@@ -115,6 +115,10 @@ typedef struct {
     double time_limit_s;           /* whole search (0 = none): once a plan has been found,
                                       the best so far when reached */
     double ilp_time_limit_s;       /* per ILP solve (0 = intra's default) */
+    int64_t max_work;              /* whole search (0 = none): configurations evaluated +
+                                      ILP solves; once a plan has been found, the best so
+                                      far when reached. Unlike time_limit_s it gives the
+                                      same plan on every machine, loaded or not */
     int32_t max_clusters;          /* layer clusters for the DP (default 24) */
     int64_t max_micro_batch;       /* largest micro-batch tried (default 8) */
     int64_t general_max_gpus;      /* replicas up to this size get the general DP (16) */
@@ -201,6 +205,10 @@ typedef struct {
 } loom_search_result;
 
 typedef struct loom_search loom_search;
+
+/* Work done so far: configurations evaluated plus distinct ILP solves
+ * (the units of max_work). */
+int64_t loom_search_work(const loom_search *s);
 
 /* Creates a search of problem p (copied; its model and cost model are
  * borrowed) with options o (NULL: the defaults). Builds no graph yet. */
