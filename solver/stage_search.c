@@ -1,8 +1,9 @@
 /*
  * stage_search.c — the search loops of the Alpa planner (stage_search.h):
  * GPUs used × replicas × micro-batch size, and for each the general and
- * uniform stage DPs and the interleaved variants, every candidate evaluated
- * exactly (stage_costs.c) and the best kept.
+ * uniform stage DPs and Megatron's even / first-last-uneven splits with
+ * 1F1B and interleaving v = 2..8 (unclustered, so every such split is a
+ * candidate whatever the clustering), every candidate evaluated exactly (stage_costs.c) and the best kept.
  *
  * Pruning that never loses a plan: a replica whose GPUs cannot even hold
  * the model state (weights, gradients, sharded Adam state, KV cache) is
@@ -25,6 +26,7 @@
 
 #define MAX_LOGICAL 8              /* logical shapes per sub-mesh */
 #define MAX_SHAPES (2 * MAX_LOGICAL) /* × strategy space (full, Megatron) */
+#define MAX_VPP 8      /* interleaving depths tried: 2 .. MAX_VPP chunks per rank */
 #define DP_GAP 0.005   /* t_max candidates closer than 0.5 % are skipped */
 
 void loom_search_options_init(loom_search_options *o)
@@ -426,12 +428,45 @@ static loom_status try_dps(loom_search *s, const point *pt, const int32_t *meshe
     return st;
 }
 
-/* Interleaved 1F1B: pp ranks on sub-mesh m, v chunks each, blocks split
- * evenly (Megatron's requirement), the embedding with the first chunk and
- * the head with the last. Every (logical mesh, recompute) option is first
- * estimated from the layer tables — rank time t_r, memory with the
- * interleaved in-flight count, T ≈ M·max t_r + (Σ t_r - max t_r)/v — and
- * the best one that fits is evaluated exactly. */
+/* Blocks per chunk of Megatron's even split and its uneven variants
+ * (--pipeline-model-parallel-layout, --decoder-first/last-pipeline-num-
+ * layers): variant k of nb blocks over C chunks gives the middle chunks q
+ * blocks each and the first and last chunks the rest, as evenly as
+ * possible, each with 0..2 blocks fewer than q (they also hold the
+ * embedding and the head; Meta's Llama 3.1 405B layout: 1 + 62 × 2 + 1).
+ * Returns false when there is no such variant k. */
+static bool chunk_counts(int32_t nb, int64_t C, int k, int32_t *count)
+{
+    if (C == 1) {
+        if (k) return false;
+        count[0] = nb;
+        return true;
+    }
+    int found = 0;
+    for (int32_t q = (int32_t)((nb + C - 1) / C); q >= 1; q--) {
+        int64_t rest = (int64_t)nb - (C - 2) * q;
+        if (rest < 2) continue;
+        int64_t f = rest / 2, l = rest - f;
+        if (l > q || q - f > 2) continue;
+        if (found++ < k) continue;
+        for (int64_t c = 0; c < C; c++) count[c] = q;
+        count[0] = (int32_t)f, count[C - 1] = (int32_t)l;
+        return true;
+    }
+    return false;
+}
+
+/* Megatron's schedules on uniform stages: pp ranks on sub-mesh m, v chunks
+ * each (v = 1: plain 1F1B; v > 1: interleaved 1F1B, which needs the
+ * micro-batches to be a multiple of pp), blocks split evenly or with
+ * lighter first and last chunks (chunk_counts), the embedding with the
+ * first chunk and the head with the last. Every (split, logical mesh,
+ * recompute) option is first estimated from the layer tables — rank time
+ * t_r, memory with the interleaved in-flight count,
+ * T ≈ M·max t_r + (Σ t_r - max t_r)/v — and the best one that fits is
+ * evaluated exactly. Together with the stage DP this makes every even or
+ * first/last-uneven split Megatron can run a candidate, whatever the layer
+ * clustering. */
 static loom_status try_interleaved(loom_search *s, const point *pt, int32_t m, int64_t v,
                                    loom_error *err)
 {
@@ -443,46 +478,55 @@ static loom_status try_interleaved(loom_search *s, const point *pt, int32_t m, i
             nb++;
         }
     int64_t size = loom_submesh_devices(pt->sub[m]), pp = pt->D / size, chunks = pp * v;
-    if (pp < 2 || nb == 0 || nb % chunks || pt->M % pp || chunks > LOOM_STAGE_MAX || pp > 64)
+    if (nb == 0 || nb < chunks || (v > 1 && (pp < 2 || pt->M % pp)) ||
+        chunks > LOOM_STAGE_MAX || pp > 64)
         return LOOM_OK;
     for (int32_t l = b0; l < b0 + nb; l++)   /* blocks must be contiguous slots */
         if (!loom_memory_is_block(g, l)) return LOOM_OK;
-    int64_t per = nb / chunks;
+    int32_t count[LOOM_STAGE_MAX], best_count[LOOM_STAGE_MAX];
     double cap = (double)(s->c->gpu.hbm_bytes - LOOM_MEM_RESERVED_BYTES);
     int32_t best_si = -1, best_rc = 0;
     double best_est = INFINITY;
-    for (int32_t si = 0; si < pt->nshape[m]; si++) {
-        const loom_layer_tab *t = pt->tab[m][si];
-        if (!t || !t->ok) continue;
-        double p_ref = 0;
-        for (int32_t l = 0; l < n; l++) p_ref += (double)t->params[l];
-        double rate = p_ref > 0 ? loom_search_replica_sync_s(s, p_ref, pt->dp, pt->D, pt->zero,
-                                                             pt->M) / p_ref
-                                : 0;
-        for (int32_t rc = 0; rc < pt->n_rc; rc++) {
-            double tr[64] = {0}, st_b[64] = {0}, act_b[64] = {0};
-            for (int64_t c = 0; c < chunks; c++) {
-                int32_t lo = c == 0 ? 0 : b0 + (int32_t)(c * per);
-                int32_t hi = c == chunks - 1 ? n - 1 : b0 + (int32_t)((c + 1) * per) - 1;
-                for (int32_t l = lo; l <= hi; l++) {
-                    loom_stage_cost one;
-                    layer_cost(s, pt, l, m, si, rc == 1, rate, &one);
-                    tr[c % pp] += one.time_s;
-                    st_b[c % pp] += (double)one.static_bytes;
-                    act_b[c % pp] += (double)one.act_bytes;
+    for (int k = 0; chunk_counts(nb, chunks, k, count); k++) {
+        int32_t lo_of[LOOM_STAGE_MAX + 1];
+        lo_of[0] = 0;
+        for (int64_t c = 0, at = b0; c < chunks; c++) {
+            at += count[c];
+            lo_of[c + 1] = c == chunks - 1 ? n : (int32_t)at;
+        }
+        for (int32_t si = 0; si < pt->nshape[m]; si++) {
+            const loom_layer_tab *t = pt->tab[m][si];
+            if (!t || !t->ok) continue;
+            double p_ref = 0;
+            for (int32_t l = 0; l < n; l++) p_ref += (double)t->params[l];
+            double rate = p_ref > 0 ? loom_search_replica_sync_s(s, p_ref, pt->dp, pt->D,
+                                                                 pt->zero, pt->M) / p_ref
+                                    : 0;
+            for (int32_t rc = 0; rc < pt->n_rc; rc++) {
+                double tr[64] = {0}, st_b[64] = {0}, act_b[64] = {0};
+                for (int64_t c = 0; c < chunks; c++)
+                    for (int32_t l = lo_of[c]; l < lo_of[c + 1]; l++) {
+                        loom_stage_cost one;
+                        layer_cost(s, pt, l, m, si, rc == 1, rate, &one);
+                        tr[c % pp] += one.time_s;
+                        st_b[c % pp] += (double)one.static_bytes;
+                        act_b[c % pp] += (double)one.act_bytes;
+                    }
+                double mx = 0, sum = 0;
+                bool fits = true;
+                double once = rc ? (double)t->max_block_act * (1 + LOOM_MEM_FRAGMENTATION) : 0;
+                for (int64_t r = 0; r < pp; r++) {
+                    double inflight = loom_memory_inflight_microbatches(pp, r, v, pt->M);
+                    fits &= st_b[r] + inflight * act_b[r] + once <= cap;
+                    sum += tr[r];
+                    if (tr[r] > mx) mx = tr[r];
+                }
+                double est = (double)pt->M * mx + (sum - mx) / (double)v;
+                if (fits && est < best_est * (1 - 1e-12)) {
+                    best_est = est, best_si = si, best_rc = rc;
+                    memcpy(best_count, count, sizeof *count * (size_t)chunks);
                 }
             }
-            double mx = 0, sum = 0;
-            bool fits = true;
-            double once = rc ? (double)t->max_block_act * (1 + LOOM_MEM_FRAGMENTATION) : 0;
-            for (int64_t r = 0; r < pp; r++) {
-                double inflight = loom_memory_inflight_microbatches(pp, r, v, pt->M);
-                fits &= st_b[r] + inflight * act_b[r] + once <= cap;
-                sum += tr[r];
-                if (tr[r] > mx) mx = tr[r];
-            }
-            double est = (double)pt->M * mx + (sum - mx) / (double)v;
-            if (fits && est < best_est) best_est = est, best_si = si, best_rc = rc;
         }
     }
     if (best_si < 0) return LOOM_OK;
@@ -492,10 +536,11 @@ static loom_status try_interleaved(loom_search *s, const point *pt, int32_t m, i
     cfg->gpus_per_replica = pt->D, cfg->vpp = v, cfg->pp = pp;
     cfg->sequences = pt->seqs, cfg->zero = pt->zero;
     cfg->n_stages = (int32_t)chunks;
-    for (int64_t c = 0; c < chunks; c++) {
+    for (int64_t c = 0, at = b0; c < chunks; c++) {
         loom_search_stage *x = &cfg->stages[c];
-        x->first_layer = c == 0 ? 0 : b0 + (int32_t)(c * per);
-        x->last_layer = c == chunks - 1 ? n - 1 : b0 + (int32_t)((c + 1) * per) - 1;
+        x->first_layer = c == 0 ? 0 : (int32_t)at;
+        at += best_count[c];
+        x->last_layer = c == chunks - 1 ? n - 1 : (int32_t)at - 1;
         x->group = (int32_t)(c % pp);
         x->submesh = pt->sub[m];
         x->mesh = (loom_mesh_shape){pt->shape[m][best_si][0], pt->shape[m][best_si][1]};
@@ -608,7 +653,9 @@ static loom_status try_point(loom_search *s, point *pt, loom_error *err)
             int32_t K = loom_stage_cluster(w, pt->n_layers, want, first);
             if (pp > K) continue;
             st = try_dps(s, pt, &m, 1, first, K, err);
-            for (int64_t v = 2; v <= 4 && !st && !s->pb.inference; v *= 2)
+            /* Megatron's own splits, 1F1B and every interleaving depth up
+             * to MAX_VPP chunks per rank */
+            for (int64_t v = 1; v <= (s->pb.inference ? 1 : MAX_VPP) && !st; v++)
                 st = try_interleaved(s, pt, m, v, err);
         }
     }

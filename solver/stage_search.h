@@ -25,8 +25,12 @@
  *      general_max_gpus GPUs) for replicas of at most general_max_gpus
  *      GPUs, the uniform one (one sub-mesh shape for all stages: up to a
  *      node, or 2, 4, 8, … nodes, or the whole replica) for all replicas,
- *      plus interleaved schedules with v = 2, 4 chunks per rank when the
- *      blocks divide;
+ *      over layer clusters; plus Megatron's own splits on every uniform
+ *      sub-mesh, unclustered: blocks even over the stages, or first and
+ *      last stage lighter by up to two blocks (a layout), with 1F1B and
+ *      with interleaving at every depth v = 2..8 chunks per rank (M a
+ *      multiple of pp). Without these a clustered DP cannot form, e.g.,
+ *      15 stages of 7 of GPT-530B's 105 layers;
  *   4. evaluates each resulting configuration exactly (loom_search_eval:
  *      stage ranges re-solved as ranges, memory per pipeline rank — all its
  *      chunks when interleaving — with fragmentation and workspace, 1F1B or
