@@ -29,7 +29,7 @@ typedef struct {
 /* Reads and checks the config fields this family uses. */
 static loom_status read_cfg(const loom_jctx *c, const cJSON *cfg, const char *arch, llama_cfg *lc)
 {
-    const int64_t big = (int64_t)1 << 40, max_layers = 100000;
+    const int64_t big = (int64_t)1 << 40, max_layers = LOOM_MAX_LAYERS;
     loom_model_info *m = &lc->m;
     memset(lc, 0, sizeof *lc);
     snprintf(m->arch, sizeof m->arch, "%s", arch);
