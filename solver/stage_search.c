@@ -169,14 +169,62 @@ static bool stop_now(loom_search *s)
     return false;
 }
 
+/* Does cfg respect the pinned dimensions? */
+static bool pinned_ok(const loom_search *s, const loom_search_config *cfg)
+{
+    const loom_search_options *o = &s->opt;
+    if ((o->pin_dp && cfg->dp != o->pin_dp) || (o->pin_pp && cfg->pp != o->pin_pp) ||
+        (o->pin_vpp && cfg->vpp != o->pin_vpp) || (o->pin_mbs && cfg->mbs != o->pin_mbs))
+        return false;
+    for (int32_t i = 0; o->pin_tp && i < cfg->n_stages; i++)
+        if (cfg->stages[i].mesh.n1 != o->pin_tp) return false;
+    return true;
+}
+
+/* Keeps (cfg, ev) among the top runners-up when it is distinct from them
+ * or better than its twin. */
+static void keep_top(loom_search *s, const loom_search_config *cfg, const loom_search_eval_result *ev)
+{
+    int32_t cap = s->opt.top < LOOM_SEARCH_TOP_MAX ? s->opt.top : LOOM_SEARCH_TOP_MAX;
+    if (cap < 1) cap = 1;
+    loom_search_top e = {.dp = cfg->dp, .pp = cfg->pp, .vpp = cfg->vpp, .mbs = cfg->mbs,
+                         .micro_batches = cfg->micro_batches, .tp = cfg->stages[0].mesh.n1,
+                         .stage_dp = cfg->stages[0].mesh.n0, .zero = cfg->zero, .megatron = true,
+                         .step_s = s->pb.inference ? ev->latency_s : ev->step_s,
+                         .score = ev->score, .memory_per_gpu_bytes = ev->memory_per_gpu_bytes};
+    for (int32_t i = 0; i < cfg->n_stages; i++) {
+        e.megatron &= cfg->stages[i].megatron;
+        e.recompute_stages += cfg->stages[i].recompute != LOOM_RECOMPUTE_NONE;
+        if (cfg->stages[i].mesh.n1 != e.tp) e.tp = 0;   /* mixed: no one TP size */
+    }
+    loom_search_top *t = s->res.top;
+    int32_t n = s->res.n_top, at = n;
+    for (int32_t i = 0; i < n; i++)
+        if (t[i].dp == e.dp && t[i].pp == e.pp && t[i].vpp == e.vpp && t[i].mbs == e.mbs &&
+            t[i].tp == e.tp && t[i].stage_dp == e.stage_dp && t[i].zero == e.zero &&
+            t[i].megatron == e.megatron && t[i].recompute_stages == e.recompute_stages) {
+            if (t[i].score <= e.score) return;
+            at = i;   /* its twin, now replaced */
+            break;
+        }
+    if (at == n) {
+        if (n == cap && t[n - 1].score <= e.score) return;
+        if (n < cap) s->res.n_top = ++n;
+        at = n - 1;
+    }
+    while (at > 0 && t[at - 1].score > e.score) t[at] = t[at - 1], at--;
+    t[at] = e;
+}
+
 /* Keeps cfg if it fits and beats the best; takes ownership of ev either way. */
 static void consider(loom_search *s, const loom_search_config *cfg, loom_search_eval_result *ev)
 {
     s->res.configs_evaluated++;
-    bool ok = ev->fits;
+    bool ok = ev->fits && pinned_ok(s, cfg);
     if (s->pb.objective == LOOM_OBJ_THROUGHPUT && s->pb.latency_bound_s > 0 &&
         ev->latency_s > s->pb.latency_bound_s)
         ok = false;
+    if (ok) keep_top(s, cfg, ev);
     if (!ev->fits && (s->res.min_memory_bytes == 0 || ev->memory_per_gpu_bytes < s->res.min_memory_bytes))
         s->res.min_memory_bytes = ev->memory_per_gpu_bytes;
     if (ok && (!s->have_best || ev->score < s->res.eval.score * (1 - 1e-12))) {
@@ -581,7 +629,8 @@ static loom_status try_point(loom_search *s, point *pt, loom_error *err)
     int64_t gb = loom_graph_info_c(pt->g)->batch;
     if (gb > 0 && gb != pt->b) return LOOM_OK;
     pt->n_layers = loom_graph_layer_count(pt->g);
-    bool general = !s->opt.megatron_only && pt->D <= s->opt.general_max_gpus;
+    bool general = !s->opt.megatron_only && pt->D <= s->opt.general_max_gpus &&
+                   !s->opt.pin_pp && !s->opt.pin_vpp;
     /* only ZeRO-2/3 fit: one-stage replicas only (below) */
     bool staged = pt->zs[0] <= 1;
 
@@ -601,6 +650,7 @@ static loom_status try_point(loom_search *s, point *pt, loom_error *err)
         if (ns > MAX_LOGICAL) ns = MAX_LOGICAL;
         for (int32_t si = 0; si < ns; si++) {
             if (shapes[si][1] > g) continue;
+            if (s->opt.pin_tp && shapes[si][1] != s->opt.pin_tp) continue;
             for (int var = s->opt.megatron_only ? 1 : 0; var < 2; var++) {
                 int32_t k = pt->nshape[m]++;
                 pt->shape[m][k][0] = shapes[si][0], pt->shape[m][k][1] = shapes[si][1];
@@ -649,14 +699,16 @@ static loom_status try_point(loom_search *s, point *pt, loom_error *err)
              * balance, up to 64 clusters */
             int64_t pp = pt->D / loom_submesh_devices(pt->sub[m]);
             if (one_stage && pp != 1) continue;
+            if (s->opt.pin_pp && pp != s->opt.pin_pp) continue;
             int32_t want = (int32_t)(4 * pp < 64 ? 4 * pp : (pp > 64 ? pp : 64));
             int32_t K = loom_stage_cluster(w, pt->n_layers, want, first);
             if (pp > K) continue;
-            st = try_dps(s, pt, &m, 1, first, K, err);
+            if (s->opt.pin_vpp <= 1) st = try_dps(s, pt, &m, 1, first, K, err);
             /* Megatron's own splits, 1F1B and every interleaving depth up
              * to MAX_VPP chunks per rank */
-            for (int64_t v = 1; v <= (s->pb.inference ? 1 : MAX_VPP) && !st; v++)
-                st = try_interleaved(s, pt, m, v, err);
+            int64_t max_v = s->pb.inference ? 1 : s->opt.pin_vpp > MAX_VPP ? s->opt.pin_vpp : MAX_VPP;
+            for (int64_t v = 1; v <= max_v && !st; v++)
+                if (!s->opt.pin_vpp || v == s->opt.pin_vpp) st = try_interleaved(s, pt, m, v, err);
         }
     }
     free(w);
@@ -719,6 +771,7 @@ loom_status loom_search_run(loom_search *s, const loom_search_result **result, l
                 for (int64_t dp = 1; dp <= used[ui]; dp++) {
                     int64_t U = used[ui], B = seqs[qi];
                     if (U % dp || B % dp || !valid_replica(U / dp, g)) continue;
+                    if (s->opt.pin_dp && dp != s->opt.pin_dp) continue;
                     int64_t D = U / dp;
                     /* the model state alone must fit on the replica's GPUs
                      * under some ZeRO stage on offer */
@@ -741,6 +794,7 @@ loom_status loom_search_run(loom_search *s, const loom_search_result **result, l
                     }
                     for (int64_t b = 1; b <= B / dp && b <= s->opt.max_micro_batch; b++) {
                         if ((B / dp) % b || (fixed_b > 0 && b != fixed_b)) continue;
+                        if (s->opt.pin_mbs && b != s->opt.pin_mbs) continue;
                         if (pass == 0) {
                             total++;
                             continue;

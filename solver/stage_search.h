@@ -129,6 +129,11 @@ typedef struct {
     int zero;                      /* ZeRO stage over replicas; -1 = the search picks
                                       (1 with replicas; 2 or 3 for one-stage ones) */
     bool no_recompute;             /* do not consider full recompute */
+    /* Pins (0 = searched): tensor-parallel size (every stage's logical mesh
+     * axis 1), pipeline ranks, replicas, micro-batch, chunks per rank. A
+     * pinned pp or vpp leaves only uniform stages. */
+    int64_t pin_tp, pin_pp, pin_dp, pin_mbs, pin_vpp;
+    int32_t top;                   /* runners-up kept in the result (0/1: the best only) */
     const volatile sig_atomic_t *stop;   /* non-zero: stop and return the best so far (a
                                             signal handler's flag) */
     void (*progress)(void *ctx, double done, const char *what);   /* optional */
@@ -183,6 +188,18 @@ typedef struct {
     double measured_s, total_s;        /* compute resting on the profile db / all compute */
 } loom_stage_eval;
 
+#define LOOM_SEARCH_TOP_MAX 32
+
+/* One of the best configurations (loom_search_result.top). */
+typedef struct {
+    int64_t dp, pp, vpp, mbs, micro_batches, tp, stage_dp;
+    int zero;
+    bool megatron;                     /* every stage in Megatron's strategy space */
+    int32_t recompute_stages;          /* stages with full recompute */
+    double step_s, score;
+    int64_t memory_per_gpu_bytes;
+} loom_search_top;
+
 typedef struct {
     int32_t n_stages;
     loom_stage_eval *stages;           /* [n_stages], owned */
@@ -206,6 +223,10 @@ typedef struct {
     double time_s;
     bool stopped, timed_out;
     int64_t min_memory_bytes;          /* infeasible: least per-GPU memory any plan needs */
+    /* The best distinct configurations, best first (options.top of them):
+     * distinct by dp, pp, vpp, mbs, tp, ZeRO, strategy space and recompute. */
+    int32_t n_top;
+    loom_search_top top[LOOM_SEARCH_TOP_MAX];
 } loom_search_result;
 
 typedef struct loom_search loom_search;
