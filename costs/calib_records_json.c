@@ -172,7 +172,8 @@ loom_status loom_calib_records_load(const char *path, loom_calib_record **out, s
     loom_jctx c = {path, err};
     const cJSON *recs = NULL;
     loom_calib_record *r = NULL;
-    loom_status s = loom_json_parse_file(path, &root, err);
+    loom_json_limits lim = LOOM_JSON_LIMITS_RECORDS;
+    loom_status s = loom_json_parse_file_limited(path, &lim, &root, err);
     if (s) return s;
     if (!cJSON_IsObject(root)) {
         s = loom_json_fail(&c, "$", "expected an object with \"records\", found %s",

@@ -372,7 +372,8 @@ loom_status loom_graph_json_read(const char *path, loom_graph **out, loom_error 
 {
     cJSON *root = NULL;
     *out = NULL;
-    loom_status s = loom_json_parse_file(path, &root, err);
+    loom_json_limits lim = LOOM_JSON_LIMITS_GRAPH;
+    loom_status s = loom_json_parse_file_limited(path, &lim, &root, err);
     if (s) return s;
     s = loom_graph_json_parse(path, root, out, err);
     cJSON_Delete(root);

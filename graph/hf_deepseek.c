@@ -46,7 +46,7 @@ static loom_status read_cfg(const loom_jctx *c, const cJSON *cfg, const char *ar
     dc->freq = 1;
     loom_status s;
     if ((s = loom_hf_size(c, cfg, "hidden_size", true, big, &m->hidden)) ||
-        (s = loom_hf_size(c, cfg, "num_hidden_layers", true, 100000, &m->layers)) ||
+        (s = loom_hf_size(c, cfg, "num_hidden_layers", true, LOOM_MAX_LAYERS, &m->layers)) ||
         (s = loom_hf_size(c, cfg, "num_attention_heads", true, big, &m->heads)) ||
         (s = loom_hf_size(c, cfg, "intermediate_size", true, big, &m->ffn)) ||
         (s = loom_hf_size(c, cfg, "vocab_size", true, big, &m->vocab)) ||

@@ -41,7 +41,7 @@ static loom_status read_cfg(const loom_jctx *c, const cJSON *cfg, gpt2_cfg *gc)
     m->tied_embeddings = true;
     loom_status s;
     if ((s = loom_hf_size(c, cfg, "n_embd", true, big, &m->hidden)) ||
-        (s = loom_hf_size(c, cfg, "n_layer", true, 100000, &m->layers)) ||
+        (s = loom_hf_size(c, cfg, "n_layer", true, LOOM_MAX_LAYERS, &m->layers)) ||
         (s = loom_hf_size(c, cfg, "n_head", true, big, &m->heads)) ||
         (s = loom_hf_size(c, cfg, "vocab_size", true, big, &m->vocab)) ||
         (s = loom_hf_size(c, cfg, "n_positions", true, big, &m->max_positions)))

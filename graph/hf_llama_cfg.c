@@ -28,6 +28,8 @@
  */
 #include "graph/hf_llama.h"
 
+#include "base/limits.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -240,7 +242,7 @@ static loom_status read_moe(const loom_jctx *c, const cJSON *cfg, const char *ar
 loom_status loom_hf_llama_cfg_read(const loom_jctx *c, const cJSON *cfg, const char *arch,
                                    loom_hf_llama_cfg *lc)
 {
-    const int64_t big = (int64_t)1 << 40, max_layers = 100000;
+    const int64_t big = (int64_t)1 << 40, max_layers = LOOM_MAX_LAYERS;
     loom_model_info *m = &lc->m;
     memset(lc, 0, sizeof *lc);
     size_t fam = 0;

@@ -17,6 +17,7 @@
 #include "graph/graph_json.h"
 #include "graph/hf_build.h"
 #include "base/json.h"
+#include "base/fileio.h"
 
 typedef enum { FAM_GPT2, FAM_LLAMA, FAM_DEEPSEEK } family;
 
@@ -103,9 +104,11 @@ static loom_status pick_family(const loom_jctx *c, const cJSON *cfg, size_t *idx
                               "%s: not a model file: no \"format\": \"%s\" and no HF "
                               "\"architectures\" or \"model_type\" field",
                               c->file, LOOM_GRAPH_FORMAT);
+    /* name the field that was read: the first architecture, else model_type */
     return loom_error_set(c->err, LOOM_ERR_UNSUPPORTED,
-                          "%s: unsupported architecture \"%s\" (supported: %s)", c->file,
-                          seen ? seen : mt, loom_model_supported());
+                          "%s: %s: unsupported architecture \"%s\" (supported: %s)", c->file,
+                          seen ? "$.architectures[0]" : "$.model_type", seen ? seen : mt,
+                          loom_model_supported());
 }
 
 loom_status loom_model_build_hf(const char *file, const cJSON *config, const char *name,
@@ -181,7 +184,18 @@ loom_status loom_model_open(const char *path, loom_model_source **out, loom_erro
         return loom_error_set(err, LOOM_ERR_NOMEM, "%s: out of memory", path);
     }
     memcpy(src->path, path, n);
-    loom_status s = loom_json_parse_file(path, &src->root, err);
+    /* A loom graph may be large, an HF config.json is tens of KB: the
+     * format member, found before parsing, picks the limits (limits.h). */
+    char *text = NULL, fmt[32] = "";
+    size_t len = 0;
+    loom_json_limits lim = LOOM_JSON_LIMITS_GRAPH;
+    loom_status s = loom_read_file(path, lim.max_bytes, &text, &len, err);
+    if (s) goto fail;
+    if (!loom_json_peek_top_string(text, len, "format", fmt, sizeof fmt) ||
+        strcmp(fmt, LOOM_GRAPH_FORMAT) != 0)
+        lim = LOOM_JSON_LIMITS_HF_CONFIG;
+    s = loom_json_parse_limited(path, text, len, &lim, &src->root, err);
+    free(text);
     if (s) goto fail;
     loom_jctx c = {path, err};
     const char *format = NULL;

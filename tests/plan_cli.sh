@@ -26,7 +26,7 @@ has() {   # has FILE TEXT
 }
 nofile() {
     if [ ! -e "$1" ]; then ok; else bad "$1 was written"; fi
-    if ls "$(dirname "$1")" | grep -q '\.tmp\.'; then bad "temporary file left in $(dirname "$1")"; else ok; fi
+    if ls -A "$(dirname "$1")" | grep -qE '\.tmp\.|loom-tmp'; then bad "temporary file left in $(dirname "$1")"; else ok; fi
 }
 
 # loom's command table: every description starts in one column, the longest

@@ -11,6 +11,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "base/fileio.h"
 
 #ifndef LOOM_SOURCE_DIR
 #define LOOM_SOURCE_DIR "."
@@ -170,4 +171,27 @@ void loom_cli_print_warnings(const loom_graph *g)
 {
     for (int32_t i = 0; i < loom_graph_num_warnings(g); i++)
         fprintf(stderr, "loom: warning: %s: %s\n", loom_graph_name(g), loom_graph_warning(g, i));
+}
+
+int loom_cli_check_outputs(const char *cmd, const loom_cli_path *inputs, int n_inputs,
+                           const loom_cli_path *outputs, int n_outputs)
+{
+    for (int i = 0; i < n_outputs; i++) {
+        const loom_cli_path *o = &outputs[i];
+        if (!o->path) continue;
+        loom_error err = {0};
+        if (loom_output_check(o->path, &err))
+            return loom_cli_usage_error(cmd, "%s %s", o->opt, err.msg);
+        for (int j = 0; j < n_inputs; j++)
+            if (inputs[j].path && loom_same_file(o->path, inputs[j].path))
+                return loom_cli_usage_error(cmd, "%s %s is also the input %s %s: it would be "
+                                                 "overwritten; write elsewhere",
+                                            o->opt, o->path, inputs[j].opt, inputs[j].path);
+        for (int j = 0; j < i; j++)
+            if (outputs[j].path && loom_same_file(o->path, outputs[j].path))
+                return loom_cli_usage_error(cmd, "%s %s and %s %s are one file: one output "
+                                                 "would overwrite the other",
+                                            outputs[j].opt, outputs[j].path, o->opt, o->path);
+    }
+    return 0;
 }

@@ -50,6 +50,22 @@ int loom_cli_usage_error(const char *cmd, const char *fmt, ...)
  * for every command. */
 bool loom_cli_deterministic(void);
 
+/* A file named on the command line: the option that named it ("-o",
+ * "--svg", "MODEL") and the path (NULL: not given, skipped). */
+typedef struct {
+    const char *opt;
+    const char *path;
+} loom_cli_path;
+
+/* Checks a run's output paths before any work is done: each is "-" or may
+ * be written (base/fileio.h loom_output_check: a regular file or nothing,
+ * never a device, FIFO, directory or a symlink to one), none is one of the
+ * inputs, and no two name the same file (loom_same_file: device and inode
+ * when the file exists, the normalized path otherwise). Prints a usage
+ * error naming both options and returns LOOM_EXIT_USAGE; 0 when fine. */
+int loom_cli_check_outputs(const char *cmd, const loom_cli_path *inputs, int n_inputs,
+                           const loom_cli_path *outputs, int n_outputs);
+
 /* Resolves a model or cluster argument: an existing path is used as is;
  * otherwise a bundled name ("llama-3-8b", "dgx-h100-x2.json") is looked up
  * under examples/<kind>/ in the source tree, then the installed data dir.

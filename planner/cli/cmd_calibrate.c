@@ -152,6 +152,11 @@ int loom_cmd_calibrate(int argc, char **argv)
     if (!eval_only && (calib || json))
         return loom_cli_usage_error("calibrate", "--calib and --json go with --evaluate");
 
+    const loom_cli_path ins[] = {{"RECORDS", records}, {"--calib", calib}};
+    const loom_cli_path outs[] = {{"-o", out}};
+    int bad = loom_cli_check_outputs("calibrate", ins, 2, outs, 1);
+    if (bad) return bad;
+
     loom_error err = {0};
     loom_calib_record *r = NULL;
     size_t n = 0;

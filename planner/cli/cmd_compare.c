@@ -210,6 +210,18 @@ static int parse_args(int argc, char **argv, bool merge_cmd, args *a)
     return LOOM_CLI_RUN;
 }
 
+/* The outputs may be written, and overwrite no input and not each other. */
+static int check_paths(const char *cmd, const args *a)
+{
+    enum { MAX_IN = sizeof a->inputs / sizeof a->inputs[0] + 1 };
+    loom_cli_path ins[MAX_IN];
+    int n = 0;
+    if (a->suite) ins[n++] = (loom_cli_path){"--suite", a->suite};
+    for (int i = 0; i < a->n_inputs && n < MAX_IN; i++) ins[n++] = (loom_cli_path){"REPORT", a->inputs[i]};
+    const loom_cli_path outs[] = {{"-o", a->out}, {"--svg", a->svg}};
+    return loom_cli_check_outputs(cmd, ins, n, outs, 2);
+}
+
 /* Renders the report and writes the requested files (atomically). */
 static int emit(const args *a, const loom_compare_report *r)
 {
@@ -281,6 +293,7 @@ static int compare_main(int argc, char **argv, bool merge_cmd)
     args a;
     int rc = parse_args(argc, argv, merge_cmd, &a);
     if (rc != LOOM_CLI_RUN) return rc;
+    if ((rc = check_paths(merge_cmd ? "compare-merge" : "compare", &a))) return rc;
     return a.merge ? run_merge(&a) : run_suite(&a);
 }
 

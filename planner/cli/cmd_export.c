@@ -127,6 +127,12 @@ int loom_cmd_export(int argc, char **argv)
         return loom_cli_usage_error("export", "missing --to megatron|vllm|deepspeed|torchtitan");
     loom_export_target t = args.to;
 
+    const loom_cli_path ins[] = {
+        {"PLAN", plan_path}, {"--calib", nopts.calib_path}, {"--profile", nopts.profile_path}};
+    const loom_cli_path outs[] = {{"-o", out_path}};
+    int bad = loom_cli_check_outputs("export", ins, 3, outs, 1);
+    if (bad) return bad;
+
     loom_error err = {0};
     loom_plan *plan = NULL;
     loom_model_source *model_src = NULL;

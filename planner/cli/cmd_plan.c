@@ -5,10 +5,11 @@
  * table; writes the plan (-o, loom-plan/1), its picture (--svg) and the
  * profile requests (--emit-profile-requests), each atomically and only on
  * success. With no MODEL it plans the bundled example, Llama-3-8B on two
- * DGX H100 nodes. Ctrl-C stops the search and plans with the best
- * configuration found so far; a second Ctrl-C ends the program at once and
- * removes what this run was writing (loom_write_file_atomic's temporary
- * "PATH.tmp.<pid>") or had written, so nothing partial is left.
+ * DGX H100 nodes. Ctrl-C (SIGINT), SIGTERM and SIGHUP stop the search and
+ * plan with the best configuration found so far; a second signal ends the
+ * program at once and removes what this run was writing (the temporary of
+ * the write in progress, loom_fileio_unlink_inflight) or had written, so
+ * nothing partial is left.
  *
  * Exit codes: 0 planned, 1 bad input or failure, 2 usage, 3 no plan fits.
  */
@@ -20,6 +21,7 @@
 
 #include "costs/cluster.h"
 #include "base/clock.h"
+#include "base/fileio.h"
 #include "planner/cli/cli.h"
 #include "planner/plan/plan_run.h"
 
@@ -127,22 +129,24 @@ static volatile sig_atomic_t interrupted;
 /* The search polls *req.search.stop. */
 static volatile sig_atomic_t stop_flag;
 
-/* The output files of this run, for the second Ctrl-C: their temporary
- * names, and whether the file itself has been written by this run. */
+/* The output files of this run, for the second signal: their paths, and
+ * whether the file itself has been written by this run. */
 #define MAX_OUTPUTS 3
-static char out_tmp[MAX_OUTPUTS][4200], out_path[MAX_OUTPUTS][4096];
+static char out_path[MAX_OUTPUTS][4096];
 static volatile sig_atomic_t out_written[MAX_OUTPUTS], n_outputs;
 
-static void on_sigint(int sig)
+/* The signals that stop a search: Ctrl-C, kill's default, a closed terminal. */
+static const int stop_signals[] = {SIGINT, SIGTERM, SIGHUP};
+#define N_STOP_SIGNALS (int)(sizeof stop_signals / sizeof stop_signals[0])
+
+static void on_stop_signal(int sig)
 {
-    (void)sig;
-    if (interrupted) {   /* second Ctrl-C: give up at once, leave nothing */
-        for (int i = 0; i < n_outputs; i++) {
-            unlink(out_tmp[i]);   /* async-signal-safe */
+    if (interrupted) {   /* second signal: give up at once, leave nothing */
+        loom_fileio_unlink_inflight();   /* async-signal-safe (unlink) */
+        for (int i = 0; i < n_outputs; i++)
             if (out_written[i]) unlink(out_path[i]);
-        }
-        signal(SIGINT, SIG_DFL);
-        raise(SIGINT);
+        signal(sig, SIG_DFL);
+        raise(sig);
         return;
     }
     interrupted = 1;
@@ -155,10 +159,24 @@ static int add_output(const char *path)
     if (!path || !strcmp(path, "-") || n_outputs >= MAX_OUTPUTS) return -1;
     int i = n_outputs;
     snprintf(out_path[i], sizeof out_path[i], "%s", path);
-    snprintf(out_tmp[i], sizeof out_tmp[i], "%s.tmp.%ld", path, (long)getpid());
     out_written[i] = 0;
     n_outputs = i + 1;
     return i;
+}
+
+static void catch_stop_signals(struct sigaction *old)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    for (int i = 0; i < N_STOP_SIGNALS; i++) sigaddset(&sa.sa_mask, stop_signals[i]);
+    for (int i = 0; i < N_STOP_SIGNALS; i++) sigaction(stop_signals[i], &sa, &old[i]);
+}
+
+static void restore_signals(const struct sigaction *old)
+{
+    for (int i = 0; i < N_STOP_SIGNALS; i++) sigaction(stop_signals[i], &old[i], NULL);
 }
 
 typedef struct {
@@ -305,6 +323,14 @@ int loom_cmd_plan(int argc, char **argv)
     req.model_path = model_path;
     req.model_label = model;
     req.cluster = cluster;
+    const loom_cli_path ins[] = {{"MODEL", model_path},
+                                 {"--cluster", loom_cluster_is_preset_name(cluster) ? NULL : cluster},
+                                 {"--profile", req.profile_db_path},
+                                 {"--calib", req.calib_path}};
+    const loom_cli_path outs[] = {{"-o", out}, {"--svg", svg},
+                                  {"--emit-profile-requests", req.profile_requests_path}};
+    int bad = loom_cli_check_outputs(cmd, ins, 4, outs, 3);
+    if (bad) return bad;
     if (loom_cli_deterministic()) no_timings = true;
 
     progress_state ps = {.tty = isatty(2) != 0};
@@ -314,11 +340,8 @@ int loom_cmd_plan(int argc, char **argv)
     req.search.stop = &stop_flag;
     int o_req = add_output(req.profile_requests_path), o_plan = add_output(out),
         o_svg = add_output(svg);
-    struct sigaction sa, old;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old);
+    struct sigaction old[N_STOP_SIGNALS];
+    catch_stop_signals(old);
 
     loom_plan *plan = NULL;
     loom_plan_diag dg;
@@ -326,7 +349,7 @@ int loom_cmd_plan(int argc, char **argv)
     loom_status st = loom_plan_run(&req, &plan, &dg, &err);
     if (ps.shown) fprintf(stderr, "\r\033[K");
     if (st == LOOM_ERR_INFEASIBLE) {
-        sigaction(SIGINT, &old, NULL);
+        restore_signals(old);
         return cannot_fit(&req, &dg, &err);
     }
     if (st) goto fail;
@@ -340,7 +363,7 @@ int loom_cmd_plan(int argc, char **argv)
     if (o_plan >= 0) out_written[o_plan] = 1;
     if (svg && (st = loom_plan_svg_write(plan, svg, &err))) goto fail;
     if (o_svg >= 0) out_written[o_svg] = 1;
-    sigaction(SIGINT, &old, NULL);
+    restore_signals(old);
     if (json) {
         char *text = loom_plan_to_json(plan, flags);
         if (!text) {
@@ -358,7 +381,7 @@ int loom_cmd_plan(int argc, char **argv)
     loom_plan_destroy(plan);
     return LOOM_EXIT_OK;
 fail:
-    sigaction(SIGINT, &old, NULL);
+    restore_signals(old);
     loom_plan_destroy(plan);
     return loom_cli_fail(&err);
 }

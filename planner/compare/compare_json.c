@@ -143,7 +143,8 @@ loom_status loom_compare_suite_read(const char *path, loom_compare_suite *out, l
                                         "latency_bound_ms", NULL};
     memset(out, 0, sizeof *out);
     cJSON *root = NULL;
-    loom_status s = loom_json_parse_file(path, &root, err);
+    loom_json_limits lim = LOOM_JSON_LIMITS_REPORT;
+    loom_status s = loom_json_parse_file_limited(path, &lim, &root, err);
     if (s) return s;
     loom_jctx c = {path, err};
     const char *format = NULL, *name = NULL, *desc = NULL;
@@ -414,7 +415,8 @@ loom_status loom_compare_read(const char *path, loom_compare_report *out, loom_e
                                        "seed", "timings", "shard", "algorithms", "cases", NULL};
     memset(out, 0, sizeof *out);
     cJSON *root = NULL;
-    loom_status s = loom_json_parse_file(path, &root, err);
+    loom_json_limits lim = LOOM_JSON_LIMITS_REPORT;
+    loom_status s = loom_json_parse_file_limited(path, &lim, &root, err);
     if (s) return s;
     loom_jctx c = {path, err};
     const char *format, *shard;

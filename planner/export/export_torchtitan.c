@@ -99,7 +99,11 @@ loom_status loom_export_write_torchtitan(const loom_runtime_config *c, const int
 
     loom_export_header(f, "#", LOOM_EXPORT_TORCHTITAN, c, source);
     fprintf(f, "# Merge into a torchtitan job config that sets [model] name and flavor.\n");
-    for (int i = 0; notes && i < notes->n; i++) fprintf(f, "# note: %s\n", notes->item[i]);
+    for (int i = 0; notes && i < notes->n; i++) {
+        fputs("# note: ", f);
+        loom_export_put_comment_text(f, notes->item[i]);
+        fputc('\n', f);
+    }
 
     fprintf(f, "\n[training]\n");
     fprintf(f, "local_batch_size = %lld\n", (long long)(p->pp > 1 ? p->mbs * M : p->mbs));

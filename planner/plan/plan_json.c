@@ -581,7 +581,8 @@ loom_status loom_plan_parse(const char *file, const char *text, size_t len, loom
 {
     cJSON *root = NULL;
     *out = NULL;
-    loom_status s = loom_json_parse(file, text, len, &root, err);
+    loom_json_limits lim = LOOM_JSON_LIMITS_PLAN;
+    loom_status s = loom_json_parse_limited(file, text, len, &lim, &root, err);
     return s ? s : from_tree(file, root, out, err);
 }
 
