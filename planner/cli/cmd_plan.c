@@ -350,9 +350,7 @@ int loom_cmd_plan(int argc, char **argv)
     if (!cluster) return loom_cli_usage_error(cmd, "--cluster is required with a model");
     char model_path[4096], cluster_path[4096];
     if (!loom_cli_find_data(model, "models", model_path, sizeof model_path)) {
-        fprintf(stderr, "loom plan: %s: no such file, and no bundled model of that name "
-                        "(see examples/models)\n", model);
-        return LOOM_EXIT_FAIL;
+        return loom_cli_no_model("loom plan", model);
     }
     if (!loom_cluster_is_preset_name(cluster) &&
         loom_cli_find_data(cluster, "clusters", cluster_path, sizeof cluster_path))
