@@ -11,6 +11,7 @@
 #include "base/json.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,21 +121,86 @@ static loom_status check_tree(const loom_jctx *c, const cJSON *v, const char *pa
     return LOOM_OK;
 }
 
-loom_status loom_json_parse(const char *file, const char *text, size_t len, cJSON **out,
-                            loom_error *err)
+/* Line and column (from 1) of byte `at` of text. */
+static void line_col(const char *text, const char *at, int *line, int *col)
+{
+    *line = 1, *col = 1;
+    for (const char *p = text; p < at; p++) {
+        if (*p == '\n') ++*line, *col = 1;
+        else ++*col;
+    }
+}
+
+/* The pass before cJSON: nesting depth and the number of values, outside
+ * strings, counted as opening brackets + commas + 1 (every value but the
+ * first of each container; within a factor of two of the true count, and
+ * exact for the flat arrays that cost the most). Malformed text is left to
+ * cJSON to report. */
+#define PRESCAN_MAX_DEPTH 512
+
+static loom_status prescan(const char *file, const char *text, size_t len,
+                           const loom_json_limits *lim, loom_error *err)
+{
+    size_t values = 1;
+    int depth = 0;
+    bool in_str = false;
+    for (size_t i = 0; i < len; i++) {
+        char ch = text[i];
+        if (in_str) {
+            if (ch == '\\') i++;
+            else if (ch == '"') in_str = false;
+            continue;
+        }
+        if (ch == '"') {
+            in_str = true;
+        } else if (ch == '[' || ch == '{') {
+            values++;
+            /* far past the limit (cJSON itself gives up at 1000 and would
+             * call it malformed): refused here; 65 to 512 levels reach
+             * check_tree, which names the JSON path */
+            if (++depth > PRESCAN_MAX_DEPTH) {
+                int line, col;
+                line_col(text, text + i, &line, &col);
+                return loom_error_set(err, LOOM_ERR_INVALID,
+                                      "%s:%d:%d: nesting deeper than %d levels", file, line, col,
+                                      LOOM_JSON_MAX_DEPTH);
+            }
+        } else if (ch == ']' || ch == '}') {
+            depth--;
+        } else if (ch == ',') {
+            values++;
+        }
+        if (values > lim->max_values)
+            return loom_error_set(err, LOOM_ERR_INVALID,
+                                  "%s: $: more than %zu JSON values, more than this kind of file "
+                                  "holds (docs/robustness.md, \"Limits\")",
+                                  file, lim->max_values);
+    }
+    return LOOM_OK;
+}
+
+static bool json_space(char ch) { return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r'; }
+
+loom_status loom_json_parse_limited(const char *file, const char *text, size_t len,
+                                    const loom_json_limits *lim, cJSON **out, loom_error *err)
 {
     *out = NULL;
+    loom_json_limits def = LOOM_JSON_LIMITS_DEFAULT;
+    if (!lim) lim = &def;
+    if (len > lim->max_bytes)
+        return loom_error_set(err, LOOM_ERR_INVALID,
+                              "%s: $: %zu bytes, larger than this kind of file can be (%zu bytes)",
+                              file, len, lim->max_bytes);
+    loom_status ps = prescan(file, text, len, lim, err);
+    if (ps) return ps;
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
     if (!root) {
         /* cJSON points at (or just after) the offending byte. */
         const char *at = end ? end : text;
         if (at < text || at > text + len) at = text + len;
-        int line = 1, col = 1;
-        for (const char *p = text; p < at; p++) {
-            if (*p == '\n') line++, col = 1;
-            else col++;
-        }
+        int line, col;
+        line_col(text, at, &line, &col);
         char near[24] = "";
         if (at < text + len) {
             size_t k = 0;
@@ -149,6 +215,25 @@ loom_status loom_json_parse(const char *file, const char *text, size_t len, cJSO
         return loom_error_set(err, LOOM_ERR_PARSE, "%s:%d:%d: malformed JSON near '%s'", file,
                               line, col, near);
     }
+    /* one value per file: a second object appended, or garbage, is an error */
+    if (end && end >= text && end <= text + len) {
+        const char *p = end;
+        while (p < text + len && json_space(*p)) p++;
+        if (p < text + len) {
+            int line, col;
+            line_col(text, p, &line, &col);
+            char near[24];
+            size_t k = 0;
+            for (const char *q = p; q < text + len && k < 16 && *q != '\n'; q++)
+                near[k++] = (*q >= 32 && *q < 127) ? *q : '?';
+            near[k] = '\0';
+            cJSON_Delete(root);
+            return loom_error_set(err, LOOM_ERR_PARSE,
+                                  "%s:%d:%d: unexpected data after the JSON value ('%s'): a "
+                                  "file holds one value",
+                                  file, line, col, near);
+        }
+    }
     loom_jctx c = {file, err};
     loom_status s = check_tree(&c, root, "$", 0);
     if (s) {
@@ -159,15 +244,91 @@ loom_status loom_json_parse(const char *file, const char *text, size_t len, cJSO
     return LOOM_OK;
 }
 
-loom_status loom_json_parse_file(const char *path, cJSON **out, loom_error *err)
+loom_status loom_json_parse(const char *file, const char *text, size_t len, cJSON **out,
+                            loom_error *err)
 {
+    return loom_json_parse_limited(file, text, len, NULL, out, err);
+}
+
+loom_status loom_json_parse_file_limited(const char *path, const loom_json_limits *lim,
+                                         cJSON **out, loom_error *err)
+{
+    loom_json_limits def = LOOM_JSON_LIMITS_DEFAULT;
+    if (!lim) lim = &def;
     char *text;
     size_t len;
-    loom_status s = loom_read_file(path, 0, &text, &len, err);
+    *out = NULL;
+    loom_status s = loom_read_file(path, lim->max_bytes, &text, &len, err);
     if (s) return s;
-    s = loom_json_parse(path, text, len, out, err);
+    s = loom_json_parse_limited(path, text, len, lim, out, err);
     free(text);
     return s;
+}
+
+loom_status loom_json_parse_file(const char *path, cJSON **out, loom_error *err)
+{
+    return loom_json_parse_file_limited(path, NULL, out, err);
+}
+
+/* Skips a JSON string starting at text[i] == '"'; returns the index after
+ * its closing quote, or len. */
+static size_t skip_string(const char *text, size_t len, size_t i)
+{
+    for (i++; i < len; i++) {
+        if (text[i] == '\\') i++;
+        else if (text[i] == '"') return i + 1;
+    }
+    return len;
+}
+
+bool loom_json_peek_top_string(const char *text, size_t len, const char *key, char *out,
+                               size_t n)
+{
+    size_t i = 0, klen = strlen(key);
+    while (i < len && json_space(text[i])) i++;
+    if (i + 3 <= len && (unsigned char)text[i] == 0xEF) i += 3;   /* UTF-8 BOM */
+    while (i < len && json_space(text[i])) i++;
+    if (i >= len || text[i] != '{') return false;
+    i++;
+    for (;;) {
+        while (i < len && json_space(text[i])) i++;
+        if (i >= len || text[i] != '"') return false;
+        size_t k0 = i + 1, k1 = skip_string(text, len, i);
+        bool match = k1 - 1 - k0 == klen && memcmp(text + k0, key, klen) == 0;
+        i = k1;
+        while (i < len && json_space(text[i])) i++;
+        if (i >= len || text[i] != ':') return false;
+        i++;
+        while (i < len && json_space(text[i])) i++;
+        if (i >= len) return false;
+        if (match) {
+            if (text[i] != '"') return false;
+            size_t v0 = i + 1, v1 = skip_string(text, len, i);
+            if (v1 > len || v1 - 1 < v0) return false;
+            size_t vl = v1 - 1 - v0;
+            if (vl >= n) return false;
+            memcpy(out, text + v0, vl);
+            out[vl] = '\0';
+            return true;
+        }
+        /* skip the value to the next ',' or '}' at this level */
+        int depth = 0;
+        while (i < len) {
+            char ch = text[i];
+            if (ch == '"') {
+                i = skip_string(text, len, i);
+                continue;
+            }
+            if (ch == '[' || ch == '{') depth++;
+            else if (ch == ']' || ch == '}') {
+                if (depth == 0) break;
+                depth--;
+            } else if (ch == ',' && depth == 0) break;
+            i++;
+        }
+        if (i >= len || text[i] != ',') return false;
+        i++;
+    }
 }
 
 /* Finds member `key`; reports a missing required one. *v is NULL when absent

@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include "base/error.h"
+#include "base/limits.h"
 
 #define LOOM_JSON_MAX_DEPTH 64
 
@@ -28,11 +29,30 @@ typedef struct {
     loom_error *err;
 } loom_jctx;
 
-/* Parses text (len bytes) named `file`; on success *out owns the tree. */
+/* Parses text (len bytes) named `file`; on success *out owns the tree.
+ * Exactly one JSON value: anything but whitespace after it is an error
+ * (FILE:LINE:COL, "unexpected data after the JSON value"). Before cJSON
+ * builds anything, one pass over the text refuses nesting deeper than
+ * LOOM_JSON_MAX_DEPTH (FILE:LINE:COL) and more values than lim->max_values,
+ * so the tree never costs more than the limit; lim NULL is
+ * LOOM_JSON_LIMITS_DEFAULT (base/limits.h). */
+loom_status loom_json_parse_limited(const char *file, const char *text, size_t len,
+                                    const loom_json_limits *lim, cJSON **out, loom_error *err);
+/* Reads (at most lim->max_bytes) and parses a file. */
+loom_status loom_json_parse_file_limited(const char *path, const loom_json_limits *lim,
+                                         cJSON **out, loom_error *err);
+/* The same with LOOM_JSON_LIMITS_DEFAULT. */
 loom_status loom_json_parse(const char *file, const char *text, size_t len, cJSON **out,
                             loom_error *err);
-/* Reads and parses a file. */
 loom_status loom_json_parse_file(const char *path, cJSON **out, loom_error *err);
+
+/* The string value of top-level member `key` of the object in text, found
+ * without building a tree (O(len), no allocation): copied into out (n
+ * bytes, escapes kept as written) and true; false when text is not an
+ * object, has no such member or its value is not a string. Lets a reader
+ * pick its limits (an HF config or a loom graph) before parsing. */
+bool loom_json_peek_top_string(const char *text, size_t len, const char *key, char *out,
+                               size_t n);
 
 /* Field getters. `path` is the JSON path of obj; `key` the member. When
  * `required` is false and the member is absent (or null) *out is left as is

@@ -42,8 +42,8 @@ static int run(const char *label, const char *model, const char *cluster, int64_
     loom_plan_request_init(&r);
     r.model_path = model;
     r.cluster = cluster;
-    r.gbs = gbs;
-    r.seq = seq;
+    r.problem.gbs = gbs;
+    r.problem.seq = seq;
     loom_plan *p = NULL;
     loom_error err = {0};
     double w0 = wall_s(), c0 = cpu_s();

@@ -48,9 +48,10 @@ loom_status loom_calib_load(const char *path, loom_calib *out, loom_error *err)
     cJSON *root = NULL;
     loom_jctx c = {path, err};
     loom_calib cal;
-    loom_status s = loom_read_file(path, 0, &text, &len, err);
+    loom_json_limits lim = LOOM_JSON_LIMITS_CALIB;
+    loom_status s = loom_read_file(path, lim.max_bytes, &text, &len, err);
     if (s) return s;
-    if ((s = loom_json_parse(path, text, len, &root, err))) goto fail;
+    if ((s = loom_json_parse_limited(path, text, len, &lim, &root, err))) goto fail;
     if (!cJSON_IsObject(root)) {
         s = loom_json_fail(&c, "$", "expected an object, found %s", loom_json_type_name(root));
         goto fail;

@@ -23,6 +23,7 @@
 #include <stdint.h>
 #include "costs/device.h"
 #include "base/error.h"
+#include "base/limits.h"
 
 typedef struct {
     double bandwidth_Bps;   /* per direction, per GPU */
@@ -38,8 +39,9 @@ typedef struct {
 } loom_cluster;
 
 #define LOOM_CLUSTER_FORMAT "loom-cluster/1"
-#define LOOM_CLUSTER_MAX_NODES 1000000
-#define LOOM_CLUSTER_MAX_GPUS_PER_NODE 1024
+#define LOOM_CLUSTER_MAX_NODES LOOM_MAX_NODES                   /* base/limits.h */
+#define LOOM_CLUSTER_MAX_GPUS_PER_NODE LOOM_MAX_GPUS_PER_NODE
+#define LOOM_CLUSTER_MAX_GPUS LOOM_MAX_GPUS                     /* nodes x GPUs per node */
 
 /* A preset name (see above; N >= 1) or a loom-cluster/1 file. A name that is
  * neither gets an error listing the preset patterns. */

@@ -167,7 +167,8 @@ loom_status loom_cluster_parse(const char *file, const char *text, size_t len, l
     loom_jctx c = {file, err};
     loom_cluster cl;
     memset(&cl, 0, sizeof cl);
-    loom_status s = loom_json_parse(file, text, len, &root, err);
+    loom_json_limits lim = LOOM_JSON_LIMITS_CLUSTER;
+    loom_status s = loom_json_parse_limited(file, text, len, &lim, &root, err);
     if (s) return s;
     if (!cJSON_IsObject(root)) {
         s = loom_json_fail(&c, "$", "expected an object, found %s", loom_json_type_name(root));
@@ -195,6 +196,16 @@ loom_status loom_cluster_parse(const char *file, const char *text, size_t len, l
     if ((s = loom_json_get_int(&c, root, "$", "gpus_per_node", true, 1,
                                LOOM_CLUSTER_MAX_GPUS_PER_NODE, &cl.gpus_per_node)))
         goto fail;
+    /* one bound on the whole machine (base/limits.h), checked here rather
+     * than after a search that cannot finish */
+    if (cl.nodes * cl.gpus_per_node > LOOM_CLUSTER_MAX_GPUS) {
+        s = loom_json_fail(&c, "$.nodes",
+                           "%lld nodes x %lld GPUs per node = %lld GPUs: at most %lld GPUs",
+                           (long long)cl.nodes, (long long)cl.gpus_per_node,
+                           (long long)(cl.nodes * cl.gpus_per_node),
+                           (long long)LOOM_CLUSTER_MAX_GPUS);
+        goto fail;
+    }
     if ((s = parse_gpu(&c, root, &cl.gpu))) goto fail;
     /* The intra link defaults to the device's NVLink; a device without one
      * (nvlink 0) must state it when a node has several GPUs. */
@@ -218,7 +229,7 @@ loom_status loom_cluster_load_file(const char *path, loom_cluster *out, loom_err
 {
     char *text = NULL;
     size_t len = 0;
-    loom_status s = loom_read_file(path, 0, &text, &len, err);
+    loom_status s = loom_read_file(path, LOOM_JSON_LIMITS_CLUSTER.max_bytes, &text, &len, err);
     if (s) return s;
     s = loom_cluster_parse(path, text, len, out, err);
     free(text);

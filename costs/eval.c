@@ -675,13 +675,7 @@ loom_status loom_eval_megatron_ex(const loom_graph *g, const loom_cost_model *cm
     loom_pipeline_out po;
     if ((s = loom_pipeline_step(&pin, &po, err))) goto done;
 
-    loom_step_breakdown *b = &out->breakdown;
-    b->tp_comm_s = (double)M * comm_s[po.bottleneck];
-    b->compute_s = po.compute_s - b->tp_comm_s;
-    b->bubble_s = po.bubble_s;
-    b->p2p_s = po.p2p_s;
-    b->grad_sync_s = po.grad_sync_s;
-    b->optimizer_s = po.optimizer_s;
+    loom_pipeline_breakdown(&po, comm_s, M, &out->breakdown);
     out->step_time_s = po.step_s;
     out->microbatches = M;
     out->gpus = loom_cluster_gpus(c);

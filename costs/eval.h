@@ -22,17 +22,8 @@
 #include "costs/compute.h"
 #include "costs/memory.h"
 #include "costs/parallel.h"
+#include "costs/pipeline.h"
 #include "graph/graph.h"
-
-/* Where the step time goes; the fields add up to step_time_s. */
-typedef struct {
-    double compute_s;     /* M × the bottleneck rank's fwd+bwd(+recompute) of a micro-batch */
-    double tp_comm_s;     /* exposed TP collectives (+ CP exchange, EP all-to-all) in that */
-    double bubble_s;      /* pipeline fill and drain */
-    double p2p_s;         /* stage-to-stage transfers */
-    double grad_sync_s;   /* exposed data-parallel gradient synchronisation */
-    double optimizer_s;   /* the optimizer step */
-} loom_step_breakdown;
 
 typedef struct {
     int32_t first_layer, last_layer;   /* graph layers held (interleaved: first / last chunk) */

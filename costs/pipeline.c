@@ -64,6 +64,17 @@ static loom_status check_times(const char *name, const double *t, int64_t n, boo
     return LOOM_OK;
 }
 
+void loom_pipeline_breakdown(const loom_pipeline_out *po, const double *comm_s, int64_t M,
+                             loom_step_breakdown *b)
+{
+    b->tp_comm_s = (double)M * comm_s[po->bottleneck];
+    b->compute_s = po->compute_s - b->tp_comm_s;
+    b->bubble_s = po->bubble_s;
+    b->p2p_s = po->p2p_s;
+    b->grad_sync_s = po->grad_sync_s;
+    b->optimizer_s = po->optimizer_s;
+}
+
 loom_status loom_pipeline_step(const loom_pipeline_in *in, loom_pipeline_out *out,
                                loom_error *err)
 {

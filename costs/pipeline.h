@@ -53,6 +53,25 @@ typedef struct {
     int64_t bottleneck;    /* rank with max t_i */
 } loom_pipeline_out;
 
+/* Where the step time goes; the fields add up to the step time. The one
+ * breakdown of a step: `loom eval` (eval.h), the stage search
+ * (solver/stage_search.h) and plans (plan.h) all report it. */
+typedef struct {
+    double compute_s;     /* M × the bottleneck rank's fwd+bwd(+recompute) of a micro-batch */
+    double tp_comm_s;     /* exposed TP collectives (+ CP exchange, EP all-to-all) in that */
+    double bubble_s;      /* pipeline fill and drain */
+    double p2p_s;         /* stage-to-stage transfers */
+    double grad_sync_s;   /* exposed data-parallel gradient synchronisation */
+    double optimizer_s;   /* the optimizer step */
+} loom_step_breakdown;
+
+/* The breakdown of step `po` of M micro-batches: the exposed tensor-
+ * parallel communication of the bottleneck rank (M × comm_s[bottleneck],
+ * comm_s[S] per micro-batch) is split out of compute; the other parts are
+ * po's. The one place a step's breakdown is finished. */
+void loom_pipeline_breakdown(const loom_pipeline_out *po, const double *comm_s, int64_t M,
+                             loom_step_breakdown *b);
+
 /* Step time; LOOM_ERR_INVALID naming the bad field when S, M or v < 1, a
  * time is negative or not finite, or a required array is NULL. */
 loom_status loom_pipeline_step(const loom_pipeline_in *in, loom_pipeline_out *out,

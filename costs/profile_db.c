@@ -429,7 +429,8 @@ static bool write_key(cJSON *obj, const loom_profile_key *k)
 /* Parses the file, checks "format", returns the root. */
 static loom_status open_doc(const char *path, const char *format, cJSON **root, loom_jctx *c)
 {
-    loom_status s = loom_json_parse_file(path, root, c->err);
+    loom_json_limits lim = LOOM_JSON_LIMITS_PROFILE;
+    loom_status s = loom_json_parse_file_limited(path, &lim, root, c->err);
     if (s) return s;
     const char *fmt = NULL;
     if (!cJSON_IsObject(*root)) s = loom_json_fail(c, "$", "expected an object, found %s",

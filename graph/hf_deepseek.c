@@ -47,7 +47,7 @@ static loom_status read_cfg(const loom_jctx *c, const cJSON *cfg, const char *ar
     dc->freq = 1;
     loom_status s;
     if ((s = loom_hf_size(c, cfg, "hidden_size", true, big, &m->hidden)) ||
-        (s = loom_hf_size(c, cfg, "num_hidden_layers", true, 100000, &m->layers)) ||
+        (s = loom_hf_size(c, cfg, "num_hidden_layers", true, LOOM_MAX_LAYERS, &m->layers)) ||
         (s = loom_hf_size(c, cfg, "num_attention_heads", true, big, &m->heads)) ||
         (s = loom_hf_size(c, cfg, "intermediate_size", true, big, &m->ffn)) ||
         (s = loom_hf_size(c, cfg, "vocab_size", true, big, &m->vocab)) ||
@@ -144,7 +144,7 @@ static loom_status mla(loom_hf_builder *hb, const ds_cfg *dc, const char *a, int
         loom_hf_name(n, "%s.k_concat", a);
         if ((s = loom_hf_view(hb, n, L, 2, in, 1, &nd, &pd, &k))) return s;
     }
-    return loom_hf_attention(hb, a, L, qr, k, kv[1], 0.0, o);
+    return loom_hf_attention(hb, a, L, qr, k, kv[1], 0.0, NULL, o);
 }
 
 static loom_status layer(loom_hf_builder *hb, const void *cfg, int64_t i, int32_t x, int32_t *y)

@@ -42,7 +42,7 @@ static loom_status read_cfg(const loom_jctx *c, const cJSON *cfg, gpt2_cfg *gc)
     m->tied_embeddings = true;
     loom_status s;
     if ((s = loom_hf_size(c, cfg, "n_embd", true, big, &m->hidden)) ||
-        (s = loom_hf_size(c, cfg, "n_layer", true, 100000, &m->layers)) ||
+        (s = loom_hf_size(c, cfg, "n_layer", true, LOOM_MAX_LAYERS, &m->layers)) ||
         (s = loom_hf_size(c, cfg, "n_head", true, big, &m->heads)) ||
         (s = loom_hf_size(c, cfg, "vocab_size", true, big, &m->vocab)) ||
         (s = loom_hf_size(c, cfg, "n_positions", true, big, &m->max_positions)))
@@ -85,7 +85,7 @@ static loom_status block(loom_hf_builder *hb, const void *cfg, int64_t i, int32_
     loom_hf_name(n, "%s.attn.split", p);
     if ((s = loom_hf_view(hb, n, L, 1, &qkv, 3, nd, pd, parts))) return s;
     loom_hf_name(n, "%s.attn", p);
-    if ((s = loom_hf_attention(hb, n, L, parts[0], parts[1], parts[2], gc->attn_p, &o))) return s;
+    if ((s = loom_hf_attention(hb, n, L, parts[0], parts[1], parts[2], gc->attn_p, NULL, &o))) return s;
     loom_hf_name(n, "%s.attn.c_proj", p);
     if ((s = loom_hf_linear(hb, n, L, o, "bsnd,ndh->bsh", LOOM_HF_DIMS(nh, d, h), 1, &proj))) return s;
     loom_hf_name(n, "%s.attn.resid_dropout", p);

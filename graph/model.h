@@ -1,8 +1,11 @@
 /*
  * model.h — loading a model file into an operator graph.
  *
- * One entry point, loom_model_load, reads a JSON file and decides from its
- * content what it is:
+ * A model file is read and parsed ONCE into a loom_model_source (an opaque
+ * handle keeping the parsed JSON), from which graphs are built for as many
+ * option sets as a caller needs — the planner builds one per micro-batch
+ * size without going back to the disk. loom_model_load is open + build +
+ * destroy for one-shot callers. The content decides what a file is:
  *
  *   "format": "loom-graph/1"      an explicit loom graph (graph_json.h;
  *                                 schema in docs/graph-format.md)
@@ -44,9 +47,33 @@ void loom_model_opts_init(loom_model_opts *o);
 #define LOOM_MODEL_MAX_SEQ   ((int64_t)1 << 24)
 #define LOOM_MODEL_MAX_BATCH ((int64_t)1 << 20)
 
-/* Reads `path` (a loom graph or an HF config.json) and builds its finalized
- * graph. o may be NULL: the defaults with seq 0 (the model's own default).
- * On failure *out is NULL. */
+/* A parsed model file: its JSON tree, its name and its kind (loom graph or
+ * HF config). Opaque; owned by its opener. */
+typedef struct loom_model_source loom_model_source;
+
+/* Reads and parses `path` once, and checks it is a model file (a loom graph
+ * or an HF config.json; the HF family is checked when a graph is built).
+ * Errors name the file (I/O, JSON line:column, "format"). On failure *out
+ * is NULL. */
+loom_status loom_model_open(const char *path, loom_model_source **out, loom_error *err);
+
+/* Builds the finalized graph of src for options o (NULL: the defaults with
+ * seq 0, the model's own default). A loom graph file has fixed shapes: o
+ * does not apply to it. On failure *out is NULL. */
+loom_status loom_model_source_build(const loom_model_source *src, const loom_model_opts *o,
+                                    loom_graph **out, loom_error *err);
+
+/* True when the graph does not depend on the options (a loom-graph/1 file:
+ * its batch and seq are its own). */
+bool loom_model_source_fixed_shapes(const loom_model_source *src);
+
+/* The path it was opened from (for messages); lives as long as src. */
+const char *loom_model_source_name(const loom_model_source *src);
+
+/* NULL is a no-op. */
+void loom_model_source_destroy(loom_model_source *src);
+
+/* One shot: loom_model_open + loom_model_source_build + destroy. */
 loom_status loom_model_load(const char *path, const loom_model_opts *o, loom_graph **out,
                             loom_error *err);
 

@@ -54,9 +54,8 @@ loom_status loom_model_facts_from_hf(const loom_jctx *c, const cJSON *cfg, const
         if ((s = copy_str(c, rs, P, "rope_type", type, sizeof type)) ||
             (!type[0] && (s = copy_str(c, rs, P, "type", type, sizeof type))))
             return s;
-        if (strcmp(type, "llama3") != 0 && strcmp(type, "yarn") != 0 && strcmp(type, "default"))
-            return loom_json_fail(c, P, "rope type \"%s\": loom knows \"llama3\" and \"yarn\"",
-                                  type);
+        /* other types (linear, dynamic, longrope, ...) are kept by name: the
+         * exporters that cannot express them refuse */
         if (strcmp(type, "default") != 0) {
             snprintf(f->rope_scaling, sizeof f->rope_scaling, "%s", type);
             f->rope_factor = 1;

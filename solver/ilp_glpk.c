@@ -24,6 +24,7 @@
  */
 #include "solver/ilp.h"
 #include "base/clock.h"
+#include "base/fileio.h"
 
 #include <glpk.h>
 #include <limits.h>
@@ -340,9 +341,11 @@ static bool build(glp_prob *lp, const loom_ilp *p, const loom_ilp_opts *o, model
 
 static loom_status write_lp(glp_prob *lp, const char *path, loom_error *err)
 {
-    /* Atomic like every loom output: GLPK writes a temporary, we rename. */
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    /* Atomic like every loom output: GLPK writes a temporary that we created
+     * exclusively (base/fileio.h; no planted symlink is followed), we rename. */
+    char tmp[4096 + 64];
+    loom_status s = loom_fileio_reserve_tmp(path, tmp, sizeof tmp, err);
+    if (s) return s;
     if (glp_write_lp(lp, NULL, tmp) != 0 || rename(tmp, path) != 0) {
         remove(tmp);
         return loom_error_set(err, LOOM_ERR_IO, "%s: cannot write the LP file", path);

@@ -7,7 +7,7 @@
  * signature (graph.h: kinds, shapes and wiring) and the same periodic wiring
  * (which op of the layer feeds which input of the next copy). A kind is
  * solved on a mesh with the options that change costs; the solution is a
- * refcounted loom_intra_layer holding each op's strategy, specs as strings
+ * refcounted loom_intra_layer holding each op's strategy, typed specs
  * and costs, so results share it instead of copying.
  *
  * PERIODIC BOUNDARY. Layer l of a run of identical layers reads the
@@ -37,13 +37,11 @@
 #include "solver/merge.h"
 #include "solver/strategy.h"
 
-#define SPEC_STR 96
 #define MAX_LINKS 64
 
 typedef struct {
     char strategy[LOOM_STRATEGY_NAME_MAX];
-    char spec[3][LOOM_MAX_IO][SPEC_STR];   /* inputs, weights, outputs */
-    loom_spec in[LOOM_MAX_IO], out[LOOM_MAX_IO];
+    loom_spec in[LOOM_MAX_IO], w[LOOM_MAX_IO], out[LOOM_MAX_IO];
     uint8_t in_partial[LOOM_MAX_IO];
     loom_intra_op_cost cost;
 } intra_op;
@@ -335,19 +333,12 @@ static uint64_t cost_model_fingerprint(const loom_cost_model *cm)
     return fnv(h, c->gpu.name, strlen(c->gpu.name));
 }
 
-static void fill_op(const loom_graph *g, const loom_mesh_ctx *m, int32_t id, const loom_strategy *s,
-                    double act_bytes, intra_op *d)
+static void fill_op(const loom_mesh_ctx *m, const loom_strategy *s, double act_bytes, intra_op *d)
 {
-    const loom_op *o = loom_graph_op(g, id);
     memset(d, 0, sizeof *d);
     snprintf(d->strategy, sizeof d->strategy, "%s", s->name);
-    for (int k = 0; k < o->n_in; k++)
-        loom_spec_format(&s->in[k], loom_graph_tensor(g, o->in[k]), d->spec[0][k], SPEC_STR);
-    for (int k = 0; k < o->n_w; k++)
-        loom_spec_format(&s->w[k], loom_graph_tensor(g, o->w[k]), d->spec[1][k], SPEC_STR);
-    for (int k = 0; k < o->n_out; k++)
-        loom_spec_format(&s->out[k], loom_graph_tensor(g, o->out[k]), d->spec[2][k], SPEC_STR);
     memcpy(d->in, s->in, sizeof d->in);
+    memcpy(d->w, s->w, sizeof d->w);
     memcpy(d->out, s->out, sizeof d->out);
     memcpy(d->in_partial, s->in_partial, sizeof d->in_partial);
     d->cost = (loom_intra_op_cost){.compute_s = s->compute_s,
@@ -410,7 +401,7 @@ static loom_status solve_layer(run_ctx *r, int32_t l, double budget, loom_intra_
             goto fail;
         }
         for (int32_t i = 0; i < count; i++) {
-            fill_op(g, &r->sctx.mesh, first + i, loom_layer_problem_strategy(p, i, sol.choice),
+            fill_op(&r->sctx.mesh, loom_layer_problem_strategy(p, i, sol.choice),
                     loom_layer_problem_act_bytes(p, i, sol.choice), &L->ops[i]);
             loom_layer_problem_op_reshard(p, i, sol.choice, &L->ops[i].cost.reshard_fwd_s,
                                           &L->ops[i].cost.reshard_bwd_s);
@@ -667,14 +658,23 @@ const char *loom_intra_op_strategy(const loom_intra_result *r, const loom_graph 
     return d ? d->strategy : NULL;
 }
 
-const char *loom_intra_op_spec(const loom_intra_result *r, const loom_graph *g, int32_t op,
-                               loom_operand which, int k)
+int32_t loom_intra_operand(const loom_graph *g, int32_t op, loom_operand which, int k)
 {
-    const intra_op *d = op_of(r, g, op);
-    if (!d || (unsigned)which > LOOM_OPERAND_OUTPUT || k < 0) return NULL;
+    if (op < 0 || op >= loom_graph_num_ops(g) || (unsigned)which > LOOM_OPERAND_OUTPUT || k < 0)
+        return -1;
     const loom_op *o = loom_graph_op(g, op);
     int n = which == LOOM_OPERAND_INPUT ? o->n_in : which == LOOM_OPERAND_WEIGHT ? o->n_w : o->n_out;
-    return k < n ? d->spec[which][k] : NULL;
+    if (k >= n) return -1;
+    return which == LOOM_OPERAND_INPUT ? o->in[k] : which == LOOM_OPERAND_WEIGHT ? o->w[k] : o->out[k];
+}
+
+bool loom_intra_op_spec(const loom_intra_result *r, const loom_graph *g, int32_t op,
+                        loom_operand which, int k, loom_spec *out)
+{
+    const intra_op *d = op_of(r, g, op);
+    if (!d || loom_intra_operand(g, op, which, k) < 0) return false;
+    *out = which == LOOM_OPERAND_INPUT ? d->in[k] : which == LOOM_OPERAND_WEIGHT ? d->w[k] : d->out[k];
+    return true;
 }
 
 bool loom_intra_op_cost_get(const loom_intra_result *r, const loom_graph *g, int32_t op,

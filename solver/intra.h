@@ -42,6 +42,7 @@
 #include "costs/compute.h"
 #include "graph/graph.h"
 #include "solver/ilp.h"
+#include "solver/spec.h"
 
 typedef struct loom_intra_cache loom_intra_cache;
 
@@ -118,10 +119,16 @@ typedef enum { LOOM_OPERAND_INPUT, LOOM_OPERAND_WEIGHT, LOOM_OPERAND_OUTPUT } lo
  * the op is outside the range or the result is infeasible. */
 const char *loom_intra_op_strategy(const loom_intra_result *r, const loom_graph *g, int32_t op);
 
-/* Spec of operand k of op in dim names: "b@0 s h@1" (dim@axes; "@01" both
- * axes, axis 0 major; a plain name is replicated). NULL when absent. */
-const char *loom_intra_op_spec(const loom_intra_result *r, const loom_graph *g, int32_t op,
-                               loom_operand which, int k);
+/* The tensor id of operand k of op (its k-th input, weight or output), or
+ * -1 when op has no such operand. */
+int32_t loom_intra_operand(const loom_graph *g, int32_t op, loom_operand which, int k);
+
+/* Spec of operand k of op (spec.h: the mesh axes each dim of the tensor
+ * loom_intra_operand names is split over); false when absent (op outside
+ * the range, no such operand, infeasible result). Text ("b@0 s h@1") is
+ * for output only: loom_spec_format. */
+bool loom_intra_op_spec(const loom_intra_result *r, const loom_graph *g, int32_t op,
+                        loom_operand which, int k, loom_spec *out);
 
 typedef struct {
     double compute_s;       /* shard compute, fwd (+ bwd) */

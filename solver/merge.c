@@ -703,14 +703,7 @@ fail:
 }
 
 const loom_ilp *loom_layer_problem_ilp(const loom_layer_problem *p) { return p->ilp; }
-int32_t loom_layer_problem_num_ops(const loom_layer_problem *p) { return p->n_ops; }
 int32_t loom_layer_problem_num_sets(const loom_layer_problem *p) { return p->n_sets; }
-
-int32_t loom_layer_problem_op_set(const loom_layer_problem *p, int32_t rel)
-{
-    LOOM_ASSERT(rel >= 0 && rel < p->n_ops);
-    return p->ops[rel].set;
-}
 
 /* The original choice of node v under ILP assignment x. */
 static int32_t orig(const loom_layer_problem *p, int32_t v, const int32_t *x)

@@ -79,11 +79,8 @@ loom_status loom_layer_problem_build(const loom_strategy_ctx *c, int32_t first_o
 void loom_layer_problem_destroy(loom_layer_problem *p);
 
 const loom_ilp *loom_layer_problem_ilp(const loom_layer_problem *p);
-int32_t loom_layer_problem_num_ops(const loom_layer_problem *p);
 /* ILP nodes that are op sets (fan-out nodes not counted). */
 int32_t loom_layer_problem_num_sets(const loom_layer_problem *p);
-/* The set (ILP node) op `rel` belongs to, and the op it follows (-1: none). */
-int32_t loom_layer_problem_op_set(const loom_layer_problem *p, int32_t rel);
 /* Strategy of op `rel` under the ILP assignment x. */
 const loom_strategy *loom_layer_problem_strategy(const loom_layer_problem *p, int32_t rel,
                                                  const int32_t *x);

@@ -45,6 +45,14 @@ unsigned loom_spec_axes(const loom_spec *s, int ndim)
     return a;
 }
 
+unsigned loom_spec_dim_axes(const loom_spec *s, const loom_tensor *t, const char *dim)
+{
+    unsigned a = 0;
+    for (int d = 0; d < t->ndim; d++)
+        if (!dim || strcmp(t->dims[d].name, dim) == 0) a |= s->ax[d] & LOOM_AXES_BOTH;
+    return a;
+}
+
 int loom_spec_axis_dim(const loom_spec *s, int ndim, int axis)
 {
     unsigned bit = 1u << axis;

@@ -64,6 +64,9 @@ double loom_mesh_coll_s(const loom_mesh_ctx *m, loom_collective k, unsigned axes
 
 /* OR of the axes the spec uses. */
 unsigned loom_spec_axes(const loom_spec *s, int ndim);
+/* The axes the dims of t named `dim` are split over under s; with dim NULL,
+ * the axes any dim is split over. */
+unsigned loom_spec_dim_axes(const loom_spec *s, const loom_tensor *t, const char *dim);
 /* The dim carrying `axis` (0 or 1), or -1. */
 int loom_spec_axis_dim(const loom_spec *s, int ndim, int axis);
 /* Number of pieces the tensor is cut into (product over its split dims). */

@@ -8,9 +8,9 @@
  * over a layer's ops gives that layer's time per micro-batch, its in-mesh
  * gradient sync, parameters and saved activations per GPU. From the specs
  * come the bytes a layer input occupies on one GPU (kept by full recompute)
- * and the KV cache of one sequence on one GPU (inference). A spec names each
- * split dim with its axes ("b@0 s heads@1 dh"), so the parts a tensor is cut
- * into are the product of the sizes of the axes named.
+ * and the KV cache of one sequence on one GPU (inference). A spec (spec.h)
+ * gives each dim the mesh axes it is split over, so the parts a tensor is
+ * cut into are the product of the sizes of the axes it uses.
  *
  * Exact evaluation. A configuration's stages are solved as ranges (so the
  * resharding where different layer kinds meet is included), their memory
@@ -33,8 +33,8 @@
 
 int loom_search_zero(const loom_search *s)
 {
-    if (s->req.inference) return 0;
-    if (s->req.zero >= 0) return s->req.zero;
+    if (s->pb.inference) return 0;
+    if (s->opt.zero >= 0) return s->opt.zero;
     /* ZeRO-1 even with one replica: the data-parallel group also spans the
      * copies of a weight inside a stage's mesh, which it then shards */
     return 1;
@@ -42,7 +42,7 @@ int loom_search_zero(const loom_search *s)
 
 int loom_search_zero_options(const loom_search *s, int64_t dp, int out[3])
 {
-    if (s->req.inference || dp <= 1 || s->req.zero >= 0) {
+    if (s->pb.inference || dp <= 1 || s->opt.zero >= 0) {
         out[0] = loom_search_zero(s);
         return 1;
     }
@@ -57,14 +57,14 @@ int64_t loom_search_state_bytes(const loom_search *s, int64_t n_params, int64_t 
                                 int64_t dp, int zero)
 {
     loom_model_state ms;
-    loom_memory_model_state_local(n_params, n_local, dp, zero, !s->req.inference, &ms);
+    loom_memory_model_state_local(n_params, n_local, dp, zero, !s->pb.inference, &ms);
     return ms.params_bytes + ms.grads_bytes + ms.optimizer_bytes;
 }
 
 double loom_search_replica_sync_s(const loom_search *s, double n, int64_t dp, int64_t stride,
                                   int zero, int64_t micro_batches)
 {
-    if (dp <= 1 || n <= 0 || s->req.inference) return 0;
+    if (dp <= 1 || n <= 0 || s->pb.inference) return 0;
     loom_group grp = loom_mesh_axis_group(s->c, (loom_mesh_shape){dp, stride}, 0);
     loom_dp_sync_op ops[LOOM_DP_SYNC_MAX_OPS];
     int k = loom_dp_sync_ops(n, zero, false, micro_batches, ops);
@@ -76,45 +76,22 @@ double loom_search_replica_sync_s(const loom_search *s, double n, int64_t dp, in
 
 /* ---- specs ------------------------------------------------------------------- */
 
-/* One "name@axes" token of a spec at p: its name (len bytes) and axes
- * (bit 0: axis 0, bit 1: axis 1); returns where the next token starts. */
-static const char *spec_token(const char *p, const char **name, size_t *len, unsigned *axes)
-{
-    while (*p == ' ') p++;
-    *name = p;
-    while (*p && *p != ' ' && *p != '@') p++;
-    *len = (size_t)(p - *name);
-    *axes = 0;
-    if (*p == '@')
-        for (p++; *p == '0' || *p == '1'; p++) *axes |= *p == '0' ? 1u : 2u;
-    while (*p && *p != ' ') p++;
-    return p;
-}
-
-unsigned loom_search_spec_axes(const char *spec, const char *dim)
-{
-    unsigned axes = 0;
-    for (const char *p = spec ? spec : ""; *p;) {
-        const char *name;
-        size_t len;
-        unsigned a;
-        p = spec_token(p, &name, &len, &a);
-        if (!dim || (strlen(dim) == len && strncmp(dim, name, len) == 0)) axes |= a;
-    }
-    return axes;
-}
-
 static int64_t axes_parts(unsigned axes, loom_mesh_shape m)
 {
     return (axes & 1 ? m.n0 : 1) * (axes & 2 ? m.n1 : 1);
 }
 
-/* Parts a spec cuts its tensor into (only along dim `dim` when it is not
- * NULL): each mesh axis splits at most one dim, so this is the product of
- * the sizes of the axes it uses. */
-static int64_t spec_parts(const char *spec, const char *dim, loom_mesh_shape m)
+/* Parts the spec of operand k of op cuts its tensor into (only along the
+ * dims named `dim` when it is not NULL): each mesh axis splits at most one
+ * dim, so this is the product of the sizes of the axes it uses. An absent
+ * spec is one part. */
+static int64_t spec_parts(const loom_intra_result *r, const loom_graph *g, int32_t op,
+                          loom_operand which, int k, const char *dim, loom_mesh_shape m)
 {
-    return axes_parts(loom_search_spec_axes(spec, dim), m);
+    loom_spec sp;
+    int32_t t = loom_intra_operand(g, op, which, k);
+    if (t < 0 || !loom_intra_op_spec(r, g, op, which, k, &sp)) return 1;
+    return axes_parts(loom_spec_dim_axes(&sp, loom_graph_tensor(g, t), dim), m);
 }
 
 /* Per dim name, the largest split any operand spec of op gives it. */
@@ -127,21 +104,19 @@ static int op_splits(const loom_intra_result *r, const loom_graph *g, int32_t op
     const int counts[3] = {o->n_in, o->n_w, o->n_out};
     for (int w = 0; w < 3; w++)
         for (int k = 0; k < counts[w]; k++) {
-            const char *spec = loom_intra_op_spec(r, g, op, kinds[w], k);
-            for (const char *p = spec ? spec : ""; *p;) {
-                const char *start;
-                size_t len;
-                unsigned axes;
-                p = spec_token(p, &start, &len, &axes);
-                int64_t parts = axes_parts(axes, m);
+            loom_spec sp;
+            if (!loom_intra_op_spec(r, g, op, kinds[w], k, &sp)) continue;
+            const loom_tensor *t = loom_graph_tensor(g, loom_intra_operand(g, op, kinds[w], k));
+            for (int d = 0; d < t->ndim; d++) {
+                const char *name = t->dims[d].name;
+                size_t len = strlen(name);
+                int64_t parts = axes_parts(sp.ax[d] & LOOM_AXES_BOTH, m);
                 if (parts <= 1 || len == 0 || len >= LOOM_DIM_NAME_MAX) continue;
                 int q = 0;
-                while (q < n && (strlen(div[q].name) != len || strncmp(div[q].name, start, len)))
-                    q++;
+                while (q < n && strcmp(div[q].name, name)) q++;
                 if (q == n) {
                     if (n == cap) continue;
-                    memcpy(div[n].name, start, len);
-                    div[n].name[len] = '\0';
+                    memcpy(div[n].name, name, len + 1);
                     div[n].size = 1;
                     n++;
                 }
@@ -215,8 +190,8 @@ void loom_search_tabs_free(loom_search *s)
 static void intra_opts(const loom_search *s, bool megatron, loom_intra_opts *o)
 {
     loom_intra_opts_init(o);
-    o->train = !s->req.inference;
-    if (s->req.ilp_time_limit_s > 0) o->time_limit_s = s->req.ilp_time_limit_s;
+    o->train = !s->pb.inference;
+    if (s->opt.ilp_time_limit_s > 0) o->time_limit_s = s->opt.ilp_time_limit_s;
     o->micro_batches = LOOM_SEARCH_ILP_MICRO_BATCHES;
     /* the in-stage gradient sync under the default ZeRO stage (one table
      * serves every configuration; ZeRO-2/3 are only offered to one-stage
@@ -234,21 +209,23 @@ static int64_t kv_per_seq(const loom_search *s, const loom_intra_result *r, cons
     if (o->n_in < 3) return 0;
     const loom_tensor *k = loom_graph_tensor(g, o->in[1]), *v = loom_graph_tensor(g, o->in[2]);
     if (k->ndim < 2) return 0;
-    const char *spec = loom_intra_op_spec(r, g, a, LOOM_OPERAND_INPUT, 1);
     const loom_model_info *info = loom_graph_info_c(g);
+    /* A sliding window or a chunk bounds what the layer keeps: its last
+     * `window` tokens, or the current chunk (graph.h). */
+    int64_t ctx = loom_op_attention_span(o, s->context);
     if (info->kv_lora_rank > 0) {
         /* multi-head latent attention caches the latent, not k and v
          * (memory.h): whole on every GPU of a head split, divided only by a
          * split of the batch, i.e. of the sequences */
-        int64_t parts = spec_parts(spec, k->dims[0].name, m);
-        return loom_memory_kv_bytes_per_token(info, 1) * s->context / (parts > 0 ? parts : 1);
+        int64_t parts = spec_parts(r, g, a, LOOM_OPERAND_INPUT, 1, k->dims[0].name, m);
+        return loom_memory_kv_bytes_per_token(info, 1) * ctx / (parts > 0 ? parts : 1);
     }
     int64_t bt = k->dims[0].size * k->dims[1].size;   /* k: [b, t, kvh, dqk] */
     int64_t per_token = (loom_tensor_bytes(k) + loom_tensor_bytes(v)) / (bt > 0 ? bt : 1);
     /* One GPU's share: a batch split holds fewer sequences, a head split
      * less of each; averaged per sequence either way. */
-    int64_t parts = spec_parts(spec, NULL, m);
-    return per_token * s->context / (parts > 0 ? parts : 1);
+    int64_t parts = spec_parts(r, g, a, LOOM_OPERAND_INPUT, 1, NULL, m);
+    return per_token * ctx / (parts > 0 ? parts : 1);
 }
 
 static loom_status build_tab(loom_search *s, const loom_graph *g, loom_layer_tab *t,
@@ -275,7 +252,7 @@ static loom_status build_tab(loom_search *s, const loom_graph *g, loom_layer_tab
     loom_intra_result r;
     memset(&r, 0, sizeof r);
     loom_error e2 = {0};
-    loom_status st = loom_intra_solve(g, s->req.cm, 0, n - 1, m, &o, &r, &e2);
+    loom_status st = loom_intra_solve(g, s->pb.cm, 0, n - 1, m, &o, &r, &e2);
     if (st == LOOM_ERR_LIMIT || st == LOOM_ERR_INVALID || st == LOOM_ERR_UNSUPPORTED ||
         (st == LOOM_OK && r.status == LOOM_ILP_INFEASIBLE)) {
         t->ok = false;   /* this mesh is not an option */
@@ -322,7 +299,7 @@ static loom_status build_tab(loom_search *s, const loom_graph *g, loom_layer_tab
             t->params_local[l] += c.param_count_local;
             t->act_bytes[l] += c.act_bytes;
             if (block) t->rc_s[l] += c.fwd_compute_s + c.fwd_comm_s + c.reshard_fwd_s;
-            if (s->req.inference && op->kind == LOOM_OP_ATTENTION)
+            if (s->pb.inference && op->kind == LOOM_OP_ATTENTION)
                 t->kv_per_seq[l] += kv_per_seq(s, &r, g, i, m);
             if (fresh && op->kind != LOOM_OP_RESHAPE && op->kind != LOOM_OP_TRANSPOSE) {
                 loom_dim div[LOOM_PROFILE_MAX_DIMS];
@@ -332,14 +309,13 @@ static loom_status build_tab(loom_search *s, const loom_graph *g, loom_layer_tab
                 if (loom_profile_key_from_op(g, i, div, nd, &key, &ek) == LOOM_OK) add_key(s, &key);
             }
         }
-        if (s->req.inference)   /* each GPU streams its share of b sequences' caches */
-            t->kv_read_s[l] = loom_cost_memory_time_s(s->req.cm, (double)t->kv_per_seq[l] * (double)t->b);
+        if (s->pb.inference)   /* each GPU streams its share of b sequences' caches */
+            t->kv_read_s[l] = loom_cost_memory_time_s(s->pb.cm, (double)t->kv_per_seq[l] * (double)t->b);
         int32_t iop;
         int ik;
         int32_t in = block ? layer_input(g, l, &iop, &ik) : -1;
         if (in >= 0) {
-            int64_t parts =
-                spec_parts(loom_intra_op_spec(&r, g, iop, LOOM_OPERAND_INPUT, ik), NULL, m);
+            int64_t parts = spec_parts(&r, g, iop, LOOM_OPERAND_INPUT, ik, NULL, m);
             t->input_bytes[l] = loom_tensor_bytes(loom_graph_tensor(g, in)) / (parts > 0 ? parts : 1);
         } else {
             t->input_bytes[l] = t->act_bytes[l];
@@ -401,10 +377,10 @@ static loom_status eval_stage(loom_search *s, const loom_graph *g, const loom_se
                               int32_t i, loom_stage_eval *e, loom_error *err)
 {
     const loom_search_stage *st = &cfg->stages[i];
-    bool train = !s->req.inference;
+    bool train = !s->pb.inference;
     loom_intra_opts o;
     intra_opts(s, st->megatron, &o);
-    loom_status rs = loom_intra_solve(g, s->req.cm, st->first_layer, st->last_layer, st->mesh, &o,
+    loom_status rs = loom_intra_solve(g, s->pb.cm, st->first_layer, st->last_layer, st->mesh, &o,
                                       &e->intra, err);
     if (rs) return rs;
     if (e->intra.status == LOOM_ILP_INFEASIBLE)
@@ -454,7 +430,7 @@ static loom_status eval_stage(loom_search *s, const loom_graph *g, const loom_se
             for (int d = 0; d < nd; d++) sp[d] = (loom_dim_split){div[d].name, div[d].size};
             loom_op_time ot;
             loom_error eo;
-            if (loom_cost_op_time(s->req.cm, g, q, sp, nd, &ot, &eo) == LOOM_OK) {
+            if (loom_cost_op_time(s->pb.cm, g, q, sp, nd, &ot, &eo) == LOOM_OK) {
                 double tt = ot.fwd_s + (train ? ot.bwd_s : 0);
                 one.total += tt;
                 if (ot.source != LOOM_SRC_ROOFLINE) one.measured += tt;
@@ -502,7 +478,7 @@ static loom_status eval_stage(loom_search *s, const loom_graph *g, const loom_se
         double local = cfg->zero >= 1
                            ? ceil((double)e->intra.param_count_local_per_gpu / (double)cfg->dp)
                            : (double)e->params;
-        e->optimizer_s = loom_cost_memory_time_s(s->req.cm, LOOM_OPTIM_STEP_BYTES_PER_PARAM * local);
+        e->optimizer_s = loom_cost_memory_time_s(s->pb.cm, LOOM_OPTIM_STEP_BYTES_PER_PARAM * local);
     }
     return LOOM_OK;
 }
@@ -562,7 +538,7 @@ loom_status loom_search_eval(loom_search *s, const loom_graph *g, const loom_sea
                              loom_search_eval_result *out, loom_error *err)
 {
     memset(out, 0, sizeof *out);
-    bool train = !s->req.inference;
+    bool train = !s->pb.inference;
     int32_t S = cfg->n_stages;
     int64_t pp = cfg->pp;
     loom_status st = LOOM_OK;
@@ -619,12 +595,7 @@ loom_status loom_search_eval(loom_search *s, const loom_graph *g, const loom_sea
         loom_pipeline_out po;
         if ((st = loom_pipeline_step(&pin, &po, err))) goto done;
         out->step_s = po.step_s;
-        out->tp_comm_s = (double)M * comm[po.bottleneck];
-        out->compute_s = po.compute_s - out->tp_comm_s;
-        out->bubble_s = po.bubble_s;
-        out->p2p_s = po.p2p_s;
-        out->grad_sync_s = po.grad_sync_s;
-        out->optimizer_s = po.optimizer_s;
+        loom_pipeline_breakdown(&po, comm, M, &out->breakdown);
         out->tokens_per_s = (double)cfg->sequences * (double)s->seq_tokens / out->step_s;
     } else {
         /* A decode step: a token goes through every stage; the pipeline
@@ -638,23 +609,24 @@ loom_status loom_search_eval(loom_search *s, const loom_graph *g, const loom_sea
         double through = sum + (double)(pp - 1) * p2p, paced = (double)M * mx;
         out->latency_s = through > paced ? through : paced;
         out->step_s = out->latency_s;
-        out->p2p_s = through > paced ? (double)(pp - 1) * p2p : 0;
-        out->tp_comm_s = through > paced ? 0 : (double)M * comm[bott];
+        loom_step_breakdown *b = &out->breakdown;
+        b->p2p_s = through > paced ? (double)(pp - 1) * p2p : 0;
+        b->tp_comm_s = through > paced ? 0 : (double)M * comm[bott];
         if (through > paced)
-            for (int64_t r = 0; r < pp; r++) out->tp_comm_s += comm[r];
-        out->compute_s = out->step_s - out->p2p_s - out->tp_comm_s;
+            for (int64_t r = 0; r < pp; r++) b->tp_comm_s += comm[r];
+        b->compute_s = out->step_s - b->p2p_s - b->tp_comm_s;
         out->tokens_per_s = (double)cfg->sequences / out->latency_s;
     }
     double price = s->c->price_per_gpu_hour_usd, power = s->c->power_w > 0 ? s->c->power_w
                                                                            : s->c->gpu.tdp_w;
-    switch (s->req.objective) {
-    case LOOM_SEARCH_COST:
+    switch (s->pb.objective) {
+    case LOOM_OBJ_COST:
         out->score = out->step_s * (double)out->gpus_used * (price > 0 ? price / 3600 : 1);
         break;
-    case LOOM_SEARCH_ENERGY:
+    case LOOM_OBJ_ENERGY:
         out->score = out->step_s * (double)out->gpus_used * (power > 0 ? power : 1);
         break;
-    case LOOM_SEARCH_THROUGHPUT: out->score = 1.0 / out->tokens_per_s; break;
+    case LOOM_OBJ_THROUGHPUT: out->score = 1.0 / out->tokens_per_s; break;
     default: out->score = out->step_s; break;
     }
 done:

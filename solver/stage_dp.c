@@ -139,6 +139,37 @@ loom_status loom_stage_place(const loom_submesh *meshes, int32_t n, int64_t gpus
 
 /* ---- clustering -------------------------------------------------------------- */
 
+/* Row c of the clustering DP for i in [lo, hi], knowing that the best cut
+ * of every i lies in [jlo, jhi] (divide and conquer: the cost (Σw)² of a
+ * segment of non-negative weights obeys the quadrangle inequality, so the
+ * smallest best cut is non-decreasing in i; Galil & Park 1992). Each level
+ * of the recursion scans O(n) cuts: O(n log n) per row instead of O(n²). */
+static void cluster_row(const double *pre, double *C, int32_t *cut, int32_t n, int32_t c,
+                        int32_t lo, int32_t hi, int32_t jlo, int32_t jhi)
+{
+    while (lo <= hi) {
+        int32_t mid = lo + (hi - lo) / 2, best = -1;
+        double best_v = INFINITY;
+        int32_t a = jlo > c - 1 ? jlo : c - 1, b = jhi < mid - 1 ? jhi : mid - 1;
+        for (int32_t j = a; j <= b; j++) {
+            double prev = C[(size_t)(c - 1) * (size_t)(n + 1) + (size_t)j];
+            if (prev == INFINITY) continue;
+            double w = pre[mid] - pre[j], v = prev + w * w;
+            if (v < best_v) best_v = v, best = j;
+        }
+        size_t q = (size_t)c * (size_t)(n + 1) + (size_t)mid;
+        C[q] = best_v, cut[q] = best;
+        int32_t split = best >= 0 ? best : a;
+        /* left half recursively (shorter), right half by iteration */
+        cluster_row(pre, C, cut, n, c, lo, mid - 1, jlo, split);
+        lo = mid + 1, jlo = split;
+    }
+}
+
+/* Layers beyond which the O(k n²) exact scan gives way to cluster_row (the
+ * same optimum; below it plans stay byte-identical to the scan's ties). */
+#define CLUSTER_SCAN_MAX_LAYERS 1024
+
 int32_t loom_stage_cluster(const double *weights, int32_t n, int32_t max_clusters,
                            int32_t *first)
 {
@@ -164,7 +195,9 @@ int32_t loom_stage_cluster(const double *weights, int32_t n, int32_t max_cluster
     for (int32_t i = 0; i < n; i++) pre[i + 1] = pre[i] + weights[i];
     for (size_t q = 0; q < cells; q++) C[q] = INFINITY, cut[q] = -1;
     C[0] = 0;
-    for (int32_t c = 1; c <= k; c++)
+    if (n > CLUSTER_SCAN_MAX_LAYERS) {
+        for (int32_t c = 1; c <= k; c++) cluster_row(pre, C, cut, n, c, c, n - (k - c), 0, n);
+    } else for (int32_t c = 1; c <= k; c++)
         for (int32_t i = c; i <= n - (k - c); i++)
             for (int32_t j = c - 1; j < i; j++) {
                 double prev = C[(size_t)(c - 1) * (size_t)(n + 1) + (size_t)j];

@@ -93,6 +93,7 @@
 #ifndef LOOM_STAGE_DP_H
 #define LOOM_STAGE_DP_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include "base/error.h"
@@ -171,7 +172,7 @@ typedef struct {
     bool one_in_flight;             /* inference: every stage holds 1 micro-batch */
     int32_t max_stages;             /* 0 = up to min(L, D / gcd) */
     double tmax_rel_gap;            /* 0 = exact; e.g. 0.005 skips near-equal bounds */
-    const volatile int *stop;       /* optional: non-zero asks to stop (Ctrl-C) */
+    const volatile sig_atomic_t *stop;   /* optional: non-zero asks to stop (Ctrl-C) */
     loom_stage_workspace *ws;       /* optional: buffers kept between solves */
 } loom_stage_problem;
 

@@ -1,8 +1,9 @@
 /*
  * stage_search.c — the search loops of the Alpa planner (stage_search.h):
  * GPUs used × replicas × micro-batch size, and for each the general and
- * uniform stage DPs and the interleaved variants, every candidate evaluated
- * exactly (stage_costs.c) and the best kept.
+ * uniform stage DPs and Megatron's even / first-last-uneven splits with
+ * 1F1B and interleaving v = 2..8 (unclustered, so every such split is a
+ * candidate whatever the clustering), every candidate evaluated exactly (stage_costs.c) and the best kept.
  *
  * Pruning that never loses a plan: a replica whose GPUs cannot even hold
  * the model state (weights, gradients, sharded Adam state, KV cache) is
@@ -25,34 +26,36 @@
 
 #define MAX_LOGICAL 8              /* logical shapes per sub-mesh */
 #define MAX_SHAPES (2 * MAX_LOGICAL) /* × strategy space (full, Megatron) */
+#define MAX_VPP 8      /* interleaving depths tried: 2 .. MAX_VPP chunks per rank */
 #define DP_GAP 0.005   /* t_max candidates closer than 0.5 % are skipped */
 
-void loom_search_request_init(loom_search_request *r)
+void loom_search_options_init(loom_search_options *o)
 {
-    memset(r, 0, sizeof *r);
-    loom_model_opts_init(&r->model);
-    r->objective = LOOM_SEARCH_TIME;
-    r->max_clusters = 24;
-    r->max_micro_batch = 8;
-    r->general_max_gpus = 16;
-    r->zero = -1;
+    memset(o, 0, sizeof *o);
+    o->max_clusters = 24;
+    o->max_micro_batch = 8;
+    o->general_max_gpus = 16;
+    o->zero = -1;
 }
 
-loom_status loom_search_create(const loom_search_request *req, loom_search **out, loom_error *err)
+loom_status loom_search_create(const loom_problem *p, const loom_search_options *o,
+                               loom_search **out, loom_error *err)
 {
     *out = NULL;
-    if (!req->model_path || !req->cm || req->gbs < 1)
+    if (!p->model || !p->cm || p->gbs < 1)
         return loom_error_set(err, LOOM_ERR_INVALID,
                               "stage search: needs a model, a cost model and gbs >= 1");
     loom_search *s = calloc(1, sizeof *s);
     if (!s) return loom_error_set(err, LOOM_ERR_NOMEM, "stage search: out of memory");
-    s->req = *req;
-    if (s->req.max_clusters < 1) s->req.max_clusters = 24;
-    if (s->req.max_micro_batch < 1) s->req.max_micro_batch = 8;
-    if (s->req.general_max_gpus < 1) s->req.general_max_gpus = 16;
-    s->c = loom_cost_model_cluster(req->cm);
-    s->cal = loom_cost_model_calib(req->cm);
-    s->context = req->model.seq > 0 ? req->model.seq : 2048;
+    s->pb = *p;
+    if (o) s->opt = *o;
+    else loom_search_options_init(&s->opt);
+    if (s->opt.max_clusters < 1) s->opt.max_clusters = 24;
+    if (s->opt.max_micro_batch < 1) s->opt.max_micro_batch = 8;
+    if (s->opt.general_max_gpus < 1) s->opt.general_max_gpus = 16;
+    s->c = loom_cost_model_cluster(p->cm);
+    s->cal = loom_cost_model_calib(p->cm);
+    s->context = p->seq > 0 ? p->seq : 2048;
     s->seq_tokens = s->context;
     loom_status st = loom_intra_cache_create(&s->cache, err);
     if (!st) st = loom_stage_workspace_create(&s->ws, err);
@@ -80,8 +83,7 @@ void loom_search_destroy(loom_search *s)
     free(s);
 }
 
-loom_intra_cache *loom_search_cache(loom_search *s) { return s->cache; }
-const loom_cost_model *loom_search_cost_model(const loom_search *s) { return s->req.cm; }
+const loom_problem *loom_search_problem(const loom_search *s) { return &s->pb; }
 
 loom_status loom_search_graph(loom_search *s, int64_t b, const loom_graph **out, loom_error *err)
 {
@@ -92,11 +94,15 @@ loom_status loom_search_graph(loom_search *s, int64_t b, const loom_graph **out,
         }
     if (s->ng == LOOM_SEARCH_MAX_GRAPHS)
         return loom_error_set(err, LOOM_ERR_LIMIT, "stage search: too many micro-batch sizes");
-    loom_model_opts o = s->req.model;
+    loom_model_opts o;
+    loom_model_opts_init(&o);
+    o.seq = s->pb.seq;
+    o.dtype = s->pb.dtype;
+    o.flash_attention = s->pb.flash_attention;
     o.batch = b;
-    if (s->req.inference) o.seq = 1;   /* one decode step: a new token per sequence */
+    if (s->pb.inference) o.seq = 1;   /* one decode step: a new token per sequence */
     loom_graph *g;
-    loom_status st = loom_model_load(s->req.model_path, &o, &g, err);
+    loom_status st = loom_model_source_build(s->pb.model, &o, &g, err);
     if (st) return st;
     int32_t n = loom_graph_layer_count(g);
     uint64_t *sig = malloc(sizeof *sig * ((size_t)n + 1));
@@ -136,29 +142,89 @@ typedef struct {
     const loom_graph *g;
 } point;
 
+int64_t loom_search_work(const loom_search *s)
+{
+    int64_t solves = 0;
+    loom_intra_cache_stats(s->cache, &solves, NULL);
+    return s->res.configs_evaluated + solves;
+}
+
 static bool stop_now(loom_search *s)
 {
-    if (s->req.stop && *s->req.stop) {
+    if (s->opt.stop && *s->opt.stop) {
         s->res.stopped = true;
         return true;
     }
     /* the time limit takes effect once there is a plan to return */
-    if (s->have_best && s->req.time_limit_s > 0 &&
-        loom_clock_s() - s->t_start > s->req.time_limit_s) {
+    if (s->have_best && s->opt.time_limit_s > 0 &&
+        loom_clock_s() - s->t_start > s->opt.time_limit_s) {
+        s->res.timed_out = true;
+        return true;
+    }
+    /* so does the work limit: the same point on every machine */
+    if (s->have_best && s->opt.max_work > 0 && loom_search_work(s) >= s->opt.max_work) {
         s->res.timed_out = true;
         return true;
     }
     return false;
 }
 
+/* Does cfg respect the pinned dimensions? */
+static bool pinned_ok(const loom_search *s, const loom_search_config *cfg)
+{
+    const loom_search_options *o = &s->opt;
+    if ((o->pin_dp && cfg->dp != o->pin_dp) || (o->pin_pp && cfg->pp != o->pin_pp) ||
+        (o->pin_vpp && cfg->vpp != o->pin_vpp) || (o->pin_mbs && cfg->mbs != o->pin_mbs))
+        return false;
+    for (int32_t i = 0; o->pin_tp && i < cfg->n_stages; i++)
+        if (cfg->stages[i].mesh.n1 != o->pin_tp) return false;
+    return true;
+}
+
+/* Keeps (cfg, ev) among the top runners-up when it is distinct from them
+ * or better than its twin. */
+static void keep_top(loom_search *s, const loom_search_config *cfg, const loom_search_eval_result *ev)
+{
+    int32_t cap = s->opt.top < LOOM_SEARCH_TOP_MAX ? s->opt.top : LOOM_SEARCH_TOP_MAX;
+    if (cap < 1) cap = 1;
+    loom_search_top e = {.dp = cfg->dp, .pp = cfg->pp, .vpp = cfg->vpp, .mbs = cfg->mbs,
+                         .micro_batches = cfg->micro_batches, .tp = cfg->stages[0].mesh.n1,
+                         .stage_dp = cfg->stages[0].mesh.n0, .zero = cfg->zero, .megatron = true,
+                         .step_s = s->pb.inference ? ev->latency_s : ev->step_s,
+                         .score = ev->score, .memory_per_gpu_bytes = ev->memory_per_gpu_bytes};
+    for (int32_t i = 0; i < cfg->n_stages; i++) {
+        e.megatron &= cfg->stages[i].megatron;
+        e.recompute_stages += cfg->stages[i].recompute != LOOM_RECOMPUTE_NONE;
+        if (cfg->stages[i].mesh.n1 != e.tp) e.tp = 0;   /* mixed: no one TP size */
+    }
+    loom_search_top *t = s->res.top;
+    int32_t n = s->res.n_top, at = n;
+    for (int32_t i = 0; i < n; i++)
+        if (t[i].dp == e.dp && t[i].pp == e.pp && t[i].vpp == e.vpp && t[i].mbs == e.mbs &&
+            t[i].tp == e.tp && t[i].stage_dp == e.stage_dp && t[i].zero == e.zero &&
+            t[i].megatron == e.megatron && t[i].recompute_stages == e.recompute_stages) {
+            if (t[i].score <= e.score) return;
+            at = i;   /* its twin, now replaced */
+            break;
+        }
+    if (at == n) {
+        if (n == cap && t[n - 1].score <= e.score) return;
+        if (n < cap) s->res.n_top = ++n;
+        at = n - 1;
+    }
+    while (at > 0 && t[at - 1].score > e.score) t[at] = t[at - 1], at--;
+    t[at] = e;
+}
+
 /* Keeps cfg if it fits and beats the best; takes ownership of ev either way. */
 static void consider(loom_search *s, const loom_search_config *cfg, loom_search_eval_result *ev)
 {
     s->res.configs_evaluated++;
-    bool ok = ev->fits;
-    if (s->req.objective == LOOM_SEARCH_THROUGHPUT && s->req.latency_bound_s > 0 &&
-        ev->latency_s > s->req.latency_bound_s)
+    bool ok = ev->fits && pinned_ok(s, cfg);
+    if (s->pb.objective == LOOM_OBJ_THROUGHPUT && s->pb.latency_bound_s > 0 &&
+        ev->latency_s > s->pb.latency_bound_s)
         ok = false;
+    if (ok) keep_top(s, cfg, ev);
     if (!ev->fits && (s->res.min_memory_bytes == 0 || ev->memory_per_gpu_bytes < s->res.min_memory_bytes))
         s->res.min_memory_bytes = ev->memory_per_gpu_bytes;
     if (ok && (!s->have_best || ev->score < s->res.eval.score * (1 - 1e-12))) {
@@ -187,7 +253,7 @@ static void layer_cost(loom_search *s, const point *pt, int32_t l, int32_t m, in
     c->time_s = t->time_s[l] + (r ? t->rc_s[l] : 0) + t->kv_read_s[l] + sync / (double)pt->M;
     c->static_bytes = loom_search_state_bytes(s, t->params[l], t->params_local[l], pt->dp, pt->zero) +
                       t->kv_per_seq[l] * (pt->seqs / pt->dp);
-    int64_t act = s->req.inference ? 0 : (r ? t->input_bytes[l] : t->act_bytes[l]);
+    int64_t act = s->pb.inference ? 0 : (r ? t->input_bytes[l] : t->act_bytes[l]);
     c->act_bytes = (int64_t)((double)act * (1 + LOOM_MEM_FRAGMENTATION) + 0.5);
 }
 
@@ -222,7 +288,7 @@ static loom_status build_problem(loom_search *s, const point *pt, const int32_t 
                                     : 0;
             int64_t work = 0;
             if (t && t->ok) {
-                if (s->req.inference)
+                if (s->pb.inference)
                     for (int32_t l = 0; l < pt->n_layers; l++)
                         work = t->act_bytes[l] > work ? t->act_bytes[l] : work;
                 else if (rc)
@@ -253,9 +319,9 @@ static loom_status build_problem(loom_search *s, const point *pt, const int32_t 
     p->devices = pt->D;
     p->micro_batches = pt->M;
     p->capacity_bytes = s->c->gpu.hbm_bytes - LOOM_MEM_RESERVED_BYTES;
-    p->one_in_flight = s->req.inference;
+    p->one_in_flight = s->pb.inference;
     p->tmax_rel_gap = DP_GAP;
-    p->stop = s->req.stop;
+    p->stop = s->opt.stop;
     p->ws = s->ws;
     *cost_out = cost, *dev_out = dev, *once_out = once;
     return LOOM_OK;
@@ -394,7 +460,7 @@ static loom_status try_dps(loom_search *s, const point *pt, const int32_t *meshe
     for (int32_t mi = 0; mi < nm; mi++)
         if (pt->nshape[meshes[mi]] * pt->n_rc > NO) NO = pt->nshape[meshes[mi]] * pt->n_rc;
     loom_status st = LOOM_OK;
-    bool meg_only = s->req.megatron_only;
+    bool meg_only = s->opt.megatron_only;
     int passes = meg_only ? NO : 3;
     for (int pass = 0; pass < passes && !st; pass++) {
         int32_t codes[MAX_SHAPES * 2], n = 0;
@@ -410,12 +476,45 @@ static loom_status try_dps(loom_search *s, const point *pt, const int32_t *meshe
     return st;
 }
 
-/* Interleaved 1F1B: pp ranks on sub-mesh m, v chunks each, blocks split
- * evenly (Megatron's requirement), the embedding with the first chunk and
- * the head with the last. Every (logical mesh, recompute) option is first
- * estimated from the layer tables — rank time t_r, memory with the
- * interleaved in-flight count, T ≈ M·max t_r + (Σ t_r - max t_r)/v — and
- * the best one that fits is evaluated exactly. */
+/* Blocks per chunk of Megatron's even split and its uneven variants
+ * (--pipeline-model-parallel-layout, --decoder-first/last-pipeline-num-
+ * layers): variant k of nb blocks over C chunks gives the middle chunks q
+ * blocks each and the first and last chunks the rest, as evenly as
+ * possible, each with 0..2 blocks fewer than q (they also hold the
+ * embedding and the head; Meta's Llama 3.1 405B layout: 1 + 62 × 2 + 1).
+ * Returns false when there is no such variant k. */
+static bool chunk_counts(int32_t nb, int64_t C, int k, int32_t *count)
+{
+    if (C == 1) {
+        if (k) return false;
+        count[0] = nb;
+        return true;
+    }
+    int found = 0;
+    for (int32_t q = (int32_t)((nb + C - 1) / C); q >= 1; q--) {
+        int64_t rest = (int64_t)nb - (C - 2) * q;
+        if (rest < 2) continue;
+        int64_t f = rest / 2, l = rest - f;
+        if (l > q || q - f > 2) continue;
+        if (found++ < k) continue;
+        for (int64_t c = 0; c < C; c++) count[c] = q;
+        count[0] = (int32_t)f, count[C - 1] = (int32_t)l;
+        return true;
+    }
+    return false;
+}
+
+/* Megatron's schedules on uniform stages: pp ranks on sub-mesh m, v chunks
+ * each (v = 1: plain 1F1B; v > 1: interleaved 1F1B, which needs the
+ * micro-batches to be a multiple of pp), blocks split evenly or with
+ * lighter first and last chunks (chunk_counts), the embedding with the
+ * first chunk and the head with the last. Every (split, logical mesh,
+ * recompute) option is first estimated from the layer tables — rank time
+ * t_r, memory with the interleaved in-flight count,
+ * T ≈ M·max t_r + (Σ t_r - max t_r)/v — and the best one that fits is
+ * evaluated exactly. Together with the stage DP this makes every even or
+ * first/last-uneven split Megatron can run a candidate, whatever the layer
+ * clustering. */
 static loom_status try_interleaved(loom_search *s, const point *pt, int32_t m, int64_t v,
                                    loom_error *err)
 {
@@ -427,46 +526,55 @@ static loom_status try_interleaved(loom_search *s, const point *pt, int32_t m, i
             nb++;
         }
     int64_t size = loom_submesh_devices(pt->sub[m]), pp = pt->D / size, chunks = pp * v;
-    if (pp < 2 || nb == 0 || nb % chunks || pt->M % pp || chunks > LOOM_STAGE_MAX || pp > 64)
+    if (nb == 0 || nb < chunks || (v > 1 && (pp < 2 || pt->M % pp)) ||
+        chunks > LOOM_STAGE_MAX || pp > 64)
         return LOOM_OK;
     for (int32_t l = b0; l < b0 + nb; l++)   /* blocks must be contiguous slots */
         if (!loom_memory_is_block(g, l)) return LOOM_OK;
-    int64_t per = nb / chunks;
+    int32_t count[LOOM_STAGE_MAX], best_count[LOOM_STAGE_MAX];
     double cap = (double)(s->c->gpu.hbm_bytes - LOOM_MEM_RESERVED_BYTES);
     int32_t best_si = -1, best_rc = 0;
     double best_est = INFINITY;
-    for (int32_t si = 0; si < pt->nshape[m]; si++) {
-        const loom_layer_tab *t = pt->tab[m][si];
-        if (!t || !t->ok) continue;
-        double p_ref = 0;
-        for (int32_t l = 0; l < n; l++) p_ref += (double)t->params[l];
-        double rate = p_ref > 0 ? loom_search_replica_sync_s(s, p_ref, pt->dp, pt->D, pt->zero,
-                                                             pt->M) / p_ref
-                                : 0;
-        for (int32_t rc = 0; rc < pt->n_rc; rc++) {
-            double tr[64] = {0}, st_b[64] = {0}, act_b[64] = {0};
-            for (int64_t c = 0; c < chunks; c++) {
-                int32_t lo = c == 0 ? 0 : b0 + (int32_t)(c * per);
-                int32_t hi = c == chunks - 1 ? n - 1 : b0 + (int32_t)((c + 1) * per) - 1;
-                for (int32_t l = lo; l <= hi; l++) {
-                    loom_stage_cost one;
-                    layer_cost(s, pt, l, m, si, rc == 1, rate, &one);
-                    tr[c % pp] += one.time_s;
-                    st_b[c % pp] += (double)one.static_bytes;
-                    act_b[c % pp] += (double)one.act_bytes;
+    for (int k = 0; chunk_counts(nb, chunks, k, count); k++) {
+        int32_t lo_of[LOOM_STAGE_MAX + 1];
+        lo_of[0] = 0;
+        for (int64_t c = 0, at = b0; c < chunks; c++) {
+            at += count[c];
+            lo_of[c + 1] = c == chunks - 1 ? n : (int32_t)at;
+        }
+        for (int32_t si = 0; si < pt->nshape[m]; si++) {
+            const loom_layer_tab *t = pt->tab[m][si];
+            if (!t || !t->ok) continue;
+            double p_ref = 0;
+            for (int32_t l = 0; l < n; l++) p_ref += (double)t->params[l];
+            double rate = p_ref > 0 ? loom_search_replica_sync_s(s, p_ref, pt->dp, pt->D,
+                                                                 pt->zero, pt->M) / p_ref
+                                    : 0;
+            for (int32_t rc = 0; rc < pt->n_rc; rc++) {
+                double tr[64] = {0}, st_b[64] = {0}, act_b[64] = {0};
+                for (int64_t c = 0; c < chunks; c++)
+                    for (int32_t l = lo_of[c]; l < lo_of[c + 1]; l++) {
+                        loom_stage_cost one;
+                        layer_cost(s, pt, l, m, si, rc == 1, rate, &one);
+                        tr[c % pp] += one.time_s;
+                        st_b[c % pp] += (double)one.static_bytes;
+                        act_b[c % pp] += (double)one.act_bytes;
+                    }
+                double mx = 0, sum = 0;
+                bool fits = true;
+                double once = rc ? (double)t->max_block_act * (1 + LOOM_MEM_FRAGMENTATION) : 0;
+                for (int64_t r = 0; r < pp; r++) {
+                    double inflight = loom_memory_inflight_microbatches(pp, r, v, pt->M);
+                    fits &= st_b[r] + inflight * act_b[r] + once <= cap;
+                    sum += tr[r];
+                    if (tr[r] > mx) mx = tr[r];
+                }
+                double est = (double)pt->M * mx + (sum - mx) / (double)v;
+                if (fits && est < best_est * (1 - 1e-12)) {
+                    best_est = est, best_si = si, best_rc = rc;
+                    memcpy(best_count, count, sizeof *count * (size_t)chunks);
                 }
             }
-            double mx = 0, sum = 0;
-            bool fits = true;
-            double once = rc ? (double)t->max_block_act * (1 + LOOM_MEM_FRAGMENTATION) : 0;
-            for (int64_t r = 0; r < pp; r++) {
-                double inflight = loom_memory_inflight_microbatches(pp, r, v, pt->M);
-                fits &= st_b[r] + inflight * act_b[r] + once <= cap;
-                sum += tr[r];
-                if (tr[r] > mx) mx = tr[r];
-            }
-            double est = (double)pt->M * mx + (sum - mx) / (double)v;
-            if (fits && est < best_est) best_est = est, best_si = si, best_rc = rc;
         }
     }
     if (best_si < 0) return LOOM_OK;
@@ -476,10 +584,11 @@ static loom_status try_interleaved(loom_search *s, const point *pt, int32_t m, i
     cfg->gpus_per_replica = pt->D, cfg->vpp = v, cfg->pp = pp;
     cfg->sequences = pt->seqs, cfg->zero = pt->zero;
     cfg->n_stages = (int32_t)chunks;
-    for (int64_t c = 0; c < chunks; c++) {
+    for (int64_t c = 0, at = b0; c < chunks; c++) {
         loom_search_stage *x = &cfg->stages[c];
-        x->first_layer = c == 0 ? 0 : b0 + (int32_t)(c * per);
-        x->last_layer = c == chunks - 1 ? n - 1 : b0 + (int32_t)((c + 1) * per) - 1;
+        x->first_layer = c == 0 ? 0 : (int32_t)at;
+        at += best_count[c];
+        x->last_layer = c == chunks - 1 ? n - 1 : (int32_t)at - 1;
         x->group = (int32_t)(c % pp);
         x->submesh = pt->sub[m];
         x->mesh = (loom_mesh_shape){pt->shape[m][best_si][0], pt->shape[m][best_si][1]};
@@ -498,7 +607,7 @@ static loom_status try_interleaved(loom_search *s, const point *pt, int32_t m, i
 static loom_status try_point(loom_search *s, point *pt, loom_error *err)
 {
     int64_t g = s->c->gpus_per_node;
-    int64_t max_nodes = s->req.general_max_gpus / g;
+    int64_t max_nodes = s->opt.general_max_gpus / g;
     if (max_nodes < 1) max_nodes = 1;
     pt->nm = loom_stage_submeshes(g, pt->D, max_nodes, pt->sub, LOOM_STAGE_MAX_MESHES);
     if (pt->nm > LOOM_STAGE_MAX_MESHES) pt->nm = LOOM_STAGE_MAX_MESHES;
@@ -513,14 +622,15 @@ static loom_status try_point(loom_search *s, point *pt, loom_error *err)
         if (pt->nm == LOOM_STAGE_MAX_MESHES) break;
         pt->sub[pt->nm++] = (loom_submesh){k, g};
     }
-    pt->n_rc = (!s->req.inference && !s->req.no_recompute) ? 2 : 1;
+    pt->n_rc = (!s->pb.inference && !s->opt.no_recompute) ? 2 : 1;
     loom_status st = loom_search_graph(s, pt->b, &pt->g, err);
     if (st) return st;
     /* A loom graph file has fixed shapes: only its own batch is a micro-batch. */
     int64_t gb = loom_graph_info_c(pt->g)->batch;
     if (gb > 0 && gb != pt->b) return LOOM_OK;
     pt->n_layers = loom_graph_layer_count(pt->g);
-    bool general = !s->req.megatron_only && pt->D <= s->req.general_max_gpus;
+    bool general = !s->opt.megatron_only && pt->D <= s->opt.general_max_gpus &&
+                   !s->opt.pin_pp && !s->opt.pin_vpp;
     /* only ZeRO-2/3 fit: one-stage replicas only (below) */
     bool staged = pt->zs[0] <= 1;
 
@@ -532,7 +642,7 @@ static loom_status try_point(loom_search *s, point *pt, loom_error *err)
         int64_t size = loom_submesh_devices(pt->sub[m]);
         uni[m] = pt->D % size == 0 && pt->D / size <= 64 && pt->D / size <= pt->n_layers &&
                  (staged || size == pt->D);
-        use[m] = (general && staged && size <= s->req.general_max_gpus) || uni[m];
+        use[m] = (general && staged && size <= s->opt.general_max_gpus) || uni[m];
         pt->nshape[m] = 0;
         if (!use[m]) continue;
         int64_t shapes[MAX_LOGICAL][2];
@@ -540,7 +650,8 @@ static loom_status try_point(loom_search *s, point *pt, loom_error *err)
         if (ns > MAX_LOGICAL) ns = MAX_LOGICAL;
         for (int32_t si = 0; si < ns; si++) {
             if (shapes[si][1] > g) continue;
-            for (int var = s->req.megatron_only ? 1 : 0; var < 2; var++) {
+            if (s->opt.pin_tp && shapes[si][1] != s->opt.pin_tp) continue;
+            for (int var = s->opt.megatron_only ? 1 : 0; var < 2; var++) {
                 int32_t k = pt->nshape[m]++;
                 pt->shape[m][k][0] = shapes[si][0], pt->shape[m][k][1] = shapes[si][1];
                 pt->megatron[m][k] = var == 1;
@@ -578,8 +689,8 @@ static loom_status try_point(loom_search *s, point *pt, loom_error *err)
         if (general && !one_stage) {
             int32_t nmg = 0;
             for (int32_t m = 0; m < pt->nm; m++)
-                if (loom_submesh_devices(pt->sub[m]) <= s->req.general_max_gpus) meshes[nmg++] = m;
-            int32_t K = loom_stage_cluster(w, pt->n_layers, s->req.max_clusters, first);
+                if (loom_submesh_devices(pt->sub[m]) <= s->opt.general_max_gpus) meshes[nmg++] = m;
+            int32_t K = loom_stage_cluster(w, pt->n_layers, s->opt.max_clusters, first);
             st = try_dps(s, pt, meshes, nmg, first, K, err);
         }
         for (int32_t m = 0; m < pt->nm && !st && !stop_now(s); m++) {
@@ -588,12 +699,16 @@ static loom_status try_point(loom_search *s, point *pt, loom_error *err)
              * balance, up to 64 clusters */
             int64_t pp = pt->D / loom_submesh_devices(pt->sub[m]);
             if (one_stage && pp != 1) continue;
+            if (s->opt.pin_pp && pp != s->opt.pin_pp) continue;
             int32_t want = (int32_t)(4 * pp < 64 ? 4 * pp : (pp > 64 ? pp : 64));
             int32_t K = loom_stage_cluster(w, pt->n_layers, want, first);
             if (pp > K) continue;
-            st = try_dps(s, pt, &m, 1, first, K, err);
-            for (int64_t v = 2; v <= 4 && !st && !s->req.inference; v *= 2)
-                st = try_interleaved(s, pt, m, v, err);
+            if (s->opt.pin_vpp <= 1) st = try_dps(s, pt, &m, 1, first, K, err);
+            /* Megatron's own splits, 1F1B and every interleaving depth up
+             * to MAX_VPP chunks per rank */
+            int64_t max_v = s->pb.inference ? 1 : s->opt.pin_vpp > MAX_VPP ? s->opt.pin_vpp : MAX_VPP;
+            for (int64_t v = 1; v <= max_v && !st; v++)
+                if (!s->opt.pin_vpp || v == s->opt.pin_vpp) st = try_interleaved(s, pt, m, v, err);
         }
     }
     free(w);
@@ -621,36 +736,32 @@ loom_status loom_search_run(loom_search *s, const loom_search_result **result, l
     loom_graph_totals_get(g1, &tot);
     /* A loom graph file has fixed shapes (the options do not apply to it):
      * then its own batch is the only micro-batch and its seq the sequence. */
-    const loom_graph *g2;
-    if ((st = loom_search_graph(s, 2, &g2, err))) return st;
-    loom_graph_totals tot2;
-    loom_graph_totals_get(g2, &tot2);
     int64_t fixed_b = 0;
-    if (tot2.fwd_flops == tot.fwd_flops) {
+    if (loom_model_source_fixed_shapes(s->pb.model)) {
         const loom_model_info *mi = loom_graph_info_c(g1);
         fixed_b = mi->batch > 0 ? mi->batch : 1;
         if (mi->seq > 0) s->seq_tokens = mi->seq;
     }
-    if (fixed_b > 0 && s->req.inference)
+    if (fixed_b > 0 && s->pb.inference)
         return loom_error_set(err, LOOM_ERR_UNSUPPORTED,
                               "%s: inference plans a decode step, which needs a model config "
                               "(HF config.json); a loom graph file has fixed shapes",
-                              s->req.model_path);
+                              loom_model_source_name(s->pb.model));
 
     /* GPU counts to try: all of them, or for cost/energy also fewer. */
     int64_t used[64];
     int n_used = 0;
     for (int64_t u = G; u >= 1 && n_used < 64; u = u % 2 ? 0 : u / 2) {
         if (valid_replica(u, g) || u == G) used[n_used++] = u;
-        if (s->req.objective != LOOM_SEARCH_COST && s->req.objective != LOOM_SEARCH_ENERGY) break;
+        if (s->pb.objective != LOOM_OBJ_COST && s->pb.objective != LOOM_OBJ_ENERGY) break;
     }
     /* Concurrent sequences: the given count, or for throughput every power
      * of two below it too. */
     int64_t seqs[64];
     int n_seqs = 0;
-    seqs[n_seqs++] = s->req.gbs;
-    if (s->req.inference && s->req.objective == LOOM_SEARCH_THROUGHPUT)
-        for (int64_t q = 1; q < s->req.gbs && n_seqs < 64; q *= 2) seqs[n_seqs++] = q;
+    seqs[n_seqs++] = s->pb.gbs;
+    if (s->pb.inference && s->pb.objective == LOOM_OBJ_THROUGHPUT)
+        for (int64_t q = 1; q < s->pb.gbs && n_seqs < 64; q *= 2) seqs[n_seqs++] = q;
 
     /* Count the points for progress reports. */
     int64_t total = 0, done = 0;
@@ -660,6 +771,7 @@ loom_status loom_search_run(loom_search *s, const loom_search_result **result, l
                 for (int64_t dp = 1; dp <= used[ui]; dp++) {
                     int64_t U = used[ui], B = seqs[qi];
                     if (U % dp || B % dp || !valid_replica(U / dp, g)) continue;
+                    if (s->opt.pin_dp && dp != s->opt.pin_dp) continue;
                     int64_t D = U / dp;
                     /* the model state alone must fit on the replica's GPUs
                      * under some ZeRO stage on offer */
@@ -680,8 +792,9 @@ loom_status loom_search_run(loom_search *s, const loom_search_result **result, l
                             s->res.min_memory_bytes = (int64_t)state + LOOM_MEM_RESERVED_BYTES;
                         continue;
                     }
-                    for (int64_t b = 1; b <= B / dp && b <= s->req.max_micro_batch; b++) {
+                    for (int64_t b = 1; b <= B / dp && b <= s->opt.max_micro_batch; b++) {
                         if ((B / dp) % b || (fixed_b > 0 && b != fixed_b)) continue;
+                        if (s->opt.pin_mbs && b != s->opt.pin_mbs) continue;
                         if (pass == 0) {
                             total++;
                             continue;
@@ -699,11 +812,11 @@ loom_status loom_search_run(loom_search *s, const loom_search_result **result, l
                         free(pt);
                         if (st) goto out;
                         done++;
-                        if (s->req.progress) {
+                        if (s->opt.progress) {
                             char what[96];
                             snprintf(what, sizeof what, "%lld replica(s) of %lld GPUs, micro-batch %lld",
                                      (long long)dp, (long long)D, (long long)b);
-                            s->req.progress(s->req.progress_ctx, (double)done / (double)total, what);
+                            s->opt.progress(s->opt.progress_ctx, (double)done / (double)total, what);
                         }
                     }
                 }

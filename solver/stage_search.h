@@ -25,8 +25,12 @@
  *      general_max_gpus GPUs) for replicas of at most general_max_gpus
  *      GPUs, the uniform one (one sub-mesh shape for all stages: up to a
  *      node, or 2, 4, 8, … nodes, or the whole replica) for all replicas,
- *      plus interleaved schedules with v = 2, 4 chunks per rank when the
- *      blocks divide;
+ *      over layer clusters; plus Megatron's own splits on every uniform
+ *      sub-mesh, unclustered: blocks even over the stages, or first and
+ *      last stage lighter by up to two blocks (a layout), with 1F1B and
+ *      with interleaving at every depth v = 2..8 chunks per rank (M a
+ *      multiple of pp). Without these a clustered DP cannot form, e.g.,
+ *      15 stages of 7 of GPT-530B's 105 layers;
  *   4. evaluates each resulting configuration exactly (loom_search_eval:
  *      stage ranges re-solved as ranges, memory per pipeline rank — all its
  *      chunks when interleaving — with fragmentation and workspace, 1F1B or
@@ -71,7 +75,7 @@
  * all of the step's compute up to the calibrated overlap; over dp ranks at
  * the stage's replica stride. The gradient reduction inside a stage's mesh
  * comes from the ILP. ZeRO-1 (Megatron's distributed optimizer) is the
- * default; unless the request fixes the stage, the search also tries
+ * default; unless the options fix the stage, the search also tries
  * ZeRO-2 (gradients sharded) and ZeRO-3 (weights too) over the replicas —
  * for one-stage replicas only, since pipelines do not combine with them
  * (DeepSpeed; loom_parallel_check) — and keeps them where they make a plan
@@ -97,48 +101,48 @@
 #ifndef LOOM_STAGE_SEARCH_H
 #define LOOM_STAGE_SEARCH_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include "costs/compute.h"
 #include "costs/parallel.h"
+#include "costs/pipeline.h"
 #include "costs/profile_db.h"
 #include "graph/model.h"
 #include "solver/intra.h"
+#include "solver/problem.h"
 #include "solver/stage_dp.h"
 
-typedef enum {
-    LOOM_SEARCH_TIME,
-    LOOM_SEARCH_COST,
-    LOOM_SEARCH_ENERGY,
-    LOOM_SEARCH_LATENCY,
-    LOOM_SEARCH_THROUGHPUT,
-} loom_search_objective;
-
+/* How to search (the problem, what to plan, is a loom_problem). */
 typedef struct {
-    const char *model_path;        /* HF config.json or loom graph */
-    loom_model_opts model;         /* seq, dtype, flash; batch is chosen here */
-    const loom_cost_model *cm;     /* the cluster and its costs */
-    bool inference;
-    int64_t gbs;                   /* train: sequences per step; infer: concurrent sequences */
-    loom_search_objective objective;
-    double latency_bound_s;        /* throughput objective: per-token latency bound (0 = none) */
     bool megatron_only;            /* --space megatron: uniform stages, Megatron strategies */
     double time_limit_s;           /* whole search (0 = none): once a plan has been found,
                                       the best so far when reached */
     double ilp_time_limit_s;       /* per ILP solve (0 = intra's default) */
+    int64_t max_work;              /* whole search (0 = none): configurations evaluated +
+                                      ILP solves; once a plan has been found, the best so
+                                      far when reached. Unlike time_limit_s it gives the
+                                      same plan on every machine, loaded or not */
     int32_t max_clusters;          /* layer clusters for the DP (default 24) */
     int64_t max_micro_batch;       /* largest micro-batch tried (default 8) */
     int64_t general_max_gpus;      /* replicas up to this size get the general DP (16) */
     int zero;                      /* ZeRO stage over replicas; -1 = the search picks
                                       (1 with replicas; 2 or 3 for one-stage ones) */
     bool no_recompute;             /* do not consider full recompute */
-    const volatile int *stop;      /* non-zero: stop and return the best so far */
+    /* Pins (0 = searched): tensor-parallel size (every stage's logical mesh
+     * axis 1), pipeline ranks, replicas, micro-batch, chunks per rank. A
+     * pinned pp or vpp leaves only uniform stages. */
+    int64_t pin_tp, pin_pp, pin_dp, pin_mbs, pin_vpp;
+    int32_t top;                   /* runners-up kept in the result (0/1: the best only) */
+    const volatile sig_atomic_t *stop;   /* non-zero: stop and return the best so far (a
+                                            signal handler's flag) */
     void (*progress)(void *ctx, double done, const char *what);   /* optional */
     void *progress_ctx;
-} loom_search_request;
+} loom_search_options;
 
-/* Defaults for everything but model_path, cm and gbs. */
-void loom_search_request_init(loom_search_request *r);
+/* Full space, no time limits, 24 clusters, micro-batches up to 8, the
+ * general DP up to 16 GPUs, ZeRO picked by the search, recompute on offer. */
+void loom_search_options_init(loom_search_options *o);
 
 /* One stage of a configuration. */
 typedef struct {
@@ -184,13 +188,25 @@ typedef struct {
     double measured_s, total_s;        /* compute resting on the profile db / all compute */
 } loom_stage_eval;
 
+#define LOOM_SEARCH_TOP_MAX 32
+
+/* One of the best configurations (loom_search_result.top). */
+typedef struct {
+    int64_t dp, pp, vpp, mbs, micro_batches, tp, stage_dp;
+    int zero;
+    bool megatron;                     /* every stage in Megatron's strategy space */
+    int32_t recompute_stages;          /* stages with full recompute */
+    double step_s, score;
+    int64_t memory_per_gpu_bytes;
+} loom_search_top;
+
 typedef struct {
     int32_t n_stages;
     loom_stage_eval *stages;           /* [n_stages], owned */
     double step_s;                     /* train: step; infer: one decode step (= latency) */
     double latency_s;                  /* infer: per token */
     double tokens_per_s;
-    double compute_s, tp_comm_s, bubble_s, p2p_s, grad_sync_s, optimizer_s;
+    loom_step_breakdown breakdown;     /* where step_s goes (costs/pipeline.h) */
     double model_flops;                /* per step, all GPUs */
     int64_t memory_per_gpu_bytes;      /* the largest over pipeline ranks */
     bool fits;                         /* every rank within the GPU's memory */
@@ -207,12 +223,22 @@ typedef struct {
     double time_s;
     bool stopped, timed_out;
     int64_t min_memory_bytes;          /* infeasible: least per-GPU memory any plan needs */
+    /* The best distinct configurations, best first (options.top of them):
+     * distinct by dp, pp, vpp, mbs, tp, ZeRO, strategy space and recompute. */
+    int32_t n_top;
+    loom_search_top top[LOOM_SEARCH_TOP_MAX];
 } loom_search_result;
 
 typedef struct loom_search loom_search;
 
-/* Creates a search (loads nothing yet). */
-loom_status loom_search_create(const loom_search_request *req, loom_search **out, loom_error *err);
+/* Work done so far: configurations evaluated plus distinct ILP solves
+ * (the units of max_work). */
+int64_t loom_search_work(const loom_search *s);
+
+/* Creates a search of problem p (copied; its model and cost model are
+ * borrowed) with options o (NULL: the defaults). Builds no graph yet. */
+loom_status loom_search_create(const loom_problem *p, const loom_search_options *o,
+                               loom_search **out, loom_error *err);
 void loom_search_destroy(loom_search *s);
 
 /* Runs it. LOOM_ERR_INFEASIBLE when nothing fits (result->min_memory_bytes
@@ -224,11 +250,6 @@ loom_status loom_search_run(loom_search *s, const loom_search_result **result, l
 loom_status loom_search_eval(loom_search *s, const loom_graph *g, const loom_search_config *cfg,
                              loom_search_eval_result *out, loom_error *err);
 void loom_search_eval_free(loom_search_eval_result *r);
-
-/* Mesh axes (bit 0: axis 0, bit 1: axis 1) a spec string of the ILP
- * ("b@0 s heads@1 dh", intra.h) splits dim `dim` over; with dim NULL, the
- * axes any dim is split over. */
-unsigned loom_search_spec_axes(const char *spec, const char *dim);
 
 /* Lays cfg's stages out on a cluster of gpus_per_node-GPU nodes (see "GPU
  * layout" above): with dp > 1 replicas, each pipeline rank gets a block
@@ -242,9 +263,8 @@ void loom_search_layout(int64_t gpus_per_node, loom_search_config *cfg);
 /* The graph for micro-batch b (built on first use, owned by the search). */
 loom_status loom_search_graph(loom_search *s, int64_t b, const loom_graph **out, loom_error *err);
 
-/* The intra cache and the cost model the search uses. */
-loom_intra_cache *loom_search_cache(loom_search *s);
-const loom_cost_model *loom_search_cost_model(const loom_search *s);
+/* The problem the search solves. */
+const loom_problem *loom_search_problem(const loom_search *s);
 
 /* The distinct (op, dtype, shard shape) keys of the strategies the search
  * chose on every mesh it tabled: the profile requests of

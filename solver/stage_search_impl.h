@@ -36,7 +36,8 @@ typedef struct {
 } loom_layer_tab;
 
 struct loom_search {
-    loom_search_request req;
+    loom_problem pb;                 /* what to plan */
+    loom_search_options opt;         /* how */
     const loom_cluster *c;
     const loom_calib *cal;
     loom_intra_cache *cache;
@@ -66,11 +67,11 @@ loom_status loom_search_layer_tab(loom_search *s, int64_t b, loom_mesh_shape mes
                                   const loom_layer_tab **out, loom_error *err);
 void loom_search_tabs_free(loom_search *s);
 
-/* ZeRO stage a configuration gets by default: the request's, else 1 for
+/* ZeRO stage a configuration gets by default: the options', else 1 for
  * training (Megatron's distributed optimizer), 0 for inference. */
 int loom_search_zero(const loom_search *s);
 /* ZeRO stages the search tries with dp replicas, in order (ties keep the
- * first): the request's alone, or when it leaves the choice to the search
+ * first): the options' alone, or when it leaves the choice to the search
  * 1, 2, 3 for training with replicas; 0 otherwise. Returns the count. */
 int loom_search_zero_options(const loom_search *s, int64_t dp, int out[3]);
 /* Seconds per step to synchronise the gradients of n_params parameters

@@ -10,7 +10,7 @@
 # writers — and fails on any use outside the allowed places:
 #
 #   base/fileio.c       the atomic writer itself
-#   solver/ilp_glpk.c    glp_write_lp into "PATH.tmp.<pid>", then rename
+#   solver/ilp_glpk.c    glp_write_lp into a temporary from loom_fileio_reserve_tmp, then rename
 #
 # tests/test_atomic_write.c checks the behaviour; this checks coverage.
 # usage: bash tests/atomic_writes.sh [path/to/loom]   (from the repo root)

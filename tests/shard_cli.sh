@@ -86,7 +86,7 @@ model=$(pwd)/examples/models/llama-3-8b.json
 if [ -f "$tmp/loom-shard.L1.lp" ]; then ok; else bad "--debug wrote no loom-shard.L1.lp"; fi
 [ -f "$tmp/loom-shard.L1.lp" ] && has "$tmp/loom-shard.L1.lp" "Minimize" "Subject To"
 has "$tmp/err" "loom-shard.L1.lp"
-ls "$tmp" | grep -q '\.tmp\.' && bad "--debug left a temporary file" || ok
+ls -A "$tmp" | grep -qE '\.tmp\.|loom-tmp' && bad "--debug left a temporary file" || ok
 
 run 3 shard llama-3-8b --mesh 1x8 --seq 1024 --memory-budget 0.001
 has "$tmp/out" "infeasible"

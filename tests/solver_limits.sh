@@ -15,8 +15,9 @@
 #      whose step time is no better than T_full (a search stopped early
 #      cannot beat the complete one);
 #   3. --time-limit: the same promise without a signal;
-#   4. two Ctrl-C: the second ends the process at once, still leaving no
-#      partial file;
+#   4. two Ctrl-C (or SIGTERM): the second ends the process at once, still
+#      leaving no partial file;
+#   SIGTERM and SIGHUP part way behave as Ctrl-C (2.);
 #   5. the ILP of one large layer (Mixtral-8x7B on a 4x8 mesh, ~2600
 #      variables) under a 1 ms limit: `loom shard` returns its best
 #      assignment as "feasible" with the gap stated, and the gap is honest —
@@ -45,15 +46,15 @@ no_leftovers() {   # only the files named in $@ may exist in $tmp/run
     extra=$(cd "$tmp/run" && ls -A | grep -vxF "$(printf '%s\n' "$@")")
     if [ -n "$extra" ]; then bad "files left behind: $extra"; else ok; fi
 }
-# interrupt_after SECONDS [SIGNALS]: runs the case in the background, sends
-# SIGINT after SECONDS (twice when SIGNALS is 2); sets $rc.
+# interrupt_after SECONDS [SIGNALS [SIG]]: runs the case in the background,
+# sends SIG (default INT) after SECONDS (twice when SIGNALS is 2); sets $rc.
 interrupt_after() {
     rm -rf "$tmp/run" && mkdir -p "$tmp/run"
     (cd "$tmp/run" && exec "$LOOM" plan "${CASE[@]}" -o plan.json >out 2>err) &
     local pid=$!
     sleep "$1"
-    kill -INT "$pid" 2>/dev/null
-    if [ "${2:-1}" = 2 ]; then sleep 0.05; kill -INT "$pid" 2>/dev/null; fi
+    kill -"${3:-INT}" "$pid" 2>/dev/null
+    if [ "${2:-1}" = 2 ]; then sleep 0.05; kill -"${3:-INT}" "$pid" 2>/dev/null; fi
     wait "$pid"
     rc=$?
 }
@@ -108,6 +109,20 @@ for frac in 0.4 0.6 0.8 0.95; do
     has "$tmp/run/out" "plan.json"
     no_leftovers plan.json out err
     echo "Ctrl-C at ${frac} of the search: best so far ${t_stop} s (complete: ${t_full} s)"
+    # SIGTERM (kill, a job scheduler's stop) and SIGHUP (the terminal went
+    # away) are Ctrl-C: the best plan so far, nothing partial
+    for sig in TERM HUP; do
+        interrupt_after "$(mul "$wall" "$frac")" 1 $sig
+        if [ $rc -eq 0 ] && grep -q "interrupted: the plan below" "$tmp/run/err"; then
+            status=$(field "$tmp/run/plan.json" search.status)
+            [ "$status" = stopped ] && ok || bad "SIG$sig: search.status $status"
+            no_leftovers plan.json out err
+        elif [ $rc -eq 0 ]; then
+            echo "note: SIG$sig landed after the search ended"
+        else
+            bad "SIG$sig at ${frac}: exit $rc, want 0 with the best plan: $(head -c 300 "$tmp/run/err")"
+        fi
+    done
     break
 done
 [ $landed -eq 1 ] || echo "note: every Ctrl-C landed before the first plan or after the end (wall ${wall} s)"
@@ -131,7 +146,7 @@ else
     bad "--time-limit $limit: exit $rc: $(head -c 300 "$tmp/run/err")"
 fi
 
-# 4. Two Ctrl-C: killed at once (128 + SIGINT), no partial file.
+# 4. Two Ctrl-C: killed at once (128 + SIGINT), no partial file (SIGTERM below).
 interrupt_after "$(mul "$wall" 0.3)" 2
 if [ $rc -eq 130 ] || [ $rc -eq 0 ] || [ $rc -eq 1 ]; then ok; else bad "double Ctrl-C: exit $rc"; fi
 if [ $rc -eq 130 ] && [ -e "$tmp/run/plan.json" ]; then
@@ -141,6 +156,17 @@ if [ $rc -eq 130 ] && [ -e "$tmp/run/plan.json" ]; then
     if [ "$status" = stopped ]; then ok; else bad "double Ctrl-C: a partial plan file was left"; fi
     no_leftovers plan.json out err
 elif [ $rc -eq 130 ]; then
+    no_leftovers out err
+fi
+
+# Two SIGTERM: the same, exit 128 + 15.
+interrupt_after "$(mul "$wall" 0.3)" 2 TERM
+if [ $rc -eq 143 ] || [ $rc -eq 0 ] || [ $rc -eq 1 ]; then ok; else bad "double SIGTERM: exit $rc"; fi
+if [ $rc -eq 143 ] && [ -e "$tmp/run/plan.json" ]; then
+    status=$(field "$tmp/run/plan.json" search.status 2>/dev/null)
+    if [ "$status" = stopped ]; then ok; else bad "double SIGTERM: a partial plan file was left"; fi
+    no_leftovers plan.json out err
+elif [ $rc -eq 143 ]; then
     no_leftovers out err
 fi
 

@@ -15,6 +15,15 @@
  *     target that is a directory, and a read-only directory all fail with a
  *     message naming the path, and leave the directory as it was.
  *
+ *   - a symlink planted at the old predictable temporary name (PATH.tmp.PID)
+ *     or anywhere else in the directory is never followed: its target
+ *     survives byte for byte;
+ *   - a FIFO, a character device, a symlink (to a device as /dev/stdout,
+ *     or to a regular file) and a directory are refused as outputs and left
+ *     as they were;
+ *   - loom_same_file matches one file under two names (dev+inode) and two
+ *     spellings of one path that does not exist yet.
+ *
  * Root ignores permission bits, so when the test runs as root the read-only
  * case uses /proc (where nobody may create files) instead of chmod 0555.
  */
@@ -233,6 +242,96 @@ static void unwritable_paths(int w)
     }
 }
 
+/* Symlinks planted where the temporary used to be (PATH.tmp.PID) and at
+ * PATH.tmp: the victim file they point to survives, the output is written. */
+static void planted_symlinks(int w)
+{
+    char d[160], path[200], victim[220], link1[260], link2[260];
+    fresh(d, sizeof d, path, sizeof path, "symlink", w);
+    snprintf(victim, sizeof victim, "%s/victim", d);
+    static const char precious[] = "precious\n";
+    put(victim, precious);
+    snprintf(link1, sizeof link1, "%s.tmp.%ld", path, (long)getpid());
+    snprintf(link2, sizeof link2, "%s.tmp", path);
+    CHECK(symlink(victim, link1) == 0);
+    CHECK(symlink(victim, link2) == 0);
+    loom_error err = {0};
+    CHECK_INT_EQ(writers[w].fn(path, &err), LOOM_OK);
+    char *text = slurp(victim);
+    CHECK(text && strcmp(text, precious) == 0);
+    free(text);
+    struct stat st;
+    CHECK(lstat(path, &st) == 0 && S_ISREG(st.st_mode));
+    char names[512];
+    CHECK_INT_EQ(list_dir(d, names, sizeof names), 4);   /* out.json, victim, 2 links */
+    CHECK(strstr(names, "loom-tmp") == NULL);
+}
+
+/* Outputs that are not regular files are refused and left as they were. */
+static void special_outputs(int w)
+{
+    char d[160], path[200], fifo[220], link[220], names[512];
+    fresh(d, sizeof d, path, sizeof path, "special", w);
+    loom_error err = {0};
+    snprintf(fifo, sizeof fifo, "%s/fifo", d);
+    CHECK(mkfifo(fifo, 0644) == 0);
+    CHECK_INT_EQ(writers[w].fn(fifo, &err), LOOM_ERR_IO);
+    CHECK_STR_CONTAINS(err.msg, fifo);
+    CHECK_STR_CONTAINS(err.msg, "a FIFO, not a regular file");
+    struct stat st;
+    CHECK(lstat(fifo, &st) == 0 && S_ISFIFO(st.st_mode));
+
+    CHECK_INT_EQ(writers[w].fn("/dev/null", &err), LOOM_ERR_IO);
+    CHECK_STR_CONTAINS(err.msg, "/dev/null: cannot write: a character device");
+    CHECK(stat("/dev/null", &st) == 0 && S_ISCHR(st.st_mode));
+
+    snprintf(link, sizeof link, "%s/stdout-link", d);
+    CHECK(symlink("/dev/null", link) == 0);
+    CHECK_INT_EQ(writers[w].fn(link, &err), LOOM_ERR_IO);
+    CHECK_STR_CONTAINS(err.msg, "a symlink (to a character device)");
+    CHECK(lstat(link, &st) == 0 && S_ISLNK(st.st_mode));
+    char reg[220], link2[220];
+    snprintf(reg, sizeof reg, "%s/regular", d);
+    snprintf(link2, sizeof link2, "%s/regular-link", d);
+    put(reg, "kept\n");
+    CHECK(symlink(reg, link2) == 0);
+    CHECK_INT_EQ(writers[w].fn(link2, &err), LOOM_ERR_IO);
+    CHECK_STR_CONTAINS(err.msg, "a symlink (to a regular file)");
+    CHECK(lstat(link2, &st) == 0 && S_ISLNK(st.st_mode));
+    char *kept = slurp(reg);
+    CHECK(kept && strcmp(kept, "kept\n") == 0);
+    free(kept);
+
+    CHECK_INT_EQ(writers[w].fn(d, &err), LOOM_ERR_IO);
+    CHECK_STR_CONTAINS(err.msg, "a directory, not a regular file");
+    CHECK_INT_EQ(list_dir(d, names, sizeof names), 4);   /* fifo, 2 links, regular */
+}
+
+static void same_file(void)
+{
+    char a[200], b[200], c[260];
+    snprintf(a, sizeof a, "%s/same-a.json", dir);
+    snprintf(b, sizeof b, "%s/same-b.json", dir);
+    put(a, "x");
+    CHECK(link(a, b) == 0);
+    CHECK(loom_same_file(a, b));                 /* one inode, two names */
+    snprintf(c, sizeof c, "%s/sub", dir);
+    mkdir(c, 0755);
+    snprintf(c, sizeof c, "%s/./sub/../same-a.json", dir);
+    CHECK(loom_same_file(a, c));                 /* another spelling of the path */
+    CHECK(!loom_same_file(a, "-"));
+    CHECK(!loom_same_file("-", "-"));
+    char n1[200], n2[260];
+    snprintf(n1, sizeof n1, "%s/not-yet.json", dir);
+    snprintf(n2, sizeof n2, "%s//./not-yet.json", dir);
+    CHECK(loom_same_file(n1, n2));               /* neither exists: normalized paths */
+    snprintf(n2, sizeof n2, "%s/not-yet.sh", dir);
+    CHECK(!loom_same_file(n1, n2));
+    CHECK(loom_same_file("x/../y.json", "./y.json"));
+    remove(a);
+    remove(b);
+}
+
 /* ---- setup ---------------------------------------------------------------------------- */
 
 static void setup(void)
@@ -298,7 +397,10 @@ int main(void)
         failed_write_leaves_nothing(w);
         failed_overwrite_keeps_old(w);
         unwritable_paths(w);
+        planted_symlinks(w);
+        special_outputs(w);
     }
+    same_file();
     loom_plan_destroy(plan);
     loom_profile_db_destroy(db);
     loom_graph_destroy(graph);

@@ -41,16 +41,27 @@ static loom_cost_model *cost_model(const char *cluster)
     return cm;
 }
 
+/* The model every test plans, parsed once. */
+static loom_model_source *src_8b;
+
+static loom_model_source *llama_8b(void)
+{
+    loom_error err = {0};
+    if (!src_8b && loom_model_open("examples/models/llama-3-8b.json", &src_8b, &err))
+        fprintf(stderr, "setup: %s\n", err.msg);
+    return src_8b;
+}
+
 static void request(loom_algo_request *r, loom_cost_model *cm, int64_t gbs, int64_t seq,
                     bool infer)
 {
     loom_algo_request_init(r);
-    r->model_path = "examples/models/llama-3-8b.json";
-    r->cm = cm;
-    r->gbs = gbs;
-    r->model.seq = seq;
-    r->inference = infer;
-    r->objective = infer ? LOOM_SEARCH_LATENCY : LOOM_SEARCH_TIME;
+    r->problem.model = llama_8b();
+    r->problem.cm = cm;
+    r->problem.gbs = gbs;
+    r->problem.seq = seq;
+    r->problem.inference = infer;
+    r->problem.objective = infer ? LOOM_OBJ_LATENCY : LOOM_OBJ_TIME;
 }
 
 static loom_algo_result *run(const char *name, const loom_algo_request *r)
@@ -161,7 +172,7 @@ static void test_inference_space(loom_cost_model *cm)
     loom_algo_request r;
     request(&r, cm, 8, 2048, true);
     for (int thr = 0; thr < 2; thr++) {
-        r.objective = thr ? LOOM_SEARCH_THROUGHPUT : LOOM_SEARCH_LATENCY;
+        r.problem.objective = thr ? LOOM_OBJ_THROUGHPUT : LOOM_OBJ_LATENCY;
         loom_algo_ctx *ctx;
         loom_error err = {0};
         loom_mspace sp;
@@ -242,16 +253,12 @@ static void test_alpa_rescored(loom_cost_model *cm)
     request(&r, cm, 32, 2048, false);
     loom_algo_result *a = run("alpa", &r);
 
-    loom_search_request q;
-    loom_search_request_init(&q);
-    q.model_path = r.model_path;
-    q.model = r.model;
+    loom_problem q = r.problem;   /* the same problem, the search's default options */
     q.cm = cm;
-    q.gbs = r.gbs;
     loom_search *s;
     loom_error err = {0};
     const loom_search_result *res;
-    CHECK(loom_search_create(&q, &s, &err) == LOOM_OK);
+    CHECK(loom_search_create(&q, NULL, &s, &err) == LOOM_OK);
     CHECK(loom_search_run(s, &res, &err) == LOOM_OK);
     CHECK_NEAR_REL(a->score.score, res->eval.score, 1e-9);
     CHECK_INT_EQ(a->evals, res->configs_evaluated);
@@ -317,6 +324,25 @@ static void test_budget(loom_cost_model *cm)
     CHECK(loom_algo_run(loom_algo_find("grid"), &r, &res, &err) == LOOM_OK);
     CHECK(res.timed_out);
     CHECK(res.evals < res.space);
+
+    /* A work budget stops every algorithm at the same point on any machine:
+     * two runs agree exactly, and the Alpa planner stops early too. */
+    r.budget_s = 0;
+    r.max_work = 40;
+    const char *names[] = {"grid", "alpa", "alpa-megatron", "greedy"};
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
+        loom_algo_result a, b, full;
+        r.max_work = 40;
+        CHECK(loom_algo_run(loom_algo_find(names[k]), &r, &a, &err) == LOOM_OK);
+        CHECK(loom_algo_run(loom_algo_find(names[k]), &r, &b, &err) == LOOM_OK);
+        CHECK(a.found == b.found && a.evals == b.evals && a.timed_out == b.timed_out);
+        if (a.found) CHECK(a.score.score == b.score.score);
+        r.max_work = 0;
+        CHECK(loom_algo_run(loom_algo_find(names[k]), &r, &full, &err) == LOOM_OK);
+        CHECK(!full.timed_out);
+        if (a.timed_out) CHECK(a.evals <= full.evals);
+        if (!strcmp(names[k], "grid")) CHECK(a.timed_out && a.evals < full.evals);
+    }
 }
 
 static void test_registry(void)
@@ -345,5 +371,6 @@ int main(void)
     test_pp_only();
     loom_cost_model_destroy(cm1);
     loom_cost_model_destroy(cm2);
+    loom_model_source_destroy(src_8b);
     return check_done();
 }

@@ -68,6 +68,7 @@ static bool evaluate(const cfg_case *k, both *out)
     loom_error err = {0};
     loom_cost_model *cm = NULL;
     loom_algo_ctx *ctx = NULL;
+    loom_model_source *src = NULL;
     loom_search *s = NULL;
     loom_eval_result e = {0};
     loom_search_eval_result q = {0};
@@ -80,11 +81,12 @@ static bool evaluate(const cfg_case *k, both *out)
 
     loom_algo_request r;
     loom_algo_request_init(&r);
-    r.model_path = path;
-    r.cm = cm;
-    r.gbs = k->gbs;
-    r.model.seq = k->seq;
-    r.model.flash_attention = !k->unfused;
+    if (loom_model_open(path, &src, &err)) goto done;
+    r.problem.model = src;
+    r.problem.cm = cm;
+    r.problem.gbs = k->gbs;
+    r.problem.seq = k->seq;
+    r.problem.flash_attention = !k->unfused;
     if (loom_algo_ctx_create(&r, &ctx, &err)) goto done;
 
     loom_parallel p;
@@ -97,11 +99,11 @@ static bool evaluate(const cfg_case *k, both *out)
     loom_mspace_config(ctx, &p, &cfg);
 
     /* the planner's evaluator with the configuration's ZeRO stage */
-    loom_search_request sr;
-    loom_algo_search_request(&r, &sr);
-    sr.zero = k->zero;
+    loom_search_options so;
+    loom_algo_search_options(&r, &so);
+    so.zero = k->zero;
     const loom_graph *g;
-    if (loom_search_create(&sr, &s, &err) || loom_search_graph(s, k->mbs, &g, &err)) goto done;
+    if (loom_search_create(&r.problem, &so, &s, &err) || loom_search_graph(s, k->mbs, &g, &err)) goto done;
     if (loom_eval_megatron(g, cm, &p, &e, &err) || loom_search_eval(s, g, &cfg, &q, &err)) goto done;
     *out = (both){e.step_time_s, q.step_s, e.memory_per_gpu_bytes, q.memory_per_gpu_bytes};
     ok = true;
@@ -111,6 +113,7 @@ done:
     loom_search_eval_free(&q);
     loom_search_destroy(s);
     loom_algo_ctx_destroy(ctx);
+    loom_model_source_destroy(src);
     loom_cost_model_destroy(cm);
     return ok;
 }

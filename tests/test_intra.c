@@ -29,10 +29,24 @@ static double coll(const loom_cost_model *cm, loom_collective k, loom_mesh_shape
                                         loom_mesh_axis_group(c, m, axis), bytes);
 }
 
+/* Spec text of operand k of op (from a few rotating buffers, so that a
+ * CHECK may compare two). */
+static const char *spec_text(const loom_intra_result *r, const loom_graph *g, int32_t op,
+                             loom_operand which, int k)
+{
+    static char buf[4][96];
+    static int next;
+    loom_spec sp;
+    if (!loom_intra_op_spec(r, g, op, which, k, &sp)) return NULL;
+    char *s = buf[next++ % 4];
+    loom_spec_format(&sp, loom_graph_tensor(g, loom_intra_operand(g, op, which, k)), s, 96);
+    return s;
+}
+
 static const char *spec(const loom_intra_result *r, const loom_graph *g, const char *op,
                         loom_operand which, int k)
 {
-    const char *s = loom_intra_op_spec(r, g, sg_find(g, op), which, k);
+    const char *s = spec_text(r, g, sg_find(g, op), which, k);
     return s ? s : "(none)";
 }
 
@@ -228,7 +242,7 @@ static void two_nodes_keep_traffic_inside(void)
         for (int w = 0; w < 3; w++) {
             int n = w == 0 ? p->n_in : w == 1 ? p->n_w : p->n_out;
             for (int k = 0; k < n; k++) {
-                const char *s = loom_intra_op_spec(&r, g, op, (loom_operand)w, k);
+                const char *s = spec_text(&r, g, op, (loom_operand)w, k);
                 /* any dim on axis 0 is the batch */
                 for (const char *q = strstr(s, "@0"); q; q = strstr(q + 1, "@0")) {
                     const char *st = q;
@@ -462,7 +476,7 @@ static void cache_and_ranges(void)
     int32_t q = sg_find(g, "L3.q_proj"), q0 = sg_find(g, "L1.q_proj");
     CHECK(loom_intra_op_strategy(&b, g, q) != NULL);
     CHECK(loom_intra_op_strategy(&b, g, q0) == NULL);
-    CHECK(loom_intra_op_spec(&b, g, q, LOOM_OPERAND_WEIGHT, 1) == NULL);
+    CHECK(spec_text(&b, g, q, LOOM_OPERAND_WEIGHT, 1) == NULL);
     loom_intra_op_cost oc;
     CHECK(loom_intra_op_cost_get(&b, g, q, &oc) && oc.compute_s > 0);
     CHECK(!loom_intra_op_cost_get(&b, g, q0, &oc));

@@ -222,11 +222,52 @@ static void exact_numbers(void)
     free(tp), free(te);
 }
 
+/* One value per file; the value budget is spent before cJSON allocates. */
+static void trailing_data_and_budget(void)
+{
+    loom_error err = {0};
+    CHECK_INT_EQ(parse("{\"a\": 1} \n\t\r\n", &err), LOOM_OK);
+    CHECK_INT_EQ(parse("{\"a\": 1}\n{\"a\": 2}\n", &err), LOOM_ERR_PARSE);
+    CHECK_STR_CONTAINS(err.msg, "t.json:2:1: unexpected data after the JSON value");
+    CHECK_INT_EQ(parse("[1] x", &err), LOOM_ERR_PARSE);
+    CHECK_STR_CONTAINS(err.msg, "t.json:1:5:");
+    CHECK_INT_EQ(parse("{}\0{}", &err), LOOM_OK);   /* strlen stops at the NUL */
+    cJSON *root = NULL;
+    CHECK_INT_EQ(loom_json_parse("t.json", "{}\0{}", 5, &root, &err), LOOM_ERR_PARSE);
+    cJSON_Delete(root);
+
+    loom_json_limits lim = {1000, 10};
+    const char *ten = "[1,2,3,4,5,6,7,8,9]", *eleven = "[1,2,3,4,5,6,7,8,9,10]";
+    CHECK_INT_EQ(loom_json_parse_limited("t.json", ten, strlen(ten), &lim, &root, &err), LOOM_OK);
+    cJSON_Delete(root);
+    CHECK_INT_EQ(loom_json_parse_limited("t.json", eleven, strlen(eleven), &lim, &root, &err),
+                 LOOM_ERR_INVALID);
+    CHECK_STR_CONTAINS(err.msg, "t.json: $: more than 10 JSON values");
+    CHECK(root == NULL);
+    /* commas inside strings are not values */
+    const char *str = "[\",,,,,,,,,,,,,,,,,,,,,,,,\"]";
+    CHECK_INT_EQ(loom_json_parse_limited("t.json", str, strlen(str), &lim, &root, &err), LOOM_OK);
+    cJSON_Delete(root);
+    lim.max_bytes = 8;
+    CHECK_INT_EQ(loom_json_parse_limited("t.json", ten, strlen(ten), &lim, &root, &err),
+                 LOOM_ERR_INVALID);
+    CHECK_STR_CONTAINS(err.msg, "bytes, larger than this kind of file can be (8 bytes)");
+
+    char fmt[32];
+    const char *g = " {\"a\": [1, {\"format\": \"x\"}], \"b\": \"}\", \"format\": \"loom-graph/1\"}";
+    CHECK(loom_json_peek_top_string(g, strlen(g), "format", fmt, sizeof fmt));
+    CHECK(strcmp(fmt, "loom-graph/1") == 0);
+    CHECK(!loom_json_peek_top_string(g, strlen(g), "c", fmt, sizeof fmt));
+    CHECK(!loom_json_peek_top_string("[1]", 3, "format", fmt, sizeof fmt));
+    CHECK(!loom_json_peek_top_string("{\"format\": 1}", 13, "format", fmt, sizeof fmt));
+}
+
 int main(void)
 {
     duplicates_vs_brute_force();
     many_members();
     numbers_and_depth();
+    trailing_data_and_budget();
     integer_limits();
     exact_numbers();
     return check_done();

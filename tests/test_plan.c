@@ -84,7 +84,7 @@ static loom_plan *small_plan(void)
     }
     p->step_time_s = 2.5, p->tokens_per_s = 51.2, p->model_tflops_per_gpu = 1e-6, p->mfu = 1e-9;
     p->memory_per_gpu_bytes = p->stages[1].memory.total;
-    p->breakdown = (loom_plan_breakdown){1.5, 0.5, 0.25, 0.125, 0.0625, 0.0625};
+    p->breakdown = (loom_step_breakdown){1.5, 0.5, 0.25, 0.125, 0.0625, 0.0625};
     p->cost_per_step_usd = 0.0138, p->cost_per_mtoken_usd = 107.8;
     p->energy_per_step_j = 14000, p->energy_per_token_j = 109.375;
     p->search_time_s = 0.5, p->ilp_solves = 12, p->dp_runs = 30, p->configs_evaluated = 7;
@@ -258,12 +258,10 @@ static void test_rank_memory(void)
     CHECK(p->stages[0].memory.total < p->gpu_memory_bytes);
     expect_bad(p, "$.stages[0].memory_bytes", "(all chunks of its pipeline rank) exceeds");
 
-    /* the search objective of each plan objective */
-    CHECK_INT_EQ(loom_plan_search_objective(LOOM_OBJ_TIME), LOOM_SEARCH_TIME);
-    CHECK_INT_EQ(loom_plan_search_objective(LOOM_OBJ_COST), LOOM_SEARCH_COST);
-    CHECK_INT_EQ(loom_plan_search_objective(LOOM_OBJ_ENERGY), LOOM_SEARCH_ENERGY);
-    CHECK_INT_EQ(loom_plan_search_objective(LOOM_OBJ_LATENCY), LOOM_SEARCH_LATENCY);
-    CHECK_INT_EQ(loom_plan_search_objective(LOOM_OBJ_THROUGHPUT), LOOM_SEARCH_THROUGHPUT);
+    /* one objective enum for plans and the search: its names are the plan's */
+    loom_objective o;
+    CHECK(loom_problem_objective_parse("throughput", &o) && o == LOOM_OBJ_THROUGHPUT);
+    CHECK(strcmp(loom_problem_objective_name(LOOM_OBJ_ENERGY), "energy") == 0);
 }
 
 /* Reading: malformed text and wrong values name the file and the place. */
@@ -361,8 +359,8 @@ static void train_request(loom_plan_request *r, const char *model, const char *c
     loom_plan_request_init(r);
     r->model_path = model;
     r->cluster = cluster;
-    r->gbs = gbs;
-    r->seq = seq;
+    r->problem.gbs = gbs;
+    r->problem.seq = seq;
 }
 
 static void test_gpt2_one_gpu(void)
@@ -487,13 +485,13 @@ static void test_large(void)
 
     /* Megatron's space: uniform stages whose tensor parallelism exporters can express */
     train_request(&r, "examples/models/llama-3-70b.json", "dgx-h100-x8", 256, 4096);
-    r.megatron_space = true;
+    r.search.megatron_only = true;
     p = plan_ok(&r, "llama-3-70b, --space megatron");
     megatron_expressible(p);
     loom_plan_destroy(p);
     /* DeepSeek-V3: a mixed plan once put full recompute on some stages only */
     train_request(&r, "examples/models/deepseek-v3.json", "dgx-h100-x32", 256, 4096);
-    r.megatron_space = true;
+    r.search.megatron_only = true;
     p = plan_ok(&r, "deepseek-v3, --space megatron");
     megatron_expressible(p);
     loom_plan_destroy(p);
@@ -503,8 +501,8 @@ static void test_inference(void)
 {
     loom_plan_request r;
     train_request(&r, "examples/models/llama-3-8b.json", "dgx-h100-x1", 32, 8192);
-    r.mode = LOOM_PLAN_INFER;
-    r.objective = LOOM_OBJ_LATENCY;
+    r.problem.inference = true;
+    r.problem.objective = LOOM_OBJ_LATENCY;
     loom_plan *p = plan_ok(&r, "llama-3-8b serving, latency");
     if (p) {
         CHECK(p->latency_per_token_s > 0);
@@ -522,8 +520,8 @@ static void test_inference(void)
     }
     loom_plan_destroy(p);
 
-    r.objective = LOOM_OBJ_THROUGHPUT;
-    r.latency_bound_s = 1.0;
+    r.problem.objective = LOOM_OBJ_THROUGHPUT;
+    r.problem.latency_bound_s = 1.0;
     p = plan_ok(&r, "llama-3-8b serving, throughput");
     if (p) CHECK(p->latency_per_token_s <= 1.0);
     loom_plan_destroy(p);
@@ -555,7 +553,7 @@ static void test_cannot_fit(void)
 
     /* bad requests */
     train_request(&r, "examples/models/gpt2.json", "dgx-h100-x1", 8, 1024);
-    r.objective = LOOM_OBJ_LATENCY;
+    r.problem.objective = LOOM_OBJ_LATENCY;
     CHECK_INT_EQ(loom_plan_run(&r, &p, NULL, &err), LOOM_ERR_INVALID);
     CHECK_STR_CONTAINS(err.msg, "latency is for inference");
     train_request(&r, "examples/models/no-such-model.json", "dgx-h100-x1", 8, 1024);

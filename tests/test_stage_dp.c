@@ -324,8 +324,8 @@ static void test_stop(void)
     int64_t devs[16];
     loom_stage_problem p;
     random_problem(&p, cost, devs, 8, 1, 4, 8, false);
-    volatile int stop = 1;
-    p.stop = (const volatile int *)&stop;
+    volatile sig_atomic_t stop = 1;
+    p.stop = &stop;
     loom_stage_solution sol;
     loom_error err = {0};
     CHECK_INT_EQ(loom_stage_dp_solve(&p, &sol, &err), LOOM_OK);
@@ -472,6 +472,65 @@ static void test_cluster(void)
     for (int c = 0; c < 32; c++) CHECK(first[c + 1] - first[c] == 4 || first[c + 1] - first[c] == 5);
 }
 
+/* Beyond 1024 layers the clustering takes the divide-and-conquer route
+ * (stage_dp.c cluster_row): its cuts must cost what the plain O(k n^2)
+ * scan's optimum costs, on random and on uniform weights. */
+static double cluster_cost(const double *w, const int32_t *first, int32_t k)
+{
+    double sum = 0;
+    for (int32_t c = 0; c < k; c++) {
+        double seg = 0;
+        for (int32_t i = first[c]; i < first[c + 1]; i++) seg += w[i];
+        sum += seg * seg;
+    }
+    return sum;
+}
+
+static double scan_optimum(const double *w, int32_t n, int32_t k)
+{
+    double *C = malloc(sizeof *C * (size_t)(k + 1) * (size_t)(n + 1)), *pre = malloc(sizeof *pre * (size_t)(n + 1));
+    pre[0] = 0;
+    for (int32_t i = 0; i < n; i++) pre[i + 1] = pre[i] + w[i];
+    for (size_t q = 0; q < (size_t)(k + 1) * (size_t)(n + 1); q++) C[q] = INFINITY;
+    C[0] = 0;
+    for (int32_t c = 1; c <= k; c++)
+        for (int32_t i = c; i <= n; i++)
+            for (int32_t j = c - 1; j < i; j++) {
+                double v = C[(size_t)(c - 1) * (size_t)(n + 1) + (size_t)j] + (pre[i] - pre[j]) * (pre[i] - pre[j]);
+                if (v < C[(size_t)c * (size_t)(n + 1) + (size_t)i]) C[(size_t)c * (size_t)(n + 1) + (size_t)i] = v;
+            }
+    double best = C[(size_t)k * (size_t)(n + 1) + (size_t)n];
+    free(C);
+    free(pre);
+    return best;
+}
+
+static void test_cluster_large(void)
+{
+    const int32_t n = 1500;
+    double *w = malloc(sizeof *w * n);
+    int32_t *first = malloc(sizeof *first * (n + 1));
+    uint64_t x = 12345;
+    for (int round = 0; round < 3; round++) {
+        for (int32_t i = 0; i < n; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            w[i] = round == 0 ? 1.0 : round == 1 ? 1.0 + (double)(x % 1000) : (i % 7 == 0 ? 50.0 : 1.0);
+        }
+        const int32_t ks[] = {3, 17, 64};
+        for (int t = 0; t < 3; t++) {
+            int32_t k = loom_stage_cluster(w, n, ks[t], first);
+            CHECK_INT_EQ(k, ks[t]);
+            CHECK_INT_EQ(first[0], 0);
+            CHECK_INT_EQ(first[k], n);
+            for (int32_t c = 0; c < k; c++) CHECK(first[c] < first[c + 1]);
+            double got = cluster_cost(w, first, k), want = scan_optimum(w, n, ks[t]);
+            CHECK(fabs(got - want) <= 1e-9 * want);
+        }
+    }
+    free(w);
+    free(first);
+}
+
 static void test_bad_problem(void)
 {
     loom_stage_problem p = {0};
@@ -601,6 +660,7 @@ int main(void)
     test_submeshes();
     test_place();
     test_cluster();
+    test_cluster_large();
     test_bad_problem();
     test_real_costs();
     return check_done();

@@ -42,6 +42,7 @@ static char tmpdir[] = "/tmp/loom_test_stage_search_XXXXXX";
 /* A search of `model` on `cluster` (gbs sequences of seq tokens), its cost
  * model and its graph of micro-batch b. */
 typedef struct {
+    loom_model_source *src;
     loom_cost_model *cm;
     loom_search *s;
     const loom_graph *g;
@@ -53,16 +54,16 @@ static fixture open_fixture(const char *model, const char *cluster, int64_t gbs,
     fixture f = {0};
     loom_cluster c;
     loom_error err = {0};
-    loom_search_request r;
-    loom_search_request_init(&r);
-    r.model_path = model;
+    loom_problem r;
+    loom_problem_init(&r);
     r.gbs = gbs;
-    r.model.seq = seq;
+    r.seq = seq;
     r.inference = infer;
-    if (infer) r.objective = LOOM_SEARCH_LATENCY;
+    if (infer) r.objective = LOOM_OBJ_LATENCY;
     if (loom_cluster_load(cluster, &c, &err) ||
         loom_cost_model_create(&c, NULL, NULL, &f.cm, &err) ||
-        (r.cm = f.cm, loom_search_create(&r, &f.s, &err)) ||
+        loom_model_open(model, &f.src, &err) ||
+        (r.cm = f.cm, r.model = f.src, loom_search_create(&r, NULL, &f.s, &err)) ||
         loom_search_graph(f.s, b, &f.g, &err))
         fprintf(stderr, "setup (%s on %s): %s\n", model, cluster, err.msg);
     return f;
@@ -71,6 +72,7 @@ static fixture open_fixture(const char *model, const char *cluster, int64_t gbs,
 static void close_fixture(fixture *f)
 {
     loom_search_destroy(f->s);
+    loom_model_source_destroy(f->src);
     loom_cost_model_destroy(f->cm);
 }
 

@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include "graph/graph.h"
 #include <stdint.h>
 #include "base/error.h"
 #include "planner/cli/options.h"
@@ -23,6 +24,11 @@ typedef struct {
 
 int loom_cmd_inspect(int argc, char **argv);
 int loom_cmd_eval(int argc, char **argv);
+int loom_cmd_eval_serve(int argc, char **argv);   /* eval --mode serve (cmd_eval_serve.c) */
+int loom_cmd_calibrate_serve(int argc, char **argv);   /* calibrate --serving */
+/* A model id of a launch line or a record ("meta-llama/Meta-Llama-3-70B-Instruct")
+ * → the path of the bundled config of that architecture (examples/models). */
+bool loom_cli_find_model_id(const char *id, char *path, size_t n);
 int loom_cmd_calibrate(int argc, char **argv);
 int loom_cmd_shard(int argc, char **argv);
 int loom_cmd_plan(int argc, char **argv);
@@ -33,7 +39,7 @@ int loom_cmd_compare_merge(int argc, char **argv);
 /* Each command's option table (options.h), for its --help and for tests. */
 extern const loom_cli_spec loom_cli_spec_inspect, loom_cli_spec_eval, loom_cli_spec_calibrate,
     loom_cli_spec_shard, loom_cli_spec_plan, loom_cli_spec_export, loom_cli_spec_compare,
-    loom_cli_spec_compare_merge;
+    loom_cli_spec_compare_merge, loom_cli_spec_eval_serve, loom_cli_spec_calibrate_serve;
 
 /* Prints "loom: MESSAGE" to stderr and returns the exit code for err. */
 int loom_cli_fail(const loom_error *err);
@@ -49,10 +55,40 @@ int loom_cli_usage_error(const char *cmd, const char *fmt, ...)
  * for every command. */
 bool loom_cli_deterministic(void);
 
+/* A file named on the command line: the option that named it ("-o",
+ * "--svg", "MODEL") and the path (NULL: not given, skipped). */
+typedef struct {
+    const char *opt;
+    const char *path;
+} loom_cli_path;
+
+/* Checks a run's output paths before any work is done: each is "-" or may
+ * be written (base/fileio.h loom_output_check: a regular file or nothing,
+ * never a device, FIFO, directory or a symlink to one), none is one of the
+ * inputs, and no two name the same file (loom_same_file: device and inode
+ * when the file exists, the normalized path otherwise). Prints a usage
+ * error naming both options and returns LOOM_EXIT_USAGE; 0 when fine. */
+int loom_cli_check_outputs(const char *cmd, const loom_cli_path *inputs, int n_inputs,
+                           const loom_cli_path *outputs, int n_outputs);
+
 /* Resolves a model or cluster argument: an existing path is used as is;
  * otherwise a bundled name ("llama-3-8b", "dgx-h100-x2.json") is looked up
  * under examples/<kind>/ in the source tree, then the installed data dir.
  * Returns false (out untouched) when nothing matched. */
 bool loom_cli_find_data(const char *arg, const char *kind, char *out, size_t n);
+
+/* For a name loom_cli_find_data did not find: "did you mean llama-3-70b?
+ * known: …" — the nearest bundled names of `kind` (edit distance, case
+ * ignored) and the sorted list, plus `extra` names (NULL-terminated, may be
+ * NULL: cluster presets). */
+void loom_cli_suggest(const char *arg, const char *kind, const char *const *extra, char *out,
+                      size_t n);
+
+/* Prints "<who>: ARG: no such file, and no bundled model of that name; did
+ * you mean …? known: …" on stderr and returns LOOM_EXIT_FAIL. */
+int loom_cli_no_model(const char *who, const char *arg);
+
+/* Prints the graph's model warnings on stderr ("loom: warning: …"). */
+void loom_cli_print_warnings(const loom_graph *g);
 
 #endif

@@ -132,8 +132,15 @@ int loom_cmd_export(int argc, char **argv)
         return loom_cli_usage_error("export", "missing --to megatron|vllm|deepspeed|torchtitan");
     loom_export_target t = args.to;
 
+    const loom_cli_path ins[] = {
+        {"PLAN", plan_path}, {"--calib", nopts.calib_path}, {"--profile", nopts.profile_path}};
+    const loom_cli_path outs[] = {{"-o", out_path}};
+    int bad = loom_cli_check_outputs("export", ins, 3, outs, 1);
+    if (bad) return bad;
+
     loom_error err = {0};
     loom_plan *plan = NULL;
+    loom_model_source *model_src = NULL;
     if (loom_plan_read(plan_path, &plan, &err)) return loom_cli_fail(&err);
     loom_runtime_config *c = malloc(sizeof *c);
     if (!c) {
@@ -146,6 +153,23 @@ int loom_cmd_export(int argc, char **argv)
     if (loom_export_from_plan(plan, c, &obstacles, &err)) {
         rc = loom_cli_fail(&err);
         goto done;
+    }
+    /* a plan written before plans carried the model facts: take them from
+     * the model the plan names, when it can be found */
+    char facts_path[4096];
+    if (!c->model.facts.known && c->model.arch[0] &&
+        loom_cli_find_data(plan->model, "models", facts_path, sizeof facts_path)) {
+        loom_model_opts mo;
+        loom_graph *g = NULL;
+        loom_error ferr = {0};
+        loom_runtime_model_opts(&c->par, &mo);
+        if (loom_model_load(facts_path, &mo, &g, &ferr) == LOOM_OK &&
+            loom_graph_info_c(g)->facts.known) {
+            c->model.facts = loom_graph_info_c(g)->facts;
+            fprintf(stderr, "loom export: note: the plan carries no model facts (RoPE base, norm "
+                            "epsilon, ...); taken from %s\n", facts_path);
+        }
+        loom_graph_destroy(g);
     }
     loom_export_check(c, t, &obstacles);
     if (obstacles.n == 0) {
@@ -175,7 +199,11 @@ int loom_cmd_export(int argc, char **argv)
         rc = LOOM_EXIT_FAIL;
         goto done;
     }
-    nopts.model_path = model_path;
+    if (loom_model_open(model_path, &model_src, &err)) {   /* read once: replan and evaluate */
+        rc = loom_cli_fail(&err);
+        goto done;
+    }
+    nopts.model = model_src;
     nopts.cluster =
         loom_cli_find_data(plan->cluster, "clusters", cluster_path, sizeof cluster_path) &&
                 !loom_cluster_is_preset_name(plan->cluster)
@@ -198,6 +226,7 @@ int loom_cmd_export(int argc, char **argv)
     LOOM_ASSERT(near.fits);
     rc = write_config(c, t, plan_path, out_path);
 done:
+    loom_model_source_destroy(model_src);
     free(c);
     loom_plan_destroy(plan);
     return rc;

@@ -5,10 +5,11 @@
  * table; writes the plan (-o, loom-plan/1), its picture (--svg) and the
  * profile requests (--emit-profile-requests), each atomically and only on
  * success. With no MODEL it plans the bundled example, Llama-3-8B on two
- * DGX H100 nodes. Ctrl-C stops the search and plans with the best
- * configuration found so far; a second Ctrl-C ends the program at once and
- * removes what this run was writing (loom_write_file_atomic's temporary
- * "PATH.tmp.<pid>") or had written, so nothing partial is left.
+ * DGX H100 nodes. Ctrl-C (SIGINT), SIGTERM and SIGHUP stop the search and
+ * plan with the best configuration found so far; a second signal ends the
+ * program at once and removes what this run was writing (the temporary of
+ * the write in progress, loom_fileio_unlink_inflight) or had written, so
+ * nothing partial is left.
  *
  * Exit codes: 0 planned, 1 bad input or failure, 2 usage, 3 no plan fits.
  */
@@ -20,6 +21,7 @@
 
 #include "costs/cluster.h"
 #include "base/clock.h"
+#include "base/fileio.h"
 #include "planner/cli/cli.h"
 #include "planner/plan/plan_run.h"
 
@@ -28,7 +30,8 @@
 typedef struct {
     loom_plan_request req;
     const char *model, *cluster, *out, *svg;
-    loom_plan_objective objective;   /* req.objective once the mode is known */
+    loom_plan_mode mode;             /* train or infer: req.problem.inference */
+    loom_objective objective;        /* req.problem.objective once the mode is known */
     bool objective_given, json, no_timings;
 } plan_args;
 
@@ -37,7 +40,8 @@ static void plan_args_init(void *p)
     plan_args *a = p;
     memset(a, 0, sizeof *a);
     loom_plan_request_init(&a->req);
-    a->objective = a->req.objective;
+    a->mode = LOOM_PLAN_TRAIN;
+    a->objective = a->req.problem.objective;
 }
 
 static const loom_cli_choice mode_choices[] = {
@@ -57,40 +61,55 @@ static const loom_cli_choice dtype_choices[] = {{"bf16", LOOM_DTYPE_BF16, false}
 static const loom_cli_option plan_opts[] = {
     {.name = "--cluster", .kind = LOOM_CLI_STR, .field = F(cluster), .metavar = "C",
      .help = "cluster preset or file (required with MODEL)"},
-    {.name = "--gbs", .kind = LOOM_CLI_SIZE, .field = F(req.gbs), .lo = 1, .hi = (int64_t)1 << 30,
+    {.name = "--gbs", .kind = LOOM_CLI_SIZE, .field = F(req.problem.gbs), .lo = 1, .hi = (int64_t)1 << 30,
      .metavar = "N", .help = "training: global batch in sequences;\ninference: concurrent sequences"},
-    {.name = "--seq", .kind = LOOM_CLI_SIZE, .field = F(req.seq), .lo = 1, .hi = (int64_t)1 << 24,
+    {.name = "--seq", .kind = LOOM_CLI_SIZE, .field = F(req.problem.seq), .lo = 1, .hi = (int64_t)1 << 24,
      .metavar = "N", .help = "tokens per sequence / inference context"},
-    {.name = "--mode", .kind = LOOM_CLI_ENUM, .field = F(req.mode), .choices = mode_choices,
+    {.name = "--mode", .kind = LOOM_CLI_ENUM, .field = F(mode), .choices = mode_choices,
      .help = "plan for training or for inference (serving)"},
     {.name = "--objective", .kind = LOOM_CLI_ENUM, .field = F(objective),
      .given = F(objective_given), .choices = objective_choices, .metavar = "O",
      .help = "train: time|cost|energy (default time);\ninfer: latency|throughput (default latency)",
      .def = LOOM_CLI_NO_DEFAULT},
-    {.name = "--latency-bound", .kind = LOOM_CLI_NUM, .field = F(req.latency_bound_s),
+    {.name = "--latency-bound", .kind = LOOM_CLI_NUM, .field = F(req.problem.latency_bound_s),
      .min = 1e-9, .max = 1e6, .metavar = "S",
      .help = "infer throughput: per-token latency bound, seconds", .def = "none"},
-    {.name = "--space", .kind = LOOM_CLI_ENUM, .field = F(req.megatron_space),
+    {.name = "--space", .kind = LOOM_CLI_ENUM, .field = F(req.search.megatron_only),
      .choices = space_choices, .help = "megatron: only plans Megatron-LM/vLLM can run"},
-    {.name = "--dtype", .kind = LOOM_CLI_ENUM, .field = F(req.dtype), .choices = dtype_choices,
+    {.name = "--dtype", .kind = LOOM_CLI_ENUM, .field = F(req.problem.dtype), .choices = dtype_choices,
      .help = "compute dtype"},
     {.name = "--profile", .kind = LOOM_CLI_STR, .field = F(req.profile_db_path), .metavar = "DB",
      .help = "measured op times (loom-profile db)"},
     {.name = "--calib", .kind = LOOM_CLI_STR, .field = F(req.calib_path), .metavar = "FILE",
      .help = "calibrated efficiencies (loom calibrate)"},
-    {.name = "--time-limit", .kind = LOOM_CLI_NUM, .field = F(req.time_limit_s), .min = 1e-3,
+    {.name = "--time-limit", .kind = LOOM_CLI_NUM, .field = F(req.search.time_limit_s), .min = 1e-3,
      .max = 1e7, .metavar = "S", .help = "stop the search after S seconds with the best so far",
      .def = "none"},
-    /* 0 in the request: the search's own default (loom_search_request_init) */
-    {.name = "--max-mbs", .kind = LOOM_CLI_INT, .field = F(req.max_micro_batch), .lo = 1,
+    /* 0 in the request: the search's own default (loom_search_options_init) */
+    {.name = "--max-mbs", .kind = LOOM_CLI_INT, .field = F(req.search.max_micro_batch), .lo = 1,
      .hi = 1024, .metavar = "N", .help = "largest micro-batch tried", .def = "8"},
-    {.name = "--zero", .kind = LOOM_CLI_INT, .field = F(req.zero), .lo = 0, .hi = 3,
+    {.name = "--zero", .kind = LOOM_CLI_INT, .field = F(req.search.zero), .lo = 0, .hi = 3,
      .metavar = "N",
      .help = "ZeRO stage over the data-parallel group: the replicas and a stage's\n"
              "in-mesh data-parallel copies",
      .def = "the search tries 1-3; 1 with one replica"},
-    {.name = "--no-recompute", .kind = LOOM_CLI_FLAG, .field = F(req.no_recompute),
+    {.name = "--no-recompute", .kind = LOOM_CLI_FLAG, .field = F(req.search.no_recompute),
      .help = "do not consider activation recomputation"},
+    /* pins: 0 = searched (loom_search_options) */
+    {.name = "--tp", .kind = LOOM_CLI_INT, .field = F(req.search.pin_tp), .lo = 1, .hi = 1 << 20,
+     .metavar = "N", .help = "pin the tensor-parallel size of every stage", .def = "searched"},
+    {.name = "--pp", .kind = LOOM_CLI_INT, .field = F(req.search.pin_pp), .lo = 1, .hi = 1 << 20,
+     .metavar = "N", .help = "pin the pipeline ranks (uniform stages)", .def = "searched"},
+    {.name = "--dp", .kind = LOOM_CLI_INT, .field = F(req.search.pin_dp), .lo = 1, .hi = 1 << 30,
+     .metavar = "N", .help = "pin the pipeline replicas", .def = "searched"},
+    {.name = "--mbs", .kind = LOOM_CLI_INT, .field = F(req.search.pin_mbs), .lo = 1, .hi = 1 << 20,
+     .metavar = "N", .help = "pin the micro-batch size", .def = "searched"},
+    {.name = "--vpp", .kind = LOOM_CLI_INT, .field = F(req.search.pin_vpp), .lo = 1, .hi = 512,
+     .metavar = "N", .help = "pin the model chunks per pipeline rank (1: no\ninterleaving)",
+     .def = "searched"},
+    {.name = "--top", .kind = LOOM_CLI_INT, .field = F(req.search.top), .lo = 1,
+     .hi = LOOM_SEARCH_TOP_MAX, .metavar = "N",
+     .help = "also list the N best distinct configurations", .def = "1"},
     {.short_name = "-o", .kind = LOOM_CLI_STR, .field = F(out), .metavar = "FILE",
      .help = "write the plan (loom-plan/1 JSON)"},
     {.name = "--svg", .kind = LOOM_CLI_STR, .field = F(svg), .metavar = "FILE",
@@ -122,28 +141,27 @@ const loom_cli_spec loom_cli_spec_plan = {
 #undef F
 
 static volatile sig_atomic_t interrupted;
-/* The search polls *req.stop, a `const volatile int *` (plan_run.h); where
- * sig_atomic_t is int, as _Static_assert checks, the handler's flag is both. */
+/* The search polls *req.search.stop. */
 static volatile sig_atomic_t stop_flag;
-_Static_assert(_Generic((sig_atomic_t)0, int: 1, default: 0),
-               "req.stop points to an int: sig_atomic_t must be int here");
 
-/* The output files of this run, for the second Ctrl-C: their temporary
- * names, and whether the file itself has been written by this run. */
+/* The output files of this run, for the second signal: their paths, and
+ * whether the file itself has been written by this run. */
 #define MAX_OUTPUTS 3
-static char out_tmp[MAX_OUTPUTS][4200], out_path[MAX_OUTPUTS][4096];
+static char out_path[MAX_OUTPUTS][4096];
 static volatile sig_atomic_t out_written[MAX_OUTPUTS], n_outputs;
 
-static void on_sigint(int sig)
+/* The signals that stop a search: Ctrl-C, kill's default, a closed terminal. */
+static const int stop_signals[] = {SIGINT, SIGTERM, SIGHUP};
+#define N_STOP_SIGNALS (int)(sizeof stop_signals / sizeof stop_signals[0])
+
+static void on_stop_signal(int sig)
 {
-    (void)sig;
-    if (interrupted) {   /* second Ctrl-C: give up at once, leave nothing */
-        for (int i = 0; i < n_outputs; i++) {
-            unlink(out_tmp[i]);   /* async-signal-safe */
+    if (interrupted) {   /* second signal: give up at once, leave nothing */
+        loom_fileio_unlink_inflight();   /* async-signal-safe (unlink) */
+        for (int i = 0; i < n_outputs; i++)
             if (out_written[i]) unlink(out_path[i]);
-        }
-        signal(SIGINT, SIG_DFL);
-        raise(SIGINT);
+        signal(sig, SIG_DFL);
+        raise(sig);
         return;
     }
     interrupted = 1;
@@ -156,10 +174,24 @@ static int add_output(const char *path)
     if (!path || !strcmp(path, "-") || n_outputs >= MAX_OUTPUTS) return -1;
     int i = n_outputs;
     snprintf(out_path[i], sizeof out_path[i], "%s", path);
-    snprintf(out_tmp[i], sizeof out_tmp[i], "%s.tmp.%ld", path, (long)getpid());
     out_written[i] = 0;
     n_outputs = i + 1;
     return i;
+}
+
+static void catch_stop_signals(struct sigaction *old)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    for (int i = 0; i < N_STOP_SIGNALS; i++) sigaddset(&sa.sa_mask, stop_signals[i]);
+    for (int i = 0; i < N_STOP_SIGNALS; i++) sigaction(stop_signals[i], &sa, &old[i]);
+}
+
+static void restore_signals(const struct sigaction *old)
+{
+    for (int i = 0; i < N_STOP_SIGNALS; i++) sigaction(stop_signals[i], &old[i], NULL);
 }
 
 typedef struct {
@@ -192,7 +224,7 @@ static void print_table(const loom_plan *p)
     printf("loom plan: %s on %s (%lld x %s), %s, %s %lld x seq %lld, %s, objective %s\n",
            p->model, p->cluster, (long long)(p->nodes * p->gpus_per_node), p->gpu,
            train ? "training" : "inference", train ? "gbs" : "sequences", (long long)p->gbs,
-           (long long)p->seq, loom_dtype_name(p->dtype), loom_plan_objective_name(p->objective));
+           (long long)p->seq, loom_dtype_name(p->dtype), loom_problem_objective_name(p->objective));
     printf("  schedule    %s: %lld pipeline stage(s)%s x %lld data-parallel replica(s) of %lld GPUs"
            ", micro-batch %lld x %lld",
            p->schedule_kind, (long long)p->pipeline_stages,
@@ -207,7 +239,7 @@ static void print_table(const loom_plan *p)
     else
         printf("  decode      %.4g s per token   %.4g tokens/s   %.1f TFLOP/s per GPU   MFU %.1f%%\n",
                p->latency_per_token_s, p->tokens_per_s, p->model_tflops_per_gpu, 100 * p->mfu);
-    const loom_plan_breakdown *d = &p->breakdown;
+    const loom_step_breakdown *d = &p->breakdown;
     printf("  breakdown   compute %.4g  tp-comm %.4g  bubble %.4g  p2p %.4g  grad-sync %.4g  "
            "optimizer %.4g  (s)\n",
            d->compute_s, d->tp_comm_s, d->bubble_s, d->p2p_s, d->grad_sync_s, d->optimizer_s);
@@ -246,6 +278,26 @@ static void print_table(const loom_plan *p)
                100 * p->measured_share);
 }
 
+/* The runners-up: the best distinct configurations the search saw. */
+static void print_top(const loom_plan_diag *dg)
+{
+    char a[32];
+    printf("\n  top %d     %-4s %-5s %-5s %-4s %-9s %-5s %-4s %-9s %-11s %s\n", (int)dg->n_top,
+           "dp", "pp", "vpp", "tp", "mbs x M", "zero", "meg", "recompute", "step (s)",
+           "memory/GPU");
+    for (int32_t i = 0; i < dg->n_top; i++) {
+        const loom_search_top *t = &dg->top[i];
+        char tp[24], mb[48];
+        if (t->tp > 0) snprintf(tp, sizeof tp, "%lld", (long long)t->tp);
+        else snprintf(tp, sizeof tp, "mix");
+        snprintf(mb, sizeof mb, "%lldx%lld", (long long)t->mbs, (long long)t->micro_batches);
+        printf("  %-9d %-4lld %-5lld %-5lld %-4s %-9s %-5d %-4s %-9d %-11.4g %s\n", (int)i + 1,
+               (long long)t->dp, (long long)t->pp, (long long)t->vpp, tp, mb, t->zero,
+               t->megatron ? "yes" : "no", (int)t->recompute_stages, t->step_s,
+               gib(t->memory_per_gpu_bytes, a, sizeof a));
+    }
+}
+
 /* The cannot-fit message: how much a GPU would need, and what would help. */
 static int cannot_fit(const loom_plan_request *req, const loom_plan_diag *dg, const loom_error *err)
 {
@@ -259,16 +311,16 @@ static int cannot_fit(const loom_plan_request *req, const loom_plan_diag *dg, co
                     "(weights and optimizer state split further)\n",
             (long long)(more > 1 ? more : 2), (long long)(nodes * (more > 1 ? more : 2)),
             (long long)nodes);
-    if (req->no_recompute)
+    if (req->search.no_recompute)
         fprintf(stderr, "    - activation recomputation: drop --no-recompute\n");
-    if (req->zero >= 0 && req->zero < 3 && req->mode == LOOM_PLAN_TRAIN)
+    if (req->search.zero >= 0 && req->search.zero < 3 && !req->problem.inference)
         fprintf(stderr, "    - ZeRO-3 (--zero 3): shard the weights and gradients over the "
                         "replicas as well\n");
-    if (req->seq > 512)
+    if (req->problem.seq > 512)
         fprintf(stderr, "    - a shorter sequence (--seq %lld): activations%s shrink with it\n",
-                (long long)(req->seq / 2), req->mode == LOOM_PLAN_INFER ? " and KV cache" : "");
-    if (req->mode == LOOM_PLAN_INFER && req->gbs > 1)
-        fprintf(stderr, "    - fewer concurrent sequences (--gbs %lld)\n", (long long)(req->gbs / 2));
+                (long long)(req->problem.seq / 2), req->problem.inference ? " and KV cache" : "");
+    if (req->problem.inference && req->problem.gbs > 1)
+        fprintf(stderr, "    - fewer concurrent sequences (--gbs %lld)\n", (long long)(req->problem.gbs / 2));
     return LOOM_EXIT_INFEASIBLE;
 }
 
@@ -281,12 +333,14 @@ int loom_cmd_plan(int argc, char **argv)
     loom_plan_request req = args.req;
     const char *model = args.model, *cluster = args.cluster, *out = args.out, *svg = args.svg;
     bool json = args.json, no_timings = args.no_timings;
-    if (req.mode == LOOM_PLAN_INFER) req.objective = LOOM_OBJ_LATENCY;
-    if (args.objective_given) req.objective = args.objective;
-    bool infer_obj = req.objective == LOOM_OBJ_LATENCY || req.objective == LOOM_OBJ_THROUGHPUT;
-    if (infer_obj != (req.mode == LOOM_PLAN_INFER))
+    req.problem.inference = args.mode == LOOM_PLAN_INFER;
+    if (req.problem.inference) req.problem.objective = LOOM_OBJ_LATENCY;
+    if (args.objective_given) req.problem.objective = args.objective;
+    bool infer_obj = req.problem.objective == LOOM_OBJ_LATENCY ||
+                     req.problem.objective == LOOM_OBJ_THROUGHPUT;
+    if (infer_obj != req.problem.inference)
         return loom_cli_usage_error(cmd, "--objective %s is for %s (use --mode %s)",
-                                    loom_plan_objective_name(req.objective),
+                                    loom_problem_objective_name(req.problem.objective),
                                     infer_obj ? "inference" : "training",
                                     infer_obj ? "infer" : "train");
     if (!model) {   /* the bundled example */
@@ -296,9 +350,7 @@ int loom_cmd_plan(int argc, char **argv)
     if (!cluster) return loom_cli_usage_error(cmd, "--cluster is required with a model");
     char model_path[4096], cluster_path[4096];
     if (!loom_cli_find_data(model, "models", model_path, sizeof model_path)) {
-        fprintf(stderr, "loom plan: %s: no such file, and no bundled model of that name "
-                        "(see examples/models)\n", model);
-        return LOOM_EXIT_FAIL;
+        return loom_cli_no_model("loom plan", model);
     }
     if (!loom_cluster_is_preset_name(cluster) &&
         loom_cli_find_data(cluster, "clusters", cluster_path, sizeof cluster_path))
@@ -306,20 +358,25 @@ int loom_cmd_plan(int argc, char **argv)
     req.model_path = model_path;
     req.model_label = model;
     req.cluster = cluster;
+    const loom_cli_path ins[] = {{"MODEL", model_path},
+                                 {"--cluster", loom_cluster_is_preset_name(cluster) ? NULL : cluster},
+                                 {"--profile", req.profile_db_path},
+                                 {"--calib", req.calib_path}};
+    const loom_cli_path outs[] = {{"-o", out}, {"--svg", svg},
+                                  {"--emit-profile-requests", req.profile_requests_path}};
+    int bad = loom_cli_check_outputs(cmd, ins, 4, outs, 3);
+    if (bad) return bad;
     if (loom_cli_deterministic()) no_timings = true;
 
     progress_state ps = {.tty = isatty(2) != 0};
     ps.start_s = loom_clock_s();
-    req.progress = progress;
-    req.progress_ctx = &ps;
-    req.stop = &stop_flag;
+    req.search.progress = progress;
+    req.search.progress_ctx = &ps;
+    req.search.stop = &stop_flag;
     int o_req = add_output(req.profile_requests_path), o_plan = add_output(out),
         o_svg = add_output(svg);
-    struct sigaction sa, old;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old);
+    struct sigaction old[N_STOP_SIGNALS];
+    catch_stop_signals(old);
 
     loom_plan *plan = NULL;
     loom_plan_diag dg;
@@ -327,7 +384,7 @@ int loom_cmd_plan(int argc, char **argv)
     loom_status st = loom_plan_run(&req, &plan, &dg, &err);
     if (ps.shown) fprintf(stderr, "\r\033[K");
     if (st == LOOM_ERR_INFEASIBLE) {
-        sigaction(SIGINT, &old, NULL);
+        restore_signals(old);
         return cannot_fit(&req, &dg, &err);
     }
     if (st) goto fail;
@@ -341,7 +398,7 @@ int loom_cmd_plan(int argc, char **argv)
     if (o_plan >= 0) out_written[o_plan] = 1;
     if (svg && (st = loom_plan_svg_write(plan, svg, &err))) goto fail;
     if (o_svg >= 0) out_written[o_svg] = 1;
-    sigaction(SIGINT, &old, NULL);
+    restore_signals(old);
     if (json) {
         char *text = loom_plan_to_json(plan, flags);
         if (!text) {
@@ -352,6 +409,7 @@ int loom_cmd_plan(int argc, char **argv)
         free(text);
     } else {
         print_table(plan);
+        if (dg.n_top > 1) print_top(&dg);
         if (out) printf("  plan        %s\n", out);
         if (svg) printf("  picture     %s\n", svg);
         if (req.profile_requests_path) printf("  requests    %s\n", req.profile_requests_path);
@@ -359,7 +417,7 @@ int loom_cmd_plan(int argc, char **argv)
     loom_plan_destroy(plan);
     return LOOM_EXIT_OK;
 fail:
-    sigaction(SIGINT, &old, NULL);
+    restore_signals(old);
     loom_plan_destroy(plan);
     return loom_cli_fail(&err);
 }

@@ -170,8 +170,11 @@ static void join_specs(const loom_intra_result *r, const loom_graph *g, int32_t 
     size_t off = 0;
     buf[0] = '\0';
     for (int k = 0; k < cnt && off < n; k++) {
-        const char *s = loom_intra_op_spec(r, g, op, w, k);
-        int len = snprintf(buf + off, n - off, "%s[%s]", k ? ", " : "", s ? s : "?");
+        char s[96];
+        loom_spec sp;
+        bool have = loom_intra_op_spec(r, g, op, w, k, &sp);
+        if (have) loom_spec_format(&sp, loom_graph_tensor(g, loom_intra_operand(g, op, w, k)), s, sizeof s);
+        int len = snprintf(buf + off, n - off, "%s[%s]", k ? ", " : "", have ? s : "?");
         if (len < 0) break;
         off += (size_t)len;
     }
@@ -255,8 +258,11 @@ static cJSON *spec_array(const loom_intra_result *r, const loom_graph *g, int32_
     int cnt = w == LOOM_OPERAND_INPUT ? o->n_in : w == LOOM_OPERAND_WEIGHT ? o->n_w : o->n_out;
     cJSON *a = cJSON_CreateArray();
     for (int k = 0; k < cnt; k++) {
-        const char *s = loom_intra_op_spec(r, g, op, w, k);
-        cJSON_AddItemToArray(a, cJSON_CreateString(s ? s : ""));
+        char s[96] = "";
+        loom_spec sp;
+        if (loom_intra_op_spec(r, g, op, w, k, &sp))
+            loom_spec_format(&sp, loom_graph_tensor(g, loom_intra_operand(g, op, w, k)), s, sizeof s);
+        cJSON_AddItemToArray(a, cJSON_CreateString(s));
     }
     return a;
 }
@@ -334,9 +340,7 @@ int loom_cmd_shard(int argc, char **argv)
     if (rc != LOOM_CLI_RUN) return rc;
     char path[4096];
     if (!loom_cli_find_data(a.model, "models", path, sizeof path)) {
-        fprintf(stderr, "loom: %s: no such file, and no bundled model of that name "
-                "(see examples/models/)\n", a.model);
-        return LOOM_EXIT_FAIL;
+        return loom_cli_no_model("loom", a.model);
     }
     loom_error err = {0};
     loom_cluster cluster;

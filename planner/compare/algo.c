@@ -37,8 +37,7 @@ struct loom_algo_ctx {
 void loom_algo_request_init(loom_algo_request *r)
 {
     memset(r, 0, sizeof *r);
-    loom_model_opts_init(&r->model);
-    r->objective = LOOM_SEARCH_TIME;
+    loom_problem_init(&r->problem);
     r->max_evals = 48;
     r->seed = 1;
     r->max_micro_batch = 8;
@@ -79,16 +78,9 @@ const char *loom_algo_names(void)
 
 /* ---- the context and its evaluator ------------------------------------------------------- */
 
-void loom_algo_search_request(const loom_algo_request *req, loom_search_request *out)
+void loom_algo_search_options(const loom_algo_request *req, loom_search_options *out)
 {
-    loom_search_request_init(out);
-    out->model_path = req->model_path;
-    out->model = req->model;
-    out->cm = req->cm;
-    out->inference = req->inference;
-    out->gbs = req->gbs;
-    out->objective = req->objective;
-    out->latency_bound_s = req->latency_bound_s;
+    loom_search_options_init(out);
     out->max_micro_batch = req->max_micro_batch;
 }
 
@@ -96,7 +88,7 @@ loom_status loom_algo_ctx_create(const loom_algo_request *req, loom_algo_ctx **o
                                  loom_error *err)
 {
     *out = NULL;
-    if (!req->model_path || !req->cm || req->gbs < 1 || req->model.seq < 1)
+    if (!req->problem.model || !req->problem.cm || req->problem.gbs < 1 || req->problem.seq < 1)
         return loom_error_set(err, LOOM_ERR_INVALID,
                               "search: needs a model, a cost model, gbs >= 1 and seq >= 1");
     loom_algo_ctx *c = calloc(1, sizeof *c);
@@ -104,11 +96,11 @@ loom_status loom_algo_ctx_create(const loom_algo_request *req, loom_algo_ctx **o
     c->req = *req;
     if (c->req.max_micro_batch < 1) c->req.max_micro_batch = 8;
     if (c->req.max_evals < 1) c->req.max_evals = 48;
-    c->c = loom_cost_model_cluster(req->cm);
+    c->c = loom_cost_model_cluster(req->problem.cm);
     const loom_graph *g;
-    loom_search_request r;
-    loom_algo_search_request(&c->req, &r);
-    loom_status s = loom_search_create(&r, &c->ev, err);
+    loom_search_options o;
+    loom_algo_search_options(&c->req, &o);
+    loom_status s = loom_search_create(&c->req.problem, &o, &c->ev, err);
     if (!s) s = loom_search_graph(c->ev, 1, &g, err);
     if (s) {
         loom_algo_ctx_destroy(c);
@@ -150,8 +142,11 @@ loom_status loom_algo_ctx_graph(loom_algo_ctx *c, int64_t b, const loom_graph **
     return loom_search_graph(c->ev, b, out, err);
 }
 
+int64_t loom_algo_ctx_work(const loom_algo_ctx *c) { return c->evals + loom_search_work(c->ev); }
+
 bool loom_algo_ctx_stop(loom_algo_ctx *c)
 {
+    if (c->req.max_work > 0 && loom_algo_ctx_work(c) >= c->req.max_work) c->timed_out = true;
     if (c->req.budget_s > 0 && loom_clock_s() - c->t0 > c->req.budget_s) c->timed_out = true;
     return c->timed_out;
 }
@@ -182,12 +177,12 @@ static loom_status check_config(const loom_algo_ctx *c, const loom_search_config
                               (long long)cfg->mbs, (long long)cfg->micro_batches, cfg->zero,
                               (long long)G);
     int64_t seqs = cfg->mbs * cfg->micro_batches * cfg->dp;
-    if (seqs != cfg->sequences || (c->req.inference ? seqs > c->req.gbs : seqs != c->req.gbs))
+    if (seqs != cfg->sequences || (c->req.problem.inference ? seqs > c->req.problem.gbs : seqs != c->req.problem.gbs))
         return loom_error_set(err, LOOM_ERR_INVALID,
                               "search: mbs %lld × %lld micro-batches × dp %lld = %lld sequences, "
                               "expected %lld", (long long)cfg->mbs, (long long)cfg->micro_batches,
                               (long long)cfg->dp, (long long)seqs,
-                              (long long)(c->req.inference ? cfg->sequences : c->req.gbs));
+                              (long long)(c->req.problem.inference ? cfg->sequences : c->req.problem.gbs));
     int32_t next = 0;
     for (int32_t i = 0; i < cfg->n_stages; i++) {
         const loom_search_stage *s = &cfg->stages[i];
@@ -234,15 +229,15 @@ loom_status loom_algo_eval(loom_algo_ctx *c, const loom_search_config *cfg, loom
     out->valid = true;
     out->memory_per_gpu_bytes = r.memory_per_gpu_bytes;
     out->mem_ok = out->fits = r.fits;
-    if (c->req.inference && c->req.objective == LOOM_SEARCH_THROUGHPUT &&
-        c->req.latency_bound_s > 0 && r.latency_s > c->req.latency_bound_s)
+    if (c->req.problem.inference && c->req.problem.objective == LOOM_OBJ_THROUGHPUT &&
+        c->req.problem.latency_bound_s > 0 && r.latency_s > c->req.problem.latency_bound_s)
         out->fits = false;
     out->score = r.score;
-    out->step_s = c->req.inference ? r.latency_s : r.step_s;
+    out->step_s = c->req.problem.inference ? r.latency_s : r.step_s;
     out->tokens_per_s = r.tokens_per_s;
     out->gpus_used = r.gpus_used;
-    double peak = loom_device_peak_flops(&c->c->gpu, c->req.model.dtype);
-    if (!c->req.inference && peak > 0 && r.step_s > 0 && r.gpus_used > 0)
+    double peak = loom_device_peak_flops(&c->c->gpu, c->req.problem.dtype);
+    if (!c->req.problem.inference && peak > 0 && r.step_s > 0 && r.gpus_used > 0)
         out->mfu = r.model_flops / (r.step_s * (double)r.gpus_used * peak);
     loom_search_eval_free(&r);
     return LOOM_OK;
@@ -314,6 +309,7 @@ loom_status loom_algo_run(const loom_algo *a, const loom_algo_request *req, loom
      * its own number, and no cache state can leak into it. */
     loom_algo_request quiet = *req;
     quiet.budget_s = 0;
+    quiet.max_work = 0;
     if ((s = loom_algo_ctx_create(&quiet, &c, err))) return s;
     s = loom_algo_eval(c, &out->config, &out->score, err);
     loom_algo_ctx_destroy(c);

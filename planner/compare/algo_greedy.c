@@ -135,9 +135,9 @@ static loom_status plan_replica(greedy *x, int64_t D, loom_algo_result *out, boo
     /* training: micro-batch 1; inference: a replica's sequences in as few
      * micro-batches as max_micro_batch allows */
     int64_t mbs = 1;
-    for (int64_t b = 2; !x->train && b <= req->max_micro_batch && b <= req->gbs / dp; b++)
-        if ((req->gbs / dp) % b == 0) mbs = b;
-    const int64_t M = req->gbs / dp / mbs;
+    for (int64_t b = 2; !x->train && b <= req->max_micro_batch && b <= req->problem.gbs / dp; b++)
+        if ((req->problem.gbs / dp) % b == 0) mbs = b;
+    const int64_t M = req->problem.gbs / dp / mbs;
     double best = INFINITY;
     loom_submesh best_sub = {0, 0};
     loom_mesh_shape best_mesh = {0, 0};
@@ -164,7 +164,7 @@ static loom_status plan_replica(greedy *x, int64_t D, loom_algo_result *out, boo
     if (!isfinite(best)) return LOOM_OK;
     memset(cfg, 0, sizeof *cfg);
     cfg->mbs = mbs, cfg->micro_batches = M, cfg->dp = dp, cfg->gpus_per_replica = D;
-    cfg->vpp = 1, cfg->pp = best_pp, cfg->sequences = req->gbs;
+    cfg->vpp = 1, cfg->pp = best_pp, cfg->sequences = req->problem.gbs;
     cfg->zero = x->train && dp > 1 ? 1 : 0;
     cfg->n_stages = (int32_t)best_pp;
     loom_mspace_split(x->ctx, best_pp, bf, bl, bound);
@@ -194,7 +194,7 @@ static loom_status greedy_run(loom_algo_ctx *ctx, loom_algo_result *out, loom_er
 {
     const loom_algo_request *req = loom_algo_ctx_request(ctx);
     const loom_cluster *c = loom_algo_ctx_cluster(ctx);
-    greedy x = {.ctx = ctx, .cm = req->cm, .train = !req->inference,
+    greedy x = {.ctx = ctx, .cm = req->problem.cm, .train = !req->problem.inference,
                 .n = loom_algo_ctx_layers(ctx)};
     loom_status s = loom_algo_ctx_graph(ctx, 1, &x.g, err);
     if (s) return s;
@@ -209,7 +209,7 @@ static loom_status greedy_run(loom_algo_ctx *ctx, loom_algo_result *out, loom_er
     bool done = false;
     for (int i = 0; i < n && !done && !s && !loom_algo_ctx_stop(ctx); i++) {
         int64_t dp = loom_cluster_gpus(c) / sizes[i];
-        if (req->gbs % dp) continue;
+        if (req->problem.gbs % dp) continue;
         s = plan_replica(&x, sizes[i], out, &done, cfg, cost, err);
     }
     free(x.saved_by);

@@ -13,7 +13,7 @@
 
 static loom_status pp_only_run(loom_algo_ctx *ctx, loom_algo_result *out, loom_error *err)
 {
-    const bool train = !loom_algo_ctx_request(ctx)->inference;
+    const bool train = !loom_algo_ctx_request(ctx)->problem.inference;
     loom_mspace sp;
     loom_status s = loom_mspace_build(ctx, &sp, err);
     if (s) return s;

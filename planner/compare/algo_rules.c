@@ -35,7 +35,7 @@ static loom_status try_point(loom_algo_ctx *ctx, const loom_parallel *p, loom_al
 
 static loom_status rules_run(loom_algo_ctx *ctx, loom_algo_result *out, loom_error *err)
 {
-    const bool train = !loom_algo_ctx_request(ctx)->inference;
+    const bool train = !loom_algo_ctx_request(ctx)->problem.inference;
     const int64_t g = loom_algo_ctx_cluster(ctx)->gpus_per_node;
     const int64_t L = loom_algo_ctx_blocks(ctx);
     loom_mspace sp;

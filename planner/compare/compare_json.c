@@ -112,7 +112,7 @@ static loom_status read_case(const loom_jctx *c, const char *file, const cJSON *
                        "");
     const char *obj = f.objective ? f.objective : out->mode == LOOM_PLAN_TRAIN ? "time" : "latency";
     bool infer_obj = !strcmp(obj, "latency") || !strcmp(obj, "throughput");
-    if (!loom_plan_objective_parse(obj, &out->objective) ||
+    if (!loom_problem_objective_parse(obj, &out->objective) ||
         infer_obj != (out->mode == LOOM_PLAN_INFER))
         return fail_at(c, path, "objective", "expected %s, found \"%s\"",
                        out->mode == LOOM_PLAN_TRAIN ? "time, cost or energy for mode train"
@@ -143,7 +143,8 @@ loom_status loom_compare_suite_read(const char *path, loom_compare_suite *out, l
                                         "latency_bound_ms", NULL};
     memset(out, 0, sizeof *out);
     cJSON *root = NULL;
-    loom_status s = loom_json_parse_file(path, &root, err);
+    loom_json_limits lim = LOOM_JSON_LIMITS_REPORT;
+    loom_status s = loom_json_parse_file_limited(path, &lim, &root, err);
     if (s) return s;
     loom_jctx c = {path, err};
     const char *format = NULL, *name = NULL, *desc = NULL;
@@ -234,6 +235,7 @@ char *loom_compare_json(const loom_compare_report *r)
     cJSON_AddStringToObject(root, "suite", r->suite);
     num(root, "suite_cases", r->suite_cases);
     num(root, "budget_s", r->budget_s);
+    num(root, "max_work", (double)r->max_work);
     num(root, "max_evals", (double)r->max_evals);
     num(root, "seed", (double)r->seed);
     cJSON_AddBoolToObject(root, "timings", r->timings);
@@ -255,7 +257,7 @@ char *loom_compare_json(const loom_compare_report *r)
         num(o, "gpus", (double)c->gpus);
         cJSON_AddStringToObject(o, "gpu", c->gpu);
         cJSON_AddStringToObject(o, "mode", loom_plan_mode_name(c->mode));
-        cJSON_AddStringToObject(o, "objective", loom_plan_objective_name(c->objective));
+        cJSON_AddStringToObject(o, "objective", loom_problem_objective_name(c->objective));
         num(o, "gbs", (double)c->gbs);
         num(o, "seq", (double)c->seq);
         cJSON_AddStringToObject(o, "dtype", loom_dtype_name(c->dtype));
@@ -366,7 +368,7 @@ static loom_status read_case_result(const loom_jctx *c, const cJSON *o, const ch
     TRY(loom_json_get_str(c, o, path, "mode", true, &mode));
     TRY(loom_json_get_str(c, o, path, "objective", true, &obj));
     TRY(loom_json_get_str(c, o, path, "dtype", true, &dt));
-    if (!loom_plan_mode_parse(mode, &x->mode) || !loom_plan_objective_parse(obj, &x->objective) ||
+    if (!loom_plan_mode_parse(mode, &x->mode) || !loom_problem_objective_parse(obj, &x->objective) ||
         !loom_dtype_parse(dt, &x->dtype)) {
         s = loom_json_fail(c, path, "mode / objective / dtype: unknown value (\"%s\", \"%s\", "
                            "\"%s\")", mode, obj, dt);
@@ -410,11 +412,12 @@ done:
 
 loom_status loom_compare_read(const char *path, loom_compare_report *out, loom_error *err)
 {
-    static const char *const keys[] = {"format", "suite", "suite_cases", "budget_s", "max_evals",
+    static const char *const keys[] = {"format", "suite", "suite_cases", "budget_s", "max_work", "max_evals",
                                        "seed", "timings", "shard", "algorithms", "cases", NULL};
     memset(out, 0, sizeof *out);
     cJSON *root = NULL;
-    loom_status s = loom_json_parse_file(path, &root, err);
+    loom_json_limits lim = LOOM_JSON_LIMITS_REPORT;
+    loom_status s = loom_json_parse_file_limited(path, &lim, &root, err);
     if (s) return s;
     loom_jctx c = {path, err};
     const char *format, *shard;
@@ -435,6 +438,7 @@ loom_status loom_compare_read(const char *path, loom_compare_report *out, loom_e
     TRY(loom_json_get_int(&c, root, "$", "suite_cases", true, 1, 1 << 24, &n));
     out->suite_cases = (int32_t)n;
     TRY(loom_json_get_num(&c, root, "$", "budget_s", true, 0, 1e9, &out->budget_s));
+    TRY(loom_json_get_int(&c, root, "$", "max_work", false, 0, INT64_MAX / 2, &out->max_work));
     TRY(loom_json_get_int(&c, root, "$", "max_evals", true, 1, INT64_MAX / 2, &out->max_evals));
     TRY(loom_json_get_int(&c, root, "$", "seed", true, 0, (int64_t)1 << 53, &seed));
     out->seed = (uint64_t)seed;
@@ -505,7 +509,8 @@ loom_status loom_compare_merge(const loom_compare_report *parts, const char *con
     for (int i = 0; i < n; i++) {
         const loom_compare_report *b = &parts[i];
         bool same = !strcmp(a->suite, b->suite) && a->suite_cases == b->suite_cases &&
-                    a->budget_s == b->budget_s && a->max_evals == b->max_evals &&
+                    a->budget_s == b->budget_s && a->max_work == b->max_work &&
+                    a->max_evals == b->max_evals &&
                     a->seed == b->seed && a->timings == b->timings && a->n_algos == b->n_algos;
         for (int32_t k = 0; same && k < a->n_algos; k++) same = !strcmp(a->algos[k], b->algos[k]);
         if (!same)

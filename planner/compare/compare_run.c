@@ -40,7 +40,7 @@ bool loom_compare_status_parse(const char *s, loom_compare_status *out)
 
 loom_status loom_compare_report_init(loom_compare_report *r, const loom_compare_suite *s,
                                      const char *const *algos, int n_algos, double budget_s,
-                                     int64_t max_evals, uint64_t seed, bool timings,
+                                     int64_t max_work, int64_t max_evals, uint64_t seed, bool timings,
                                      int32_t shard_k, int32_t shard_n, loom_error *err)
 {
     memset(r, 0, sizeof *r);
@@ -62,6 +62,7 @@ loom_status loom_compare_report_init(loom_compare_report *r, const loom_compare_
     r->suite_cases = s->n_cases;
     r->n_algos = n_algos;
     r->budget_s = budget_s;
+    r->max_work = max_work;
     r->max_evals = max_evals;
     r->seed = seed;
     r->timings = timings;
@@ -159,8 +160,10 @@ loom_status loom_compare_run_case(loom_compare_report *r, const loom_compare_cas
     loom_cost_model *cm = NULL;
     loom_algo_result *res = NULL;
     loom_compare_row *rows = NULL;
+    loom_model_source *src = NULL;
     loom_status s = loom_cluster_load(c->cluster_path, &cl, err);
     if (!s) s = loom_cost_model_create(&cl, NULL, NULL, &cm, err);
+    if (!s) s = loom_model_open(c->model_path, &src, err);   /* once for every algorithm */
     if (s) goto done;
     res = malloc(sizeof *res);
     rows = calloc((size_t)r->n_algos, sizeof *rows);
@@ -175,15 +178,16 @@ loom_status loom_compare_run_case(loom_compare_report *r, const loom_compare_cas
 
     loom_algo_request req;
     loom_algo_request_init(&req);
-    req.model_path = c->model_path;
-    req.model.seq = c->seq;
-    req.model.dtype = c->dtype;
-    req.cm = cm;
-    req.inference = c->mode == LOOM_PLAN_INFER;
-    req.gbs = c->gbs;
-    req.objective = loom_plan_search_objective(c->objective);
-    req.latency_bound_s = c->latency_bound_s;
+    req.problem.model = src;
+    req.problem.seq = c->seq;
+    req.problem.dtype = c->dtype;
+    req.problem.cm = cm;
+    req.problem.inference = c->mode == LOOM_PLAN_INFER;
+    req.problem.gbs = c->gbs;
+    req.problem.objective = c->objective;
+    req.problem.latency_bound_s = c->latency_bound_s;
     req.budget_s = r->budget_s;
+    req.max_work = r->max_work;
     req.max_evals = r->max_evals;
     req.seed = r->seed;
     for (int32_t k = 0; k < r->n_algos; k++) {
@@ -214,6 +218,7 @@ done:
     if (s) loom_error_prefix(err, "case '%s'", c->name);
     free(rows);
     free(res);
+    loom_model_source_destroy(src);
     loom_cost_model_destroy(cm);
     return s;
 }

@@ -71,7 +71,7 @@ static loom_status add_degrees(builder *b, int64_t tp, int64_t pp, int64_t dp, i
 {
     static const int64_t vpps[] = {1, 2, 4};
     const loom_algo_request *req = b->req;
-    const bool train = !req->inference;
+    const bool train = !req->problem.inference;
     for (int64_t mbs = 1; mbs <= req->max_micro_batch && mbs <= B / dp; mbs++) {
         if ((B / dp) % mbs) continue;
         int64_t M = B / dp / mbs;
@@ -84,8 +84,8 @@ static loom_status add_degrees(builder *b, int64_t tp, int64_t pp, int64_t dp, i
                     loom_parallel p;
                     loom_parallel_init(&p);
                     p.tp = tp, p.pp = pp, p.dp = dp, p.vpp = v;
-                    p.mbs = mbs, p.gbs = B, p.seq = req->model.seq;
-                    p.dtype = req->model.dtype, p.flash = req->model.flash_attention;
+                    p.mbs = mbs, p.gbs = B, p.seq = req->problem.seq;
+                    p.dtype = req->problem.dtype, p.flash = req->problem.flash_attention;
                     p.recompute = rc ? LOOM_RECOMPUTE_FULL : LOOM_RECOMPUTE_NONE;
                     p.zero = z;
                     p.first_stage_layers = first, p.last_stage_layers = last;
@@ -115,9 +115,9 @@ loom_status loom_mspace_build(loom_algo_ctx *ctx, loom_mspace *out, loom_error *
      * serve fewer (the powers of two below gbs), as the planner does. */
     int64_t batches[64];
     int nb = 0;
-    batches[nb++] = req->gbs;
-    if (req->inference && req->objective == LOOM_SEARCH_THROUGHPUT)
-        for (int64_t q = 1; q < req->gbs && nb < 64; q *= 2) batches[nb++] = q;
+    batches[nb++] = req->problem.gbs;
+    if (req->problem.inference && req->problem.objective == LOOM_OBJ_THROUGHPUT)
+        for (int64_t q = 1; q < req->problem.gbs && nb < 64; q *= 2) batches[nb++] = q;
     for (int bi = 0; bi < nb && !s; bi++)
         for (int64_t tp = 1; tp <= b.g && !s; tp *= 2) {
             if (b.g % tp) continue;

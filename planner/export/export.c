@@ -226,15 +226,28 @@ loom_status loom_runtime_config_normalize(loom_runtime_config *c, loom_error *er
     return LOOM_OK;
 }
 
+void loom_export_put_comment_text(FILE *f, const char *s)
+{
+    for (const unsigned char *u = (const unsigned char *)s; *u; u++) {
+        if (*u >= 0x20 && *u < 0x7f) fputc(*u, f);
+        else fprintf(f, "\\x%02X", (unsigned)*u);
+    }
+}
+
 void loom_export_header(FILE *f, const char *comment, loom_export_target t,
                         const loom_runtime_config *c, const char *source)
 {
     const loom_parallel *p = &c->par;
     const loom_model_info *m = &c->model;
-    fprintf(f, "%s Written by `loom export --to %s`%s%s.\n", comment, loom_export_target_name(t),
-            source ? " from " : "", source ? source : "");
-    fprintf(f, "%s model: %s%s%lld layers, hidden %lld, %lld heads (%lld kv), ffn %lld, vocab %lld",
-            comment, c->model_name, c->model_name[0] ? ": " : "", (long long)m->layers,
+    /* source and model_name come from the plan: written escaped (a newline
+     * in either would end the comment and start a command or a key) */
+    fprintf(f, "%s Written by `loom export --to %s`%s", comment, loom_export_target_name(t),
+            source ? " from " : "");
+    if (source) loom_export_put_comment_text(f, source);
+    fprintf(f, ".\n%s model: ", comment);
+    loom_export_put_comment_text(f, c->model_name);
+    fprintf(f, "%s%lld layers, hidden %lld, %lld heads (%lld kv), ffn %lld, vocab %lld",
+            c->model_name[0] ? ": " : "", (long long)m->layers,
             (long long)m->hidden, (long long)m->heads, (long long)m->kv_heads, (long long)m->ffn,
             (long long)m->vocab);
     if (m->experts)

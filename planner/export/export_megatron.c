@@ -336,6 +336,11 @@ void loom_export_check_megatron(const loom_runtime_config *c, const int32_t *chu
                                   "and original context %lld: Megatron-LM fixes them at 1/4 and "
                                   "8192 (rotary_pos_embedding.py _apply_scaling)",
                              f->rope_low_freq, f->rope_high_freq, (long long)f->rope_original_max);
+    if (f->known && f->rope_scaling[0] && strcmp(f->rope_scaling, "llama3") != 0 &&
+        strcmp(f->rope_scaling, "yarn") != 0)
+        loom_export_list_add(obs, "RoPE scaling \"%s\": loom's Megatron-LM exporter maps only "
+                                  "Llama-3 and (MLA) YaRN scaling",
+                             f->rope_scaling);
     if (f->known && strcmp(f->rope_scaling, "yarn") == 0 && !is_mla(m))
         loom_export_list_add(obs, "YaRN RoPE scaling outside multi-latent attention: not mapped "
                                   "by loom's Megatron-LM exporter");
@@ -364,7 +369,10 @@ void loom_export_check_megatron(const loom_runtime_config *c, const int32_t *chu
                              (long long)gpus, (long long)gpn);
 }
 
-/* Quotes a value for bash when it holds anything beyond [A-Za-z0-9_.,:/=+-]. */
+/* Quotes a value for bash when it holds anything beyond [A-Za-z0-9_.,:/=+-]:
+ * inside single quotes nothing is special but the quote itself, written
+ * '\'' (close, escaped quote, reopen). loom builds every value itself, but
+ * the quoting does not rely on that. */
 static void put_value(FILE *f, const char *v)
 {
     bool plain = v[0] != '\0';
@@ -372,8 +380,15 @@ static void put_value(FILE *f, const char *v)
         if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
               strchr("_.,:/=+-", *s)))
             plain = false;
-    if (plain) fputs(v, f);
-    else fprintf(f, "'%s'", v);   /* values never contain a single quote */
+    if (plain) {
+        fputs(v, f);
+        return;
+    }
+    fputc('\'', f);
+    for (const char *s = v; *s; s++)
+        if (*s == '\'') fputs("'\\''", f);
+        else fputc(*s, f);
+    fputc('\'', f);
 }
 
 loom_status loom_export_write_megatron(const loom_runtime_config *c, const int32_t *chunks,
@@ -416,7 +431,11 @@ loom_status loom_export_write_megatron(const loom_runtime_config *c, const int32
     fprintf(f, "# Data, tokenizer and optimizer arguments (--data-path, --tokenizer-type,\n"
                "# --train-iters, --lr, ...) are not part of the plan: pass them to this\n"
                "# script and they are appended to the command line.\n");
-    for (int i = 0; notes && i < notes->n; i++) fprintf(f, "# note: %s\n", notes->item[i]);
+    for (int i = 0; notes && i < notes->n; i++) {
+        fputs("# note: ", f);
+        loom_export_put_comment_text(f, notes->item[i]);
+        fputc('\n', f);
+    }
     fprintf(f, "set -euo pipefail\n");
     /* Megatron asserts this for TP or CP > 1 before Blackwell, so that
      * communication kernels are issued in order (arguments.py, validate_args). */

@@ -188,7 +188,7 @@ static loom_status eval_config(eval_ctx *e, const loom_runtime_config *c,
     loom_model_opts mo;
     loom_runtime_model_opts(&c->par, &mo);
     loom_graph *tmp = NULL, **g = c->par.mbs <= MAX_MBS ? &e->g[c->par.mbs] : &tmp;
-    loom_status s = *g ? LOOM_OK : loom_model_load(e->o->model_path, &mo, g, err);
+    loom_status s = *g ? LOOM_OK : loom_model_source_build(e->o->model, &mo, g, err);
     loom_eval_result r;
     memset(&r, 0, sizeof r);
     loom_eval_opts eo = {.chunk_layers = c->chunk_layers, .n_chunks = c->n_chunks};
@@ -301,7 +301,7 @@ loom_status loom_export_nearest(const loom_plan *p, loom_export_target t,
                               "--nearest keeps the plan's mode: a %s plan cannot become a %s "
                               "configuration",
                               loom_plan_mode_name(p->mode), loom_export_target_name(t));
-    if (!o->model_path || !o->cluster)
+    if (!o->model || !o->cluster)
         return loom_error_set(err, LOOM_ERR_INVALID,
                               "--nearest needs the plan's model and cluster files");
     loom_runtime_config *orig = malloc(sizeof *orig);
@@ -316,20 +316,20 @@ loom_status loom_export_nearest(const loom_plan *p, loom_export_target t,
     /* step 1: the Megatron-style space */
     loom_plan_request req;
     loom_plan_request_init(&req);
-    req.model_path = o->model_path;
+    req.problem.model = o->model;
     req.model_label = p->model;
     req.cluster = o->cluster;
     req.calib_path = o->calib_path;
     req.profile_db_path = o->profile_path;
-    req.mode = p->mode;
-    req.objective = p->objective;
-    req.gbs = p->gbs;
-    req.seq = p->seq;
-    req.dtype = p->dtype;
-    req.flash_attention = p->model_info.flash_attention;
-    req.megatron_space = true;
-    req.latency_bound_s = p->latency_bound_s;
-    req.time_limit_s = o->time_limit_s;
+    req.problem.inference = p->mode == LOOM_PLAN_INFER;
+    req.problem.objective = p->objective;
+    req.problem.gbs = p->gbs;
+    req.problem.seq = p->seq;
+    req.problem.dtype = p->dtype;
+    req.problem.flash_attention = p->model_info.flash_attention;
+    req.search.megatron_only = true;
+    req.problem.latency_bound_s = p->latency_bound_s;
+    req.search.time_limit_s = o->time_limit_s;
     loom_plan *np = NULL;
     loom_plan_diag diag;
     s = loom_plan_run(&req, &np, &diag, err);

@@ -17,11 +17,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include "base/error.h"
+#include "graph/model.h"
 #include "planner/export/export.h"
 #include "planner/plan/plan.h"
 
 typedef struct {
-    const char *model_path;     /* the plan's model, resolved to a file (required) */
+    const loom_model_source *model;   /* the plan's model, opened (required; not owned) */
     const char *cluster;        /* the plan's cluster: a preset name or a file (required) */
     const char *calib_path;     /* NULL: the device's default calibration */
     const char *profile_path;   /* NULL: roofline only */

@@ -46,6 +46,15 @@ int loom_export_megatron_args(const loom_runtime_config *c, const int32_t *chunk
 void loom_export_header(FILE *f, const char *comment, loom_export_target t,
                         const loom_runtime_config *c, const char *source);
 
+/* Writes text taken from an input (a model name, a file name) inside a
+ * comment line of any target: printable ASCII is copied, every other byte —
+ * newlines, carriage returns, other control bytes, DEL and all non-ASCII
+ * bytes, among them YAML's line breaks NEL, U+2028 and U+2029 — is written
+ * as \xNN. The comment therefore ends where loom ends it, in bash, YAML and
+ * TOML alike, and the file stays printable ASCII (TOML forbids control bytes
+ * in comments, YAML non-printable characters anywhere). */
+void loom_export_put_comment_text(FILE *f, const char *s);
+
 /* True when every chunk holds the same number of blocks. */
 bool loom_export_chunks_even(const int32_t *chunks, int32_t n);
 

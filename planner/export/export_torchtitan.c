@@ -128,7 +128,11 @@ loom_status loom_export_write_torchtitan(const loom_runtime_config *c, const int
                "#   torchrun ... -m torchtitan.train --module loom_job --config loom_job\n"
                "# (or MODULE=loom_job CONFIG=loom_job ./run_train.sh); data, optimizer and\n"
                "# checkpointing come from torchtitan's %s recipe.\n", colon + 1);
-    for (int i = 0; notes && i < notes->n; i++) fprintf(f, "# note: %s\n", notes->item[i]);
+    for (int i = 0; notes && i < notes->n; i++) {
+        fputs("# note: ", f);
+        loom_export_put_comment_text(f, notes->item[i]);
+        fputc('\n', f);
+    }
     fprintf(f, "import dataclasses\n\n");
     fprintf(f, "from torchtitan.config import ParallelismConfig\n");
     fprintf(f, "from torchtitan.distributed.activation_checkpoint import FullAC, SelectiveAC\n");

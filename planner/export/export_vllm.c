@@ -96,9 +96,16 @@ loom_status loom_export_write_vllm(const loom_runtime_config *c, const int32_t *
 
     loom_export_header(f, "#", LOOM_EXPORT_VLLM, c, source);
     fprintf(f, "# Serve with:  vllm serve MODEL --config THIS_FILE\n");
-    if (c->model_name[0])
-        fprintf(f, "# (MODEL: the Hugging Face id or checkpoint directory of %s)\n", c->model_name);
-    for (int i = 0; notes && i < notes->n; i++) fprintf(f, "# note: %s\n", notes->item[i]);
+    if (c->model_name[0]) {
+        fputs("# (MODEL: the Hugging Face id or checkpoint directory of ", f);
+        loom_export_put_comment_text(f, c->model_name);
+        fputs(")\n", f);
+    }
+    for (int i = 0; notes && i < notes->n; i++) {
+        fputs("# note: ", f);
+        loom_export_put_comment_text(f, notes->item[i]);
+        fputc('\n', f);
+    }
     fprintf(f, "tensor-parallel-size: %lld\n", (long long)p->tp);
     fprintf(f, "pipeline-parallel-size: %lld\n", (long long)p->pp);
     fprintf(f, "data-parallel-size: %lld\n", (long long)p->dp);

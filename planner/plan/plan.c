@@ -1,6 +1,6 @@
 /*
  * plan.c — the plan value: allocation of its stage, GPU and op arrays, and
- * the name tables of modes and objectives (see plan.h). Assembling a plan
+ * the name table of modes (see plan.h; objectives: solver/problem.h). Assembling a plan
  * from a search result lives in plan_build.c; JSON in plan_json.c; checks in
  * plan_check.c; the picture in plan_svg.c.
  */
@@ -8,29 +8,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-
-static const char *const objective_names[] = {
-#define LOOM_X(n, s) s,
-    LOOM_PLAN_OBJECTIVE_LIST(LOOM_X)
-#undef LOOM_X
-};
-_Static_assert(sizeof objective_names / sizeof objective_names[0] == LOOM_OBJ_COUNT,
-               "objective name table out of step");
-
-const char *loom_plan_objective_name(loom_plan_objective o)
-{
-    return (unsigned)o < LOOM_OBJ_COUNT ? objective_names[o] : "?";
-}
-
-bool loom_plan_objective_parse(const char *s, loom_plan_objective *out)
-{
-    for (int i = 0; i < LOOM_OBJ_COUNT; i++)
-        if (strcmp(s, objective_names[i]) == 0) {
-            *out = (loom_plan_objective)i;
-            return true;
-        }
-    return false;
-}
 
 const char *loom_plan_mode_name(loom_plan_mode m)
 {

@@ -37,8 +37,11 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "costs/parallel.h"
+#include "costs/pipeline.h"
 #include "base/error.h"
 #include "graph/graph.h"
+#include "solver/problem.h"
+#include "solver/spec.h"
 
 #define LOOM_PLAN_FORMAT "loom-plan/1"
 #define LOOM_PLAN_SPEC_MAX 192
@@ -47,25 +50,6 @@
 
 typedef enum { LOOM_PLAN_TRAIN, LOOM_PLAN_INFER } loom_plan_mode;
 
-/* Objectives: training minimises step time, dollars or joules per step
- * (fewer GPUs may then win); inference minimises per-token latency or
- * maximises tokens/s (under latency_bound_s when given). */
-#define LOOM_PLAN_OBJECTIVE_LIST(X) \
-    X(TIME, "time")                 \
-    X(COST, "cost")                 \
-    X(ENERGY, "energy")             \
-    X(LATENCY, "latency")           \
-    X(THROUGHPUT, "throughput")
-
-typedef enum {
-#define LOOM_X(n, s) LOOM_OBJ_##n,
-    LOOM_PLAN_OBJECTIVE_LIST(LOOM_X)
-#undef LOOM_X
-    LOOM_OBJ_COUNT
-} loom_plan_objective;
-
-const char *loom_plan_objective_name(loom_plan_objective o);
-bool loom_plan_objective_parse(const char *s, loom_plan_objective *out);
 const char *loom_plan_mode_name(loom_plan_mode m);   /* "train", "infer" */
 bool loom_plan_mode_parse(const char *s, loom_plan_mode *out);
 
@@ -112,10 +96,6 @@ typedef struct {
 } loom_plan_stage;
 
 typedef struct {
-    double compute_s, tp_comm_s, bubble_s, p2p_s, grad_sync_s, optimizer_s;
-} loom_plan_breakdown;
-
-typedef struct {
     /* inputs */
     char model[LOOM_PLAN_TEXT_MAX];       /* as given: path or bundled name */
     char cluster[64];
@@ -124,7 +104,7 @@ typedef struct {
                                              concurrent sequences */
     int64_t seq;
     loom_dtype dtype;
-    loom_plan_objective objective;
+    loom_objective objective;
     char space[16];                       /* "full" | "megatron" */
     double latency_bound_s;               /* inference throughput bound (0 = none) */
 
@@ -156,7 +136,7 @@ typedef struct {
     double model_tflops_per_gpu;
     double mfu;
     int64_t memory_per_gpu_bytes;         /* the largest stage */
-    loom_plan_breakdown breakdown;
+    loom_step_breakdown breakdown;        /* costs/pipeline.h */
     double cost_per_step_usd, cost_per_mtoken_usd;   /* -1 when the cluster has no price */
     double energy_per_step_j, energy_per_token_j;    /* -1 when it has no power figure */
     double measured_share;                /* of predicted compute from the profile db */
@@ -197,6 +177,13 @@ enum {
     LOOM_PLAN_JSON_NO_TIMINGS = 1,   /* write search.time_s as 0: byte-identical reruns */
     LOOM_PLAN_JSON_NO_OPS = 2,       /* omit per-op specs (summaries) */
 };
+
+/* The text of n operand specs as a plan holds them: each in dim names
+ * (loom_spec_format of spec i on tensor ts[i]: "b@0 s h@1"), joined with
+ * ", " into dst; what does not fit in cap is left out. The one place the
+ * solver's typed specs become plan text. */
+void loom_plan_specs_format(const loom_spec *specs, const loom_tensor *const *ts, int n,
+                            char *dst, size_t cap);
 
 /* The plan as loom-plan/1 JSON text (heap, ends in '\n'); NULL when out of
  * memory. Same plan, same flags → same bytes. */

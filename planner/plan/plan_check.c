@@ -240,8 +240,9 @@ loom_status loom_plan_check(const loom_plan *p, const char *where, loom_error *e
     s = check_layers(p, where, err);
     if (s) return s;
     int64_t cluster = p->nodes * p->gpus_per_node;
-    if (cluster > ((int64_t)1 << 26))
-        return bad(err, where, "$.hardware", "too many GPUs to check (%lld)", (long long)cluster);
+    if (cluster > LOOM_CLUSTER_MAX_GPUS)   /* base/limits.h, as the cluster reader */
+        return bad(err, where, "$.hardware", "%lld GPUs: at most %lld", (long long)cluster,
+                   (long long)LOOM_CLUSTER_MAX_GPUS);
     int32_t *owner = malloc(sizeof *owner * (size_t)cluster * 2);   /* owner[], then mark[] */
     int32_t *first_of = malloc(sizeof *first_of * (size_t)p->pipeline_stages);
     if (!owner || !first_of) {

@@ -6,7 +6,9 @@
  * Writing builds a cJSON tree in a fixed member order and prints it with
  * loom_json_print, whose doubles are shortest round-trip, so the same plan
  * always gives the same bytes. The one value that differs run to run,
- * search.time_s, is written as 0 under LOOM_PLAN_JSON_NO_TIMINGS.
+ * search.time_s, is written as 0 under LOOM_PLAN_JSON_NO_TIMINGS. The
+ * solver hands back typed specs (solver/spec.h); their text is made here,
+ * by loom_plan_specs_format, when the planner assembles a plan.
  *
  * Reading goes through base/json (line:col for malformed JSON, duplicate
  * keys, non-finite numbers, unknown members with the allowed list, ranges on
@@ -22,6 +24,25 @@
 #include "base/json.h"
 #include "graph/model_facts.h"
 #include "planner/plan/plan.h"
+
+/* ---- spec text --------------------------------------------------------------- */
+
+/* Longest text of one spec: LOOM_MAX_DIMS dims of a name and "@01". */
+#define SPEC_TEXT_MAX 96
+
+void loom_plan_specs_format(const loom_spec *specs, const loom_tensor *const *ts, int n,
+                            char *dst, size_t cap)
+{
+    size_t len = 0;
+    dst[0] = '\0';
+    for (int k = 0; k < n; k++) {
+        char one[SPEC_TEXT_MAX];
+        loom_spec_format(&specs[k], ts[k], one, sizeof one);
+        int w = snprintf(dst + len, cap - len, "%s%s", len ? ", " : "", one);
+        if (w < 0 || (size_t)w >= cap - len) break;   /* truncated: keep what fits */
+        len += (size_t)w;
+    }
+}
 
 /* ---- writing --------------------------------------------------------------- */
 
@@ -100,7 +121,7 @@ char *loom_plan_to_json(const loom_plan *p, int flags)
     num(in, "gbs", (double)p->gbs);
     num(in, "seq", (double)p->seq);
     str(in, "dtype", loom_dtype_name(p->dtype));
-    str(in, "objective", loom_plan_objective_name(p->objective));
+    str(in, "objective", loom_problem_objective_name(p->objective));
     str(in, "space", p->space);
     if (p->latency_bound_s > 0) num(in, "latency_bound_s", p->latency_bound_s);
 
@@ -379,7 +400,7 @@ static loom_status read_inputs(const loom_jctx *c, const cJSON *root, loom_plan 
     if (!loom_dtype_parse(v, &p->dtype))
         return loom_json_fail(c, P, "field \"dtype\": unknown dtype \"%s\"", v);
     TRY(loom_json_get_str(c, o, P, "objective", true, &v));
-    if (!loom_plan_objective_parse(v, &p->objective))
+    if (!loom_problem_objective_parse(v, &p->objective))
         return loom_json_fail(c, P, "field \"objective\": expected time, cost, energy, latency "
                                     "or throughput, found \"%s\"", v);
     TRY(copy_str(c, o, P, "space", true, p->space, sizeof p->space));
@@ -565,7 +586,8 @@ loom_status loom_plan_parse(const char *file, const char *text, size_t len, loom
 {
     cJSON *root = NULL;
     *out = NULL;
-    loom_status s = loom_json_parse(file, text, len, &root, err);
+    loom_json_limits lim = LOOM_JSON_LIMITS_PLAN;
+    loom_status s = loom_json_parse_limited(file, text, len, &lim, &root, err);
     return s ? s : from_tree(file, root, out, err);
 }
 

@@ -35,30 +35,35 @@
 void loom_plan_request_init(loom_plan_request *r)
 {
     memset(r, 0, sizeof *r);
-    r->mode = LOOM_PLAN_TRAIN;
-    r->objective = LOOM_OBJ_TIME;
-    r->gbs = 256;
-    r->seq = 4096;
-    r->dtype = LOOM_DTYPE_BF16;
-    r->flash_attention = true;
-    r->zero = -1;
+    loom_problem_init(&r->problem);
+    r->problem.gbs = 256;
+    r->problem.seq = 4096;
+    loom_search_options_init(&r->search);
 }
 
 /* ---- specs -------------------------------------------------------------------- */
 
-/* Operand specs of kind `which` joined with ", " (empty when none). */
+/* The plan's text of the specs of operands of kind `which` (plan_json.c). */
 static void join_specs(const loom_intra_result *r, const loom_graph *g, int32_t op,
                        loom_operand which, int n, char *dst, size_t cap)
 {
-    size_t len = 0;
-    dst[0] = '\0';
-    for (int k = 0; k < n; k++) {
-        const char *sp = loom_intra_op_spec(r, g, op, which, k);
-        if (!sp) continue;
-        int w = snprintf(dst + len, cap - len, "%s%s", len ? ", " : "", sp);
-        if (w < 0 || (size_t)w >= cap - len) break;   /* truncated: keep what fits */
-        len += (size_t)w;
-    }
+    loom_spec specs[LOOM_MAX_IO];
+    const loom_tensor *ts[LOOM_MAX_IO];
+    int m = 0;
+    for (int k = 0; k < n && m < LOOM_MAX_IO; k++)
+        if (loom_intra_op_spec(r, g, op, which, k, &specs[m]))
+            ts[m++] = loom_graph_tensor(g, loom_intra_operand(g, op, which, k));
+    loom_plan_specs_format(specs, ts, m, dst, cap);
+}
+
+/* Axes the dims named `dim` (NULL: any dim) of operand k's spec use (0
+ * when it has none). */
+static unsigned spec_axes(const loom_intra_result *r, const loom_graph *g, int32_t op,
+                          loom_operand which, int k, const char *dim)
+{
+    loom_spec sp;
+    if (!loom_intra_op_spec(r, g, op, which, k, &sp)) return 0;
+    return loom_spec_dim_axes(&sp, loom_graph_tensor(g, loom_intra_operand(g, op, which, k)), dim);
 }
 
 /* Fills the stage's ops, its tensor/data-parallel sizes and whether its
@@ -88,10 +93,9 @@ static loom_status fill_ops(const loom_search_stage *cs, const loom_stage_eval *
         join_specs(&se->intra, g, id, LOOM_OPERAND_OUTPUT, op->n_out, po->output,
                    sizeof po->output);
         /* an axis splitting the experts (dim e) is expert, not tensor, parallel */
-        for (int k = 0; k < op->n_w; k++) {
-            const char *w = loom_intra_op_spec(&se->intra, g, id, LOOM_OPERAND_WEIGHT, k);
-            tp_axes |= loom_search_spec_axes(w, NULL) & ~loom_search_spec_axes(w, "e");
-        }
+        for (int k = 0; k < op->n_w; k++)
+            tp_axes |= spec_axes(&se->intra, g, id, LOOM_OPERAND_WEIGHT, k, NULL) &
+                       ~spec_axes(&se->intra, g, id, LOOM_OPERAND_WEIGHT, k, "e");
     }
     int64_t sizes[2] = {cs->mesh.n0, cs->mesh.n1};
     ps->tensor_parallel = (tp_axes & 1 ? sizes[0] : 1) * (tp_axes & 2 ? sizes[1] : 1);
@@ -102,8 +106,7 @@ static loom_status fill_ops(const loom_search_stage *cs, const loom_stage_eval *
         const loom_op *op = loom_graph_op(g, first + i);
         if (op->kind != LOOM_OP_NORM) continue;
         *has_norm = true;
-        unsigned s_axes = loom_search_spec_axes(
-            loom_intra_op_spec(&se->intra, g, first + i, LOOM_OPERAND_INPUT, 0), "s");
+        unsigned s_axes = spec_axes(&se->intra, g, first + i, LOOM_OPERAND_INPUT, 0, "s");
         if (s_axes & tp_axes) ps->sequence_parallel = true;
     }
     return LOOM_OK;
@@ -119,19 +122,20 @@ loom_status loom_plan_from_config(loom_search *s, const loom_graph *g,
     loom_plan *p;
     loom_status st = loom_plan_create(&p, err);
     if (st) return st;
-    const loom_cluster *c = loom_cost_model_cluster(loom_search_cost_model(s));
-    bool train = req->mode == LOOM_PLAN_TRAIN;
+    const loom_cluster *c = loom_cost_model_cluster(loom_search_problem(s)->cm);
+    bool train = !req->problem.inference;
 
-    snprintf(p->model, sizeof p->model, "%s", req->model_label ? req->model_label : req->model_path);
+    snprintf(p->model, sizeof p->model, "%s",
+             req->model_label ? req->model_label : loom_model_source_name(loom_search_problem(s)->model));
     snprintf(p->cluster, sizeof p->cluster, "%s", c->name);
-    p->mode = req->mode;
-    p->gbs = req->gbs;
+    p->mode = train ? LOOM_PLAN_TRAIN : LOOM_PLAN_INFER;
+    p->gbs = req->problem.gbs;
     /* a loom graph file brings its own sequence length */
-    p->seq = train && loom_graph_info_c(g)->seq > 0 ? loom_graph_info_c(g)->seq : req->seq;
-    p->dtype = req->dtype;
-    p->objective = req->objective;
-    snprintf(p->space, sizeof p->space, "%s", req->megatron_space ? "megatron" : "full");
-    p->latency_bound_s = req->latency_bound_s;
+    p->seq = train && loom_graph_info_c(g)->seq > 0 ? loom_graph_info_c(g)->seq : req->problem.seq;
+    p->dtype = req->problem.dtype;
+    p->objective = req->problem.objective;
+    snprintf(p->space, sizeof p->space, "%s", req->search.megatron_only ? "megatron" : "full");
+    p->latency_bound_s = req->problem.latency_bound_s;
 
     p->model_info = *loom_graph_info_c(g);
     loom_graph_totals tot;
@@ -142,7 +146,7 @@ loom_status loom_plan_from_config(loom_search *s, const loom_graph *g,
     p->gpus_per_node = c->gpus_per_node;
     snprintf(p->gpu, sizeof p->gpu, "%s", c->gpu.name);
     p->gpu_memory_bytes = c->gpu.hbm_bytes;
-    p->gpu_peak_flops = loom_device_peak_flops(&c->gpu, req->dtype);
+    p->gpu_peak_flops = loom_device_peak_flops(&c->gpu, req->problem.dtype);
     p->price_per_gpu_hour_usd = c->price_per_gpu_hour_usd;
     p->power_w = c->power_w;
 
@@ -211,9 +215,8 @@ loom_status loom_plan_from_config(loom_search *s, const loom_graph *g,
     p->model_tflops_per_gpu = gpu_s > 0 ? ev->model_flops / gpu_s / 1e12 : 0;
     p->mfu = gpu_s > 0 && p->gpu_peak_flops > 0 ? ev->model_flops / gpu_s / p->gpu_peak_flops : 0;
     p->memory_per_gpu_bytes = ev->memory_per_gpu_bytes;
-    p->breakdown = (loom_plan_breakdown){ev->compute_s, ev->tp_comm_s, ev->bubble_s, ev->p2p_s,
-                                         ev->grad_sync_s, ev->optimizer_s};
-    double tokens = train ? (double)cfg->sequences * (double)req->seq : (double)cfg->sequences;
+    p->breakdown = ev->breakdown;
+    double tokens = train ? (double)cfg->sequences * (double)req->problem.seq : (double)cfg->sequences;
     if (c->price_per_gpu_hour_usd > 0) {
         p->cost_per_step_usd = gpu_s * c->price_per_gpu_hour_usd / 3600.0;
         p->cost_per_mtoken_usd = p->cost_per_step_usd / tokens * 1e6;
@@ -233,32 +236,21 @@ fail:
 
 /* ---- the run -------------------------------------------------------------------- */
 
-loom_search_objective loom_plan_search_objective(loom_plan_objective o)
-{
-    switch (o) {
-    case LOOM_OBJ_COST: return LOOM_SEARCH_COST;
-    case LOOM_OBJ_ENERGY: return LOOM_SEARCH_ENERGY;
-    case LOOM_OBJ_LATENCY: return LOOM_SEARCH_LATENCY;
-    case LOOM_OBJ_THROUGHPUT: return LOOM_SEARCH_THROUGHPUT;
-    default: return LOOM_SEARCH_TIME;
-    }
-}
-
 static loom_status check_request(const loom_plan_request *r, loom_error *err)
 {
-    if (!r->model_path || !r->cluster)
+    if ((!r->model_path && !r->problem.model) || !r->cluster)
         return loom_error_set(err, LOOM_ERR_INVALID, "plan: a model and a cluster are needed");
-    if (r->gbs < 1 || r->seq < 1)
+    if (r->problem.gbs < 1 || r->problem.seq < 1)
         return loom_error_set(err, LOOM_ERR_INVALID,
                               "plan: batch (%lld) and sequence length (%lld) must be >= 1",
-                              (long long)r->gbs, (long long)r->seq);
-    bool infer_obj = r->objective == LOOM_OBJ_LATENCY || r->objective == LOOM_OBJ_THROUGHPUT;
-    if ((r->mode == LOOM_PLAN_INFER) != infer_obj && r->objective != LOOM_OBJ_TIME)
+                              (long long)r->problem.gbs, (long long)r->problem.seq);
+    bool infer_obj = r->problem.objective == LOOM_OBJ_LATENCY || r->problem.objective == LOOM_OBJ_THROUGHPUT;
+    if (r->problem.inference != infer_obj && r->problem.objective != LOOM_OBJ_TIME)
         return loom_error_set(err, LOOM_ERR_INVALID,
                               "plan: objective %s is for %s, not %s",
-                              loom_plan_objective_name(r->objective),
+                              loom_problem_objective_name(r->problem.objective),
                               infer_obj ? "inference" : "training",
-                              r->mode == LOOM_PLAN_INFER ? "inference" : "training");
+                              r->problem.inference ? "inference" : "training");
     return LOOM_OK;
 }
 
@@ -277,9 +269,9 @@ loom_status loom_plan_run(const loom_plan_request *req, loom_plan **out, loom_pl
     diag->gpus = loom_cluster_gpus(&c);
     diag->gpus_per_node = c.gpus_per_node;
     snprintf(diag->gpu, sizeof diag->gpu, "%s", c.gpu.name);
-    if (!(loom_device_peak_flops(&c.gpu, req->dtype) > 0))
+    if (!(loom_device_peak_flops(&c.gpu, req->problem.dtype) > 0))
         return loom_error_set(err, LOOM_ERR_UNSUPPORTED, "%s has no %s tensor cores (--dtype %s)",
-                              c.gpu.name, loom_dtype_name(req->dtype), loom_dtype_name(req->dtype));
+                              c.gpu.name, loom_dtype_name(req->problem.dtype), loom_dtype_name(req->problem.dtype));
     loom_calib cal, *calp = NULL;
     if (req->calib_path) {
         if ((st = loom_calib_load(req->calib_path, &cal, err))) return st;
@@ -287,32 +279,24 @@ loom_status loom_plan_run(const loom_plan_request *req, loom_plan **out, loom_pl
     }
     loom_cost_model *cm = NULL;
     loom_search *s = NULL;
+    loom_model_source *opened = NULL;
+    const loom_model_source *src = req->problem.model;
     if ((st = loom_cost_model_create(&c, calp, req->profile_db_path, &cm, err))) return st;
+    if (!src) {   /* the one read of the model file */
+        if ((st = loom_model_open(req->model_path, &opened, err))) goto done;
+        src = opened;
+    }
 
-    loom_search_request sr;
-    loom_search_request_init(&sr);
-    sr.model_path = req->model_path;
-    sr.model.seq = req->seq;
-    sr.model.dtype = req->dtype;
-    sr.model.flash_attention = req->flash_attention;
-    sr.cm = cm;
-    sr.inference = req->mode == LOOM_PLAN_INFER;
-    sr.gbs = req->gbs;
-    sr.objective = loom_plan_search_objective(req->objective);
-    sr.latency_bound_s = req->latency_bound_s;
-    sr.megatron_only = req->megatron_space;
-    sr.time_limit_s = req->time_limit_s;
-    if (req->max_micro_batch > 0) sr.max_micro_batch = req->max_micro_batch;
-    sr.zero = req->zero;
-    sr.no_recompute = req->no_recompute;
-    sr.stop = req->stop;
-    sr.progress = req->progress;
-    sr.progress_ctx = req->progress_ctx;
-    if ((st = loom_search_create(&sr, &s, err))) goto done;
+    loom_problem pb = req->problem;
+    pb.model = src;
+    pb.cm = cm;
+    if ((st = loom_search_create(&pb, &req->search, &s, err))) goto done;
     const loom_search_result *res;
     st = loom_search_run(s, &res, err);
     diag->min_memory_bytes = res->min_memory_bytes;
     if (st) goto done;
+    diag->n_top = res->n_top;
+    memcpy(diag->top, res->top, sizeof *res->top * (size_t)res->n_top);
     if ((st = loom_plan_from_config(s, res->graph, &res->best, &res->eval, req, out, err)))
         goto done;
     if (req->profile_requests_path) {   /* only once the plan stands */
@@ -321,7 +305,7 @@ loom_status loom_plan_run(const loom_plan_request *req, loom_plan **out, loom_pl
         loom_search_profile_keys(s, &keys, &nk);
         if ((st = loom_profile_requests_write(req->profile_requests_path,
                                               req->model_label ? req->model_label
-                                                               : req->model_path,
+                                                               : loom_model_source_name(src),
                                               keys, nk, err))) {
             loom_plan_destroy(*out);
             *out = NULL;
@@ -338,6 +322,7 @@ loom_status loom_plan_run(const loom_plan_request *req, loom_plan **out, loom_pl
              res->stopped ? "stopped" : res->timed_out ? "time-limit" : "complete");
 done:
     loom_search_destroy(s);
+    loom_model_source_destroy(opened);
     loom_cost_model_destroy(cm);
     return st;
 }
