@@ -1,6 +1,7 @@
 /*
  * hf_llama.c — the Llama family from an HF config.json: Llama 1/2/3,
- * Mistral, Qwen2 (bias on q/k/v) and Mixtral (top-k mixture of experts).
+ * Mistral, Qwen2 (bias on q/k/v), Qwen3 (explicit head_dim, no bias; its
+ * q/k RMSNorm is left out), Mixtral and Qwen3-MoE (top-k mixture of experts).
  *
  * One decoder layer (HF LlamaDecoderLayer; module paths are op names):
  *
@@ -56,6 +57,16 @@ static loom_status read_cfg(const loom_jctx *c, const cJSON *cfg, const char *ar
         return s;
     if (derive) m->head_dim = m->hidden / m->heads;
     m->qkv_bias = lc->attn_bias || strcmp(arch, "qwen2") == 0;
+    if (strcmp(arch, "qwen3_moe") == 0) {
+        /* Qwen3-MoE: every block is sparse (decoder_sparse_step 1, no
+         * mlp_only_layers), experts of moe_intermediate_size, no shared
+         * expert; q/k RMSNorm is left out (h-sized, negligible) */
+        if ((s = loom_hf_size(c, cfg, "num_experts", true, 1 << 20, &m->experts)) ||
+            (s = loom_hf_size(c, cfg, "num_experts_per_tok", true, 1 << 20, &m->experts_topk)) ||
+            (s = loom_hf_size(c, cfg, "moe_intermediate_size", true, big, &m->moe_ffn)))
+            return s;
+        m->ffn = m->moe_ffn;
+    }
     if (strcmp(arch, "mixtral") == 0) {
         if ((s = loom_hf_size(c, cfg, "num_local_experts", true, 1 << 20, &m->experts)) ||
             (s = loom_hf_size(c, cfg, "num_experts_per_tok", true, 1 << 20, &m->experts_topk)))

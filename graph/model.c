@@ -27,6 +27,8 @@ static const struct {
     {"LlamaForCausalLM", "llama", FAM_LLAMA},
     {"MistralForCausalLM", "mistral", FAM_LLAMA},
     {"Qwen2ForCausalLM", "qwen2", FAM_LLAMA},
+    {"Qwen3ForCausalLM", "qwen3", FAM_LLAMA},
+    {"Qwen3MoeForCausalLM", "qwen3_moe", FAM_LLAMA},
     {"MixtralForCausalLM", "mixtral", FAM_LLAMA},
     {"DeepseekV2ForCausalLM", "deepseek_v2", FAM_DEEPSEEK},
     {"DeepseekV3ForCausalLM", "deepseek_v3", FAM_DEEPSEEK},
