@@ -196,71 +196,13 @@ static void progress(void *ctx, double done, const char *what)
     ps->shown = true;
 }
 
-static const char *gib(int64_t bytes, char *buf, size_t n)
+static int print_table(const loom_plan *p)
 {
-    snprintf(buf, n, "%.1f GiB", (double)bytes / 1073741824.0);
-    return buf;
-}
-
-static void print_table(const loom_plan *p)
-{
-    char a[32], b[32];
-    bool train = p->mode == LOOM_PLAN_TRAIN;
-    printf("loom plan: %s on %s (%lld x %s), %s, %s %lld x seq %lld, %s, objective %s\n",
-           p->model, p->cluster, (long long)(p->nodes * p->gpus_per_node), p->gpu,
-           train ? "training" : "inference", train ? "gbs" : "sequences", (long long)p->gbs,
-           (long long)p->seq, loom_dtype_name(p->dtype), loom_problem_objective_name(p->objective));
-    printf("  schedule    %s: %lld pipeline stage(s)%s x %lld data-parallel replica(s) of %lld GPUs"
-           ", micro-batch %lld x %lld",
-           p->schedule_kind, (long long)p->pipeline_stages,
-           p->virtual_stages > 1 ? " (interleaved)" : "", (long long)p->data_parallel,
-           (long long)p->gpus_per_replica, (long long)p->micro_batch, (long long)p->micro_batches);
-    if (train && p->n_stages > 0 && p->stages[0].zero > 0)   /* one ZeRO stage for all stages */
-        printf(", ZeRO-%d", p->stages[0].zero);
-    printf("\n");
-    if (train)
-        printf("  step        %.4g s   %.4g tokens/s   %.1f TFLOP/s per GPU   MFU %.1f%%\n",
-               p->step_time_s, p->tokens_per_s, p->model_tflops_per_gpu, 100 * p->mfu);
-    else
-        printf("  decode      %.4g s per token   %.4g tokens/s   %.1f TFLOP/s per GPU   MFU %.1f%%\n",
-               p->latency_per_token_s, p->tokens_per_s, p->model_tflops_per_gpu, 100 * p->mfu);
-    const loom_step_breakdown *d = &p->breakdown;
-    printf("  breakdown   compute %.4g  tp-comm %.4g  bubble %.4g  p2p %.4g  grad-sync %.4g  "
-           "optimizer %.4g  (s)\n",
-           d->compute_s, d->tp_comm_s, d->bubble_s, d->p2p_s, d->grad_sync_s, d->optimizer_s);
-    printf("  memory      %s per GPU at most, of %s\n", gib(p->memory_per_gpu_bytes, a, sizeof a),
-           gib(p->gpu_memory_bytes, b, sizeof b));
-    if (p->cost_per_step_usd >= 0)
-        printf("  cost        $%.4g per step, $%.4g per million tokens\n", p->cost_per_step_usd,
-               p->cost_per_mtoken_usd);
-    if (p->energy_per_step_j >= 0)
-        printf("  energy      %.4g kJ per step, %.4g J per token\n", p->energy_per_step_j / 1e3,
-               p->energy_per_token_j);
-    printf("\n  %-5s %-5s %-9s %-14s %-6s %-7s %-3s %-3s %-3s %-9s %-10s %s\n", "stage", "rank",
-           "layers", "GPUs (rep. 0)", "nodes", "mesh", "tp", "dp", "sp", "recompute",
-           "time/mb", "memory/GPU");
-    for (int32_t i = 0; i < p->n_stages; i++) {
-        const loom_plan_stage *s = &p->stages[i];
-        char layers[24], gpus[40], mesh[24];
-        snprintf(layers, sizeof layers, "%d-%d", (int)s->first_layer, (int)s->last_layer);
-        if (s->n_gpus == 1) snprintf(gpus, sizeof gpus, "%lld", (long long)s->gpus[0]);
-        else
-            snprintf(gpus, sizeof gpus, "%lld-%lld", (long long)s->gpus[0],
-                     (long long)s->gpus[s->n_gpus - 1]);
-        snprintf(mesh, sizeof mesh, "%lldx%lld", (long long)s->mesh[0], (long long)s->mesh[1]);
-        printf("  %-5d %-5d %-9s %-14s %-6lld %-7s %-3lld %-3lld %-3s %-9s %-10.4g %s\n", (int)i,
-               (int)s->group, layers, gpus, (long long)s->submesh_nodes, mesh,
-               (long long)s->tensor_parallel, (long long)s->data_parallel,
-               s->sequence_parallel ? "yes" : "no", loom_recompute_name(s->recompute), s->time_s,
-               gib(s->memory.total, a, sizeof a));
-    }
-    printf("\n  search      %s: %.2f s, %lld ILP solves, %lld DP runs, %lld configurations "
-           "evaluated (%s)\n",
-           p->algorithm, p->search_time_s, (long long)p->ilp_solves, (long long)p->dp_runs,
-           (long long)p->configs_evaluated, p->search_status);
-    if (p->measured_share > 0)
-        printf("  measured    %.0f%% of predicted compute time from the profile db\n",
-               100 * p->measured_share);
+    char *text = loom_plan_table(p);
+    if (!text) return -1;
+    fputs(text, stdout);
+    free(text);
+    return 0;
 }
 
 /* The cannot-fit message: how much a GPU would need, and what would help. */
@@ -375,7 +317,10 @@ int loom_cmd_plan(int argc, char **argv)
         fputs(text, stdout);
         free(text);
     } else {
-        print_table(plan);
+        if (print_table(plan)) {
+            st = loom_error_set(&err, LOOM_ERR_NOMEM, "out of memory printing the plan");
+            goto fail;
+        }
         if (out) printf("  plan        %s\n", out);
         if (svg) printf("  picture     %s\n", svg);
         if (req.profile_requests_path) printf("  requests    %s\n", req.profile_requests_path);
