@@ -194,7 +194,7 @@ const char *loom_plan_axis_role_name(loom_plan_axis_role r);
 void loom_plan_stage_roles(const loom_plan_stage *s, loom_plan_roles *r);
 
 /* The roles as one label in mesh order: "cp32 x tp4", "dp2 x tp4",
- * "tp2x2" (2-D), "ep8", "1 GPU". */
+ * "tp2x2" (2-D), "ep8", "no split" (every axis of one GPU). */
 void loom_plan_roles_label(const loom_plan_roles *r, const int64_t mesh[2], char *dst, size_t cap);
 
 /* Layer slots first..last in the model's own numbering: for HF models
@@ -252,10 +252,12 @@ loom_status loom_plan_check(const loom_plan *p, const char *where, loom_error *e
 
 /* ---- SVG (plan_svg.c) -------------------------------------------------------------- */
 
-/* An SVG picture of the plan: the cluster's GPUs as a node × GPU grid coloured
- * by stage (replica 0 solid, other replicas lighter), and the pipeline
- * schedule of one step (forward and backward of every micro-batch on every
- * stage, 1F1B order). Heap string, deterministic. */
+/* An SVG picture of the plan: where it runs (the cluster's GPUs coloured by
+ * pipeline rank, or on large clusters replica 0 in full and a summary of
+ * the rest; a legend naming each rank's layers and parallelism as the table
+ * does) and the schedule the step model costs (1F1B, interleaved with v
+ * chunks, or forward-only decode), drawn to the predicted step time.
+ * Heap string, deterministic. */
 char *loom_plan_svg(const loom_plan *p);
 loom_status loom_plan_svg_write(const loom_plan *p, const char *path, loom_error *err);
 

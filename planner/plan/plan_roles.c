@@ -170,7 +170,7 @@ void loom_plan_roles_label(const loom_plan_roles *r, const int64_t mesh[2], char
         if (n < 0 || (size_t)n >= cap - len) return;
         len += (size_t)n;
     }
-    if (!len) snprintf(dst, cap, "1 GPU");
+    if (!len) snprintf(dst, cap, "no split");
 }
 
 /* Whether the plan's layer slots are an HF model's: embedding, L blocks,
