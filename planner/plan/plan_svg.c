@@ -199,10 +199,11 @@ static int draw_grid(sbuf *b, const loom_plan *p, int y0)
         }
         y += cell;
     }
-    out(b, "<text x=\"80\" y=\"%d\" class=\"s\">%lld data-parallel %s of %lld GPUs; "
+    out(b, "<text x=\"80\" y=\"%d\" class=\"s\">%lld data-parallel %s of %lld %s; "
            "replica 0 solid, the others faded; grey = unused (%lld of %lld)</text>\n",
         y + 16, (long long)p->data_parallel, plural(p->data_parallel, "replica", "replicas"),
-        (long long)p->gpus_per_replica, (long long)(total - used), (long long)total);
+        (long long)p->gpus_per_replica, plural(p->gpus_per_replica, "GPU", "GPUs"),
+        (long long)(total - used), (long long)total);
     free(owner);
     free(replica);
     return draw_legend(b, p, y + 28) + 10;
