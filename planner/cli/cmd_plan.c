@@ -32,7 +32,7 @@ typedef struct {
     const char *model, *cluster, *out, *svg;
     loom_plan_mode mode;             /* train or infer: req.problem.inference */
     loom_objective objective;        /* req.problem.objective once the mode is known */
-    bool objective_given, json, no_timings;
+    bool objective_given, json, no_timings, seq_given, gbs_given, zero_given, search_zero;
 } plan_args;
 
 static void plan_args_init(void *p)
@@ -40,6 +40,10 @@ static void plan_args_init(void *p)
     plan_args *a = p;
     memset(a, 0, sizeof *a);
     loom_plan_request_init(&a->req);
+    /* the defaults every command shares (cli.h) */
+    a->req.problem.seq = LOOM_CLI_DEFAULT_SEQ;
+    a->req.problem.gbs = LOOM_CLI_DEFAULT_GBS;
+    a->req.search.zero = LOOM_CLI_DEFAULT_ZERO;
     a->mode = LOOM_PLAN_TRAIN;
     a->objective = a->req.problem.objective;
 }
@@ -61,9 +65,9 @@ static const loom_cli_choice dtype_choices[] = {{"bf16", LOOM_DTYPE_BF16, false}
 static const loom_cli_option plan_opts[] = {
     {.name = "--cluster", .kind = LOOM_CLI_STR, .field = F(cluster), .metavar = "C",
      .help = "cluster preset or file (required with MODEL)"},
-    {.name = "--gbs", .kind = LOOM_CLI_SIZE, .field = F(req.problem.gbs), .lo = 1, .hi = (int64_t)1 << 30,
+    {.name = "--gbs", .kind = LOOM_CLI_SIZE, .field = F(req.problem.gbs), .given = F(gbs_given), .lo = 1, .hi = (int64_t)1 << 30,
      .metavar = "N", .help = "training: global batch in sequences;\ninference: concurrent sequences"},
-    {.name = "--seq", .kind = LOOM_CLI_SIZE, .field = F(req.problem.seq), .lo = 1, .hi = (int64_t)1 << 24,
+    {.name = "--seq", .kind = LOOM_CLI_SIZE, .field = F(req.problem.seq), .given = F(seq_given), .lo = 1, .hi = (int64_t)1 << 24,
      .metavar = "N", .help = "tokens per sequence / inference context"},
     {.name = "--mode", .kind = LOOM_CLI_ENUM, .field = F(mode), .choices = mode_choices,
      .help = "plan for training or for inference (serving)"},
@@ -88,11 +92,12 @@ static const loom_cli_option plan_opts[] = {
     /* 0 in the request: the search's own default (loom_search_options_init) */
     {.name = "--max-mbs", .kind = LOOM_CLI_INT, .field = F(req.search.max_micro_batch), .lo = 1,
      .hi = 1024, .metavar = "N", .help = "largest micro-batch tried", .def = "8"},
-    {.name = "--zero", .kind = LOOM_CLI_INT, .field = F(req.search.zero), .lo = 0, .hi = 3,
-     .metavar = "N",
+    {.name = "--zero", .kind = LOOM_CLI_INT, .field = F(req.search.zero), .given = F(zero_given),
+     .lo = 0, .hi = 3, .metavar = "N",
      .help = "ZeRO stage over the data-parallel group: the replicas and a stage's\n"
-             "in-mesh data-parallel copies",
-     .def = "the search tries 1-3; 1 with one replica"},
+             "in-mesh data-parallel copies (the same default as loom eval)"},
+    {.name = "--search-zero", .kind = LOOM_CLI_FLAG, .field = F(search_zero),
+     .help = "let the search pick the ZeRO stage (1-3; 1 with one replica)"},
     {.name = "--no-recompute", .kind = LOOM_CLI_FLAG, .field = F(req.search.no_recompute),
      .help = "do not consider activation recomputation"},
     {.short_name = "-o", .kind = LOOM_CLI_STR, .field = F(out), .metavar = "FILE",
@@ -196,6 +201,26 @@ static void progress(void *ctx, double done, const char *what)
     ps->shown = true;
 }
 
+/* What was assumed rather than given: the shared defaults (cli.h). */
+static void print_assumed(const plan_args *a, const loom_plan_request *req)
+{
+    char buf[256] = "";
+    size_t n = 0;
+    if (!a->seq_given)
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "%sseq %lld", n ? ", " : "",
+                              (long long)req->problem.seq);
+    if (!a->gbs_given)
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s %lld", n ? ", " : "",
+                              req->problem.inference ? "sequences" : "gbs",
+                              (long long)req->problem.gbs);
+    if (!a->zero_given && !a->search_zero && !req->problem.inference)
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "%sZeRO-%d", n ? ", " : "",
+                              req->search.zero);
+    if (n)
+        printf("assumed: %s (loom's defaults, the same for loom plan and loom eval; "
+               "--seq, --gbs, --zero to change)\n", buf);
+}
+
 static int print_table(const loom_plan *p)
 {
     char *text = loom_plan_table(p);
@@ -238,6 +263,11 @@ int loom_cmd_plan(int argc, char **argv)
     int rc = loom_cli_parse(&loom_cli_spec_plan, argc, argv, &args);
     if (rc != LOOM_CLI_RUN) return rc;
     loom_plan_request req = args.req;
+    if (args.search_zero) {
+        if (args.zero_given)
+            return loom_cli_usage_error(cmd, "--zero and --search-zero exclude each other");
+        req.search.zero = -1;
+    }
     const char *model = args.model, *cluster = args.cluster, *out = args.out, *svg = args.svg;
     bool json = args.json, no_timings = args.no_timings;
     req.problem.inference = args.mode == LOOM_PLAN_INFER;
@@ -264,6 +294,7 @@ int loom_cmd_plan(int argc, char **argv)
     if (!loom_cluster_is_preset_name(cluster) &&
         loom_cli_find_data(cluster, "clusters", cluster_path, sizeof cluster_path))
         cluster = cluster_path;
+    if (!args.seq_given) req.problem.seq = loom_cli_default_seq(model_path);
     req.model_path = model_path;
     req.model_label = model;
     req.cluster = cluster;
@@ -298,6 +329,13 @@ int loom_cmd_plan(int argc, char **argv)
     }
     if (st) goto fail;
     if (o_req >= 0) out_written[o_req] = 1;
+    {
+        loom_cluster cl;
+        loom_error e2 = {0};
+        if (loom_cluster_load(cluster, &cl, &e2) == LOOM_OK)
+            loom_cli_warn_inputs(cmd, &cl, plan->model_info.max_positions, plan->gbs, plan->seq,
+                                 req.problem.inference);
+    }
     if (interrupted)
         fprintf(stderr, "loom plan: interrupted: the plan below is the best found so far\n");
 
@@ -317,6 +355,7 @@ int loom_cmd_plan(int argc, char **argv)
         fputs(text, stdout);
         free(text);
     } else {
+        print_assumed(&args, &req);
         if (print_table(plan)) {
             st = loom_error_set(&err, LOOM_ERR_NOMEM, "out of memory printing the plan");
             goto fail;
