@@ -24,6 +24,11 @@ typedef struct {
 
 int loom_cmd_inspect(int argc, char **argv);
 int loom_cmd_eval(int argc, char **argv);
+int loom_cmd_eval_serve(int argc, char **argv);   /* eval --mode serve (cmd_eval_serve.c) */
+int loom_cmd_calibrate_serve(int argc, char **argv);   /* calibrate --serving */
+/* A model id of a launch line or a record ("meta-llama/Meta-Llama-3-70B-Instruct")
+ * → the path of the bundled config of that architecture (examples/models). */
+bool loom_cli_find_model_id(const char *id, char *path, size_t n);
 int loom_cmd_calibrate(int argc, char **argv);
 int loom_cmd_shard(int argc, char **argv);
 int loom_cmd_plan(int argc, char **argv);
@@ -34,7 +39,7 @@ int loom_cmd_compare_merge(int argc, char **argv);
 /* Each command's option table (options.h), for its --help and for tests. */
 extern const loom_cli_spec loom_cli_spec_inspect, loom_cli_spec_eval, loom_cli_spec_calibrate,
     loom_cli_spec_shard, loom_cli_spec_plan, loom_cli_spec_export, loom_cli_spec_compare,
-    loom_cli_spec_compare_merge;
+    loom_cli_spec_compare_merge, loom_cli_spec_eval_serve, loom_cli_spec_calibrate_serve;
 
 /* Prints "loom: MESSAGE" to stderr and returns the exit code for err. */
 int loom_cli_fail(const loom_error *err);
