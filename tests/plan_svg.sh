@@ -2,7 +2,8 @@
 # plan_svg.sh — the pictures `loom plan --svg` draws agree with the plan and
 # its table (issue #23), and render: the interleaved 70B plan, a serving
 # (--mode infer) plan, the 405B plan on 2,048 nodes, the Mistral 32k-sequence
-# plan and the bundled example are planned, each picture is rendered to PNG
+# plan and the bundled example are planned, each picture (and loom compare's
+# chart) is rendered to PNG
 # with rsvg-convert (Debian: librsvg2-bin) and tests/lib/check_picture.py
 # checks the numbers printed in it: title and schedule total = the predicted
 # step within 0.5%, the schedule named for what runs, a colour per rank, the
@@ -41,6 +42,12 @@ picture serve-70b llama-3-70b --cluster dgx-h100-x1 --mode infer --gbs 64
 picture 405b llama-3.1-405b --cluster dgx-h100-x2048 --gbs 2048 --seq 8192
 picture mistral-32k mistral-7b --cluster dgx-h100-x2 --gbs 16 --seq 32768
 picture example
+
+# loom compare's chart, the suite's other picture: it renders
+if "$LOOM" compare --suite tests/compare/small.json --no-timings --format json -o "$tmp/cmp.json" \
+        --svg "$tmp/cmp.svg" >/dev/null 2>"$tmp/cmp.err" &&
+   rsvg-convert -o "$tmp/cmp.png" "$tmp/cmp.svg" 2>>"$tmp/cmp.err" && [ -s "$tmp/cmp.png" ]; then ok
+else bad "loom compare --svg does not render: $(head -c 300 "$tmp/cmp.err")"; fi
 
 # context parallelism where the sequence is split: JSON, table and legend
 for name in 405b mistral-32k; do
