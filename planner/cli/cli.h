@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include "graph/graph.h"
 #include <stdint.h>
 #include "base/error.h"
 #include "costs/cluster.h"
@@ -98,5 +99,19 @@ int loom_cli_check_outputs(const char *cmd, const loom_cli_path *inputs, int n_i
  * under examples/<kind>/ in the source tree, then the installed data dir.
  * Returns false (out untouched) when nothing matched. */
 bool loom_cli_find_data(const char *arg, const char *kind, char *out, size_t n);
+
+/* For a name loom_cli_find_data did not find: "did you mean llama-3-70b?
+ * known: …" — the nearest bundled names of `kind` (edit distance, case
+ * ignored) and the sorted list, plus `extra` names (NULL-terminated, may be
+ * NULL: cluster presets). */
+void loom_cli_suggest(const char *arg, const char *kind, const char *const *extra, char *out,
+                      size_t n);
+
+/* Prints "<who>: ARG: no such file, and no bundled model of that name; did
+ * you mean …? known: …" on stderr and returns LOOM_EXIT_FAIL. */
+int loom_cli_no_model(const char *who, const char *arg);
+
+/* Prints the graph's model warnings on stderr ("loom: warning: …"). */
+void loom_cli_print_warnings(const loom_graph *g);
 
 #endif

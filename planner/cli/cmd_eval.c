@@ -363,9 +363,7 @@ int loom_cmd_eval(int argc, char **argv)
     if (a.calib && loom_calib_load(a.calib, &cal, &err)) return loom_cli_fail(&err);
 
     if (a.model && !loom_cli_find_data(a.model, "models", path, sizeof path)) {
-        fprintf(stderr, "loom: %s: no such file, and no bundled model of that name "
-                "(see examples/models/)\n", a.model);
-        return LOOM_EXIT_FAIL;
+        return loom_cli_no_model("loom", a.model);
     }
     loom_model_opts mo;
     loom_model_opts_init(&mo);
