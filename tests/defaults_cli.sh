@@ -5,7 +5,8 @@
 #   - plan and eval on the same model and cluster with no options assume
 #     seq 4096, gbs 256 and ZeRO-1, and say so ("assumed: …");
 #   - a NIC's Gb/s written as GB/s (400), a batch too small for the
-#     cluster, a sequence beyond the model's positions: a warning each,
+#     cluster, a sequence beyond the model's positions (with rope_scaling;
+#     without it the model reader refuses): a warning each,
 #     the command still succeeds;
 #   - loom export given a model says it is a model, not a plan.
 # usage: bash tests/defaults_cli.sh path/to/loom   (from the repo root)
@@ -59,9 +60,13 @@ has "$tmp/err" "inter-node bandwidth 400 GB/s"
 # a batch too small for 128 GPUs
 run 0 plan llama-3-8b --cluster dgx-h100-x16 --gbs 7
 has "$tmp/err" "warning: a batch of 7 sequences cannot feed 128 GPUs"
-# beyond the model's positions (Llama-3-8B: 8192)
-run 0 plan llama-3-8b --cluster dgx-h100-x2 --seq 16384 --gbs 16
-has "$tmp/err" "sequence 16384 is beyond the model's 8192 positions"
+# beyond the model's positions (Llama-3-8B: 8192): refused without rope_scaling
+# (the model reader), planned with a warning when the config scales RoPE
+run 1 plan llama-3-8b --cluster dgx-h100-x2 --seq 16384 --gbs 16
+has "$tmp/err" "no rope_scaling"
+python3 -c 'import json,sys; m=json.load(open("examples/models/llama-3-8b.json")); m["rope_scaling"]={"rope_type":"linear","factor":4.0}; json.dump(m,open(sys.argv[1],"w"))' "$tmp/scaled.json"
+run 0 plan "$tmp/scaled.json" --cluster dgx-h100-x2 --seq 16384 --gbs 16
+has "$tmp/err" "warning: sequence 16384 is beyond the model's 8192 positions"
 
 # export of a model
 run 1 export examples/models/llama-3-8b.json --to megatron
