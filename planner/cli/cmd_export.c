@@ -18,6 +18,7 @@
  * Output goes to stdout, or with -o atomically to FILE (fileio.h): a failed
  * export never leaves a file behind.
  */
+#include <cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,6 +120,24 @@ static int write_config(const loom_runtime_config *c, loom_export_target t, cons
     return s ? loom_cli_fail(&err) : LOOM_EXIT_OK;
 }
 
+/* Whether path holds a model (an HF config.json or a loom graph) rather
+ * than a plan: the usual mistake behind "missing required field format". */
+static bool looks_like_model(const char *path)
+{
+    char *text = NULL;
+    size_t len = 0;
+    loom_error e = {0};
+    if (loom_read_file(path, 0, &text, &len, &e)) return false;
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    const cJSON *fmt = root ? cJSON_GetObjectItemCaseSensitive(root, "format") : NULL;
+    bool model = root && (cJSON_GetObjectItemCaseSensitive(root, "architectures") ||
+                          cJSON_GetObjectItemCaseSensitive(root, "model_type") ||
+                          (cJSON_IsString(fmt) && strncmp(fmt->valuestring, "loom-graph/", 11) == 0));
+    cJSON_Delete(root);
+    free(text);
+    return model;
+}
+
 int loom_cmd_export(int argc, char **argv)
 {
     export_args args;
@@ -141,7 +160,16 @@ int loom_cmd_export(int argc, char **argv)
     loom_error err = {0};
     loom_plan *plan = NULL;
     loom_model_source *model_src = NULL;
-    if (loom_plan_read(plan_path, &plan, &err)) return loom_cli_fail(&err);
+    if (loom_plan_read(plan_path, &plan, &err)) {
+        if (looks_like_model(plan_path)) {
+            fprintf(stderr, "loom export: %s is a model, not a plan: plan it first, e.g.\n"
+                            "  loom plan %s --cluster dgx-h100-x16 -o plan.json\n"
+                            "  loom export plan.json --to megatron\n",
+                    plan_path, plan_path);
+            return LOOM_EXIT_FAIL;
+        }
+        return loom_cli_fail(&err);
+    }
     loom_runtime_config *c = malloc(sizeof *c);
     if (!c) {
         loom_plan_destroy(plan);
