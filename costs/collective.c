@@ -130,3 +130,18 @@ loom_group loom_mesh_axis_group(const loom_cluster *c, loom_mesh_shape m, int ax
     if (axis == 1) return strided_group(m.n1, 1, gpn);
     return strided_group(m.n0, m.n1 > 0 ? m.n1 : 1, gpn);
 }
+
+void loom_ring_attention_exposed_s(const loom_cluster *c, const loom_calib *cal, loom_group ring,
+                                   double kv_bytes, double attn_fwd_s, double attn_bwd_s,
+                                   double *fwd_s, double *bwd_s)
+{
+    *fwd_s = *bwd_s = 0;
+    if (ring.ranks <= 1) return;
+    /* neighbours share a node when the ring has two or more ranks per node */
+    double step = loom_group_collective_time_s(c, cal, LOOM_COLL_SEND_RECV,
+                                               (loom_group){2, ring.ranks_per_node >= 2 ? 2 : 1},
+                                               kv_bytes);
+    double fwd = (double)(ring.ranks - 1) * step;
+    *fwd_s = fwd > attn_fwd_s ? fwd - attn_fwd_s : 0;
+    *bwd_s = 2 * fwd > attn_bwd_s ? 2 * fwd - attn_bwd_s : 0;
+}

@@ -66,4 +66,16 @@ typedef struct {
 /* The group of ranks along `axis` (0 or 1) of mesh m on c. */
 loom_group loom_mesh_axis_group(const loom_cluster *c, loom_mesh_shape m, int axis);
 
+/* Context parallelism's ring attention (Megatron's p2p ring): each rank of
+ * the cp ring `ring` passes its K and V shards (kv_bytes on one GPU) to its
+ * neighbour, ring.ranks - 1 steps forward and twice that backward (K, V,
+ * then their gradients), each step beside the attention kernel's block of
+ * the chunk it holds. *fwd_s / *bwd_s get the exposed part: what the ring
+ * takes beyond the kernel's attn_fwd_s / attn_bwd_s on that rank. The one
+ * price of a sequence-split attention: loom eval (costs/eval.c) and the
+ * planner's strategies (solver/strategy.c) both call it. */
+void loom_ring_attention_exposed_s(const loom_cluster *c, const loom_calib *cal, loom_group ring,
+                                   double kv_bytes, double attn_fwd_s, double attn_bwd_s,
+                                   double *fwd_s, double *bwd_s);
+
 #endif

@@ -297,10 +297,10 @@ static void op_comm(const ctx *x, const loom_op *op, const loom_op_time *t, doub
         local.sp = false;
         double kv = (double)(loom_memory_tensor_shard_bytes(loom_graph_tensor(g, op->in[1]), &local, false) +
                              loom_memory_tensor_shard_bytes(loom_graph_tensor(g, op->in[2]), &local, false));
-        double step = coll(x, LOOM_COLL_SEND_RECV, (loom_group){2, x->cp.ranks_per_node >= 2 ? 2 : 1}, kv);
-        double ring = (double)(p->cp - 1) * step;
-        *fwd += ring > t->fwd_s ? ring - t->fwd_s : 0;
-        *bwd += 2 * ring > t->bwd_s ? 2 * ring - t->bwd_s : 0;
+        double rf, rb;
+        loom_ring_attention_exposed_s(x->c, x->cal, x->cp, kv, t->fwd_s, t->bwd_s, &rf, &rb);
+        *fwd += rf;
+        *bwd += rb;
     }
     if (p->ep > 1 && (op->kind == LOOM_OP_MOE_DISPATCH || op->kind == LOOM_OP_MOE_COMBINE)) {
         const loom_tensor *buf = op->kind == LOOM_OP_MOE_DISPATCH ? out0 : loom_graph_tensor(g, op->in[0]);

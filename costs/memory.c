@@ -299,11 +299,18 @@ void loom_memory_layer_acts(const loom_graph *g, const loom_parallel *p, loom_la
 
 /* ---- stage ------------------------------------------------------------------ */
 
+bool loom_memory_weight_first_use(const loom_graph *g, int32_t op, int k, int32_t *first_op)
+{
+    int32_t w = loom_graph_op(g, op)->w[k];
+    if (first_op[w] == 0) first_op[w] = op + 1;
+    return first_op[w] == op + 1;
+}
+
 void loom_memory_stage_params(const loom_graph *g, const loom_parallel *p, const bool *in_stage,
                               int64_t *dense, int64_t *expert)
 {
     int32_t n_t = loom_graph_num_tensors(g);
-    bool *seen = calloc((size_t)n_t + 1, 1);
+    int32_t *seen = calloc((size_t)n_t + 1, sizeof *seen);
     LOOM_ASSERT(seen);
     *dense = *expert = 0;
     for (int32_t l = 0, first, count; l < loom_graph_layer_count(g); l++) {
@@ -312,8 +319,8 @@ void loom_memory_stage_params(const loom_graph *g, const loom_parallel *p, const
         for (int32_t i = first; i < first + count; i++) {
             const loom_op *op = loom_graph_op(g, i);
             for (int k = 0; k < op->n_w; k++) {
-                if (seen[op->w[k]]) continue;   /* tied weights: once per stage */
-                seen[op->w[k]] = true;
+                bool again = seen[op->w[k]] == i + 1;   /* the same op reads it twice */
+                if (!loom_memory_weight_first_use(g, i, k, seen) || again) continue;
                 const loom_tensor *w = loom_graph_tensor(g, op->w[k]);
                 int64_t n = ceil_div(loom_tensor_numel(w), loom_memory_tensor_parts(w, p, true));
                 if (loom_memory_is_expert_tensor(w)) *expert += n;

@@ -132,6 +132,15 @@ typedef struct {
  * loom_memory_stage). */
 void loom_memory_layer_acts(const loom_graph *g, const loom_parallel *p, loom_layer_act *acts);
 
+/* Tied weights (GPT-2's wte as lm_head, Llama-3.2's embed_tokens): a stage
+ * holds, updates and synchronises a weight once however many of its ops
+ * read it. True when weight k of op is the first use of its tensor among
+ * the ops offered so far, or a repeat inside the same op; first_op[]
+ * (loom_graph_num_tensors entries, zeroed by the caller) remembers each
+ * tensor's first reader + 1. The one rule behind loom_memory_stage_params
+ * (loom eval) and the planner's stage totals (solver/intra.c). */
+bool loom_memory_weight_first_use(const loom_graph *g, int32_t op, int k, int32_t *first_op);
+
 /* Parameters one GPU holds for the layers in_stage[] (after tp / ep
  * splits; tied weights once): dense ones, and expert ones (loom_memory_is_expert_tensor). */
 void loom_memory_stage_params(const loom_graph *g, const loom_parallel *p, const bool *in_stage,

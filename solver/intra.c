@@ -351,6 +351,7 @@ static void fill_op(const loom_mesh_ctx *m, const loom_strategy *s, double act_b
                                    .fwd_compute_s = s->compute_s - s->bwd_compute_s};
     for (int i = 0; i < s->n_fwd; i++)
         d->cost.fwd_comm_s += loom_mesh_coll_s(m, s->fwd[i].kind, s->fwd[i].axes, s->fwd[i].bytes);
+    d->cost.fwd_comm_s += s->ring_fwd_s;
 }
 
 /* Builds and solves layer l's ILP with the given per-layer budget. */
@@ -533,6 +534,52 @@ static loom_status check_args(const loom_graph *g, const loom_cost_model *cm, in
     return LOOM_OK;
 }
 
+/* ---- tied weights --------------------------------------------------------------------------- */
+
+/* Each layer is solved on its own, so a weight two layers read (a tied
+ * embedding: the token table is also the lm_head) is counted by both. A
+ * GPU holding both holds the tensor once and synchronises its gradient
+ * once (loom_memory_weight_first_use, the rule loom eval applies too):
+ * take the later readers' shares of it back out of the totals. */
+static loom_status tied_weights(const run_ctx *r, loom_intra_result *out, loom_error *err)
+{
+    const loom_graph *g = r->g;
+    int32_t *first_op = calloc((size_t)loom_graph_num_tensors(g) + 1, sizeof *first_op);
+    if (!first_op) return loom_error_set(err, LOOM_ERR_NOMEM, "out of memory (tied weights)");
+    for (int32_t l = out->layer_first; l <= out->layer_last; l++) {
+        const loom_intra_layer *L = out->layers[l - out->layer_first];
+        int32_t first, count;
+        loom_graph_layer_ops(g, l, &first, &count);
+        for (int32_t i = first; L->ops && i < first + count; i++) {
+            const loom_op *o = loom_graph_op(g, i);
+            const intra_op *d = &L->ops[i - first];
+            /* the op's parameters per GPU, and the share of tensors read before */
+            double all = 0, tied = 0, tied_bytes = 0;
+            for (int k = 0; k < o->n_w; k++) {
+                bool dup = false;
+                for (int j = 0; j < k; j++) dup = dup || o->w[j] == o->w[k];
+                bool fresh = loom_memory_weight_first_use(g, i, k, first_op);
+                if (dup) continue;
+                const loom_tensor *w = loom_graph_tensor(g, o->w[k]);
+                int64_t shards = loom_spec_shards(&d->w[k], w->ndim, &r->sctx.mesh);
+                double shard = (double)((loom_tensor_numel(w) + shards - 1) / shards);
+                all += shard;
+                if (!fresh) tied += shard, tied_bytes += loom_spec_bytes(&d->w[k], w, &r->sctx.mesh);
+            }
+            if (!(tied > 0) || !(all > 0)) continue;
+            double f = tied / all;
+            const loom_intra_op_cost *c = &d->cost;
+            out->param_count_per_gpu -= (int64_t)llround(tied);
+            out->param_count_local_per_gpu -= (int64_t)llround(f * (double)c->param_count_local);
+            out->param_bytes_per_gpu -= (int64_t)llround(tied_bytes);
+            out->grad_sync_s -= f * c->grad_sync_s;
+            out->objective_s -= f * c->grad_sync_s / (double)(r->o->micro_batches > 0 ? r->o->micro_batches : 1);
+        }
+    }
+    free(first_op);
+    return LOOM_OK;
+}
+
 loom_status loom_intra_solve(const loom_graph *g, const loom_cost_model *cm, int32_t layer_first,
                              int32_t layer_last, loom_mesh_shape mesh, const loom_intra_opts *o,
                              loom_intra_result *out, loom_error *err)
@@ -614,6 +661,7 @@ loom_status loom_intra_solve(const loom_graph *g, const loom_cost_model *cm, int
         out->memory_bytes_per_gpu += (int64_t)llround(L->tot.mem_bytes);
     }
     if (infeasible) out->status = LOOM_ILP_INFEASIBLE;
+    if (out->status != LOOM_ILP_INFEASIBLE && (s = tied_weights(&r, out, err))) goto fail;
     for (int32_t i = 0; i + 1 < n && out->status != LOOM_ILP_INFEASIBLE; i++) {
         int32_t l = layer_first + i;
         if (r.memo.sig[l] == r.memo.sig[l + 1]) continue;   /* priced by the periodic edge */

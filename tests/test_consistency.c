@@ -21,8 +21,12 @@
  *   - ZeRO-3 gathers weights and scatters gradients every micro-batch;
  *   - an interleaved pipeline rank holds all its chunks;
  *   - the pipeline's p2p paces at its slowest boundary.
- * Tolerances: 3 % in step time, 5 % in memory per GPU (the brief's; the
- * figures printed show how much closer they are).
+ *   - a weight two layers read (a tied embedding: GPT-2, Llama-3.2-1B)
+ *     is held and synchronised once by a stage holding both
+ *     (loom_memory_weight_first_use, one rule for both).
+ * Tolerances: 0.2 % in step time and in memory per GPU (issue 19: the two
+ * paths are one model; what is left is the ILP's per-layer resharding
+ * placement, at most 0.19 % on these cases).
  *
  * Sequence parallelism is not a switch of the planner's configuration: in
  * Megatron's space the ILP chooses it per tensor, and it always does for
@@ -33,7 +37,8 @@
  * never slower or larger than eval without it (checked below).
  *
  * Models: llama-3-8b, llama-3-70b, gpt3-175b (vocabulary 50257, padded
- * over TP as Megatron does), mixtral-8x7b (MoE). Units: seconds, bytes.
+ * over TP as Megatron does), mixtral-8x7b (MoE), gpt2 and Llama-3.2-1B
+ * (tests/data/llama-3.2-1b.json, its published HF config; tied embeddings). Units: seconds, bytes.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -58,8 +63,8 @@ typedef struct {
     int64_t eval_mem, plan_mem;
 } both;
 
-#define STEP_TOL 0.03
-#define MEM_TOL 0.05
+#define STEP_TOL 0.002
+#define MEM_TOL 0.002
 
 /* Evaluates case k both ways; false when either side fails to. */
 static bool evaluate(const cfg_case *k, both *out)
@@ -74,7 +79,8 @@ static bool evaluate(const cfg_case *k, both *out)
     loom_search_eval_result q = {0};
     bool ok = false;
     char path[256];
-    snprintf(path, sizeof path, "examples/models/%s.json", k->model);
+    if (strchr(k->model, '/')) snprintf(path, sizeof path, "%s", k->model);
+    else snprintf(path, sizeof path, "examples/models/%s.json", k->model);
     if (loom_cluster_preset(k->cluster, &c, &err) ||
         loom_cost_model_create(&c, NULL, NULL, &cm, &err))
         goto done;
@@ -135,6 +141,8 @@ static double rel(double a, double b)
 #define L70 "llama-3-70b"
 #define G175 "gpt3-175b"
 #define MX "mixtral-8x7b"
+#define GPT2 "gpt2"
+#define L1B "tests/data/llama-3.2-1b.json"
 
 /* Megatron-expressible configurations: TP (with SP), PP, interleaving, DP
  * with ZeRO 0-3, full recompute, fused and unfused attention. */
@@ -168,6 +176,16 @@ static const cfg_case cases[] = {
     {MX, "dgx-h100-x2", 4096, 64, 4, 4, 1, 1, 1, false, 0, true, false},
     {MX, "dgx-h100-x2", 4096, 64, 2, 8, 1, 1, 1, true, 0, true, false},
     {MX, "dgx-h100-x4", 4096, 128, 8, 2, 2, 1, 2, true, 1, true, false},
+    /* tied embeddings (GPT-2's wte, Llama-3.2-1B's embed_tokens are the
+     * lm_head): one stage holds and syncs the table once */
+    {GPT2, "dgx-h100-x1", 1024, 256, 1, 1, 8, 8, 1, false, 1, false, false},
+    {GPT2, "dgx-h100-x1", 1024, 256, 1, 1, 8, 1, 1, false, 0, false, false},
+    {GPT2, "dgx-h100-x1", 1024, 256, 2, 1, 4, 4, 1, true, 1, true, false},
+    {GPT2, "dgx-h100-x1", 1024, 256, 1, 2, 4, 2, 1, false, 1, false, false},
+    {L1B, "dgx-h100-x1", 4096, 256, 1, 1, 8, 1, 1, false, 1, false, false},
+    {L1B, "dgx-h100-x1", 4096, 256, 1, 1, 8, 2, 1, true, 3, false, false},
+    {L1B, "dgx-h100-x1", 4096, 256, 2, 2, 2, 1, 2, false, 1, true, false},
+    {L1B, "dgx-h100-x2", 8192, 64, 4, 2, 2, 1, 1, true, 1, true, false},
 };
 
 static void test_agreement(void)

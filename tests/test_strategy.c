@@ -319,14 +319,27 @@ static void test_attention(void)
     const loom_strategy *cp = find_strategy(s, n, "s@1 cp");
     CHECK(cp != NULL);
     if (cp) {
-        /* queries split, keys whole: d(k), d(v) partial over the axis */
+        /* ring attention (Megatron's context parallelism, as loom eval
+         * prices it): queries, keys and values all split along the
+         * sequence, nothing partial; each rank does 1/8 of the work */
         CHECK_INT_EQ(cp->in[0].ax[1], LOOM_AXIS1);
-        CHECK_INT_EQ(cp->in[1].ax[1], 0);
-        CHECK_INT_EQ(cp->in_partial[1], LOOM_AXIS1);
-        CHECK_INT_EQ(cp->in_partial[2], LOOM_AXIS1);
+        CHECK_INT_EQ(cp->in[1].ax[1], LOOM_AXIS1);
+        CHECK_INT_EQ(cp->in[2].ax[1], LOOM_AXIS1);
+        CHECK_INT_EQ(cp->in_partial[1], 0);
+        CHECK_INT_EQ(cp->in_partial[2], 0);
+        CHECK_INT_EQ(cp->ring_axes, LOOM_AXIS1);
         loom_op_time t;
         CHECK(loom_cost_op_time(cm8, g, at, NULL, 0, &t, &e) == LOOM_OK);
         CHECK_NEAR_REL(cp->compute_s, (t.fwd_s + t.bwd_s) / 8, 1e-12);
+        /* K and V shards (b 1, s 256/8, kvh 8, dh 32, bf16) go 7 steps round
+         * the ring forward and 14 backward, beside the kernel (fwd, bwd / 8):
+         * only the excess is charged */
+        double kv = 2.0 * 1 * (256 / 8) * 8 * 32 * 2;
+        double step = coll(cm8, LOOM_COLL_SEND_RECV, (loom_group){2, 2}, kv);
+        double rf = fmax(0, 7 * step - t.fwd_s / 8), rb = fmax(0, 14 * step - t.bwd_s / 8);
+        CHECK(rf + rb > 0);   /* at s 256 the ring outlasts the kernel */
+        CHECK_NEAR_REL(cp->comm_s, rf + rb, 1e-9);
+        CHECK_NEAR_REL(cp->ring_fwd_s, rf, 1e-9);
     }
     free(s);
     /* (1, 16) over two nodes: 8 kv heads cannot split 16 ways: replicated */
