@@ -411,9 +411,55 @@ static void test_fp8_175b(void)
     loom_cost_model_destroy(cm);
 }
 
+/* ZeRO-3 under DeepSpeed, GPT-3 175B, tp8 on H100 nodes (one DP rank per
+ * node), full recompute, a fixed global batch of 128 with mbs = 128/dp:
+ * compute halves as dp doubles but every rank still gathers the whole
+ * model three times and reduce-scatters it once per step, one call per
+ * block, with a ring latency growing with dp; past the point where that
+ * dominates the step stops falling. */
+static void test_zero3_scaling(void)
+{
+    const char *cfg = "{\"architectures\": [\"GPT2LMHeadModel\"], \"n_embd\": 12288, "
+                      "\"n_layer\": 96, \"n_head\": 96, \"vocab_size\": 50257, "
+                      "\"n_positions\": 2048}";
+    double step[4], compute[4];
+    for (int i = 0; i < 4; i++) {
+        int64_t dp = (int64_t)16 << i;
+        loom_cluster c;
+        loom_cost_model *cm = NULL;
+        loom_error e;
+        CHECK(loom_cluster_preset("dgx-h100-x16", &c, &e) == LOOM_OK);
+        c.nodes = dp;
+        CHECK(loom_cost_model_create(&c, NULL, NULL, &cm, &e) == LOOM_OK);
+        cJSON *j = cJSON_Parse(cfg);
+        loom_model_opts o;
+        loom_model_opts_init(&o);
+        o.seq = 2048, o.batch = 128 / dp;
+        loom_graph *g = NULL;
+        CHECK(loom_model_build_hf("gpt3", j, "gpt3", &o, &g, &e) == LOOM_OK);
+        cJSON_Delete(j);
+        loom_parallel p = config(8, 1, dp, 128 / dp, 128);
+        p.seq = 2048, p.zero = 3, p.recompute = LOOM_RECOMPUTE_FULL;
+        p.framework = LOOM_FRAMEWORK_DEEPSPEED;
+        loom_eval_result r;
+        loom_eval_opts eo = {.time_only = true};
+        CHECK(loom_eval_megatron_ex(g, cm, &p, &eo, &r, &e) == LOOM_OK);
+        step[i] = r.step_time_s, compute[i] = r.breakdown.compute_s;
+        printf("zero-3 175B dp %lld: step %.3f s, compute %.3f s, sync %.3f s\n", (long long)dp,
+               r.step_time_s, r.breakdown.compute_s, r.breakdown.grad_sync_s);
+        loom_eval_result_free(&r);
+        loom_graph_destroy(g);
+        loom_cost_model_destroy(cm);
+    }
+    CHECK(compute[3] < 0.55 * compute[2]);
+    CHECK(step[1] < 0.8 * step[0]);    /* still compute-bound at 16 -> 32 */
+    CHECK(step[3] >= 0.95 * step[2]);  /* communication-bound at 64 -> 128 */
+}
+
 int main(void)
 {
     test_fp8_175b();
+    test_zero3_scaling();
     test_one_gpu();
     test_parallel();
     test_fits_boundary();

@@ -45,6 +45,11 @@ static const loom_cli_choice dtype_choices[] = {{"bf16", LOOM_DTYPE_BF16, false}
                                                 {"fp8", LOOM_DTYPE_FP8, false},
                                                 {NULL, 0, false}};
 
+static const loom_cli_choice framework_choices[] = {{"megatron", LOOM_FRAMEWORK_MEGATRON, false},
+                                                    {"deepspeed", LOOM_FRAMEWORK_DEEPSPEED, false},
+                                                    {"torchtitan", LOOM_FRAMEWORK_TORCHTITAN, false},
+                                                    {NULL, 0, false}};
+
 #define F(f) LOOM_CLI_FIELD(eval_args, f)
 #define DEGREE(opt, f, what) \
     {.name = opt, .kind = LOOM_CLI_INT, .field = F(p.f), .lo = 1, .hi = 1 << 20, .metavar = "N", \
@@ -98,6 +103,10 @@ static const loom_cli_option eval_opts[] = {
      .help = "overlap TP collectives with GEMMs (needs --sp)"},
     {.name = "--no-overlap-grad-reduce", .kind = LOOM_CLI_FLAG, .field = F(no_grad_overlap),
      .help = "do not overlap the DP gradient reduction with backward"},
+    {.name = "--framework", .kind = LOOM_CLI_ENUM, .field = F(p.framework),
+     .choices = framework_choices, .metavar = "F",
+     .help = "megatron, deepspeed or torchtitan: gradient and reduce dtypes, ZeRO-3 gathers, "
+             "optimizer state layout", .def = "megatron"},
     {.name = "--grad-reduce-bf16", .kind = LOOM_CLI_FLAG, .field = F(p.grad_reduce_bf16),
      .help = "reduce gradients in bf16 (default fp32, as Megatron)"},
     {.name = "--calib", .kind = LOOM_CLI_STR, .field = F(calib), .metavar = "FILE",
@@ -121,7 +130,8 @@ const loom_cli_spec loom_cli_spec_eval = {
         "                 [--zero 0|1|2|3] [--dist-opt] [--vpp V] [--dtype bf16|fp16|fp8]\n"
         "                 [--first-stage-layers N] [--last-stage-layers N] [--etp N]\n"
         "                 [--unfused-attention] [--tp-comm-overlap] [--no-overlap-grad-reduce]\n"
-        "                 [--grad-reduce-bf16] [--calib FILE] [--profile DB] [--json]\n"
+        "                 [--grad-reduce-bf16] [--framework megatron|deepspeed|torchtitan]\n"
+        "                 [--calib FILE] [--profile DB] [--json]\n"
         "       loom eval [MODEL] --cluster C --from-megatron \"torchrun ... pretrain_gpt.py ...\"\n",
     .about =
         "Predicts one training step of a Megatron-style configuration: step time and where it\n"
@@ -238,6 +248,7 @@ static int print_json(const eval_args *a, const loom_cluster *c, const loom_grap
     cJSON_AddBoolToObject(cfg, "sp", p->sp);
     cJSON_AddStringToObject(cfg, "recompute", loom_recompute_name(p->recompute));
     cJSON_AddBoolToObject(cfg, "dist_opt", p->dist_opt);
+    cJSON_AddStringToObject(cfg, "framework", loom_framework_name(p->framework));
     cJSON_AddStringToObject(cfg, "dtype", loom_dtype_name(p->dtype));
     cJSON_AddBoolToObject(cfg, "flash_attention", p->flash);
     cJSON_AddNumberToObject(o, "microbatches", (double)r->microbatches);
