@@ -669,7 +669,7 @@ loom_status loom_eval_megatron_ex(const loom_graph *g, const loom_cost_model *cm
                                      .inflight = loom_memory_inflight_microbatches(S, r, p->vpp, M),
                                      .acts = acts};
         if ((s = loom_memory_stage(g, p, &mo, &st->mem, err))) goto done;
-        st->fits = st->mem.total_bytes <= c->gpu.hbm_bytes;
+        st->fits = st->mem.total_bytes <= loom_cluster_usable_bytes(c);
         out->fits &= st->fits;
         if (st->mem.total_bytes > out->memory_per_gpu_bytes)
             out->memory_per_gpu_bytes = st->mem.total_bytes;

@@ -256,7 +256,7 @@ static loom_status build_problem(loom_search *s, const point *pt, const int32_t 
     p->stage_bytes = once;
     p->devices = pt->D;
     p->micro_batches = pt->M;
-    p->capacity_bytes = s->c->gpu.hbm_bytes - LOOM_MEM_RESERVED_BYTES;
+    p->capacity_bytes = loom_cluster_usable_bytes(s->c) - LOOM_MEM_RESERVED_BYTES;
     p->one_in_flight = s->pb.inference;
     p->tmax_rel_gap = DP_GAP;
     p->stop = s->opt.stop;
@@ -436,7 +436,7 @@ static loom_status try_interleaved(loom_search *s, const point *pt, int32_t m, i
     for (int32_t l = b0; l < b0 + nb; l++)   /* blocks must be contiguous slots */
         if (!loom_memory_is_block(g, l)) return LOOM_OK;
     int64_t per = nb / chunks;
-    double cap = (double)(s->c->gpu.hbm_bytes - LOOM_MEM_RESERVED_BYTES);
+    double cap = (double)(loom_cluster_usable_bytes(s->c) - LOOM_MEM_RESERVED_BYTES);
     int32_t best_si = -1, best_rc = 0;
     double best_est = INFINITY;
     for (int32_t si = 0; si < pt->nshape[m]; si++) {
@@ -670,7 +670,7 @@ loom_status loom_search_run(loom_search *s, const loom_search_result **result, l
                         double x = (double)loom_search_state_bytes(s, tot.params, tot.params,
                                                                    dp, all[k]) /
                                    (double)D;
-                        if (x <= (double)(s->c->gpu.hbm_bytes - LOOM_MEM_RESERVED_BYTES))
+                        if (x <= (double)(loom_cluster_usable_bytes(s->c) - LOOM_MEM_RESERVED_BYTES))
                             zs[nz++] = all[k];
                         if (x < state) state = x;
                     }

@@ -141,7 +141,7 @@ run 0 eval gpt2 --cluster dgx-h100-x1 --from-megatron "--micro-batch-size 4 --gl
     --num-layers 12 --hidden-size 768 --num-attention-heads 12 --seq-length 1024" --json
 has "$tmp/out" '"dp":	8' '"gbs":	64'
 # round trip through a plan: loom plan -> export -> eval --from-megatron predicts the plan's step
-run 0 plan llama-3-8b --cluster dgx-h100-x1 --gbs 64 --seq 4096 --space megatron -o "$tmp/rt.plan.json"
+run 0 plan llama-3-8b --cluster dgx-h100-x1 --gbs 64 --seq 4096 --space megatron --memory-headroom 0 -o "$tmp/rt.plan.json"
 run 0 export "$tmp/rt.plan.json" --to megatron -o "$tmp/rt.sh"
 run 0 eval --cluster dgx-h100-x1 --from-megatron "@$tmp/rt.sh" --json
 python3 - "$tmp/rt.plan.json" "$tmp/out" <<'PY' && ok || bad "round trip: eval --from-megatron differs from the plan's prediction"

@@ -220,6 +220,7 @@ static void test_fits_boundary(void)
     loom_eval_result_free(&r);
     loom_cost_model_destroy(cm);
 
+    c.memory_headroom = 0;    /* capacity = HBM */
     c.gpu.hbm_bytes = need;   /* exactly enough */
     CHECK_INT_EQ(loom_cost_model_create(&c, NULL, NULL, &cm, &e), LOOM_OK);
     CHECK_INT_EQ(loom_eval_megatron(g, cm, &p, &r, &e), LOOM_OK);
@@ -230,6 +231,21 @@ static void test_fits_boundary(void)
     CHECK_INT_EQ(loom_cost_model_create(&c, NULL, NULL, &cm, &e), LOOM_OK);
     CHECK_INT_EQ(loom_eval_megatron(g, cm, &p, &r, &e), LOOM_OK);
     CHECK(!r.fits && !r.stages[0].fits);
+    loom_eval_result_free(&r);
+    loom_cost_model_destroy(cm);
+    /* a 1 GiB headroom on need + 1 GiB of HBM fits; on 1 byte less it does not */
+    c.memory_headroom = 1;
+    c.gpu.hbm_bytes = need + ((int64_t)1 << 30);
+    CHECK_INT_EQ(loom_cluster_usable_bytes(&c), need);
+    CHECK_INT_EQ(loom_cost_model_create(&c, NULL, NULL, &cm, &e), LOOM_OK);
+    CHECK_INT_EQ(loom_eval_megatron(g, cm, &p, &r, &e), LOOM_OK);
+    CHECK(r.fits);
+    loom_eval_result_free(&r);
+    loom_cost_model_destroy(cm);
+    c.gpu.hbm_bytes -= 1;
+    CHECK_INT_EQ(loom_cost_model_create(&c, NULL, NULL, &cm, &e), LOOM_OK);
+    CHECK_INT_EQ(loom_eval_megatron(g, cm, &p, &r, &e), LOOM_OK);
+    CHECK(!r.fits);
     loom_eval_result_free(&r);
     loom_cost_model_destroy(cm);
     loom_graph_destroy(g);

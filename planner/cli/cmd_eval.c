@@ -27,6 +27,7 @@ typedef struct {
     const char *model, *cluster, *calib, *profile, *from_megatron;
     loom_parallel p;
     bool json, unfused, no_grad_overlap, dp_given, gbs_given, seq_given, mbs_given;
+    double memory_headroom;   /* < 0: the cluster's */
 } eval_args;
 
 static void eval_args_init(void *p)
@@ -34,6 +35,7 @@ static void eval_args_init(void *p)
     eval_args *a = p;
     memset(a, 0, sizeof *a);
     loom_parallel_init(&a->p);
+    a->memory_headroom = -1;
 }
 
 static const loom_cli_choice recompute_choices[] = {{"none", LOOM_RECOMPUTE_NONE, false},
@@ -107,6 +109,8 @@ static const loom_cli_option eval_opts[] = {
      .choices = framework_choices, .metavar = "F",
      .help = "megatron, deepspeed or torchtitan: gradient and reduce dtypes, ZeRO-3 gathers, "
              "optimizer state layout", .def = "megatron"},
+    {.name = "--memory-headroom", .kind = LOOM_CLI_NUM, .field = F(memory_headroom), .min = 0,
+     .max = 1024, .metavar = "H", .help = "HBM left free: a fraction (< 1) or GiB (>= 1)", .def = "0.05 (the cluster's)"},
     {.name = "--grad-reduce-bf16", .kind = LOOM_CLI_FLAG, .field = F(p.grad_reduce_bf16),
      .help = "reduce gradients in bf16 (default fp32, as Megatron)"},
     {.name = "--calib", .kind = LOOM_CLI_STR, .field = F(calib), .metavar = "FILE",
@@ -318,6 +322,7 @@ int loom_cmd_eval(int argc, char **argv)
                          ? path
                          : a.cluster;
     if (loom_cluster_load(cl, &cluster, &err)) return loom_cli_fail(&err);
+    if (a.memory_headroom >= 0) cluster.memory_headroom = a.memory_headroom;
     if (!a.dp_given) {
         int64_t rest = a.p.tp * a.p.pp * a.p.cp, gpus = loom_cluster_gpus(&cluster);
         if (gpus % rest != 0)
