@@ -38,7 +38,8 @@ typedef enum {
  *               buckets; ZeRO-3 fetches each block's weights before its
  *               forward, backward and recomputed forward (2 + 2 + 12)
  *   torchtitan  FSDP2: fp32 sharded weights, gathered in bf16 per block with
- *               prefetch, reduce-scattered per block in fp32 (4 + 4 + 8) */
+ *               prefetch, reduce-scattered per block in fp32 (2 + 4 + 12);
+ *               FSDP runs under pipeline parallelism (ZeRO-2/3 with pp) */
 typedef enum {
     LOOM_FRAMEWORK_MEGATRON,
     LOOM_FRAMEWORK_DEEPSPEED,
