@@ -2,7 +2,8 @@
  * cluster.c — built-in cluster presets ("dgx-h100-x16") and the dispatch
  * between a preset name and a loom-cluster/1 file (cluster_json.c).
  *
- * A preset is N DGX-style nodes of 8 GPUs:
+ * A preset is N DGX-style nodes of 8 GPUs (a GB200 NVL72 rack counts as one
+ * node of 72: its NVLink domain):
  *   intra link = the GPU's NVLink per direction (device.c);
  *   inter link = one NIC per GPU: 200 Gb/s HDR = 25 GB/s on DGX A100
  *                (MLPerf v2.0 dgxa100 system JSON: "8x ConnectX-6 IB HDR
@@ -34,18 +35,35 @@ static const struct {
     const char *prefix;    /* name before "-xN" */
     const char *device;
     double nic_per_gpu_Bps;
+    int gpus_per_node;     /* 0 = PRESET_GPUS_PER_NODE */
 } presets[] = {
-    {"dgx-a100-80g", "A100-SXM4-80GB", 25 * GBPS},
-    {"dgx-a100-40g", "A100-SXM4-40GB", 25 * GBPS},
-    {"dgx-h100", "H100-SXM5-80GB", 50 * GBPS},
-    {"dgx-h200", "H200-SXM-141GB", 50 * GBPS},
-    {"dgx-b200", "B200-HGX-180GB", 50 * GBPS},
-    {"dgx1-v100", "V100-SXM2-16GB", 6.25 * GBPS},
+    {"dgx-a100-80g", "A100-SXM4-80GB", 25 * GBPS, 0},
+    {"dgx-a100-40g", "A100-SXM4-40GB", 25 * GBPS, 0},
+    {"dgx-h100", "H100-SXM5-80GB", 50 * GBPS, 0},
+    {"dgx-h200", "H200-SXM-141GB", 50 * GBPS, 0},
+    {"dgx-b200", "B200-HGX-180GB", 50 * GBPS, 0},
+    {"dgx1-v100", "V100-SXM2-16GB", 6.25 * GBPS, 0},
+    /* docs/data/devices-new.json: 400 Gb/s ConnectX-7 per GPU on HGX H800,
+     * HGX H20, MI300X / MI325X platforms and GB200 compute trays; L40S
+     * boxes typically share 2 × 200 Gb/s among 8 GPUs (50 Gb/s each). */
+    {"dgx-h800", "H800-SXM5-80GB", 50 * GBPS, 0},
+    {"hgx-h20", "H20-96GB", 50 * GBPS, 0},
+    {"mi300x", "MI300X-192GB", 50 * GBPS, 0},
+    {"mi325x", "MI325X-256GB", 50 * GBPS, 0},
+    {"pcie-l40s", "L40S-48GB", 6.25 * GBPS, 0},
+    /* GB200 NVL72: one NVLink domain of 72 GPUs per rack; a "node" here is
+     * the NVLink domain (docs/design-notes.md, "NVLink domains"). */
+    {"gb200-nvl72", "B200-NVL72-186GB", 50 * GBPS, 72},
 };
 
 #define N_PRESETS (sizeof presets / sizeof presets[0])
-#define PRESET_LIST \
-    "dgx-a100-80g-xN, dgx-a100-40g-xN, dgx-h100-xN, dgx-h200-xN, dgx-b200-xN, dgx1-v100-xN"
+#define PRESET_LIST                                                                   \
+    "dgx-a100-80g-xN, dgx-a100-40g-xN, dgx-h100-xN, dgx-h200-xN, dgx-b200-xN, dgx1-v100-xN, " \
+    "dgx-h800-xN, hgx-h20-xN, mi300x-xN, mi325x-xN, pcie-l40s-xN (N nodes of 8 GPUs), "      \
+    "gb200-nvl72-xN (N racks of 72)"
+/* L40S and other NVLink-less boards: GPU to GPU over PCIe Gen4 x16, 32 GB/s
+ * per direction (devices-new.json), through the host or a PCIe switch. */
+#define PCIE4_BPS (32 * GBPS)
 
 /* Index of the preset whose prefix + "-x" starts name (case-insensitive), or
  * -1; *tail points at what follows "-x". */
@@ -93,9 +111,9 @@ loom_status loom_cluster_preset(const char *name, loom_cluster *out, loom_error 
     memset(out, 0, sizeof *out);
     snprintf(out->name, sizeof out->name, "%s-x%lld", presets[p].prefix, (long long)n);
     out->nodes = n;
-    out->gpus_per_node = PRESET_GPUS_PER_NODE;
+    out->gpus_per_node = presets[p].gpus_per_node ? presets[p].gpus_per_node : PRESET_GPUS_PER_NODE;
     out->gpu = *d;
-    out->intra = (loom_link){d->nvlink_Bps, INTRA_LATENCY_S};
+    out->intra = (loom_link){d->nvlink_Bps > 0 ? d->nvlink_Bps : PCIE4_BPS, INTRA_LATENCY_S};
     out->inter = (loom_link){presets[p].nic_per_gpu_Bps, INTER_LATENCY_S};
     out->memory_headroom = LOOM_CLUSTER_DEFAULT_HEADROOM;
     return LOOM_OK;
@@ -113,7 +131,7 @@ loom_status loom_cluster_load(const char *name_or_path, loom_cluster *out, loom_
         int e = errno;
         return loom_error_set(err, LOOM_ERR_IO,
                               "cluster '%s': no such preset, and cannot open it as a file (%s); "
-                              "presets are " PRESET_LIST " (N = nodes of 8 GPUs)",
+                              "presets are " PRESET_LIST,
                               name_or_path, strerror(e));
     }
     return loom_cluster_load_file(name_or_path, out, err);

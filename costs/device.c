@@ -62,6 +62,37 @@ static const loom_device presets[] = {
      * hardware.json). */
     {"V100-SXM2-16GB", PEAKS(0, 125 * T, 15.7 * T, 0), 15.7 * T, 900 * G, 16 * GIB, 150 * G,
      300},
+    /* The presets below are from docs/data/devices-new.json, whose "sources"
+     * field cites each figure (datasheets, vendor docs, DeepSeek-V3 report). */
+    /* H800 SXM5: H100's die and tensor throughput; NVLink cut to 400 GB/s
+     * bidirectional (NVIDIA H800 datasheet; DeepSeek-V3 arXiv:2412.19437
+     * §3.2.2 measures ~160 GB/s usable); 3.35 TB/s HBM3; 700 W. */
+    {"H800-SXM5-80GB", PEAKS(989.4 * T, 989.4 * T, 494.7 * T, 1978.9 * T), 66.9 * T, 3350 * G,
+     80 * GIB, 200 * G, 700},
+    /* H20 96GB (partner spec sheet as reproduced by alibaba/InferSim, medium
+     * confidence): 148 TF bf16, 74 TF32, 296 fp8; 4.0 TB/s; NVLink 900
+     * GB/s bidirectional; 400 W. */
+    {"H20-96GB", PEAKS(148 * T, 148 * T, 74 * T, 296 * T), 44 * T, 4000 * G, 96 * GIB, 450 * G,
+     400},
+    /* B200 in a GB200 NVL72 rack (1,200 W): 2,500 TF bf16 dense, 1,250
+     * TF32, 5,000 fp8; 186 GB at 8 TB/s; NVLink5 1,800 GB/s bidirectional
+     * to all 72 GPUs of the rack through the NVLink switch trays. */
+    {"B200-NVL72-186GB", PEAKS(2500 * T, 2500 * T, 1250 * T, 5000 * T), 80 * T, 8000 * G,
+     186 * GIB, 900 * G, 1200},
+    /* AMD Instinct MI300X (OAM, 750 W; AMD datasheet): 1,307.4 TF bf16
+     * dense, 653.7 TF32, 2,614.9 fp8; 163.4 TF FP32 vector; 192 GB HBM3 at
+     * 5.3 TB/s; Infinity Fabric 7 × 64 GB/s = 448 GB/s per direction to the
+     * other 7 GPUs of the node (RCCL's collectives use it as NVLink). */
+    {"MI300X-192GB", PEAKS(1307.4 * T, 1307.4 * T, 653.7 * T, 2614.9 * T), 163.4 * T, 5300 * G,
+     192 * GIB, 448 * G, 750},
+    /* MI325X (1000 W): MI300X's compute, 256 GB HBM3e at 6 TB/s. */
+    {"MI325X-256GB", PEAKS(1307.4 * T, 1307.4 * T, 653.7 * T, 2614.9 * T), 163.4 * T, 6000 * G,
+     256 * GIB, 448 * G, 1000},
+    /* L40S (PCIe, Ada, 350 W; NVIDIA datasheet, dense = sparse / 2): 362 TF
+     * bf16, 183 TF32, 733 fp8; 48 GB GDDR6 at 864 GB/s; no NVLink
+     * (nvlink_Bps 0: GPUs talk over PCIe Gen4, cluster.c). */
+    {"L40S-48GB", PEAKS(362.05 * T, 362.05 * T, 183 * T, 733 * T), 91.6 * T, 864 * G, 48 * GIB,
+     0, 350},
 };
 
 #define N_PRESETS (sizeof presets / sizeof presets[0])
@@ -85,6 +116,12 @@ static const struct {
     {"NVIDIA B200", 4},
     {"V100", 5},             {"V100-SXM2", 5},           {"V100-16GB", 5},
     {"Tesla V100-SXM2-16GB", 5},
+    {"H800", 6},             {"H800-SXM", 6},            {"NVIDIA H800", 6},
+    {"H20", 7},              {"NVIDIA H20", 7},
+    {"GB200", 8},            {"B200-NVL72", 8},
+    {"MI300X", 9},           {"AMD Instinct MI300X", 9},
+    {"MI325X", 10},          {"AMD Instinct MI325X", 10},
+    {"L40S", 11},            {"NVIDIA L40S", 11},
 };
 
 const loom_device *loom_device_find(const char *name)

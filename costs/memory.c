@@ -364,6 +364,23 @@ static int64_t kv_bytes_per_token(const loom_graph *g, const loom_parallel *p, i
     return b;
 }
 
+/* Tokens layer `layer` caches out of kv_tokens = batch × context: a sliding
+ * window or chunk keeps min(context, w) per sequence. */
+static int64_t kv_layer_tokens(const loom_graph *g, int32_t layer, int64_t kv_tokens,
+                               int64_t context)
+{
+    if (context <= 0) return kv_tokens;
+    int32_t first, count;
+    loom_graph_layer_ops(g, layer, &first, &count);
+    for (int32_t i = first; i < first + count; i++) {
+        const loom_op *op = loom_graph_op(g, i);
+        if (op->kind != LOOM_OP_ATTENTION) continue;
+        int64_t span = loom_op_attention_span(op, context);
+        if (span < context) return kv_tokens / context * span;
+    }
+    return kv_tokens;
+}
+
 loom_status loom_memory_stage(const loom_graph *g, const loom_parallel *p,
                               const loom_stage_memory_opts *o, loom_memory_breakdown *out,
                               loom_error *err)
@@ -406,7 +423,8 @@ loom_status loom_memory_stage(const loom_graph *g, const loom_parallel *p,
         if (o->inference) {
             /* one forward at a time: the largest layer's tensors */
             work = max64(work, a->full_bytes);
-            out->kv_cache_bytes += kv_bytes_per_token(g, p, l) * o->kv_tokens;
+            out->kv_cache_bytes +=
+                kv_bytes_per_token(g, p, l) * kv_layer_tokens(g, l, o->kv_tokens, o->kv_context);
             continue;
         }
         bool block = loom_memory_is_block(g, l);

@@ -158,6 +158,9 @@ typedef struct {
     double inflight;         /* training: loom_memory_inflight_microbatches() */
     bool inference;          /* no grads / optimizer / stored activations; KV cache */
     int64_t kv_tokens;       /* inference: tokens cached (batch × context) */
+    int64_t kv_context;      /* inference: the context of each sequence; with it a layer whose
+                                attention has a window or chunk w < kv_context caches
+                                kv_tokens · w / kv_context tokens (0: every layer caches all) */
     const loom_layer_act *acts; /* loom_memory_layer_acts(g, p) when the caller has
                                    them (evaluating many stages); NULL = computed here */
 } loom_stage_memory_opts;

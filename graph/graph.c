@@ -5,11 +5,13 @@
  * at the graph's batch and sequence:
  *   einsum       2 · Π(size of every distinct letter)          (2 × fwd: dX and dW,
  *                                                                or both inputs)
- *   attention    4 · b · heads · s · t · dh  — QKᵀ and PV, full (non-causal)
+ *   attention    4 · b · heads · s · t' · dh — QKᵀ and PV, full (non-causal)
  *                count as in Korthikanti et al.'s model FLOPs   (2.5 × fwd: the
- *                two matmul gradients plus flash's recomputed QKᵀ)
+ *                two matmul gradients plus flash's recomputed QKᵀ); t' = t, or
+ *                min(t, window) for sliding-window and min(t, chunk) for
+ *                chunked attention (each query sees at most t' keys)
  *   elementwise  c · numel(out), c = 1 add/mul/scale/dropout, 3 rope, 4 silu,
- *                5 swiglu, 8 gelu                              (1 × linear, 2 × others)
+ *                5 swiglu, 8 gelu, 9 geglu                             (1 × linear, 2 × others)
  *   norm         5 · numel (layernorm), 4 · numel (rmsnorm)    (2 ×)
  *   softmax      5 · numel                                     (1 ×)
  *   cross_ent.   4 · numel(logits)                             (0.5 ×)
@@ -20,6 +22,7 @@
  */
 #include "graph/graph.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +41,8 @@ struct loom_graph {
     int32_t *layer_first, *layer_count;   /* built by finalize */
     int32_t *saved_by;                    /* tensor id -> first op saving it, -1 */
     bool finalized;
+    char warnings[LOOM_GRAPH_MAX_WARNINGS][LOOM_GRAPH_WARNING_MAX];
+    int32_t n_warnings;
 };
 
 /* ---- name tables ---------------------------------------------------------- */
@@ -111,6 +116,22 @@ void loom_graph_destroy(loom_graph *g)
 }
 
 const char *loom_graph_name(const loom_graph *g) { return g->name; }
+
+void loom_graph_warn(loom_graph *g, const char *fmt, ...)
+{
+    if (g->n_warnings >= LOOM_GRAPH_MAX_WARNINGS) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(g->warnings[g->n_warnings++], LOOM_GRAPH_WARNING_MAX, fmt, ap);
+    va_end(ap);
+}
+
+int32_t loom_graph_num_warnings(const loom_graph *g) { return g->n_warnings; }
+
+const char *loom_graph_warning(const loom_graph *g, int32_t i)
+{
+    return i >= 0 && i < g->n_warnings ? g->warnings[i] : NULL;
+}
 loom_model_info *loom_graph_info(loom_graph *g) { return &g->info; }
 const loom_model_info *loom_graph_info_c(const loom_graph *g) { return &g->info; }
 int32_t loom_graph_num_tensors(const loom_graph *g) { return g->n_tensors; }
@@ -277,6 +298,7 @@ static int elementwise_cost(const char *fn, bool *linear)
     static const struct { const char *fn; int c; bool lin; } tab[] = {
         {"add", 1, true}, {"mul", 1, true}, {"scale", 1, true}, {"dropout", 1, true},
         {"rope", 3, true}, {"silu", 4, false}, {"swiglu", 5, false}, {"gelu", 8, false},
+        {"geglu", 9, false},
     };
     for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
         if (strcmp(fn, tab[i].fn) == 0) {
@@ -315,9 +337,14 @@ static loom_status account(const loom_graph *g, loom_op *op, loom_error *err)
             return loom_error_set(err, LOOM_ERR_INVALID,
                                   "op %s: %lld query heads are not a multiple of %lld kv heads",
                                   op->name, (long long)heads, (long long)kvh);
-        /* QKᵀ: 2·b·heads·s·t·dqk; PV: 2·b·heads·s·t·dv. */
+        if (op->window < 0 || op->chunk < 0 || (op->window > 0 && op->chunk > 0))
+            return loom_error_set(err, LOOM_ERR_INVALID,
+                                  "op %s: window (%lld) and chunk (%lld) must be >= 0 and not "
+                                  "both set", op->name, (long long)op->window, (long long)op->chunk);
+        /* QKᵀ: 2·b·heads·s·t'·dqk; PV: 2·b·heads·s·t'·dv (t' keys per query). */
         fwd = mul_sat(mul_sat(mul_sat(2 * in0->dims[0].size, heads), in0->dims[1].size),
-                      mul_sat(k->dims[1].size, in0->dims[3].size + v->dims[3].size));
+                      mul_sat(loom_op_attention_span(op, k->dims[1].size),
+                              in0->dims[3].size + v->dims[3].size));
         bwd = mul_sat(fwd / 2, 5);
         break;
     }
@@ -327,7 +354,7 @@ static loom_status account(const loom_graph *g, loom_op *op, loom_error *err)
         if (c < 0)
             return loom_error_set(err, LOOM_ERR_INVALID,
                                   "op %s: unknown elementwise function \"%s\" (expected add, mul, "
-                                  "scale, dropout, rope, silu, swiglu or gelu)", op->name, op->fn);
+                                  "scale, dropout, rope, silu, swiglu, gelu or geglu)", op->name, op->fn);
         fwd = c * loom_tensor_numel(out0);
         bwd = lin ? fwd : 2 * fwd;
         break;
@@ -379,6 +406,12 @@ static loom_status account(const loom_graph *g, loom_op *op, loom_error *err)
     op->bwd_flops = bwd;
     op->bytes_moved = bytes;
     return LOOM_OK;
+}
+
+int64_t loom_op_attention_span(const loom_op *op, int64_t t)
+{
+    int64_t w = op->window > 0 ? op->window : op->chunk;
+    return w > 0 && w < t ? w : t;
 }
 
 static loom_status check_ids(const loom_graph *g, const loom_op *op, const char *what, int n,
@@ -618,6 +651,10 @@ uint64_t loom_graph_layer_signature(const loom_graph *g, int32_t layer)
         const loom_op *op = &g->ops[i];
         int32_t attrs[6] = {(int32_t)op->kind, op->n_in, op->n_out, op->n_w, op->causal, op->topk};
         h = fnv(h, attrs, sizeof attrs);
+        if (op->window || op->chunk) {   /* (keeps the hashes of full attention as they were) */
+            int64_t span[2] = {op->window, op->chunk};
+            h = fnv(h, span, sizeof span);
+        }
         h = fnv(h, &op->saves, sizeof op->saves);
         h = fnv(h, op->einsum, strlen(op->einsum));
         h = fnv(h, op->fn, strlen(op->fn));
@@ -653,6 +690,12 @@ static void add_ops(const loom_graph *g, int32_t first, int32_t count, bool *see
             int64_t n = loom_tensor_numel(w);
             t->params += n;
             if (op->kind == LOOM_OP_EMBEDDING) t->params_embedding += n;
+            /* A routed expert's weights ([e, …, f, …]) serve topk of e experts per token. */
+            int e = loom_tensor_dim_index(w, "e");
+            int64_t topk = g->info.experts_topk;
+            if (e >= 0 && loom_tensor_dim_index(w, "f") >= 0 && topk > 0 && topk < w->dims[e].size)
+                n = n / w->dims[e].size * topk;
+            t->params_active += n;
         }
     }
 }

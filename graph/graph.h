@@ -115,6 +115,10 @@ typedef struct {
                                      not named in the subscripts; its dims are the output's
                                      trailing dims */
     bool causal;                  /* ATTENTION */
+    int64_t window;               /* ATTENTION: sliding window (Mistral, Gemma local layers,
+                                     gpt-oss): query i sees keys (i - window, i]; 0 = none */
+    int64_t chunk;                /* ATTENTION: chunked local attention (Llama 4): query i
+                                     sees keys of its own chunk [⌊i/chunk⌋·chunk, i]; 0 = none */
     int32_t topk;                 /* MOE_ROUTE / MOE_DISPATCH / MOE_COMBINE */
     uint32_t saves;               /* LOOM_SAVE_* bits */
 
@@ -123,6 +127,11 @@ typedef struct {
     int64_t bwd_flops;
     int64_t bytes_moved;          /* operands read + written, forward */
 } loom_op;
+
+/* Keys one query of attention op `op` can see at most, out of t keys:
+ * min(t, window or chunk); t without either. FLOPs, the KV cache and the
+ * eager chain's score tensors all scale with it. */
+int64_t loom_op_attention_span(const loom_op *op, int64_t t);
 
 /* Bytes op `id` saves for backward (masks at 1 byte/element), counting each
  * tensor once even when several ops save it: a tensor is charged to the
@@ -171,6 +180,20 @@ const char *loom_graph_name(const loom_graph *g);
 loom_model_info *loom_graph_info(loom_graph *g);
 const loom_model_info *loom_graph_info_c(const loom_graph *g);
 
+/* Warnings the builder recorded about the model (config keys it reads but
+ * does not model exactly, a sequence beyond the trained positions with RoPE
+ * scaling). The library never prints; the CLI does. At most
+ * LOOM_GRAPH_MAX_WARNINGS are kept. */
+#define LOOM_GRAPH_MAX_WARNINGS 8
+#define LOOM_GRAPH_WARNING_MAX 256
+void loom_graph_warn(loom_graph *g, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+int32_t loom_graph_num_warnings(const loom_graph *g);
+const char *loom_graph_warning(const loom_graph *g, int32_t i);   /* NULL out of range */
+
 int32_t loom_graph_num_tensors(const loom_graph *g);
 int32_t loom_graph_num_ops(const loom_graph *g);
 const loom_tensor *loom_graph_tensor(const loom_graph *g, int32_t id);
@@ -215,6 +238,8 @@ uint64_t loom_graph_layer_signature(const loom_graph *g, int32_t layer);
 typedef struct {
     int64_t params;              /* all parameters (tied weights counted once) */
     int64_t params_embedding;    /* embedding tables (incl. position tables) */
+    int64_t params_active;       /* used per token: routed-expert weights count topk/e of
+                                    their size (= params for dense models) */
     int64_t fwd_flops;           /* whole graph, one forward pass */
     int64_t bwd_flops;
     int64_t activation_bytes;    /* saved for backward, whole graph */

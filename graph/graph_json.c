@@ -67,7 +67,7 @@ static int32_t map_find(name_map *m, const loom_graph *g, const char *name, int3
 static const char *const top_keys[] = {"format", "name", "dtype", "model", "tensors", "ops", NULL};
 static const char *const tensor_keys[] = {"name", "dims", "shape", "dtype", "weight", NULL};
 static const char *const op_keys[] = {"name", "kind", "layer", "inputs", "weights", "outputs",
-                                      "einsum", "bias", "fn", "causal", "topk", "saves",
+                                      "einsum", "bias", "fn", "causal", "window", "chunk", "topk", "saves",
                                       "saves_mask", NULL};
 
 /* loom_model_info members, by JSON name: integers, then booleans. */
@@ -283,6 +283,10 @@ static loom_status read_op(const loom_jctx *c, loom_graph *g, name_map *map, con
         (s = only_for(c, o, path, "bias", is_einsum, "einsum")) ||
         (s = only_for(c, o, path, "fn", has_fn, "elementwise and norm")) ||
         (s = only_for(c, o, path, "causal", op.kind == LOOM_OP_ATTENTION, "attention")) ||
+        (s = only_for(c, o, path, "window", op.kind == LOOM_OP_ATTENTION, "attention")) ||
+        (s = only_for(c, o, path, "chunk", op.kind == LOOM_OP_ATTENTION, "attention")) ||
+        (s = loom_json_get_int(c, o, path, "window", false, 1, ((int64_t)1 << 40), &op.window)) ||
+        (s = loom_json_get_int(c, o, path, "chunk", false, 1, ((int64_t)1 << 40), &op.chunk)) ||
         (s = only_for(c, o, path, "topk", is_moe, "moe_route, moe_dispatch and moe_combine")) ||
         (s = loom_json_get_str(c, o, path, "einsum", is_einsum, &einsum)) ||
         (s = loom_json_get_str(c, o, path, "fn", has_fn, &fn)) ||
@@ -438,6 +442,8 @@ static cJSON *dump_op(const loom_graph *g, const loom_op *op)
     if (op->kind == LOOM_OP_ELEMENTWISE || op->kind == LOOM_OP_NORM)
         cJSON_AddStringToObject(o, "fn", op->fn);
     if (op->causal) cJSON_AddBoolToObject(o, "causal", 1);
+    if (op->window) cJSON_AddNumberToObject(o, "window", (double)op->window);
+    if (op->chunk) cJSON_AddNumberToObject(o, "chunk", (double)op->chunk);
     if (op->topk) cJSON_AddNumberToObject(o, "topk", op->topk);
     int32_t saved[2 * LOOM_MAX_IO], n = 0;
     for (int k = 0; k < op->n_in; k++)

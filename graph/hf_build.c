@@ -274,7 +274,8 @@ loom_status loom_hf_view(loom_hf_builder *hb, const char *name, int32_t layer, i
 /* ---- attention -------------------------------------------------------------------- */
 
 static loom_status attention_fused(loom_hf_builder *hb, const char *prefix, int32_t layer,
-                                   int32_t q, int32_t k, int32_t v, int32_t *o)
+                                   int32_t q, int32_t k, int32_t v, const loom_hf_span *sp,
+                                   int32_t *o)
 {
     char name[HF_NAME_BUF], tn[HF_NAME_BUF];
     loom_hf_name(name, "%s.sdpa", prefix);
@@ -290,6 +291,8 @@ static loom_status attention_fused(loom_hf_builder *hb, const char *prefix, int3
     op.n_out = 1;
     op.out[0] = *o;
     op.causal = true;
+    op.window = sp ? sp->window : 0;
+    op.chunk = sp ? sp->chunk : 0;
     /* Flash attention keeps Q, K, V and O (plus a per-row logsumexp, b·heads·s
      * floats, negligible next to them) and recomputes the s² scores. */
     op.saves = LOOM_SAVE_IN(0) | LOOM_SAVE_IN(1) | LOOM_SAVE_IN(2) | LOOM_SAVE_OUT(0);
@@ -300,7 +303,8 @@ static loom_status attention_fused(loom_hf_builder *hb, const char *prefix, int3
  * key-sequence dim t through a free view; with GQA the queries are viewed
  * as [b, s, kvh, grp, dh] so each kv head meets its group of query heads. */
 static loom_status attention_unfused(loom_hf_builder *hb, const char *prefix, int32_t layer,
-                                     int32_t q, int32_t k, int32_t v, double p, int32_t *o)
+                                     int32_t q, int32_t k, int32_t v, double p,
+                                     const loom_hf_span *sp, int32_t *o)
 {
     char name[HF_NAME_BUF];
     const loom_tensor *tq = loom_graph_tensor(hb->g, q), *tk = loom_graph_tensor(hb->g, k),
@@ -311,7 +315,12 @@ static loom_status attention_unfused(loom_hf_builder *hb, const char *prefix, in
     memcpy(vd, tv->dims, sizeof vd);
     int64_t heads = qd[2].size, kvh = kd[2].size;
     bool gqa = heads != kvh;
-    loom_dim t = {"t", kd[1].size};
+    /* A window or chunk keeps the scores banded: [.., s, t'] with t' keys per
+     * query (the eager kernels of Mistral / Gemma compute and save only the
+     * band when they are written for it; an s x s masked matrix would not
+     * be the model's cost). */
+    loom_op span = {.window = sp ? sp->window : 0, .chunk = sp ? sp->chunk : 0};
+    loom_dim t = {"t", loom_op_attention_span(&span, kd[1].size)};
 
     /* keys and values over t; in plain multi-head attention they share the
      * query head dim's name so the einsum letter n means one dim */
@@ -364,10 +373,11 @@ static loom_status attention_unfused(loom_hf_builder *hb, const char *prefix, in
 }
 
 loom_status loom_hf_attention(loom_hf_builder *hb, const char *prefix, int32_t layer, int32_t q,
-                              int32_t k, int32_t v, double attn_pdrop, int32_t *o)
+                              int32_t k, int32_t v, double attn_pdrop, const loom_hf_span *span,
+                              int32_t *o)
 {
-    if (hb->flash) return attention_fused(hb, prefix, layer, q, k, v, o);
-    return attention_unfused(hb, prefix, layer, q, k, v, attn_pdrop, o);
+    if (hb->flash) return attention_fused(hb, prefix, layer, q, k, v, span, o);
+    return attention_unfused(hb, prefix, layer, q, k, v, attn_pdrop, span, o);
 }
 
 /* ---- MLPs and experts ----------------------------------------------------------------- */
@@ -382,7 +392,7 @@ loom_status loom_hf_swiglu_mlp(loom_hf_builder *hb, int32_t layer, const loom_hf
         return s;
     /* silu(gate) · up, one fused op keeping both inputs for backward. */
     int32_t in2[2] = {gate, up};
-    if ((s = loom_hf_elementwise(hb, m->act, layer, "swiglu", 2, in2,
+    if ((s = loom_hf_elementwise(hb, m->act, layer, m->act_fn ? m->act_fn : "swiglu", 2, in2,
                                  LOOM_SAVE_IN(0) | LOOM_SAVE_IN(1), &act)))
         return s;
     return loom_hf_linear(hb, m->down, layer, act, m->sub_out, m->wndim, m->w_out, m->bias_ndim, y);
@@ -400,7 +410,8 @@ loom_status loom_hf_moe_block(loom_hf_builder *hb, int32_t layer, const loom_hf_
     loom_dim c = {"c", (tokens * m->topk + m->experts - 1) / m->experts};
     int32_t logits, r_out[2], buf, ex_out;
     loom_status s;
-    if ((s = loom_hf_linear(hb, m->gate, layer, x, "bsh,he->bse", LOOM_HF_DIMS(h, e), 0, &logits)))
+    if ((s = loom_hf_linear(hb, m->gate, layer, x, "bsh,he->bse", LOOM_HF_DIMS(h, e),
+                            m->gate_bias ? 1 : 0, &logits)))
         return s;
 
     loom_op op;
@@ -505,7 +516,7 @@ static loom_status shape(const loom_jctx *c, const loom_model_opts *o, const loo
     int64_t max_pos = f->info.max_positions, s = o->seq;
     if (s == 0) {
         s = 2048;
-        if (f->learned_positions && s > max_pos) s = max_pos;
+        if (max_pos > 0 && s > max_pos) s = max_pos;
     }
     if (s < 1 || s > LOOM_MODEL_MAX_SEQ)
         return loom_error_set(c->err, LOOM_ERR_INVALID, "%s: sequence length %lld is outside [1, %lld]",
@@ -514,6 +525,12 @@ static loom_status shape(const loom_jctx *c, const loom_model_opts *o, const loo
         return loom_error_set(c->err, LOOM_ERR_INVALID,
                               "%s: sequence length %lld exceeds the learned position table "
                               "(n_positions = %lld); use a sequence of at most %lld",
+                              c->file, (long long)s, (long long)max_pos, (long long)max_pos);
+    if (!f->learned_positions && max_pos > 0 && s > max_pos && !f->rope_scaling)
+        return loom_error_set(c->err, LOOM_ERR_INVALID,
+                              "%s: sequence length %lld exceeds the %lld positions the model was "
+                              "trained for (max_position_embeddings) and the config has no "
+                              "rope_scaling; use a sequence of at most %lld",
                               c->file, (long long)s, (long long)max_pos, (long long)max_pos);
     if (o->batch < 1 || o->batch > LOOM_MODEL_MAX_BATCH)
         return loom_error_set(c->err, LOOM_ERR_INVALID, "%s: batch %lld is outside [1, %lld]",
@@ -543,6 +560,13 @@ loom_status loom_hf_build(const loom_jctx *c, const char *name, const loom_model
     info->batch = hb.b;
     info->dtype = o->dtype;
     info->flash_attention = o->flash_attention;
+    for (int w = 0; w < f->n_warnings; w++) loom_graph_warn(hb.g, "%s", f->warnings[w]);
+    if (!f->learned_positions && f->info.max_positions > 0 && hb.s > f->info.max_positions)
+        loom_graph_warn(hb.g, "sequence length %lld exceeds max_position_embeddings = %lld; the "
+                        "config's RoPE scaling (rope_scaling %s, factor %g) is what stretches "
+                        "positions this far: quality beyond the trained context is not "
+                        "guaranteed", (long long)hb.s, (long long)f->info.max_positions,
+                        f->rope_scaling, f->rope_factor);
 
     int32_t ids, table, x, loss, L = (int32_t)f->info.layers;
     s = loom_hf_ids(&hb, "input_ids", &ids);

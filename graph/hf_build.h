@@ -74,11 +74,18 @@ typedef struct {
     /* Block with HF index i (loom layer i + 1) from x to *y. */
     loom_status (*block)(loom_hf_builder *hb, const void *cfg, int64_t i, int32_t x, int32_t *y);
     const void *cfg;           /* the family's parsed config, passed to embed and block */
+    const char *rope_scaling;  /* the config's rope_scaling type ("yarn", "llama3", …), NULL
+                                  when it has none: a sequence beyond max_positions is then
+                                  an error, else a warning */
+    double rope_factor;        /* its factor (0 = not given) */
+    int n_warnings;            /* config warnings, copied into the graph */
+    char (*warnings)[LOOM_GRAPH_WARNING_MAX];
 } loom_hf_family;
 
-/* Resolves opts.seq (0 = 2048, capped at max_positions for learned position
- * tables), checks seq, batch and dtype, builds and finalizes the graph. Graph
- * errors are prefixed with the file name. */
+/* Resolves opts.seq (0 = 2048, capped at max_positions), checks seq, batch
+ * and dtype, builds and finalizes the graph. A seq beyond max_positions is an
+ * error, or a graph warning naming the RoPE scaling when the config has one.
+ * Graph errors are prefixed with the file name. */
 loom_status loom_hf_build(const loom_jctx *c, const char *name, const loom_model_opts *o,
                           const loom_hf_family *f, loom_graph **out);
 
@@ -123,19 +130,28 @@ loom_status loom_hf_view(loom_hf_builder *hb, const char *name, int32_t layer, i
 
 /* ---- transformer pieces ------------------------------------------------------- */
 
+/* Which keys a query sees besides the causal mask: a sliding window or a
+ * chunk (graph.h, loom_op.window / .chunk); NULL or zeros = all. */
+typedef struct {
+    int64_t window, chunk;
+} loom_hf_span;
+
 /* Attention core of module `prefix` ("model.layers.3.self_attn"):
  * q [b,s,heads,dh], k [b,s,kvh,dh], v [b,s,kvh,dv] -> o [b,s,heads,dv].
  * Fused: one ATTENTION op "<prefix>.sdpa". Unfused: "<prefix>.scores",
  * ".softmax", ".attn_dropout" (when p > 0), ".context", with free views that
- * name the key sequence t and group query heads per kv head (GQA). */
+ * name the key sequence t and group query heads per kv head (GQA). With a
+ * span the fused op carries it and the eager chain's t is min(s, span). */
 loom_status loom_hf_attention(loom_hf_builder *hb, const char *prefix, int32_t layer, int32_t q,
-                              int32_t k, int32_t v, double attn_pdrop, int32_t *o);
+                              int32_t k, int32_t v, double attn_pdrop, const loom_hf_span *span,
+                              int32_t *o);
 
 /* SwiGLU MLP "<prefix>.{gate,up,down}" (names given): x [...,h] -> [...,h],
  * with hidden size f named `fdim`; `sub_in` / `sub_out` are the two einsums
  * ("bsh,hf->bsf", "bsf,fh->bsh" or the expert forms). wdims_* give weights. */
 typedef struct {
     const char *gate, *up, *down, *act;   /* op names */
+    const char *act_fn;                   /* "swiglu" (NULL) or "geglu" (Gemma) */
     const char *sub_in, *sub_out;
     int32_t wndim;
     const loom_dim *w_in;                 /* gate/up weight dims */
@@ -157,6 +173,7 @@ typedef struct {
     const char *w_gate, *w_up, *w_down, *act;   /* expert op names */
     int64_t experts, topk, f;
     bool route_bias;
+    bool gate_bias;    /* gpt-oss: the router projection has a bias [e] */
 } loom_hf_moe;
 loom_status loom_hf_moe_block(loom_hf_builder *hb, int32_t layer, const loom_hf_moe *m,
                               int32_t x, int32_t *y);

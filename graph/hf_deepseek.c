@@ -143,7 +143,7 @@ static loom_status mla(loom_hf_builder *hb, const ds_cfg *dc, const char *a, int
         loom_hf_name(n, "%s.k_concat", a);
         if ((s = loom_hf_view(hb, n, L, 2, in, 1, &nd, &pd, &k))) return s;
     }
-    return loom_hf_attention(hb, a, L, qr, k, kv[1], 0.0, o);
+    return loom_hf_attention(hb, a, L, qr, k, kv[1], 0.0, NULL, o);
 }
 
 static loom_status layer(loom_hf_builder *hb, const void *cfg, int64_t i, int32_t x, int32_t *y)

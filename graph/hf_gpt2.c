@@ -84,7 +84,7 @@ static loom_status block(loom_hf_builder *hb, const void *cfg, int64_t i, int32_
     loom_hf_name(n, "%s.attn.split", p);
     if ((s = loom_hf_view(hb, n, L, 1, &qkv, 3, nd, pd, parts))) return s;
     loom_hf_name(n, "%s.attn", p);
-    if ((s = loom_hf_attention(hb, n, L, parts[0], parts[1], parts[2], gc->attn_p, &o))) return s;
+    if ((s = loom_hf_attention(hb, n, L, parts[0], parts[1], parts[2], gc->attn_p, NULL, &o))) return s;
     loom_hf_name(n, "%s.attn.c_proj", p);
     if ((s = loom_hf_linear(hb, n, L, o, "bsnd,ndh->bsh", LOOM_HF_DIMS(nh, d, h), 1, &proj))) return s;
     loom_hf_name(n, "%s.attn.resid_dropout", p);

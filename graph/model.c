@@ -31,6 +31,16 @@ static const struct {
     {"MistralForCausalLM", "mistral", FAM_LLAMA},
     {"Qwen2ForCausalLM", "qwen2", FAM_LLAMA},
     {"MixtralForCausalLM", "mixtral", FAM_LLAMA},
+    {"Qwen2MoeForCausalLM", "qwen2_moe", FAM_LLAMA},
+    {"Qwen3ForCausalLM", "qwen3", FAM_LLAMA},
+    {"Qwen3MoeForCausalLM", "qwen3_moe", FAM_LLAMA},
+    {"Phi3ForCausalLM", "phi3", FAM_LLAMA},
+    {"Gemma2ForCausalLM", "gemma2", FAM_LLAMA},
+    {"Gemma3ForCausalLM", "gemma3_text", FAM_LLAMA},
+    {"Gemma3ForConditionalGeneration", "gemma3", FAM_LLAMA},
+    {"Llama4ForCausalLM", "llama4_text", FAM_LLAMA},
+    {"Llama4ForConditionalGeneration", "llama4", FAM_LLAMA},
+    {"GptOssForCausalLM", "gpt_oss", FAM_LLAMA},
     {"DeepseekV2ForCausalLM", "deepseek_v2", FAM_DEEPSEEK},
     {"DeepseekV3ForCausalLM", "deepseek_v3", FAM_DEEPSEEK},
 };
@@ -47,7 +57,7 @@ void loom_model_opts_init(loom_model_opts *o)
 
 const char *loom_model_supported(void)
 {
-    static char list[512];
+    static char list[1024];
     if (list[0]) return list;
     size_t n = 0;
     for (size_t i = 0; i < N_FAMILIES; i++)
@@ -118,6 +128,19 @@ loom_status loom_model_build_hf(const char *file, const cJSON *config, const cha
     loom_status s = pick_family(&c, config, &i);
     if (s) return s;
     const char *arch = families[i].model_type;
+    /* Multimodal wrappers (Gemma 3, Llama 4) keep the language model in
+     * "text_config"; its model_type names the text family. The vision tower
+     * is not part of the plan (a warning says so). */
+    const cJSON *text = NULL;
+    if ((s = loom_json_get_object(&c, config, "$", "text_config", false, &text))) return s;
+    if (text && (strcmp(arch, "gemma3") == 0 || strcmp(arch, "llama4") == 0)) {
+        arch = strcmp(arch, "gemma3") == 0 ? "gemma3_text" : "llama4_text";
+        loom_jctx tc = {file, err};
+        config = text;
+        c = tc;
+    } else if (strcmp(arch, "gemma3") == 0 || strcmp(arch, "llama4") == 0) {
+        return loom_json_fail(&c, "$", "%s config without \"text_config\"", families[i].hf_arch);
+    }
     switch (families[i].fam) {
     case FAM_GPT2: return loom_hf_build_gpt2(&c, config, name, o, out);
     case FAM_LLAMA: return loom_hf_build_llama(&c, config, name, arch, o, out);

@@ -210,19 +210,22 @@ static int64_t kv_per_seq(const loom_search *s, const loom_intra_result *r, cons
     const loom_tensor *k = loom_graph_tensor(g, o->in[1]), *v = loom_graph_tensor(g, o->in[2]);
     if (k->ndim < 2) return 0;
     const loom_model_info *info = loom_graph_info_c(g);
+    /* A sliding window or a chunk bounds what the layer keeps: its last
+     * `window` tokens, or the current chunk (graph.h). */
+    int64_t ctx = loom_op_attention_span(o, s->context);
     if (info->kv_lora_rank > 0) {
         /* multi-head latent attention caches the latent, not k and v
          * (memory.h): whole on every GPU of a head split, divided only by a
          * split of the batch, i.e. of the sequences */
         int64_t parts = spec_parts(r, g, a, LOOM_OPERAND_INPUT, 1, k->dims[0].name, m);
-        return loom_memory_kv_bytes_per_token(info, 1) * s->context / (parts > 0 ? parts : 1);
+        return loom_memory_kv_bytes_per_token(info, 1) * ctx / (parts > 0 ? parts : 1);
     }
     int64_t bt = k->dims[0].size * k->dims[1].size;   /* k: [b, t, kvh, dqk] */
     int64_t per_token = (loom_tensor_bytes(k) + loom_tensor_bytes(v)) / (bt > 0 ? bt : 1);
     /* One GPU's share: a batch split holds fewer sequences, a head split
      * less of each; averaged per sequence either way. */
     int64_t parts = spec_parts(r, g, a, LOOM_OPERAND_INPUT, 1, NULL, m);
-    return per_token * s->context / (parts > 0 ? parts : 1);
+    return per_token * ctx / (parts > 0 ? parts : 1);
 }
 
 static loom_status build_tab(loom_search *s, const loom_graph *g, loom_layer_tab *t,

@@ -1,8 +1,9 @@
 /*
  * stage_search.c — the search loops of the Alpa planner (stage_search.h):
  * GPUs used × replicas × micro-batch size, and for each the general and
- * uniform stage DPs and the interleaved variants, every candidate evaluated
- * exactly (stage_costs.c) and the best kept.
+ * uniform stage DPs and Megatron's even / first-last-uneven splits with
+ * 1F1B and interleaving v = 2..8 (unclustered, so every such split is a
+ * candidate whatever the clustering), every candidate evaluated exactly (stage_costs.c) and the best kept.
  *
  * Pruning that never loses a plan: a replica whose GPUs cannot even hold
  * the model state (weights, gradients, sharded Adam state, KV cache) is
@@ -25,6 +26,7 @@
 
 #define MAX_LOGICAL 8              /* logical shapes per sub-mesh */
 #define MAX_SHAPES (2 * MAX_LOGICAL) /* × strategy space (full, Megatron) */
+#define MAX_VPP 8      /* interleaving depths tried: 2 .. MAX_VPP chunks per rank */
 #define DP_GAP 0.005   /* t_max candidates closer than 0.5 % are skipped */
 
 void loom_search_options_init(loom_search_options *o)
@@ -140,6 +142,13 @@ typedef struct {
     const loom_graph *g;
 } point;
 
+int64_t loom_search_work(const loom_search *s)
+{
+    int64_t solves = 0;
+    loom_intra_cache_stats(s->cache, &solves, NULL);
+    return s->res.configs_evaluated + solves;
+}
+
 static bool stop_now(loom_search *s)
 {
     if (s->opt.stop && *s->opt.stop) {
@@ -152,17 +161,70 @@ static bool stop_now(loom_search *s)
         s->res.timed_out = true;
         return true;
     }
+    /* so does the work limit: the same point on every machine */
+    if (s->have_best && s->opt.max_work > 0 && loom_search_work(s) >= s->opt.max_work) {
+        s->res.timed_out = true;
+        return true;
+    }
     return false;
+}
+
+/* Does cfg respect the pinned dimensions? */
+static bool pinned_ok(const loom_search *s, const loom_search_config *cfg)
+{
+    const loom_search_options *o = &s->opt;
+    if ((o->pin_dp && cfg->dp != o->pin_dp) || (o->pin_pp && cfg->pp != o->pin_pp) ||
+        (o->pin_vpp && cfg->vpp != o->pin_vpp) || (o->pin_mbs && cfg->mbs != o->pin_mbs))
+        return false;
+    for (int32_t i = 0; o->pin_tp && i < cfg->n_stages; i++)
+        if (cfg->stages[i].mesh.n1 != o->pin_tp) return false;
+    return true;
+}
+
+/* Keeps (cfg, ev) among the top runners-up when it is distinct from them
+ * or better than its twin. */
+static void keep_top(loom_search *s, const loom_search_config *cfg, const loom_search_eval_result *ev)
+{
+    int32_t cap = s->opt.top < LOOM_SEARCH_TOP_MAX ? s->opt.top : LOOM_SEARCH_TOP_MAX;
+    if (cap < 1) cap = 1;
+    loom_search_top e = {.dp = cfg->dp, .pp = cfg->pp, .vpp = cfg->vpp, .mbs = cfg->mbs,
+                         .micro_batches = cfg->micro_batches, .tp = cfg->stages[0].mesh.n1,
+                         .stage_dp = cfg->stages[0].mesh.n0, .zero = cfg->zero, .megatron = true,
+                         .step_s = s->pb.inference ? ev->latency_s : ev->step_s,
+                         .score = ev->score, .memory_per_gpu_bytes = ev->memory_per_gpu_bytes};
+    for (int32_t i = 0; i < cfg->n_stages; i++) {
+        e.megatron &= cfg->stages[i].megatron;
+        e.recompute_stages += cfg->stages[i].recompute != LOOM_RECOMPUTE_NONE;
+        if (cfg->stages[i].mesh.n1 != e.tp) e.tp = 0;   /* mixed: no one TP size */
+    }
+    loom_search_top *t = s->res.top;
+    int32_t n = s->res.n_top, at = n;
+    for (int32_t i = 0; i < n; i++)
+        if (t[i].dp == e.dp && t[i].pp == e.pp && t[i].vpp == e.vpp && t[i].mbs == e.mbs &&
+            t[i].tp == e.tp && t[i].stage_dp == e.stage_dp && t[i].zero == e.zero &&
+            t[i].megatron == e.megatron && t[i].recompute_stages == e.recompute_stages) {
+            if (t[i].score <= e.score) return;
+            at = i;   /* its twin, now replaced */
+            break;
+        }
+    if (at == n) {
+        if (n == cap && t[n - 1].score <= e.score) return;
+        if (n < cap) s->res.n_top = ++n;
+        at = n - 1;
+    }
+    while (at > 0 && t[at - 1].score > e.score) t[at] = t[at - 1], at--;
+    t[at] = e;
 }
 
 /* Keeps cfg if it fits and beats the best; takes ownership of ev either way. */
 static void consider(loom_search *s, const loom_search_config *cfg, loom_search_eval_result *ev)
 {
     s->res.configs_evaluated++;
-    bool ok = ev->fits;
+    bool ok = ev->fits && pinned_ok(s, cfg);
     if (s->pb.objective == LOOM_OBJ_THROUGHPUT && s->pb.latency_bound_s > 0 &&
         ev->latency_s > s->pb.latency_bound_s)
         ok = false;
+    if (ok) keep_top(s, cfg, ev);
     if (!ev->fits && (s->res.min_memory_bytes == 0 || ev->memory_per_gpu_bytes < s->res.min_memory_bytes))
         s->res.min_memory_bytes = ev->memory_per_gpu_bytes;
     if (ok && (!s->have_best || ev->score < s->res.eval.score * (1 - 1e-12))) {
@@ -414,12 +476,45 @@ static loom_status try_dps(loom_search *s, const point *pt, const int32_t *meshe
     return st;
 }
 
-/* Interleaved 1F1B: pp ranks on sub-mesh m, v chunks each, blocks split
- * evenly (Megatron's requirement), the embedding with the first chunk and
- * the head with the last. Every (logical mesh, recompute) option is first
- * estimated from the layer tables — rank time t_r, memory with the
- * interleaved in-flight count, T ≈ M·max t_r + (Σ t_r - max t_r)/v — and
- * the best one that fits is evaluated exactly. */
+/* Blocks per chunk of Megatron's even split and its uneven variants
+ * (--pipeline-model-parallel-layout, --decoder-first/last-pipeline-num-
+ * layers): variant k of nb blocks over C chunks gives the middle chunks q
+ * blocks each and the first and last chunks the rest, as evenly as
+ * possible, each with 0..2 blocks fewer than q (they also hold the
+ * embedding and the head; Meta's Llama 3.1 405B layout: 1 + 62 × 2 + 1).
+ * Returns false when there is no such variant k. */
+static bool chunk_counts(int32_t nb, int64_t C, int k, int32_t *count)
+{
+    if (C == 1) {
+        if (k) return false;
+        count[0] = nb;
+        return true;
+    }
+    int found = 0;
+    for (int32_t q = (int32_t)((nb + C - 1) / C); q >= 1; q--) {
+        int64_t rest = (int64_t)nb - (C - 2) * q;
+        if (rest < 2) continue;
+        int64_t f = rest / 2, l = rest - f;
+        if (l > q || q - f > 2) continue;
+        if (found++ < k) continue;
+        for (int64_t c = 0; c < C; c++) count[c] = q;
+        count[0] = (int32_t)f, count[C - 1] = (int32_t)l;
+        return true;
+    }
+    return false;
+}
+
+/* Megatron's schedules on uniform stages: pp ranks on sub-mesh m, v chunks
+ * each (v = 1: plain 1F1B; v > 1: interleaved 1F1B, which needs the
+ * micro-batches to be a multiple of pp), blocks split evenly or with
+ * lighter first and last chunks (chunk_counts), the embedding with the
+ * first chunk and the head with the last. Every (split, logical mesh,
+ * recompute) option is first estimated from the layer tables — rank time
+ * t_r, memory with the interleaved in-flight count,
+ * T ≈ M·max t_r + (Σ t_r - max t_r)/v — and the best one that fits is
+ * evaluated exactly. Together with the stage DP this makes every even or
+ * first/last-uneven split Megatron can run a candidate, whatever the layer
+ * clustering. */
 static loom_status try_interleaved(loom_search *s, const point *pt, int32_t m, int64_t v,
                                    loom_error *err)
 {
@@ -431,46 +526,55 @@ static loom_status try_interleaved(loom_search *s, const point *pt, int32_t m, i
             nb++;
         }
     int64_t size = loom_submesh_devices(pt->sub[m]), pp = pt->D / size, chunks = pp * v;
-    if (pp < 2 || nb == 0 || nb % chunks || pt->M % pp || chunks > LOOM_STAGE_MAX || pp > 64)
+    if (nb == 0 || nb < chunks || (v > 1 && (pp < 2 || pt->M % pp)) ||
+        chunks > LOOM_STAGE_MAX || pp > 64)
         return LOOM_OK;
     for (int32_t l = b0; l < b0 + nb; l++)   /* blocks must be contiguous slots */
         if (!loom_memory_is_block(g, l)) return LOOM_OK;
-    int64_t per = nb / chunks;
+    int32_t count[LOOM_STAGE_MAX], best_count[LOOM_STAGE_MAX];
     double cap = (double)(loom_cluster_usable_bytes(s->c) - LOOM_MEM_RESERVED_BYTES);
     int32_t best_si = -1, best_rc = 0;
     double best_est = INFINITY;
-    for (int32_t si = 0; si < pt->nshape[m]; si++) {
-        const loom_layer_tab *t = pt->tab[m][si];
-        if (!t || !t->ok) continue;
-        double p_ref = 0;
-        for (int32_t l = 0; l < n; l++) p_ref += (double)t->params[l];
-        double rate = p_ref > 0 ? loom_search_replica_sync_s(s, p_ref, pt->dp, pt->D, pt->zero,
-                                                             pt->M) / p_ref
-                                : 0;
-        for (int32_t rc = 0; rc < pt->n_rc; rc++) {
-            double tr[64] = {0}, st_b[64] = {0}, act_b[64] = {0};
-            for (int64_t c = 0; c < chunks; c++) {
-                int32_t lo = c == 0 ? 0 : b0 + (int32_t)(c * per);
-                int32_t hi = c == chunks - 1 ? n - 1 : b0 + (int32_t)((c + 1) * per) - 1;
-                for (int32_t l = lo; l <= hi; l++) {
-                    loom_stage_cost one;
-                    layer_cost(s, pt, l, m, si, rc == 1, rate, &one);
-                    tr[c % pp] += one.time_s;
-                    st_b[c % pp] += (double)one.static_bytes;
-                    act_b[c % pp] += (double)one.act_bytes;
+    for (int k = 0; chunk_counts(nb, chunks, k, count); k++) {
+        int32_t lo_of[LOOM_STAGE_MAX + 1];
+        lo_of[0] = 0;
+        for (int64_t c = 0, at = b0; c < chunks; c++) {
+            at += count[c];
+            lo_of[c + 1] = c == chunks - 1 ? n : (int32_t)at;
+        }
+        for (int32_t si = 0; si < pt->nshape[m]; si++) {
+            const loom_layer_tab *t = pt->tab[m][si];
+            if (!t || !t->ok) continue;
+            double p_ref = 0;
+            for (int32_t l = 0; l < n; l++) p_ref += (double)t->params[l];
+            double rate = p_ref > 0 ? loom_search_replica_sync_s(s, p_ref, pt->dp, pt->D,
+                                                                 pt->zero, pt->M) / p_ref
+                                    : 0;
+            for (int32_t rc = 0; rc < pt->n_rc; rc++) {
+                double tr[64] = {0}, st_b[64] = {0}, act_b[64] = {0};
+                for (int64_t c = 0; c < chunks; c++)
+                    for (int32_t l = lo_of[c]; l < lo_of[c + 1]; l++) {
+                        loom_stage_cost one;
+                        layer_cost(s, pt, l, m, si, rc == 1, rate, &one);
+                        tr[c % pp] += one.time_s;
+                        st_b[c % pp] += (double)one.static_bytes;
+                        act_b[c % pp] += (double)one.act_bytes;
+                    }
+                double mx = 0, sum = 0;
+                bool fits = true;
+                double once = rc ? (double)t->max_block_act * (1 + LOOM_MEM_FRAGMENTATION) : 0;
+                for (int64_t r = 0; r < pp; r++) {
+                    double inflight = loom_memory_inflight_microbatches(pp, r, v, pt->M);
+                    fits &= st_b[r] + inflight * act_b[r] + once <= cap;
+                    sum += tr[r];
+                    if (tr[r] > mx) mx = tr[r];
+                }
+                double est = (double)pt->M * mx + (sum - mx) / (double)v;
+                if (fits && est < best_est * (1 - 1e-12)) {
+                    best_est = est, best_si = si, best_rc = rc;
+                    memcpy(best_count, count, sizeof *count * (size_t)chunks);
                 }
             }
-            double mx = 0, sum = 0;
-            bool fits = true;
-            double once = rc ? (double)t->max_block_act * (1 + LOOM_MEM_FRAGMENTATION) : 0;
-            for (int64_t r = 0; r < pp; r++) {
-                double inflight = loom_memory_inflight_microbatches(pp, r, v, pt->M);
-                fits &= st_b[r] + inflight * act_b[r] + once <= cap;
-                sum += tr[r];
-                if (tr[r] > mx) mx = tr[r];
-            }
-            double est = (double)pt->M * mx + (sum - mx) / (double)v;
-            if (fits && est < best_est) best_est = est, best_si = si, best_rc = rc;
         }
     }
     if (best_si < 0) return LOOM_OK;
@@ -480,10 +584,11 @@ static loom_status try_interleaved(loom_search *s, const point *pt, int32_t m, i
     cfg->gpus_per_replica = pt->D, cfg->vpp = v, cfg->pp = pp;
     cfg->sequences = pt->seqs, cfg->zero = pt->zero;
     cfg->n_stages = (int32_t)chunks;
-    for (int64_t c = 0; c < chunks; c++) {
+    for (int64_t c = 0, at = b0; c < chunks; c++) {
         loom_search_stage *x = &cfg->stages[c];
-        x->first_layer = c == 0 ? 0 : b0 + (int32_t)(c * per);
-        x->last_layer = c == chunks - 1 ? n - 1 : b0 + (int32_t)((c + 1) * per) - 1;
+        x->first_layer = c == 0 ? 0 : (int32_t)at;
+        at += best_count[c];
+        x->last_layer = c == chunks - 1 ? n - 1 : (int32_t)at - 1;
         x->group = (int32_t)(c % pp);
         x->submesh = pt->sub[m];
         x->mesh = (loom_mesh_shape){pt->shape[m][best_si][0], pt->shape[m][best_si][1]};
@@ -524,7 +629,8 @@ static loom_status try_point(loom_search *s, point *pt, loom_error *err)
     int64_t gb = loom_graph_info_c(pt->g)->batch;
     if (gb > 0 && gb != pt->b) return LOOM_OK;
     pt->n_layers = loom_graph_layer_count(pt->g);
-    bool general = !s->opt.megatron_only && pt->D <= s->opt.general_max_gpus;
+    bool general = !s->opt.megatron_only && pt->D <= s->opt.general_max_gpus &&
+                   !s->opt.pin_pp && !s->opt.pin_vpp;
     /* only ZeRO-2/3 fit: one-stage replicas only (below) */
     bool staged = pt->zs[0] <= 1;
 
@@ -544,6 +650,7 @@ static loom_status try_point(loom_search *s, point *pt, loom_error *err)
         if (ns > MAX_LOGICAL) ns = MAX_LOGICAL;
         for (int32_t si = 0; si < ns; si++) {
             if (shapes[si][1] > g) continue;
+            if (s->opt.pin_tp && shapes[si][1] != s->opt.pin_tp) continue;
             for (int var = s->opt.megatron_only ? 1 : 0; var < 2; var++) {
                 int32_t k = pt->nshape[m]++;
                 pt->shape[m][k][0] = shapes[si][0], pt->shape[m][k][1] = shapes[si][1];
@@ -592,12 +699,16 @@ static loom_status try_point(loom_search *s, point *pt, loom_error *err)
              * balance, up to 64 clusters */
             int64_t pp = pt->D / loom_submesh_devices(pt->sub[m]);
             if (one_stage && pp != 1) continue;
+            if (s->opt.pin_pp && pp != s->opt.pin_pp) continue;
             int32_t want = (int32_t)(4 * pp < 64 ? 4 * pp : (pp > 64 ? pp : 64));
             int32_t K = loom_stage_cluster(w, pt->n_layers, want, first);
             if (pp > K) continue;
-            st = try_dps(s, pt, &m, 1, first, K, err);
-            for (int64_t v = 2; v <= 4 && !st && !s->pb.inference; v *= 2)
-                st = try_interleaved(s, pt, m, v, err);
+            if (s->opt.pin_vpp <= 1) st = try_dps(s, pt, &m, 1, first, K, err);
+            /* Megatron's own splits, 1F1B and every interleaving depth up
+             * to MAX_VPP chunks per rank */
+            int64_t max_v = s->pb.inference ? 1 : s->opt.pin_vpp > MAX_VPP ? s->opt.pin_vpp : MAX_VPP;
+            for (int64_t v = 1; v <= max_v && !st; v++)
+                if (!s->opt.pin_vpp || v == s->opt.pin_vpp) st = try_interleaved(s, pt, m, v, err);
         }
     }
     free(w);
@@ -660,6 +771,7 @@ loom_status loom_search_run(loom_search *s, const loom_search_result **result, l
                 for (int64_t dp = 1; dp <= used[ui]; dp++) {
                     int64_t U = used[ui], B = seqs[qi];
                     if (U % dp || B % dp || !valid_replica(U / dp, g)) continue;
+                    if (s->opt.pin_dp && dp != s->opt.pin_dp) continue;
                     int64_t D = U / dp;
                     /* the model state alone must fit on the replica's GPUs
                      * under some ZeRO stage on offer */
@@ -682,6 +794,7 @@ loom_status loom_search_run(loom_search *s, const loom_search_result **result, l
                     }
                     for (int64_t b = 1; b <= B / dp && b <= s->opt.max_micro_batch; b++) {
                         if ((B / dp) % b || (fixed_b > 0 && b != fixed_b)) continue;
+                        if (s->opt.pin_mbs && b != s->opt.pin_mbs) continue;
                         if (pass == 0) {
                             total++;
                             continue;

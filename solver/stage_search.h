@@ -25,8 +25,12 @@
  *      general_max_gpus GPUs) for replicas of at most general_max_gpus
  *      GPUs, the uniform one (one sub-mesh shape for all stages: up to a
  *      node, or 2, 4, 8, … nodes, or the whole replica) for all replicas,
- *      plus interleaved schedules with v = 2, 4 chunks per rank when the
- *      blocks divide;
+ *      over layer clusters; plus Megatron's own splits on every uniform
+ *      sub-mesh, unclustered: blocks even over the stages, or first and
+ *      last stage lighter by up to two blocks (a layout), with 1F1B and
+ *      with interleaving at every depth v = 2..8 chunks per rank (M a
+ *      multiple of pp). Without these a clustered DP cannot form, e.g.,
+ *      15 stages of 7 of GPT-530B's 105 layers;
  *   4. evaluates each resulting configuration exactly (loom_search_eval:
  *      stage ranges re-solved as ranges, memory per pipeline rank — all its
  *      chunks when interleaving — with fragmentation and workspace, 1F1B or
@@ -115,12 +119,21 @@ typedef struct {
     double time_limit_s;           /* whole search (0 = none): once a plan has been found,
                                       the best so far when reached */
     double ilp_time_limit_s;       /* per ILP solve (0 = intra's default) */
+    int64_t max_work;              /* whole search (0 = none): configurations evaluated +
+                                      ILP solves; once a plan has been found, the best so
+                                      far when reached. Unlike time_limit_s it gives the
+                                      same plan on every machine, loaded or not */
     int32_t max_clusters;          /* layer clusters for the DP (default 24) */
     int64_t max_micro_batch;       /* largest micro-batch tried (default 8) */
     int64_t general_max_gpus;      /* replicas up to this size get the general DP (16) */
     int zero;                      /* ZeRO stage over replicas; -1 = the search picks
                                       (1 with replicas; 2 or 3 for one-stage ones) */
     bool no_recompute;             /* do not consider full recompute */
+    /* Pins (0 = searched): tensor-parallel size (every stage's logical mesh
+     * axis 1), pipeline ranks, replicas, micro-batch, chunks per rank. A
+     * pinned pp or vpp leaves only uniform stages. */
+    int64_t pin_tp, pin_pp, pin_dp, pin_mbs, pin_vpp;
+    int32_t top;                   /* runners-up kept in the result (0/1: the best only) */
     const volatile sig_atomic_t *stop;   /* non-zero: stop and return the best so far (a
                                             signal handler's flag) */
     void (*progress)(void *ctx, double done, const char *what);   /* optional */
@@ -175,6 +188,18 @@ typedef struct {
     double measured_s, total_s;        /* compute resting on the profile db / all compute */
 } loom_stage_eval;
 
+#define LOOM_SEARCH_TOP_MAX 32
+
+/* One of the best configurations (loom_search_result.top). */
+typedef struct {
+    int64_t dp, pp, vpp, mbs, micro_batches, tp, stage_dp;
+    int zero;
+    bool megatron;                     /* every stage in Megatron's strategy space */
+    int32_t recompute_stages;          /* stages with full recompute */
+    double step_s, score;
+    int64_t memory_per_gpu_bytes;
+} loom_search_top;
+
 typedef struct {
     int32_t n_stages;
     loom_stage_eval *stages;           /* [n_stages], owned */
@@ -198,9 +223,17 @@ typedef struct {
     double time_s;
     bool stopped, timed_out;
     int64_t min_memory_bytes;          /* infeasible: least per-GPU memory any plan needs */
+    /* The best distinct configurations, best first (options.top of them):
+     * distinct by dp, pp, vpp, mbs, tp, ZeRO, strategy space and recompute. */
+    int32_t n_top;
+    loom_search_top top[LOOM_SEARCH_TOP_MAX];
 } loom_search_result;
 
 typedef struct loom_search loom_search;
+
+/* Work done so far: configurations evaluated plus distinct ILP solves
+ * (the units of max_work). */
+int64_t loom_search_work(const loom_search *s);
 
 /* Creates a search of problem p (copied; its model and cost model are
  * borrowed) with options o (NULL: the defaults). Builds no graph yet. */

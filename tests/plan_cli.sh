@@ -127,5 +127,14 @@ if [ "$(id -u)" != 0 ]; then
     has "$tmp/err" "$tmp/ro/p.json"
 fi
 
+
+# issue #19: GPT-530B (MT-NLG shape) on 2,520 A100. The clustered stage DP
+# could not form 15 stages of 7 layers; `loom eval --tp 8 --pp 15 --dp 21
+# --mbs 1 --sp --zero 1` gives 36.49 s, so --space megatron must plan at most
+# that (it finds tp8 pp15 vpp7 at 34.13 s).
+run 0 plan tests/data/gpt-530b.json --cluster dgx-a100-80g-x315 --gbs 2520 --seq 2048 \
+    --space megatron --json
+if awk -F'"step_time_s":' 'NF > 1 { split($2, a, ","); if (a[1] + 0 <= 36.49) ok = 1 } END { exit !ok }' "$tmp/out"; then ok; else bad "gpt-530b on 2520 A100: --space megatron plans slower than 36.49 s"; fi
+
 echo "plan_cli: $passes passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -34,10 +34,22 @@ static const char *put(const char *name, const char *text, char *path, size_t n)
 
 static void devices(void)
 {
-    CHECK_INT_EQ(loom_device_count(), 6);
+    CHECK_INT_EQ(loom_device_count(), 12);   /* 6 + H800, H20, B200-NVL72, MI300X, MI325X, L40S */
     const loom_device *h = loom_device_find("H100-SXM5-80GB");
     CHECK(h != NULL);
     CHECK(loom_device_find("h100") == h);
+    /* issue #21 presets: H800's NVLink is 400 GB/s bidirectional (datasheet) */
+    const loom_device *h8 = loom_device_find("h800");
+    CHECK(h8 != NULL);
+    if (h8) CHECK_NEAR_REL(h8->nvlink_Bps, 200e9, 1e-12);
+    loom_cluster nvl;
+    loom_error ce;
+    CHECK_INT_EQ(loom_cluster_preset("GB200-NVL72-x4", &nvl, &ce), LOOM_OK);
+    CHECK_INT_EQ(nvl.gpus_per_node, 72);
+    CHECK_INT_EQ(loom_cluster_gpus(&nvl), 288);
+    CHECK_NEAR_REL(nvl.intra.bandwidth_Bps, 900e9, 1e-12);
+    CHECK_INT_EQ(loom_cluster_preset("pcie-l40s-x2", &nvl, &ce), LOOM_OK);
+    CHECK_NEAR_REL(nvl.intra.bandwidth_Bps, 32e9, 1e-12);   /* PCIe Gen4 x16, no NVLink */
     CHECK(loom_device_find("H100-SXM") == h);
     CHECK(loom_device_find("H100-SXM-80GB") == h);   /* docs/design.md §4 spelling */
     CHECK(loom_device_find("NVIDIA H100 80GB HBM3") == h);

@@ -327,6 +327,25 @@ static void test_budget(loom_cost_model *cm)
     CHECK(loom_algo_run(loom_algo_find("grid"), &r, &res, &err) == LOOM_OK);
     CHECK(res.timed_out);
     CHECK(res.evals < res.space);
+
+    /* A work budget stops every algorithm at the same point on any machine:
+     * two runs agree exactly, and the Alpa planner stops early too. */
+    r.budget_s = 0;
+    r.max_work = 40;
+    const char *names[] = {"grid", "alpa", "alpa-megatron", "greedy"};
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
+        loom_algo_result a, b, full;
+        r.max_work = 40;
+        CHECK(loom_algo_run(loom_algo_find(names[k]), &r, &a, &err) == LOOM_OK);
+        CHECK(loom_algo_run(loom_algo_find(names[k]), &r, &b, &err) == LOOM_OK);
+        CHECK(a.found == b.found && a.evals == b.evals && a.timed_out == b.timed_out);
+        if (a.found) CHECK(a.score.score == b.score.score);
+        r.max_work = 0;
+        CHECK(loom_algo_run(loom_algo_find(names[k]), &r, &full, &err) == LOOM_OK);
+        CHECK(!full.timed_out);
+        if (a.timed_out) CHECK(a.evals <= full.evals);
+        if (!strcmp(names[k], "grid")) CHECK(a.timed_out && a.evals < full.evals);
+    }
 }
 
 static void test_registry(void)

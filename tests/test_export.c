@@ -752,11 +752,12 @@ static void test_obstacles(void)
 }
 
 /* A plan with context parallelism: read as CP 2 x TP 4, exported to the
- * runtimes that have it and refused by those that do not. */
+ * runtimes that have it and refused by those that do not (seq 8192: Llama-3-8B's
+ * max_position_embeddings, beyond which loom refuses a config without rope_scaling). */
 static void test_context_parallel(void)
 {
     static const plan_spec cp = {"llama-3-8b-cp", "llama-3-8b", LOOM_PLAN_TRAIN, 2, 8, 2, 1, 1, 4, 2, 1,
-                                 16, 16384, {0}, false, LOOM_RECOMPUTE_NONE, 0, OPS_CP};
+                                 16, 8192, {0}, false, LOOM_RECOMPUTE_NONE, 0, OPS_CP};
     loom_plan *p = make_plan(&cp);
     loom_runtime_config c;
     loom_export_list obs = {0};

@@ -85,6 +85,118 @@ static void test_published_sizes(void)
     }
 }
 
+/* Issue #21: one real config of every architecture added, against the
+ * published total (and active, for MoE) in examples/models/PARAMS.md, which
+ * gives each figure's source. Where the publisher rounds to two digits
+ * ("3.3B", "3.8B", "109B" with its vision tower) the reference is the
+ * independent count from the config in PARAMS.md, as it notes. gpt-oss's
+ * "active" (arXiv:2508.10925 Table 1) leaves the input embedding out. */
+static void test_published_new(void)
+{
+    static const struct {
+        const char *name;
+        double total, active;   /* active 0: dense */
+        bool active_no_embed;
+    } tab[] = {
+        {"qwen2.5-7b-instruct", 7.61e9, 0, false},      /* model card */
+        {"qwen3-8b", 8.2e9, 0, false},                  /* model card (8.191 counted) */
+        {"qwen3-32b", 32.8e9, 0, false},                /* model card */
+        {"qwen3-30b-a3b", 30.5e9, 3.353e9, false},      /* card; active "3.3B" */
+        {"qwen3-235b-a22b", 235e9, 22.191e9, false},    /* card; active "22B" */
+        {"qwen2-57b-a14b", 57.41e9, 14.249e9, false},   /* Qwen2 blog; active "14B" */
+        {"gpt-oss-20b", 20.91e9, 3.61e9, true},         /* arXiv:2508.10925 Table 1 */
+        {"gpt-oss-120b", 116.83e9, 5.13e9, true},
+        {"llama-4-scout-17b-16e-instruct", 107.77e9, 17.17e9, false},   /* text stack of 109B / 17B */
+        {"gemma-2-9b", 9242164736.0, 0, false},         /* arXiv:2408.00118 Table 2 */
+        {"gemma-2-27b", 27227718144.0, 0, false},
+        {"gemma-3-27b-it", 27.016e9, 0, false},         /* arXiv:2503.19786 Table 1, text */
+        {"phi-3-mini-4k-instruct", 3.821e9, 0, false},  /* "3.8B", arXiv:2404.14219 */
+        {"phi-4", 14.66e9, 0, false},                   /* HF "14.7B" (paper "14B") */
+    };
+    for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++) {
+        loom_graph *g = load(tab[i].name, NULL);
+        if (!g) continue;
+        loom_graph_totals t;
+        loom_graph_totals_get(g, &t);
+        double active = (double)t.params_active - (tab[i].active_no_embed ? (double)t.params_embedding : 0);
+        fprintf(stderr, "  %-32s %.5g params (published %.5g), active %.5g (published %.5g)\n",
+                tab[i].name, (double)t.params, tab[i].total, active, tab[i].active);
+        CHECK_NEAR_REL(t.params, tab[i].total, 0.005);
+        if (tab[i].active > 0) CHECK_NEAR_REL(active, tab[i].active, 0.005);
+        else CHECK_INT_EQ(t.params_active, t.params);
+        loom_graph_destroy(g);
+    }
+}
+
+/* The per-layer patterns the configs imply (hf_llama_cfg.c's table). */
+static void test_layer_patterns(void)
+{
+    static const struct {
+        const char *name;
+        int64_t local, chunked, moe_layers;
+    } tab[] = {
+        {"gemma-2-9b", 21, 0, 0},         /* even layers of 42 */
+        {"gemma-3-27b-it", 52, 0, 0},     /* 5 local : 1 global over 62 */
+        {"gpt-oss-20b", 12, 0, 24},
+        {"llama-4-scout-17b-16e-instruct", 0, 36, 48},
+        {"mistral-7b", 32, 0, 0},
+        {"qwen2.5-7b-instruct", 0, 0, 0}, /* use_sliding_window: false */
+        {"qwen3-30b-a3b", 0, 0, 48},
+        {"qwen2-57b-a14b", 0, 0, 28},
+    };
+    for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++) {
+        loom_graph *g = load(tab[i].name, NULL);
+        if (!g) continue;
+        int64_t local = 0, chunked = 0, moe = 0;
+        for (int32_t k = 0; k < loom_graph_num_ops(g); k++) {
+            const loom_op *op = loom_graph_op(g, k);
+            local += op->kind == LOOM_OP_ATTENTION && op->window > 0;
+            chunked += op->kind == LOOM_OP_ATTENTION && op->chunk > 0;
+            moe += op->kind == LOOM_OP_MOE_ROUTE;
+        }
+        CHECK_INT_EQ(local, tab[i].local);
+        CHECK_INT_EQ(chunked, tab[i].chunked);
+        CHECK_INT_EQ(moe, tab[i].moe_layers);
+        loom_graph_destroy(g);
+    }
+}
+
+/* A sequence beyond max_position_embeddings: an error without rope_scaling,
+ * a warning naming it with. Unmodelled math keys: a named warning. */
+static void test_positions_and_keys(void)
+{
+    loom_model_opts o;
+    loom_model_opts_init(&o);
+    o.seq = 200000;
+    loom_graph *g = NULL;
+    loom_error err = {0};
+    CHECK_INT_EQ(loom_model_load("examples/models/llama-3-8b.json", &o, &g, &err), LOOM_ERR_INVALID);
+    CHECK_STR_CONTAINS(err.msg, "exceeds the 8192 positions");
+    CHECK_STR_CONTAINS(err.msg, "rope_scaling");
+    CHECK_INT_EQ(loom_model_load("examples/models/llama-3.1-405b.json", &o, &g, &err), LOOM_OK);
+    if (g) {
+        CHECK_INT_EQ(loom_graph_num_warnings(g), 1);
+        CHECK_STR_CONTAINS(loom_graph_warning(g, 0), "rope_scaling llama3");
+        loom_graph_destroy(g);
+        g = NULL;
+    }
+    /* a Llama config with a Gemma-only key */
+    const char *json = "{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 64, "
+                       "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
+                       "\"intermediate_size\": 128, \"vocab_size\": 100, "
+                       "\"attn_logit_softcapping\": 50.0}";
+    cJSON *cfg = cJSON_Parse(json);
+    loom_model_opts_init(&o);
+    o.seq = 16;
+    CHECK_INT_EQ(loom_model_build_hf("x.json", cfg, "x", &o, &g, &err), LOOM_OK);
+    if (g) {
+        CHECK_INT_EQ(loom_graph_num_warnings(g), 1);
+        CHECK_STR_CONTAINS(loom_graph_warning(g, 0), "\"attn_logit_softcapping\" is not modelled");
+        loom_graph_destroy(g);
+    }
+    cJSON_Delete(cfg);
+}
+
 static void test_closed_forms(void)
 {
     CHECK_INT_EQ(params_of("llama-3-8b"), llama_params(32, 4096, 32, 8, 14336, 128256, 0, 0, 0));
@@ -334,6 +446,9 @@ static void test_deepseek_v2_lite_style(void)
 int main(void)
 {
     test_published_sizes();
+    test_published_new();
+    test_layer_patterns();
+    test_positions_and_keys();
     test_closed_forms();
     test_signatures();
     test_info();

@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include "graph/graph.h"
 #include <stdint.h>
 #include "base/error.h"
 #include "planner/cli/options.h"
@@ -23,6 +24,11 @@ typedef struct {
 
 int loom_cmd_inspect(int argc, char **argv);
 int loom_cmd_eval(int argc, char **argv);
+int loom_cmd_eval_serve(int argc, char **argv);   /* eval --mode serve (cmd_eval_serve.c) */
+int loom_cmd_calibrate_serve(int argc, char **argv);   /* calibrate --serving */
+/* A model id of a launch line or a record ("meta-llama/Meta-Llama-3-70B-Instruct")
+ * → the path of the bundled config of that architecture (examples/models). */
+bool loom_cli_find_model_id(const char *id, char *path, size_t n);
 int loom_cmd_calibrate(int argc, char **argv);
 int loom_cmd_shard(int argc, char **argv);
 int loom_cmd_plan(int argc, char **argv);
@@ -33,7 +39,7 @@ int loom_cmd_compare_merge(int argc, char **argv);
 /* Each command's option table (options.h), for its --help and for tests. */
 extern const loom_cli_spec loom_cli_spec_inspect, loom_cli_spec_eval, loom_cli_spec_calibrate,
     loom_cli_spec_shard, loom_cli_spec_plan, loom_cli_spec_export, loom_cli_spec_compare,
-    loom_cli_spec_compare_merge;
+    loom_cli_spec_compare_merge, loom_cli_spec_eval_serve, loom_cli_spec_calibrate_serve;
 
 /* Prints "loom: MESSAGE" to stderr and returns the exit code for err. */
 int loom_cli_fail(const loom_error *err);
@@ -70,5 +76,19 @@ int loom_cli_check_outputs(const char *cmd, const loom_cli_path *inputs, int n_i
  * under examples/<kind>/ in the source tree, then the installed data dir.
  * Returns false (out untouched) when nothing matched. */
 bool loom_cli_find_data(const char *arg, const char *kind, char *out, size_t n);
+
+/* For a name loom_cli_find_data did not find: "did you mean llama-3-70b?
+ * known: …" — the nearest bundled names of `kind` (edit distance, case
+ * ignored) and the sorted list, plus `extra` names (NULL-terminated, may be
+ * NULL: cluster presets). */
+void loom_cli_suggest(const char *arg, const char *kind, const char *const *extra, char *out,
+                      size_t n);
+
+/* Prints "<who>: ARG: no such file, and no bundled model of that name; did
+ * you mean …? known: …" on stderr and returns LOOM_EXIT_FAIL. */
+int loom_cli_no_model(const char *who, const char *arg);
+
+/* Prints the graph's model warnings on stderr ("loom: warning: …"). */
+void loom_cli_print_warnings(const loom_graph *g);
 
 #endif

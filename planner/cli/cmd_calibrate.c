@@ -51,7 +51,8 @@ const loom_cli_spec loom_cli_spec_calibrate = {
     .about = "Fits the cost model's efficiencies (large-GEMM efficiency and its size roll-off, HBM\n"
              "efficiency, flash-attention efficiency, NVLink efficiency, overlap of the gradient\n"
              "sync) to measured iteration times, minimising squared log errors, and writes a\n"
-             "loom-calib/1 file for `loom eval --calib` (stdout without -o).\n",
+             "loom-calib/1 file for `loom eval --calib` (stdout without -o).\n"
+             "Serving runs have their own fit: loom calibrate --serving RECORDS (its -h).\n",
     .opts = calibrate_opts,
     .n_opts = sizeof calibrate_opts / sizeof calibrate_opts[0],
     .pos = {.metavar = "RECORDS.json", .field = F(records), .max = 1, .noun = "RECORDS file",
@@ -141,6 +142,8 @@ static int evaluate(const char *file, const loom_calib_record *r, size_t n,
 
 int loom_cmd_calibrate(int argc, char **argv)
 {
+    for (int i = 1; i < argc; i++)   /* serving records: their own fit (cmd_calibrate_serve.c) */
+        if (!strcmp(argv[i], "--serving")) return loom_cmd_calibrate_serve(argc, argv);
     calibrate_args args;
     int prc = loom_cli_parse(&loom_cli_spec_calibrate, argc, argv, &args);
     if (prc != LOOM_CLI_RUN) return prc;

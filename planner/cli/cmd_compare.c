@@ -3,7 +3,7 @@
  * algorithms side by side over a suite of cases (planner/compare/compare.h,
  * planner/compare/algo.h; docs/compare.md).
  *
- *   loom compare --suite FILE [--algos a,b,…] [--budget S] [--evals N]
+ *   loom compare --suite FILE [--algos a,b,…] [--work N] [--budget S] [--evals N]
  *                [--seed N] [--format md|csv|json] [-o FILE] [--svg FILE]
  *                [--shard K/N] [--no-timings]
  *   loom compare-merge FILE… [--format md|csv|json] [-o FILE] [--svg FILE]
@@ -23,7 +23,9 @@
 #include "planner/cli/cli.h"
 #include "planner/compare/compare.h"
 
-#define DEFAULT_BUDGET_S 10.0
+/* Budgets are in work (evaluations + ILP solves), which every machine
+ * counts alike; a wall-clock cap only when the user asks for one. */
+#define DEFAULT_MAX_WORK 20000
 
 typedef enum { FMT_MD, FMT_CSV, FMT_JSON } out_format;
 
@@ -33,7 +35,7 @@ typedef struct {
     int n_algos;
     char algo_buf[512];
     double budget_s;
-    int64_t evals, seed;
+    int64_t work, evals, seed;
     int32_t shard_k, shard_n;
     out_format format;
     bool timings, no_timings;
@@ -95,7 +97,7 @@ static void args_init(void *p)
 {
     args *a = p;
     memset(a, 0, sizeof *a);
-    a->budget_s = DEFAULT_BUDGET_S;
+    a->work = DEFAULT_MAX_WORK;
     a->evals = 48;
     a->seed = 1;
     a->shard_n = 1;
@@ -130,7 +132,11 @@ static const loom_cli_option compare_opts[] = {
     {.name = "--algos", .kind = LOOM_CLI_CUSTOM, .parse = parse_algos, .metavar = "LIST",
      .help = "comma-separated algorithms", .def = "all of them"},
     {.name = "--budget", .kind = LOOM_CLI_NUM, .field = F(budget_s), .min = 0, .max = 86400,
-     .metavar = "S", .help = "wall-clock cap per algorithm and case, seconds"},
+     .metavar = "S", .help = "wall-clock cap per algorithm and case, seconds\n"
+                             "(results then depend on the machine's load)", .def = "none"},
+    {.name = "--work", .kind = LOOM_CLI_INT, .field = F(work), .lo = 0, .hi = (int64_t)1 << 40,
+     .metavar = "N", .help = "work cap per algorithm and case: evaluations + ILP\n"
+                             "solves (0 = none); the same on every machine"},
     {.name = "--evals", .kind = LOOM_CLI_INT, .field = F(evals), .lo = 1, .hi = 1 << 24,
      .metavar = "N", .help = "evaluations for random and genetic"},
     {.name = "--seed", .kind = LOOM_CLI_INT, .field = F(seed), .lo = 0, .hi = (int64_t)1 << 53,
@@ -150,9 +156,9 @@ static const loom_cli_option merge_opts[] = {OUTPUT_OPTIONS};
 
 const loom_cli_spec loom_cli_spec_compare = {
     .cmd = "compare",
-    .usage = "usage: loom compare --suite FILE [--algos a,b,...] [--budget S] [--evals N] [--seed N]\n"
-             "                    [--format md|csv|json] [-o FILE] [--svg FILE] [--shard K/N]\n"
-             "                    [--no-timings]\n"
+    .usage = "usage: loom compare --suite FILE [--algos a,b,...] [--work N] [--budget S]\n"
+             "                    [--evals N] [--seed N] [--format md|csv|json] [-o FILE]\n"
+             "                    [--svg FILE] [--shard K/N] [--no-timings]\n"
              "       loom compare --merge FILE... (= loom compare-merge FILE...)\n",
     .about = "Runs search algorithms on every case of a suite (loom-suite/1, docs/compare.md) and\n"
              "reports each one's predicted step time (per-token latency for inference), its gap to\n"
@@ -269,7 +275,7 @@ static int run_suite(const args *a)
     loom_error err = {0};
     if (loom_compare_suite_read(a->suite, &suite, &err)) return loom_cli_fail(&err);
     int rc = LOOM_EXIT_OK;
-    if (loom_compare_report_init(&r, &suite, a->algos, a->n_algos, a->budget_s, a->evals,
+    if (loom_compare_report_init(&r, &suite, a->algos, a->n_algos, a->budget_s, a->work, a->evals,
                                  (uint64_t)a->seed, a->timings, a->shard_k, a->shard_n, &err)) {
         loom_compare_suite_free(&suite);
         return loom_cli_fail(&err);

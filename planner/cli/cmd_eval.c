@@ -26,6 +26,7 @@
 typedef struct {
     const char *model, *cluster, *calib, *profile, *from_megatron;
     loom_parallel p;
+    int mode;   /* 0 train (this command); serve goes to cmd_eval_serve.c */
     bool json, unfused, no_grad_overlap, dp_given, gbs_given, seq_given, mbs_given;
     double memory_headroom;   /* < 0: the cluster's */
 } eval_args;
@@ -56,7 +57,13 @@ static const loom_cli_choice framework_choices[] = {{"megatron", LOOM_FRAMEWORK_
 #define DEGREE(opt, f, what) \
     {.name = opt, .kind = LOOM_CLI_INT, .field = F(p.f), .lo = 1, .hi = 1 << 20, .metavar = "N", \
      .help = what}
+static const loom_cli_choice mode_choices[] = {{"train", 0, false}, {"serve", 1, false},
+                                               {NULL, 0, false}};
+
 static const loom_cli_option eval_opts[] = {
+    {.name = "--mode", .kind = LOOM_CLI_ENUM, .field = F(mode), .choices = mode_choices,
+     .metavar = "M", .help = "train (this command); serve: a serving deployment\n"
+                             "(loom eval --mode serve -h lists its options)"},
     {.name = "--cluster", .kind = LOOM_CLI_STR, .field = F(cluster), .metavar = "C",
      .help = "a preset (dgx-h100-x16, dgx-a100-80g-x4, …) or a cluster file"},
     DEGREE("--tp", tp, "tensor-parallel degree"),
@@ -136,7 +143,8 @@ const loom_cli_spec loom_cli_spec_eval = {
         "                 [--unfused-attention] [--tp-comm-overlap] [--no-overlap-grad-reduce]\n"
         "                 [--grad-reduce-bf16] [--framework megatron|deepspeed|torchtitan]\n"
         "                 [--calib FILE] [--profile DB] [--json]\n"
-        "       loom eval [MODEL] --cluster C --from-megatron \"torchrun ... pretrain_gpt.py ...\"\n",
+        "       loom eval [MODEL] --cluster C --from-megatron \"torchrun ... pretrain_gpt.py ...\"\n"
+        "       loom eval MODEL --cluster C --mode serve …   (serving: loom eval --mode serve -h)\n",
     .about =
         "Predicts one training step of a Megatron-style configuration: step time and where it\n"
         "goes (compute, tensor-parallel comm, pipeline bubble, p2p, gradient sync, optimizer),\n"
@@ -308,8 +316,23 @@ static int print_json(const eval_args *a, const loom_cluster *c, const loom_grap
 
 /* ---- the command ------------------------------------------------------------------ */
 
+/* --mode serve, --from-vllm and --from-sglang belong to the serving
+ * evaluator (cmd_eval_serve.c). */
+static bool wants_serve(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *x = argv[i];
+        if (!strcmp(x, "--mode=serve") || (!strcmp(x, "--mode") && i + 1 < argc &&
+                                           !strcmp(argv[i + 1], "serve")))
+            return true;
+        if (!strncmp(x, "--from-vllm", 11) || !strncmp(x, "--from-sglang", 13)) return true;
+    }
+    return false;
+}
+
 int loom_cmd_eval(int argc, char **argv)
 {
+    if (wants_serve(argc, argv)) return loom_cmd_eval_serve(argc, argv);
     eval_args a;
     int rc = parse(argc, argv, &a);
     if (rc != LOOM_CLI_RUN) return rc;
@@ -336,9 +359,7 @@ int loom_cmd_eval(int argc, char **argv)
     if (a.calib && loom_calib_load(a.calib, &cal, &err)) return loom_cli_fail(&err);
 
     if (a.model && !loom_cli_find_data(a.model, "models", path, sizeof path)) {
-        fprintf(stderr, "loom: %s: no such file, and no bundled model of that name "
-                "(see examples/models/)\n", a.model);
-        return LOOM_EXIT_FAIL;
+        return loom_cli_no_model("loom", a.model);
     }
     loom_model_opts mo;
     loom_model_opts_init(&mo);

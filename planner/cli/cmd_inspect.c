@@ -146,6 +146,10 @@ static void op_detail(char *b, size_t n, const loom_op *op)
 {
     if (op->kind == LOOM_OP_EINSUM) snprintf(b, n, "%s%s", op->einsum, op->bias ? " +bias" : "");
     else if (op->fn[0]) snprintf(b, n, "%s", op->fn);
+    else if (op->kind == LOOM_OP_ATTENTION && op->window)
+        snprintf(b, n, "%swindow %lld", op->causal ? "causal " : "", (long long)op->window);
+    else if (op->kind == LOOM_OP_ATTENTION && op->chunk)
+        snprintf(b, n, "%schunk %lld", op->causal ? "causal " : "", (long long)op->chunk);
     else if (op->kind == LOOM_OP_ATTENTION) snprintf(b, n, "%s", op->causal ? "causal" : "");
     else if (op->topk) snprintf(b, n, "top-%d", (int)op->topk);
     else b[0] = '\0';
@@ -156,6 +160,20 @@ static int64_t op_params(const loom_graph *g, const loom_op *op)
     int64_t p = 0;
     for (int k = 0; k < op->n_w; k++) p += loom_tensor_numel(loom_graph_tensor(g, op->w[k]));
     return p;
+}
+
+/* Attention layers and those that attend locally (window or chunk). */
+static void attention_layers(const loom_graph *g, int64_t *all, int64_t *local, int64_t *window,
+                             int64_t *chunk)
+{
+    *all = *local = *window = *chunk = 0;
+    for (int32_t i = 0; i < loom_graph_num_ops(g); i++) {
+        const loom_op *op = loom_graph_op(g, i);
+        if (op->kind != LOOM_OP_ATTENTION) continue;
+        ++*all;
+        if (op->window) ++*local, *window = op->window;
+        if (op->chunk) ++*local, *chunk = op->chunk;
+    }
 }
 
 static void print_text(const char *path, const loom_graph *g, const loom_graph_totals *tot,
@@ -183,6 +201,19 @@ static void print_text(const char *path, const loom_graph *g, const loom_graph_t
     fmt_count(b, sizeof b, tot->params_embedding);
     printf("\nparameters    %s total, %s in embeddings%s\n", a, b,
            m->arch[0] ? (m->tied_embeddings ? " (lm_head tied)" : " (lm_head untied)") : "");
+    if (tot->params_active != tot->params) {
+        /* Published "active" figures differ on the input embedding (a lookup,
+         * no FLOPs): Qwen counts it, OpenAI's gpt-oss card does not. */
+        fmt_count(a, sizeof a, tot->params_active);
+        fmt_count(b, sizeof b, tot->params_active - (m->tied_embeddings ? 0 : tot->params_embedding));
+        printf("active        %s per token (%s without the input embedding)\n", a, b);
+    }
+    int64_t n_attn, n_local, win, chunk;
+    attention_layers(g, &n_attn, &n_local, &win, &chunk);
+    if (n_local > 0)
+        printf("attention     %lld of %lld layers local (%s %lld), %lld global\n",
+               (long long)n_local, (long long)n_attn, win ? "sliding window" : "chunk",
+               (long long)(win ? win : chunk), (long long)(n_attn - n_local));
     double per = tokens > 0 ? (double)tokens : 1.0;
     fmt_flops(a, sizeof a, (double)tot->fwd_flops / per);
     fmt_flops(b, sizeof b, (double)(tot->fwd_flops + tot->bwd_flops) / per);
@@ -265,6 +296,15 @@ static int print_json(const char *path, const loom_graph *g, const loom_graph_to
     cJSON_AddBoolToObject(o, "flash_attention", m->flash_attention);
     cJSON_AddNumberToObject(o, "params", (double)tot->params);
     cJSON_AddNumberToObject(o, "params_embedding", (double)tot->params_embedding);
+    cJSON_AddNumberToObject(o, "params_active", (double)tot->params_active);
+    {
+        int64_t n_attn, n_local, win, chunk;
+        attention_layers(g, &n_attn, &n_local, &win, &chunk);
+        cJSON_AddNumberToObject(o, "attention_layers", (double)n_attn);
+        cJSON_AddNumberToObject(o, "attention_local_layers", (double)n_local);
+        if (win) cJSON_AddNumberToObject(o, "attention_window", (double)win);
+        if (chunk) cJSON_AddNumberToObject(o, "attention_chunk", (double)chunk);
+    }
     cJSON_AddNumberToObject(o, "layers", (double)(m->layers ? m->layers : nl));
     cJSON_AddNumberToObject(o, "layer_slots", nl);
     cJSON_AddNumberToObject(o, "flops_fwd", (double)tot->fwd_flops);
@@ -343,14 +383,13 @@ int loom_cmd_inspect(int argc, char **argv)
     if (!model) return loom_cli_usage_error("inspect", "missing MODEL (a path or a bundled name)");
     char path[4096];
     if (!loom_cli_find_data(model, "models", path, sizeof path)) {
-        fprintf(stderr, "loom: %s: no such file, and no bundled model of that name "
-                "(see examples/models/)\n", model);
-        return LOOM_EXIT_FAIL;
+        return loom_cli_no_model("loom", model);
     }
 
     loom_error err = {0};
     loom_graph *g = NULL;
     if (loom_model_load(path, &o, &g, &err)) return loom_cli_fail(&err);
+    loom_cli_print_warnings(g);
     const loom_model_info *m = loom_graph_info_c(g);
     /* A loom graph carries its own shapes; say so rather than ignore the options silently. */
     if ((seq_opt && m->seq != o.seq) || (batch_opt && m->batch != o.batch) ||

@@ -97,6 +97,21 @@ static const loom_cli_option plan_opts[] = {
      .def = "the search tries 1-3; 1 with one replica"},
     {.name = "--no-recompute", .kind = LOOM_CLI_FLAG, .field = F(req.search.no_recompute),
      .help = "do not consider activation recomputation"},
+    /* pins: 0 = searched (loom_search_options) */
+    {.name = "--tp", .kind = LOOM_CLI_INT, .field = F(req.search.pin_tp), .lo = 1, .hi = 1 << 20,
+     .metavar = "N", .help = "pin the tensor-parallel size of every stage", .def = "searched"},
+    {.name = "--pp", .kind = LOOM_CLI_INT, .field = F(req.search.pin_pp), .lo = 1, .hi = 1 << 20,
+     .metavar = "N", .help = "pin the pipeline ranks (uniform stages)", .def = "searched"},
+    {.name = "--dp", .kind = LOOM_CLI_INT, .field = F(req.search.pin_dp), .lo = 1, .hi = 1 << 30,
+     .metavar = "N", .help = "pin the pipeline replicas", .def = "searched"},
+    {.name = "--mbs", .kind = LOOM_CLI_INT, .field = F(req.search.pin_mbs), .lo = 1, .hi = 1 << 20,
+     .metavar = "N", .help = "pin the micro-batch size", .def = "searched"},
+    {.name = "--vpp", .kind = LOOM_CLI_INT, .field = F(req.search.pin_vpp), .lo = 1, .hi = 512,
+     .metavar = "N", .help = "pin the model chunks per pipeline rank (1: no\ninterleaving)",
+     .def = "searched"},
+    {.name = "--top", .kind = LOOM_CLI_INT, .field = F(req.search.top), .lo = 1,
+     .hi = LOOM_SEARCH_TOP_MAX, .metavar = "N",
+     .help = "also list the N best distinct configurations", .def = "1"},
     {.short_name = "-o", .kind = LOOM_CLI_STR, .field = F(out), .metavar = "FILE",
      .help = "write the plan (loom-plan/1 JSON)"},
     {.name = "--svg", .kind = LOOM_CLI_STR, .field = F(svg), .metavar = "FILE",
@@ -265,6 +280,26 @@ static void print_table(const loom_plan *p)
                100 * p->measured_share);
 }
 
+/* The runners-up: the best distinct configurations the search saw. */
+static void print_top(const loom_plan_diag *dg)
+{
+    char a[32];
+    printf("\n  top %d     %-4s %-5s %-5s %-4s %-9s %-5s %-4s %-9s %-11s %s\n", (int)dg->n_top,
+           "dp", "pp", "vpp", "tp", "mbs x M", "zero", "meg", "recompute", "step (s)",
+           "memory/GPU");
+    for (int32_t i = 0; i < dg->n_top; i++) {
+        const loom_search_top *t = &dg->top[i];
+        char tp[24], mb[48];
+        if (t->tp > 0) snprintf(tp, sizeof tp, "%lld", (long long)t->tp);
+        else snprintf(tp, sizeof tp, "mix");
+        snprintf(mb, sizeof mb, "%lldx%lld", (long long)t->mbs, (long long)t->micro_batches);
+        printf("  %-9d %-4lld %-5lld %-5lld %-4s %-9s %-5d %-4s %-9d %-11.4g %s\n", (int)i + 1,
+               (long long)t->dp, (long long)t->pp, (long long)t->vpp, tp, mb, t->zero,
+               t->megatron ? "yes" : "no", (int)t->recompute_stages, t->step_s,
+               gib(t->memory_per_gpu_bytes, a, sizeof a));
+    }
+}
+
 /* The cannot-fit message: how much a GPU would need, and what would help. */
 static int cannot_fit(const loom_plan_request *req, const loom_plan_diag *dg, const loom_error *err)
 {
@@ -317,9 +352,7 @@ int loom_cmd_plan(int argc, char **argv)
     if (!cluster) return loom_cli_usage_error(cmd, "--cluster is required with a model");
     char model_path[4096], cluster_path[4096];
     if (!loom_cli_find_data(model, "models", model_path, sizeof model_path)) {
-        fprintf(stderr, "loom plan: %s: no such file, and no bundled model of that name "
-                        "(see examples/models)\n", model);
-        return LOOM_EXIT_FAIL;
+        return loom_cli_no_model("loom plan", model);
     }
     if (!loom_cluster_is_preset_name(cluster) &&
         loom_cli_find_data(cluster, "clusters", cluster_path, sizeof cluster_path))
@@ -378,6 +411,7 @@ int loom_cmd_plan(int argc, char **argv)
         free(text);
     } else {
         print_table(plan);
+        if (dg.n_top > 1) print_top(&dg);
         if (out) printf("  plan        %s\n", out);
         if (svg) printf("  picture     %s\n", svg);
         if (req.profile_requests_path) printf("  requests    %s\n", req.profile_requests_path);

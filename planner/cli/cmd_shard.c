@@ -340,9 +340,7 @@ int loom_cmd_shard(int argc, char **argv)
     if (rc != LOOM_CLI_RUN) return rc;
     char path[4096];
     if (!loom_cli_find_data(a.model, "models", path, sizeof path)) {
-        fprintf(stderr, "loom: %s: no such file, and no bundled model of that name "
-                "(see examples/models/)\n", a.model);
-        return LOOM_EXIT_FAIL;
+        return loom_cli_no_model("loom", a.model);
     }
     loom_error err = {0};
     loom_cluster cluster;

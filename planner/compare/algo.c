@@ -142,8 +142,11 @@ loom_status loom_algo_ctx_graph(loom_algo_ctx *c, int64_t b, const loom_graph **
     return loom_search_graph(c->ev, b, out, err);
 }
 
+int64_t loom_algo_ctx_work(const loom_algo_ctx *c) { return c->evals + loom_search_work(c->ev); }
+
 bool loom_algo_ctx_stop(loom_algo_ctx *c)
 {
+    if (c->req.max_work > 0 && loom_algo_ctx_work(c) >= c->req.max_work) c->timed_out = true;
     if (c->req.budget_s > 0 && loom_clock_s() - c->t0 > c->req.budget_s) c->timed_out = true;
     return c->timed_out;
 }
@@ -306,6 +309,7 @@ loom_status loom_algo_run(const loom_algo *a, const loom_algo_request *req, loom
      * its own number, and no cache state can leak into it. */
     loom_algo_request quiet = *req;
     quiet.budget_s = 0;
+    quiet.max_work = 0;
     if ((s = loom_algo_ctx_create(&quiet, &c, err))) return s;
     s = loom_algo_eval(c, &out->config, &out->score, err);
     loom_algo_ctx_destroy(c);

@@ -39,12 +39,17 @@
  * parallel ranks (experts are split on the tensor-parallel axis instead) and
  * selective recompute.
  *
- * BUDGETS. budget_s caps each algorithm's wall time (polled between
- * evaluations; the Alpa planner gets it as its time limit); an algorithm
- * that hits it returns its best so far with timed_out set. Sampling
- * algorithms (random, genetic) also stop after max_evals evaluations: an
- * evaluation budget, unlike a time budget, gives the same answer on every
- * machine, which the determinism tests rely on.
+ * BUDGETS, IN WORK. max_work caps each algorithm run in units of work:
+ * configurations evaluated plus distinct ILP solves (an ILP solve is the
+ * expensive part of a first evaluation on a mesh; later ones hit the
+ * cache). It is polled between evaluations (the Alpa planner gets what is
+ * left as its loom_search_options.max_work); an algorithm that reaches it
+ * returns its best so far with timed_out set. Work, unlike time, is the
+ * same on every machine, loaded or not, so a comparison is reproducible
+ * byte for byte. budget_s is a wall-clock cap on top, for a user who asks
+ * for one (0 = none, the default): results under it depend on the machine.
+ * Sampling algorithms (random, genetic) also stop after max_evals
+ * evaluations.
  *
  * ADDING AN ALGORITHM: docs/adding-an-algorithm.md.
  *
@@ -63,13 +68,16 @@
 
 typedef struct {
     loom_problem problem;          /* what to plan (solver/problem.h) */
-    double budget_s;               /* wall-clock cap per algorithm run (0 = none) */
+    double budget_s;               /* wall-clock cap per algorithm run (0 = none): only as
+                                      an explicit user limit, results then depend on the
+                                      machine */
+    int64_t max_work;              /* evaluations + ILP solves per algorithm run (0 = none) */
     int64_t max_evals;             /* random / genetic: evaluations (default 48) */
     uint64_t seed;                 /* random / genetic (default 1) */
     int64_t max_micro_batch;       /* largest micro-batch any algorithm tries (default 8) */
 } loom_algo_request;
 
-/* loom_problem_init's problem; budget 0, 48 evaluations, seed 1,
+/* loom_problem_init's problem; no budgets, 48 evaluations, seed 1,
  * micro-batches up to 8. */
 void loom_algo_request_init(loom_algo_request *r);
 
@@ -99,7 +107,7 @@ typedef struct {
     int64_t evals;                 /* configurations evaluated */
     int64_t space;                 /* size of the space it searched (0 = not enumerable) */
     double time_s;                 /* wall time of the search */
-    bool timed_out;                /* budget_s ran out first */
+    bool timed_out;                /* max_work (or budget_s) ran out first */
     int64_t min_memory_bytes;      /* nothing fit: least memory per GPU seen (0 = unknown) */
 } loom_algo_result;
 
@@ -164,8 +172,12 @@ const bool *loom_algo_ctx_block_mask(const loom_algo_ctx *c);
 loom_status loom_algo_eval(loom_algo_ctx *c, const loom_search_config *cfg, loom_algo_score *out,
                            loom_error *err);
 int64_t loom_algo_ctx_evals(const loom_algo_ctx *c);
+/* Work so far (max_work's units): evaluations plus the evaluator's ILP
+ * solves. */
+int64_t loom_algo_ctx_work(const loom_algo_ctx *c);
 
-/* True once the budget is spent (sets the context's timed-out flag). */
+/* True once max_work or budget_s is spent (sets the context's timed-out
+ * flag). */
 bool loom_algo_ctx_stop(loom_algo_ctx *c);
 /* Seconds left of the budget (INFINITY when there is none). */
 double loom_algo_ctx_remaining_s(const loom_algo_ctx *c);

@@ -10,7 +10,8 @@
  *
  * The planner scores its candidates with loom_search_eval, the shared
  * evaluator itself, and counts them (configs_evaluated) — those are its
- * evaluations here. Its time limit is what is left of the budget. The
+ * evaluations here. Its work limit (and time limit, if any) is what is
+ * left of the budgets. The
  * planner creates its own caches, so its search time includes every ILP it
  * solves, like everybody else's.
  */
@@ -27,6 +28,10 @@ static loom_status alpa_common(loom_algo_ctx *ctx, bool megatron, loom_algo_resu
     r.megatron_only = megatron;
     double left = loom_algo_ctx_remaining_s(ctx);
     if (isfinite(left)) r.time_limit_s = left > 1e-3 ? left : 1e-3;
+    if (req->max_work > 0) {
+        int64_t w = req->max_work - loom_algo_ctx_work(ctx);
+        r.max_work = w > 1 ? w : 1;
+    }
     loom_search *s;
     loom_status st = loom_search_create(&req->problem, &r, &s, err);
     if (st) return st;

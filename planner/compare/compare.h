@@ -111,7 +111,8 @@ typedef struct {
 typedef struct {
     char suite[LOOM_COMPARE_NAME_MAX];
     int32_t suite_cases;           /* cases in the suite (all shards) */
-    double budget_s;
+    double budget_s;               /* wall-clock cap per algorithm and case (0 = none) */
+    int64_t max_work;              /* evaluations + ILP solves per algorithm and case (0 = none) */
     int64_t max_evals;
     uint64_t seed;
     bool timings;                  /* false: --no-timings (search times written as 0) */
@@ -125,7 +126,7 @@ typedef struct {
 /* Empty report for the suite, the given algorithms and settings. */
 loom_status loom_compare_report_init(loom_compare_report *r, const loom_compare_suite *s,
                                      const char *const *algos, int n_algos, double budget_s,
-                                     int64_t max_evals, uint64_t seed, bool timings,
+                                     int64_t max_work, int64_t max_evals, uint64_t seed, bool timings,
                                      int32_t shard_k, int32_t shard_n, loom_error *err);
 void loom_compare_report_free(loom_compare_report *r);
 

@@ -235,6 +235,7 @@ char *loom_compare_json(const loom_compare_report *r)
     cJSON_AddStringToObject(root, "suite", r->suite);
     num(root, "suite_cases", r->suite_cases);
     num(root, "budget_s", r->budget_s);
+    num(root, "max_work", (double)r->max_work);
     num(root, "max_evals", (double)r->max_evals);
     num(root, "seed", (double)r->seed);
     cJSON_AddBoolToObject(root, "timings", r->timings);
@@ -411,7 +412,7 @@ done:
 
 loom_status loom_compare_read(const char *path, loom_compare_report *out, loom_error *err)
 {
-    static const char *const keys[] = {"format", "suite", "suite_cases", "budget_s", "max_evals",
+    static const char *const keys[] = {"format", "suite", "suite_cases", "budget_s", "max_work", "max_evals",
                                        "seed", "timings", "shard", "algorithms", "cases", NULL};
     memset(out, 0, sizeof *out);
     cJSON *root = NULL;
@@ -437,6 +438,7 @@ loom_status loom_compare_read(const char *path, loom_compare_report *out, loom_e
     TRY(loom_json_get_int(&c, root, "$", "suite_cases", true, 1, 1 << 24, &n));
     out->suite_cases = (int32_t)n;
     TRY(loom_json_get_num(&c, root, "$", "budget_s", true, 0, 1e9, &out->budget_s));
+    TRY(loom_json_get_int(&c, root, "$", "max_work", false, 0, INT64_MAX / 2, &out->max_work));
     TRY(loom_json_get_int(&c, root, "$", "max_evals", true, 1, INT64_MAX / 2, &out->max_evals));
     TRY(loom_json_get_int(&c, root, "$", "seed", true, 0, (int64_t)1 << 53, &seed));
     out->seed = (uint64_t)seed;
@@ -507,7 +509,8 @@ loom_status loom_compare_merge(const loom_compare_report *parts, const char *con
     for (int i = 0; i < n; i++) {
         const loom_compare_report *b = &parts[i];
         bool same = !strcmp(a->suite, b->suite) && a->suite_cases == b->suite_cases &&
-                    a->budget_s == b->budget_s && a->max_evals == b->max_evals &&
+                    a->budget_s == b->budget_s && a->max_work == b->max_work &&
+                    a->max_evals == b->max_evals &&
                     a->seed == b->seed && a->timings == b->timings && a->n_algos == b->n_algos;
         for (int32_t k = 0; same && k < a->n_algos; k++) same = !strcmp(a->algos[k], b->algos[k]);
         if (!same)

@@ -118,16 +118,20 @@ char *loom_compare_markdown(const loom_compare_report *r)
     FILE *f = open_memstream(&text, &len);
     if (!f) return NULL;
     fprintf(f, "## loom compare: suite `%s`\n\n", r->suite);
-    fprintf(f, "%d cases, %d algorithms; budget %g s per algorithm and case; random and genetic: "
+    fprintf(f, "%d cases, %d algorithms; budget ", (int)r->n_cases, (int)r->n_algos);
+    if (r->max_work > 0) fprintf(f, "%lld units of work (evaluations + ILP solves)",
+                                 (long long)r->max_work);
+    else fprintf(f, "unlimited work");
+    if (r->budget_s > 0) fprintf(f, " and %g s wall clock", r->budget_s);
+    fprintf(f, " per algorithm and case; random and genetic: "
                "%lld evaluations, seed %llu. Every plan is scored by the same evaluator "
                "(planner/compare/algo.h).\n\n",
-            (int)r->n_cases, (int)r->n_algos, r->budget_s, (long long)r->max_evals,
-            (unsigned long long)r->seed);
+            (long long)r->max_evals, (unsigned long long)r->seed);
     fprintf(f, "Each algorithm's best plan by the case's objective — predicted step time "
                "(training), per-token latency or tokens/s (inference) — and its gap to the best "
                "plan of the case (**bold**). "
                "\"no fit (N GiB)\": its best plan needs N GiB per GPU; \"over bound (t)\": its "
-               "best plan misses the latency bound; \"none\": no plan found; \"*\": the time "
+               "best plan misses the latency bound; \"none\": no plan found; \"*\": the "
                "budget ran out.\n\n");
     header_row(f, r, "case | GPUs | mode", 3);
     for (int32_t i = 0; i < r->n_cases; i++) {

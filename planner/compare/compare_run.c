@@ -40,7 +40,7 @@ bool loom_compare_status_parse(const char *s, loom_compare_status *out)
 
 loom_status loom_compare_report_init(loom_compare_report *r, const loom_compare_suite *s,
                                      const char *const *algos, int n_algos, double budget_s,
-                                     int64_t max_evals, uint64_t seed, bool timings,
+                                     int64_t max_work, int64_t max_evals, uint64_t seed, bool timings,
                                      int32_t shard_k, int32_t shard_n, loom_error *err)
 {
     memset(r, 0, sizeof *r);
@@ -62,6 +62,7 @@ loom_status loom_compare_report_init(loom_compare_report *r, const loom_compare_
     r->suite_cases = s->n_cases;
     r->n_algos = n_algos;
     r->budget_s = budget_s;
+    r->max_work = max_work;
     r->max_evals = max_evals;
     r->seed = seed;
     r->timings = timings;
@@ -186,6 +187,7 @@ loom_status loom_compare_run_case(loom_compare_report *r, const loom_compare_cas
     req.problem.objective = c->objective;
     req.problem.latency_bound_s = c->latency_bound_s;
     req.budget_s = r->budget_s;
+    req.max_work = r->max_work;
     req.max_evals = r->max_evals;
     req.seed = r->seed;
     for (int32_t k = 0; k < r->n_algos; k++) {

@@ -297,6 +297,8 @@ loom_status loom_plan_run(const loom_plan_request *req, loom_plan **out, loom_pl
     st = loom_search_run(s, &res, err);
     diag->min_memory_bytes = res->min_memory_bytes;
     if (st) goto done;
+    diag->n_top = res->n_top;
+    memcpy(diag->top, res->top, sizeof *res->top * (size_t)res->n_top);
     if ((st = loom_plan_from_config(s, res->graph, &res->best, &res->eval, req, out, err)))
         goto done;
     if (req->profile_requests_path) {   /* only once the plan stands */

@@ -41,8 +41,11 @@ typedef struct {
  * default options (full space, ZeRO automatic); everything else empty. */
 void loom_plan_request_init(loom_plan_request *r);
 
-/* What a failed run can tell (may be NULL). */
+/* What a run can tell besides the plan: why it failed, or the runners-up
+ * (may be NULL). */
 typedef struct {
+    int32_t n_top;                 /* the best distinct configurations (search.top) */
+    loom_search_top top[LOOM_SEARCH_TOP_MAX];
     int64_t min_memory_bytes;      /* infeasible: least per-GPU memory any plan needs (0 = unknown) */
     int64_t gpu_memory_bytes;      /* the GPU's capacity */
     int64_t gpus;                  /* the cluster's GPUs */

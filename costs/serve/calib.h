@@ -1,0 +1,80 @@
+/*
+ * calib.h — serving efficiencies: how close one engine instance gets to the
+ * roofline, fitted separately from the training calibration
+ * (costs/calib.h; docs/design.md §11). A decode step streams weights and KV
+ * through HBM in large GEMVs and paged-attention kernels, a training step is
+ * big GEMMs: the memory efficiency of one says little about the other.
+ *
+ * What each parameter stands for, and its prior (calib.c gives the basis):
+ *   decode_mem_eff     fraction of HBM bandwidth reached by memory-bound
+ *                      kernels (weight GEMVs, paged KV reads)
+ *   gemm_eff           fraction of tensor-core peak of large GEMMs (prefill)
+ *   attn_eff           fraction of tensor-core peak of prefill flash attention
+ *   ar_latency_s       fixed time of one small all-reduce (custom one-shot /
+ *                      NCCL LL), added to its bandwidth term
+ *   kernel_gap_s       per kernel inside a CUDA graph (launch + tail)
+ *   eager_gap_s        extra per kernel outside a CUDA graph (prefill and
+ *                      mixed iterations, decode batches above the captured sizes)
+ *   iter_<engine>_s    CPU time per iteration that the GPU waits for
+ *                      (scheduling, input preparation, sampling hand-off)
+ *   seq_overhead_s     per running sequence per iteration (sampler,
+ *                      detokeniser, bookkeeping)
+ *
+ * Units: fractions in (0, 1]; seconds.
+ */
+#ifndef LOOM_SERVE_CALIB_H
+#define LOOM_SERVE_CALIB_H
+
+#include "base/error.h"
+#include "costs/device.h"
+#include "costs/serve/engine.h"
+
+#define LOOM_SERVE_CALIB_FORMAT "loom-serve-calib/1"
+
+/* X(name, lo, hi): every field with its fit bounds, in file order. */
+#define LOOM_SERVE_CALIB_FIELDS(X)      \
+    X(decode_mem_eff, 0.40, 0.95)       \
+    X(gemm_eff, 0.30, 0.95)             \
+    X(attn_eff, 0.20, 0.90)             \
+    X(ar_latency_s, 2e-6, 40e-6)        \
+    X(kernel_gap_s, 0.2e-6, 6e-6)       \
+    X(eager_gap_s, 0.0, 20e-6)          \
+    X(iter_vllm_s, 0.0, 20e-3)          \
+    X(iter_sglang_s, 0.0, 20e-3)        \
+    X(iter_trtllm_s, 0.0, 20e-3)        \
+    X(seq_overhead_s, 0.0, 40e-6)
+
+typedef struct {
+    char device[48];   /* "" = any */
+    char note[160];    /* provenance */
+#define LOOM_X(name, lo, hi) double name;
+    LOOM_SERVE_CALIB_FIELDS(LOOM_X)
+#undef LOOM_X
+} loom_serve_calib;
+
+#define LOOM_SERVE_CALIB_NFIELDS 10
+
+/* The shipped values for d (the fit of examples/calibration/serving-runs.json
+ * where d has records, else the prior). d NULL = generic prior. */
+void loom_serve_calib_default(const loom_device *d, loom_serve_calib *out);
+/* The round-number prior the fit starts from and is pulled towards. */
+void loom_serve_calib_prior(const loom_device *d, loom_serve_calib *out);
+
+/* The per-iteration overhead of engine k. */
+double loom_serve_calib_iter_s(const loom_serve_calib *c, loom_engine_kind k);
+
+/* Field access by index (file order), for the fitter and the JSON code. */
+const char *loom_serve_calib_field_name(int i);
+double *loom_serve_calib_field(loom_serve_calib *c, int i);
+void loom_serve_calib_field_bounds(int i, double *lo, double *hi);
+
+/* Every field inside its bounds; errors name it. */
+loom_status loom_serve_calib_validate(const loom_serve_calib *c, loom_error *err);
+
+/* "loom-serve-calib/1" files: absent fields keep the device's defaults. */
+loom_status loom_serve_calib_load(const char *path, loom_serve_calib *out, loom_error *err);
+loom_status loom_serve_calib_save(const char *path, const loom_serve_calib *c, loom_error *err);
+/* The same as text (malloc'd, caller frees); NULL when out of memory. */
+char *loom_serve_calib_json(const loom_serve_calib *c);
+
+#endif

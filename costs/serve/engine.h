@@ -1,0 +1,81 @@
+/*
+ * engine.h — the scheduling policy of one serving-engine instance (vLLM,
+ * SGLang, TensorRT-LLM) as data: caps, token budget, KV paging, memory
+ * fraction and how prefill and decode share an iteration (docs/design.md §11).
+ *
+ * All three run continuous (iteration-level) batching (Yu et al., Orca,
+ * OSDI'22): every iteration carries one decode token of each running
+ * sequence plus, up to a token budget, prefill tokens of waiting or
+ * partially prefilled requests. They differ in
+ *   - whether prompts are chunked (Sarathi-Serve, OSDI'24) and whether a
+ *     prefill chunk rides in the same iteration as the decodes (vLLM V1:
+ *     yes; SGLang: prefill batches alternate with decode batches unless
+ *     --enable-mixed-chunk; TensorRT-LLM: context and generation requests
+ *     share an iteration, context chunking off by default);
+ *   - admission: vLLM admits when the prompt's KV blocks are free and
+ *     preempts (recomputes) the newest sequence when a decode finds no
+ *     block; SGLang reserves a share (new_token_ratio) of each running
+ *     request's remaining output and retracts on overflow; TensorRT-LLM's
+ *     GUARANTEED_NO_EVICT admits only when prompt + max output fit, so it
+ *     never preempts;
+ *   - the memory fraction: of the whole HBM (vLLM gpu_memory_utilization,
+ *     SGLang mem_fraction_static) or of the memory left free after the
+ *     weights (TensorRT-LLM kv_cache_config.free_gpu_memory_fraction).
+ * Each default is cited in engine.c with the file it comes from.
+ *
+ * Units: tokens, sequences, fractions; seconds for overheads.
+ */
+#ifndef LOOM_SERVE_ENGINE_H
+#define LOOM_SERVE_ENGINE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "base/error.h"
+#include "costs/device.h"
+
+#define LOOM_ENGINE_LIST(X)          \
+    X(VLLM, "vllm")                  \
+    X(SGLANG, "sglang")              \
+    X(TRTLLM, "trtllm")
+
+typedef enum {
+#define LOOM_X(n, s) LOOM_ENGINE_##n,
+    LOOM_ENGINE_LIST(LOOM_X)
+#undef LOOM_X
+    LOOM_ENGINE_COUNT
+} loom_engine_kind;
+
+const char *loom_engine_name(loom_engine_kind k);
+bool loom_engine_parse(const char *s, loom_engine_kind *out);
+
+typedef struct {
+    loom_engine_kind kind;
+    int64_t max_num_seqs;        /* running sequences at most (vLLM max_num_seqs, SGLang
+                                    max_running_requests, TRT-LLM max_batch_size); 0 = KV-bound */
+    int64_t max_batched_tokens;  /* tokens per iteration, decodes included (vLLM
+                                    max_num_batched_tokens, SGLang chunked_prefill_size,
+                                    TRT-LLM max_num_tokens) */
+    int64_t block_size;          /* KV tokens per page (vLLM block_size, SGLang page_size,
+                                    TRT-LLM tokens_per_block) */
+    double mem_fraction;         /* share of HBM the engine may use, or of the memory
+                                    free after weights when mem_fraction_of_free */
+    bool mem_fraction_of_free;   /* TensorRT-LLM's free_gpu_memory_fraction semantics */
+    bool chunked_prefill;        /* prompts longer than the budget are split */
+    bool mixed_batches;          /* prefill chunks share iterations with decodes */
+    bool reserve_full_output;    /* admission reserves prompt + whole output (no eviction) */
+    double decode_reserve_ratio; /* share of the remaining output reserved at admission
+                                    (SGLang new_token_ratio; 0 = the prompt only) */
+    int64_t cuda_graph_max_bs;   /* decode batches up to this size replay a CUDA graph */
+    int64_t cuda_graph_count;    /* graphs captured (memory, not time) */
+} loom_serve_engine;
+
+/* The engine's documented defaults on device d (some depend on its memory),
+ * for a deployment of tp GPUs per model replica (SGLang's memory fraction
+ * depends on it). */
+void loom_serve_engine_defaults(loom_engine_kind k, const loom_device *d, int64_t tp,
+                                loom_serve_engine *out);
+
+/* Range checks; errors name the field ("max_num_seqs: expected >= 1, found 0"). */
+loom_status loom_serve_engine_validate(const loom_serve_engine *e, loom_error *err);
+
+#endif

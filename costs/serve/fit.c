@@ -1,0 +1,189 @@
+/*
+ * fit.c — the serving fit (fit.h).
+ *
+ * What is fitted. The serving calibration's efficiencies and overheads
+ * (calib.h), one set for all GPUs and engines except the per-iteration
+ * overhead, which is per engine. Published runs pin them through
+ * different metrics: small-batch TPOT/ITL pins the decode HBM efficiency,
+ * the all-reduce latency and the overheads; TTFT pins prefill (GEMM and
+ * attention efficiency); throughput at large batch pins all of them
+ * together with the policy (batch sizes, KV capacity).
+ *
+ * Loss. Over the cases used and the metrics each has, the squared log
+ * error of the steady-state prediction, weights TPOT (or ITL) 1, TTFT 0.5,
+ * output throughput 1; plus a pull towards the prior, 0.002 · Σ
+ * (log(x / x_prior))² over the parameters, so that a parameter the records
+ * do not constrain stays physical. Steady state, not the simulator: it is
+ * three orders faster and agrees with it at moderate load (tests); the
+ * accuracy benchmark reports the simulator.
+ *
+ * Search. Coordinate descent in log space within the bounds of
+ * LOOM_SERVE_CALIB_FIELDS: each parameter tries × and ÷ its step, keeps
+ * the better while it improves, and the steps halve when a sweep finds none
+ * (from a factor 1.5 down to 1.002). The loss is not convex in all parameters, but
+ * the prior and the bounds keep the search in one basin; the result is
+ * deterministic.
+ */
+#include "costs/serve/fit.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "costs/serve/sim.h"
+#include "costs/serve/steady.h"
+
+void loom_serve_case_opts(const loom_serve_case *c, const loom_serve_calib *cal,
+                          loom_serve_model_opts *o)
+{
+    const loom_serve_record *r = c->rec;
+    memset(o, 0, sizeof *o);
+    o->graph = c->graph;
+    o->cluster = &c->cluster;
+    o->serve_calib = cal;
+    o->par = r->par;
+    const loom_model_info *mi = loom_graph_info_c(c->graph);
+    int64_t dp = r->par.replicas;
+    if (dp > 1 && (r->dp_attention || (mi->experts > 0 && r->par.ep > 1))) {
+        o->par.attn_dp = dp;
+        o->par.replicas = 1;
+        /* SGLang counts the attention-DP ranks inside its --tp */
+        if (r->engine == LOOM_ENGINE_SGLANG && r->par.tp % dp == 0 && r->par.tp >= dp)
+            o->par.tp = r->par.tp / dp;
+    }
+    loom_serve_engine_defaults(r->engine, &c->cluster.gpu, o->par.tp * o->par.attn_dp, &o->engine);
+    if (r->max_num_seqs > 0) o->engine.max_num_seqs = r->max_num_seqs;
+    if (r->max_batched_tokens > 0) o->engine.max_batched_tokens = r->max_batched_tokens;
+    if (r->mem_fraction > 0 && r->mem_fraction <= 1) o->engine.mem_fraction = r->mem_fraction;
+    o->seq_tokens = loom_serve_workload_max_isl(&r->work) + loom_serve_workload_max_osl(&r->work);
+}
+
+loom_status loom_serve_case_predict(const loom_serve_case *c, const loom_serve_calib *cal,
+                                    bool simulate, loom_serve_metrics *out, loom_error *err)
+{
+    loom_serve_model_opts o;
+    loom_serve_case_opts(c, cal, &o);
+    loom_serve_model *m = NULL;
+    loom_status s = loom_serve_model_create(&o, &m, err);
+    if (s) return s;
+    if (!loom_serve_model_memory(m)->fits) {
+        loom_serve_model_destroy(m);
+        return loom_error_set(err, LOOM_ERR_INFEASIBLE, "%s on %lld × %s: does not fit",
+                              c->rec->model, (long long)c->rec->num_gpus, c->rec->gpu);
+    }
+    if (simulate) {
+        loom_serve_sim_result *r = malloc(sizeof *r);
+        if (!r) s = loom_error_set(err, LOOM_ERR_NOMEM, "out of memory");
+        else if (!(s = loom_serve_simulate(m, &c->rec->work, r, err))) *out = r->m;
+        free(r);
+    } else {
+        loom_serve_steady_result r;
+        if (!(s = loom_serve_steady(m, &c->rec->work, &r, err))) *out = r.m;
+    }
+    loom_serve_model_destroy(m);
+    return s;
+}
+
+static double sq(double x) { return x * x; }
+
+/* The steady-state metrics of case i's model m under cal. */
+static bool predict_fast(loom_serve_model *m, const loom_serve_case *c, const loom_serve_calib *cal,
+                         loom_serve_metrics *out)
+{
+    loom_serve_model_set_calib(m, cal);
+    loom_serve_steady_result r;
+    loom_error ignore;
+    if (loom_serve_steady(m, &c->rec->work, &r, &ignore)) return false;
+    *out = r.m;
+    return true;
+}
+
+static double loss(const loom_serve_case *cases, size_t n, loom_serve_model **models,
+                   const loom_serve_calib *cal, const loom_serve_calib *prior)
+{
+    double L = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!models[i]) continue;
+        const double *meas = cases[i].rec->measured;
+        loom_serve_metrics m;
+        if (!predict_fast(models[i], &cases[i], cal, &m)) continue;
+        double tpot = meas[LOOM_SM_TPOT] > 0 ? meas[LOOM_SM_TPOT] : meas[LOOM_SM_ITL];
+        if (tpot > 0 && m.tpot.mean > 0) L += sq(log(m.tpot.mean / tpot));
+        if (meas[LOOM_SM_TTFT] > 0 && m.ttft.mean > 0) L += 0.5 * sq(log(m.ttft.mean / meas[LOOM_SM_TTFT]));
+        if (meas[LOOM_SM_OUT_TPS] > 0 && m.output_tokens_per_s > 0)
+            L += sq(log(m.output_tokens_per_s / meas[LOOM_SM_OUT_TPS]));
+    }
+    for (int k = 0; k < LOOM_SERVE_CALIB_NFIELDS; k++) {
+        double x = *loom_serve_calib_field((loom_serve_calib *)cal, k);
+        double p = *loom_serve_calib_field((loom_serve_calib *)prior, k);
+        if (x > 0 && p > 0) L += 0.002 * sq(log(x / p));
+    }
+    return L;
+}
+
+loom_status loom_serve_fit(const loom_serve_case *cases, size_t n, const bool *use,
+                           loom_serve_calib *cal, double *final_loss, loom_error *err)
+{
+    loom_status s = loom_serve_calib_validate(cal, err);
+    if (s) return s;
+    loom_serve_calib prior = *cal, best = *cal;
+    /* one model per case used, built once (a case that does not fit: NULL) */
+    loom_serve_model **models = calloc(n ? n : 1, sizeof *models);
+    if (!models) return loom_error_set(err, LOOM_ERR_NOMEM, "serving fit: out of memory");
+    for (size_t i = 0; i < n; i++) {
+        if (use && !use[i]) continue;
+        loom_serve_model_opts o;
+        loom_serve_case_opts(&cases[i], cal, &o);
+        loom_error ignore;
+        if (loom_serve_model_create(&o, &models[i], &ignore)) continue;
+        if (!loom_serve_model_memory(models[i])->fits) {
+            loom_serve_model_destroy(models[i]);
+            models[i] = NULL;
+        }
+    }
+    /* zero-valued parameters (overheads) start from a small positive value
+     * so that a multiplicative step can move them */
+    for (int k = 0; k < LOOM_SERVE_CALIB_NFIELDS; k++) {
+        double lo, hi, *x = loom_serve_calib_field(&best, k);
+        loom_serve_calib_field_bounds(k, &lo, &hi);
+        if (*x <= 0) *x = lo > 0 ? lo : hi * 1e-3;
+    }
+    double L = loss(cases, n, models, &best, &prior);
+    for (double step = 1.5; step > 1.002; step = 1 + (step - 1) / 2) {
+        bool improved = true;
+        for (int sweep = 0; sweep < 40 && improved; sweep++) {
+            improved = false;
+            for (int k = 0; k < LOOM_SERVE_CALIB_NFIELDS; k++) {
+                double lo, hi;
+                loom_serve_calib_field_bounds(k, &lo, &hi);
+                /* the better of × and ÷ step, repeated while it improves */
+                for (bool moved = true; moved;) {
+                    moved = false;
+                    loom_serve_calib cand[2] = {best, best};
+                    double Lc[2];
+                    for (int dir = 0; dir < 2; dir++) {
+                        double *x = loom_serve_calib_field(&cand[dir], k);
+                        *x = dir ? *x * step : *x / step;
+                        if (*x < lo) *x = lo;
+                        if (*x > hi) *x = hi;
+                        Lc[dir] = *x == *loom_serve_calib_field(&best, k)
+                                      ? L
+                                      : loss(cases, n, models, &cand[dir], &prior);
+                    }
+                    int d = Lc[1] < Lc[0] ? 1 : 0;
+                    if (Lc[d] < L - 1e-12) {
+                        L = Lc[d];
+                        best = cand[d];
+                        improved = moved = true;
+                    }
+                }
+            }
+        }
+    }
+    for (size_t i = 0; i < n; i++) loom_serve_model_destroy(models[i]);
+    free(models);
+    *cal = best;
+    if (final_loss) *final_loss = L;
+    return LOOM_OK;
+}

@@ -1,0 +1,188 @@
+/*
+ * records.c — reading published serving runs (records.h).
+ */
+#include "costs/serve/records.h"
+
+#include <cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "base/json.h"
+#include "costs/device.h"
+
+static const char *const keys[] = {
+#define LOOM_X(n, key, label) key,
+    LOOM_SERVE_METRIC_LIST(LOOM_X)
+#undef LOOM_X
+};
+static const char *const labels[] = {
+#define LOOM_X(n, key, label) label,
+    LOOM_SERVE_METRIC_LIST(LOOM_X)
+#undef LOOM_X
+};
+
+const char *loom_serve_metric_key(loom_serve_metric m) { return keys[m]; }
+const char *loom_serve_metric_label(loom_serve_metric m) { return labels[m]; }
+
+double loom_serve_metric_of(const loom_serve_metrics *m, loom_serve_metric k)
+{
+    switch (k) {
+    case LOOM_SM_TTFT: return m->ttft.mean;
+    case LOOM_SM_TTFT_P99: return m->ttft.p99;
+    case LOOM_SM_TPOT: return m->tpot.mean;
+    case LOOM_SM_ITL: return m->itl.mean;
+    case LOOM_SM_ITL_P99: return m->itl.p99;
+    case LOOM_SM_E2E: return m->e2e.mean;
+    case LOOM_SM_OUT_TPS: return m->output_tokens_per_s;
+    case LOOM_SM_RPS: return m->requests_per_s;
+    default: return 0;
+    }
+}
+
+static void copy_str(const cJSON *o, const char *k, char *dst, size_t n)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    if (cJSON_IsString(v)) snprintf(dst, n, "%s", v->valuestring);
+}
+
+static double num_or(const cJSON *o, const char *k, double dflt)
+{
+    const cJSON *v = o ? cJSON_GetObjectItemCaseSensitive(o, k) : NULL;
+    return cJSON_IsNumber(v) ? v->valuedouble : dflt;
+}
+
+static loom_status one(const loom_jctx *c, const cJSON *o, const char *path, loom_serve_record *r)
+{
+    memset(r, 0, sizeof *r);
+    loom_serve_parallel_init(&r->par);
+    loom_serve_workload_init(&r->work);
+    copy_str(o, "source", r->source, sizeof r->source);
+    copy_str(o, "source_id", r->source_id, sizeof r->source_id);
+    copy_str(o, "model", r->model, sizeof r->model);
+    copy_str(o, "hf_id", r->hf_id, sizeof r->hf_id);
+    const char *s = NULL;
+    loom_status st;
+    if ((st = loom_json_get_str(c, o, path, "engine", true, &s))) return st;
+    if (!loom_engine_parse(s, &r->engine))
+        return loom_json_fail(c, path, "field \"engine\": expected vllm, sglang or trtllm, found "
+                              "\"%s\"", s);
+    if ((st = loom_json_get_str(c, o, path, "gpu", true, &s))) return st;
+    const loom_device *d = loom_device_find(s);
+    if (!d) return loom_json_fail(c, path, "field \"gpu\": unknown GPU \"%s\"", s);
+    snprintf(r->gpu, sizeof r->gpu, "%s", d->name);
+    const int64_t big = 1 << 20;
+    int64_t dp = 1;
+    if ((st = loom_json_get_int(c, o, path, "num_gpus", false, 1, big, &r->num_gpus)) ||
+        (st = loom_json_get_int(c, o, path, "tp", false, 1, big, &r->par.tp)) ||
+        (st = loom_json_get_int(c, o, path, "pp", false, 1, big, &r->par.pp)) ||
+        (st = loom_json_get_int(c, o, path, "ep", false, 1, big, &r->par.ep)) ||
+        (st = loom_json_get_int(c, o, path, "dp", false, 1, big, &dp)) ||
+        (st = loom_json_get_int(c, o, path, "isl", true, 1, ((int64_t)1 << 24), &r->work.isl)) ||
+        (st = loom_json_get_int(c, o, path, "osl", true, 1, ((int64_t)1 << 24), &r->work.osl)))
+        return st;
+    r->par.replicas = dp;
+    s = NULL;
+    if ((st = loom_json_get_str(c, o, path, "weights", false, &s))) return st;
+    if (s && !loom_serve_weights_parse(s, &r->par.weights))
+        return loom_json_fail(c, path, "field \"weights\": expected bf16, fp8 or int4, found \"%s\"", s);
+    s = NULL;
+    if ((st = loom_json_get_str(c, o, path, "kv_dtype", false, &s))) return st;
+    if (s) r->par.kv_dtype = strncasecmp(s, "fp8", 3) == 0 ? LOOM_DTYPE_FP8 : LOOM_DTYPE_BF16;
+    s = NULL;
+    if ((st = loom_json_get_str(c, o, path, "length_distribution", false, &s))) return st;
+    if (s && (strstr(s, "uniform") || strstr(s, "random"))) {
+        r->work.isl_dist = r->work.osl_dist = LOOM_LEN_UNIFORM;
+        r->work.isl_spread = r->work.osl_spread = 0.5;
+    } else if (s && (strstr(s, "sharegpt") || strstr(s, "lognormal") || strstr(s, "dataset"))) {
+        r->work.isl_dist = r->work.osl_dist = LOOM_LEN_LOGNORMAL;
+        r->work.isl_spread = r->work.osl_spread = 0.8;
+    }
+    const cJSON *load = NULL;
+    if ((st = loom_json_get_object(c, o, path, "load", true, &load))) return st;
+    char lp[160];
+    snprintf(lp, sizeof lp, "%s.load", path);
+    if ((st = loom_json_get_str(c, load, lp, "kind", true, &s))) return st;
+    double v = num_or(load, "value", 0);
+    r->work.num_requests = (int64_t)num_or(load, "num_requests", 0);
+    if (!strcmp(s, "qps")) {
+        r->work.load = LOOM_LOAD_QPS;
+        r->work.rate = v;
+        if (!(v > 0)) return loom_json_fail(c, lp, "field \"value\": a qps load needs a rate > 0");
+    } else if (!strcmp(s, "concurrency")) {
+        r->work.load = LOOM_LOAD_CONCURRENCY;
+        r->work.concurrency = (int64_t)v;
+        if (v < 1) return loom_json_fail(c, lp, "field \"value\": a concurrency >= 1");
+    } else if (!strcmp(s, "offline") || !strcmp(s, "batch")) {
+        r->work.load = LOOM_LOAD_OFFLINE;
+        if (!strcmp(s, "batch") && v >= 1) r->work.num_requests = (int64_t)v;
+    } else
+        return loom_json_fail(c, lp, "field \"kind\": expected qps, concurrency, offline or "
+                              "batch, found \"%s\"", s);
+    const cJSON *es = cJSON_GetObjectItemCaseSensitive(o, "engine_settings");
+    if (cJSON_IsObject(es)) {
+        r->max_num_seqs = (int64_t)num_or(es, "max_num_seqs", num_or(es, "max_running_requests",
+                                          num_or(es, "max_batch_size", 0)));
+        r->max_batched_tokens = (int64_t)num_or(es, "max_num_batched_tokens",
+                                                num_or(es, "chunked_prefill_size",
+                                                       num_or(es, "max_num_tokens", 0)));
+        r->mem_fraction = num_or(es, "gpu_memory_utilization",
+                                 num_or(es, "mem_fraction_static",
+                                        num_or(es, "free_gpu_memory_fraction", 0)));
+        const cJSON *dpa = cJSON_GetObjectItemCaseSensitive(es, "enable_dp_attention");
+        r->dp_attention = cJSON_IsTrue(dpa);
+    }
+    const cJSON *met = NULL;
+    if ((st = loom_json_get_object(c, o, path, "metrics", true, &met))) return st;
+    int have = 0;
+    for (int k = 0; k < LOOM_SM_COUNT; k++) {
+        r->measured[k] = num_or(met, keys[k], -1);
+        if (!(r->measured[k] > 0)) r->measured[k] = -1;
+        else have++;
+    }
+    if (!have) return loom_json_fail(c, path, "field \"metrics\": no metric measured");
+    return LOOM_OK;
+}
+
+loom_status loom_serve_records_load(const char *path, loom_serve_record **out, size_t *n,
+                                    loom_error *err)
+{
+    *out = NULL;
+    *n = 0;
+    cJSON *root = NULL;
+    loom_status s = loom_json_parse_file(path, &root, err);
+    if (s) return s;
+    loom_jctx c = {path, err};
+    const cJSON *arr = root;
+    const char *base = "$";
+    if (cJSON_IsObject(root)) {
+        if ((s = loom_json_get_array(&c, root, "$", "records", true, &arr))) goto done;
+        base = "$.records";
+    } else if (!cJSON_IsArray(root)) {
+        s = loom_json_fail(&c, "$", "expected an object with \"records\" or an array");
+        goto done;
+    }
+    int cnt = cJSON_GetArraySize(arr);
+    loom_serve_record *r = calloc((size_t)(cnt > 0 ? cnt : 1), sizeof *r);
+    if (!r) {
+        s = loom_error_set(err, LOOM_ERR_NOMEM, "%s: out of memory", path);
+        goto done;
+    }
+    int i = 0;
+    const cJSON *o;
+    cJSON_ArrayForEach(o, arr) {
+        char p[96];
+        snprintf(p, sizeof p, "%s[%d]", base, i);
+        if ((s = one(&c, o, p, &r[i]))) {
+            free(r);
+            goto done;
+        }
+        i++;
+    }
+    *out = r;
+    *n = (size_t)i;
+done:
+    cJSON_Delete(root);
+    return s;
+}

@@ -1,0 +1,73 @@
+/*
+ * records.h — published serving measurements (the
+ * examples/calibration/serving-runs.json format), for the serving fit and
+ * the accuracy benchmark (bench/serve_accuracy.sh).
+ *
+ *   { "records": [ { "source": "...", "source_id": "...", "engine": "vllm",
+ *       "engine_version": "0.6.3", "model": "...", "hf_id": "meta-llama/...",
+ *       "gpu": "H100-SXM5-80GB", "num_gpus": 8, "tp": 8, "pp": 1, "ep": 1,
+ *       "dp": 1, "weights": "bf16", "kv_dtype": "bf16", "isl": 1024,
+ *       "osl": 128, "length_distribution": "fixed",
+ *       "load": {"kind": "qps", "value": 4, "num_requests": 1000},
+ *       "metrics": {"ttft_mean_s": …, "ttft_p50_s": …, "ttft_p99_s": …,
+ *                   "tpot_mean_s": …, "itl_mean_s": …, "itl_p99_s": …,
+ *                   "e2e_mean_s": …, "output_tokens_per_s": …,
+ *                   "requests_per_s": …},
+ *       "engine_settings": {…}, "notes": "…", "confidence": "…" } ] }
+ * (a bare array of records is accepted too). Metrics may be null or
+ * absent: a record is used for the metrics it has. Load kind "batch" is a
+ * static batch of `value` requests sent at once (offline). Fields loom does
+ * not use are ignored.
+ *
+ * Units: seconds, tokens/s, requests/s.
+ */
+#ifndef LOOM_SERVE_RECORDS_H
+#define LOOM_SERVE_RECORDS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "base/error.h"
+#include "costs/serve/engine.h"
+#include "costs/serve/shape.h"
+#include "costs/serve/workload.h"
+
+#define LOOM_SERVE_METRIC_LIST(X)                  \
+    X(TTFT, "ttft_mean_s", "TTFT")                 \
+    X(TTFT_P99, "ttft_p99_s", "TTFT p99")          \
+    X(TPOT, "tpot_mean_s", "TPOT")                 \
+    X(ITL, "itl_mean_s", "ITL")                    \
+    X(ITL_P99, "itl_p99_s", "ITL p99")             \
+    X(E2E, "e2e_mean_s", "E2E")                    \
+    X(OUT_TPS, "output_tokens_per_s", "output tok/s") \
+    X(RPS, "requests_per_s", "requests/s")
+
+typedef enum {
+#define LOOM_X(n, key, label) LOOM_SM_##n,
+    LOOM_SERVE_METRIC_LIST(LOOM_X)
+#undef LOOM_X
+    LOOM_SM_COUNT
+} loom_serve_metric;
+
+const char *loom_serve_metric_key(loom_serve_metric m);     /* "ttft_mean_s" */
+const char *loom_serve_metric_label(loom_serve_metric m);   /* "TTFT" */
+/* The metric's value in a metrics struct. */
+double loom_serve_metric_of(const loom_serve_metrics *m, loom_serve_metric k);
+
+typedef struct {
+    char source[96], source_id[96], model[96], hf_id[128], gpu[48];
+    loom_engine_kind engine;
+    int64_t num_gpus;
+    loom_serve_parallel par;      /* tp, pp, ep; dp → attention DP (MoE) or replicas */
+    bool dp_attention;            /* engine_settings say attention DP */
+    loom_serve_workload work;
+    int64_t max_num_seqs, max_batched_tokens;   /* engine_settings (0 = default) */
+    double mem_fraction;
+    double measured[LOOM_SM_COUNT];   /* < 0 = not measured */
+} loom_serve_record;
+
+/* Reads a records file; *out (free()) holds *n records. Errors name the file
+ * and the JSON path. */
+loom_status loom_serve_records_load(const char *path, loom_serve_record **out, size_t *n,
+                                    loom_error *err);
+
+#endif

@@ -1,0 +1,222 @@
+/*
+ * steady.c — steady-state serving estimate (steady.h).
+ *
+ * Let I and O be the mean prompt and output lengths and B the sequences
+ * decoding. In steady state each decode round emits B tokens and, since a
+ * sequence lives O rounds, admits B/O new requests, whose I·B/O prompt
+ * tokens are spread over the round (continuous batching with chunked
+ * prefill). A mixed engine runs one iteration per round:
+ *     T(B) = iter(decodes B, context B·(I + O/2), prefill B·I/O tokens,
+ *                 causal pairs B/O · I(I+1)/2, sampled B(1 + 1/O));
+ * an alternating engine (SGLang) runs a decode iteration and, per admitted
+ * request, its share of a prefill batch:
+ *     T(B) = iter(decodes B) + B/O · iter(prefill I).
+ * The batch is bounded by max_num_seqs, by the KV cache (a sequence holds
+ * I + O/2 tokens on average; I + O when the engine reserves the whole output)
+ * and by the token budget (B + B·I/O ≤ max_batched_tokens).
+ *
+ * Load → batch.
+ *   Poisson rate λ: Little's law on the decode phase, B = λ·O·T(B), solved by
+ *     bisection (T grows with B); with no root below the bound the engine
+ *     is saturated: B = B_max and the queue grows for the whole run.
+ *   C clients: B = min(C, B_max); a client's cycle is TTFT + (O − 1)·T(B).
+ *   Offline N requests: B = min(N, B_max); all prompts are prefilled first
+ *     at the budget, then rounds drain the rest.
+ * TPOT = ITL = T(B). TTFT = the residual of the iteration in progress plus
+ * the prompt's chunks, ceil(I / (budget − B)) iterations carrying B decodes
+ * (one prefill iteration for the alternating engine), plus an M/D/1 wait
+ * ρ/(2(1 − ρ)) · S for the prefill server of service S and load ρ = λ·S.
+ * A finite run of N requests lasts (N − 1)/λ + E2E (rate), N/C cycles
+ * (clients), or the fill plus N/B rounds of O (offline); throughput is
+ * N·O over it.
+ */
+#include "costs/serve/steady.h"
+
+#include <math.h>
+#include <string.h>
+
+typedef struct {
+    const loom_serve_model *m;
+    const loom_serve_engine *e;
+    double isl, osl;
+} ctx_t;
+
+/* One decode round of n whole sequences, prefill amortised (see above). */
+static double round_int(const ctx_t *c, int64_t n)
+{
+    double I = c->isl, O = c->osl, b = (double)n;
+    const loom_serve_engine *e = c->e;
+    loom_serve_batch d = {.n_decode = n, .decode_ctx = b * (I + O / 2), .n_sampled = n};
+    double t_dec = loom_serve_iter_time(c->m, &d, NULL);
+    /* P prompt tokens per round, in iterations of q tokens */
+    double P = b * I / O;
+    double room = (double)e->max_batched_tokens - (e->mixed_batches ? b : 0);
+    if (room < 1) room = 1;
+    double q = P > I ? P : I;
+    if (q > room) q = room;
+    loom_serve_batch p = {.n_prefill = (int64_t)llround(q), .prefill_pairs = q * (I + 1) / 2,
+                          .prefill_prefix = q < I ? (I - q) / 2 : 0,
+                          .n_sampled = (int64_t)ceil(q / I)};
+    if (e->mixed_batches) {
+        p.n_decode = d.n_decode;
+        p.decode_ctx = d.decode_ctx;
+        p.n_sampled += d.n_sampled;
+        return t_dec + P / q * (loom_serve_iter_time(c->m, &p, NULL) - t_dec);
+    }
+    return t_dec + P / q * loom_serve_iter_time(c->m, &p, NULL);
+}
+
+/* The same for a fractional batch: linear between the whole numbers, so
+ * that the bisection below sees a continuous function. */
+static double round_s(const ctx_t *c, double b)
+{
+    if (b <= 1) return round_int(c, 1);
+    int64_t lo = (int64_t)floor(b);
+    double f = b - (double)lo, t = round_int(c, lo);
+    return f > 0 ? t + f * (round_int(c, lo + 1) - t) : t;
+}
+
+/* Iteration that carries b decodes and one prompt chunk of q tokens. */
+static double chunk_s(const ctx_t *c, double b, double q, double prefix)
+{
+    loom_serve_batch d = {0};
+    if (c->e->mixed_batches) {
+        d.n_decode = (int64_t)llround(b);
+        d.decode_ctx = (double)d.n_decode * (c->isl + c->osl / 2);
+        d.n_sampled = d.n_decode;
+    }
+    d.n_prefill = (int64_t)q;
+    d.prefill_pairs = q * (prefix + (q + 1) / 2);
+    d.prefill_prefix = prefix;
+    d.n_sampled += 1;
+    return loom_serve_iter_time(c->m, &d, NULL);
+}
+
+/* Time from a prompt's first scheduled iteration to its first token. */
+static double prefill_service_s(const ctx_t *c, double b)
+{
+    double room = (double)c->e->max_batched_tokens - (c->e->mixed_batches ? b : 0);
+    if (room < 1) room = 1;
+    double left = c->isl, prefix = 0, t = 0;
+    while (left > 0) {
+        double q = left < room ? left : room;
+        t += chunk_s(c, b, q, prefix);
+        prefix += q;
+        left -= q;
+    }
+    return t;
+}
+
+loom_status loom_serve_steady(const loom_serve_model *m, const loom_serve_workload *w,
+                              loom_serve_steady_result *out, loom_error *err)
+{
+    memset(out, 0, sizeof *out);
+    const loom_serve_shape *sh = loom_serve_model_shape(m);
+    const loom_serve_memory *mem = loom_serve_model_memory(m);
+    loom_status s = loom_serve_workload_check(w, sh->max_positions, err);
+    if (s) return s;
+    ctx_t c = {m, loom_serve_model_engine(m), (double)w->isl, (double)w->osl};
+    const loom_serve_engine *e = c.e;
+    double rep = (double)sh->par.replicas;
+    double N = ceil((double)loom_serve_workload_requests(w) / rep);
+    double I = c.isl, O = c.osl;
+    if ((double)mem->kv_capacity_tokens < I + O)
+        return loom_error_set(err, LOOM_ERR_INFEASIBLE,
+                              "a request of %g + %g tokens does not fit the KV cache of %lld "
+                              "tokens", I, O, (long long)mem->kv_capacity_tokens);
+    /* the batch bound */
+    double per_seq = e->reserve_full_output ? I + O : I + O / 2 + e->decode_reserve_ratio * O / 2;
+    double bmax = (double)e->max_num_seqs;
+    double kvb = (double)mem->kv_capacity_tokens / per_seq;
+    if (kvb < bmax) bmax = kvb;
+    double budget_b = e->mixed_batches ? (double)e->max_batched_tokens * O / (O + I)
+                                       : (double)e->max_batched_tokens;
+    if (budget_b < bmax) bmax = budget_b;
+    if (bmax < 1) bmax = 1;
+    out->batch_max = bmax;
+    double tmax = round_s(&c, bmax);
+    out->capacity_rps = bmax / (O * tmax) * rep;
+
+    double b = 0, T = 0, ttft = 0, dur = 0;
+    bool saturated = false;
+    loom_serve_metrics *mt = &out->m;
+    if (w->load == LOOM_LOAD_QPS) {
+        double lam = w->rate / rep;
+        if (lam * O * tmax >= bmax) {
+            saturated = true;
+            b = bmax;
+        } else {   /* bisection on f(b) = b − λ·O·T(b), f(0) < 0 < f(bmax) */
+            double lo = 0, hi = bmax;
+            for (int k = 0; k < 40; k++) {
+                double mid = (lo + hi) / 2;
+                if (mid - lam * O * round_s(&c, mid) < 0) lo = mid;
+                else hi = mid;
+            }
+            b = hi;
+        }
+        T = round_s(&c, b);
+        double S = prefill_service_s(&c, b);
+        double rho = lam * S;
+        double wait = rho < 0.98 ? rho / (2 * (1 - rho)) * S : 0;
+        ttft = T / 2 + S + wait;
+        double e2e = ttft + (O - 1) * T;
+        if (saturated) {
+            double mu = bmax / (O * T);
+            double extra = (N / 2) * (1 / mu - 1 / lam);   /* mean queueing of the run */
+            ttft += extra > 0 ? extra : 0;
+            dur = N / mu + e2e;
+        } else {
+            dur = (N - 1) / lam + e2e;
+        }
+    } else if (w->load == LOOM_LOAD_CONCURRENCY) {
+        double C = ceil((double)w->concurrency / rep);
+        b = C < bmax ? C : bmax;
+        T = round_s(&c, b);
+        ttft = prefill_service_s(&c, b);
+        double cycle = ttft + (O - 1) * T;
+        if (C > bmax) ttft += (C - bmax) / (bmax / cycle);   /* waiting for a seat */
+        dur = ceil(N / C) * (C > bmax ? cycle * C / bmax : cycle);
+    } else {
+        b = N < bmax ? N : bmax;
+        /* all prompts of the first wave at the budget, then rounds */
+        double fill_tokens = b * I, budget = (double)e->max_batched_tokens;
+        double iters = ceil(fill_tokens / budget);
+        loom_serve_batch p = {.n_prefill = (int64_t)(fill_tokens / iters),
+                              .prefill_pairs = fill_tokens / iters / I * I * (I + 1) / 2,
+                              .n_sampled = (int64_t)(b / iters) + 1};
+        double fill = iters * loom_serve_iter_time(m, &p, NULL);
+        loom_serve_batch d = {.n_decode = (int64_t)ceil(b), .decode_ctx = ceil(b) * (I + O / 2),
+                              .n_sampled = (int64_t)ceil(b)};
+        if (N <= bmax) {
+            T = loom_serve_iter_time(m, &d, NULL);
+            ttft = fill / 2;
+            dur = fill + (O - 1) * T;
+        } else {
+            T = round_s(&c, b);
+            double mu = b / (O * T);
+            dur = fill + (N - b) / mu + (O - 1) * T;
+            double later = (N - b) / N;   /* share of requests queued behind the first wave */
+            ttft = (1 - later) * fill / 2 + later * (fill + (N - b) / (2 * mu));
+        }
+    }
+    out->batch = b;
+    out->round_s = T;
+    mt->tpot = (loom_serve_dist){T, T, T, T};
+    mt->itl = mt->tpot;
+    mt->ttft = (loom_serve_dist){ttft, ttft, ttft, ttft};
+    double e2e = ttft + (O - 1) * T;
+    mt->e2e = (loom_serve_dist){e2e, e2e, e2e, e2e};
+    mt->duration_s = dur;
+    mt->completed = (int64_t)(N * rep);
+    mt->requests_per_s = dur > 0 ? N / dur * rep : 0;
+    mt->output_tokens_per_s = mt->requests_per_s * O;
+    mt->input_tokens_per_s = mt->requests_per_s * I;
+    mt->mean_running = b;
+    mt->kv_util_mean = mem->kv_capacity_tokens > 0
+                           ? b * (I + O / 2) / ((double)mem->kv_capacity_tokens)
+                           : 0;
+    if (mt->kv_util_mean > 1) mt->kv_util_mean = 1;
+    mt->kv_util_peak = mt->kv_util_mean;
+    mt->saturated = saturated;
+    return LOOM_OK;
+}

@@ -1,0 +1,81 @@
+#!/bin/bash
+# serve_cli.sh — `loom eval --mode serve` end to end: usage errors exit 2,
+# bad deployments exit 1 (3 when they do not fit) naming the place, and
+# print nothing on stdout; --json has the documented top-level fields and
+# the text table nothing training-only; launch lines of vLLM and SGLang give
+# the same answer as the equivalent flags; the output is byte-identical on a
+# second run.
+#
+# usage: bash tests/serve_cli.sh path/to/loom   (run from the repo root)
+set -u
+LOOM=${1:?usage: serve_cli.sh path/to/loom}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+source tests/lib/cli_expect.bash
+
+S=(--mode serve --cluster dgx-h100-x1)
+W=(--isl 512 --osl 128 --requests 300)
+# usage errors
+expect_fail eval 2 llama-3-8b "${S[@]}" --isl 512 --osl 128 -- "exactly one load"
+expect_fail eval 2 llama-3-8b "${S[@]}" "${W[@]}" --qps 2 --offline -- "exactly one load"
+expect_fail eval 2 llama-3-8b "${S[@]}" --qps 2 -- "needs --isl and --osl"
+expect_fail eval 2 llama-3-8b "${S[@]}" "${W[@]}" --qps -1 -- "--qps must be in"
+expect_fail eval 2 llama-3-8b "${S[@]}" "${W[@]}" --qps 1 --engine tgi -- "--engine expects vllm, sglang or trtllm"
+expect_fail eval 2 llama-3-8b "${S[@]}" "${W[@]}" --qps 1 --max-num-seq 8 -- "unknown option '--max-num-seq'"
+# bad deployments and workloads
+expect_fail eval 1 llama-3-8b "${S[@]}" "${W[@]}" --qps 0 -- "--qps: expected a request rate > 0"
+expect_fail eval 1 llama-3-8b "${S[@]}" "${W[@]}" --concurrency 0 -- "--concurrency"
+expect_fail eval 1 llama-3-8b "${S[@]}" --isl 8000 --osl 1000 --qps 1 -- "--isl 8000 + --osl 1000" "8192"
+expect_fail eval 1 llama-3-8b "${S[@]}" "${W[@]}" --qps 1 --tp 3 -- "--tp 3 does not divide the 32 attention heads"
+expect_fail eval 1 llama-3-8b "${S[@]}" "${W[@]}" --qps 1 --tp 16 -- "16 GPUs, but cluster dgx-h100-x1 has 8"
+expect_fail eval 1 llama-3-8b "${S[@]}" "${W[@]}" --qps 1 --ep 2 -- "--ep 2: llama-3-8b has no experts"
+expect_fail eval 3 llama-3-70b "${S[@]}" "${W[@]}" --qps 1 -- "does not fit"
+expect_fail eval 1 --cluster dgx-h100-x1 --from-vllm "vllm serve meta-llama/Meta-Llama-3-8B --tp-size 2" "${W[@]}" --qps 1 -- "--from-vllm:1: unknown vLLM option '--tp-size'"
+expect_fail eval 1 --cluster dgx-h100-x1 --from-sglang "python -m sglang.launch_server --model-path x/unknown-model" "${W[@]}" --qps 1 -- "x/unknown-model" "not a bundled model"
+
+# --json fields
+"$LOOM" eval llama-3-70b "${S[@]}" --tp 8 "${W[@]}" --qps 4 --json >"$tmp/a.json" 2>"$tmp/err"
+if [ $? -eq 0 ]; then ok; else bad "70B tp8 serve: $(cat "$tmp/err")"; fi
+python3 - "$tmp/a.json" <<'PY' && ok || bad "json fields"
+import json, sys
+o = json.load(open(sys.argv[1]))
+for k in ["ttft_s", "ttft_p99_s", "tpot_s", "itl_s", "itl_p99_s", "e2e_s", "output_tokens_per_s",
+          "requests_per_s", "kv_capacity_tokens", "max_concurrency", "memory_bytes"]:
+    assert k in o, k
+assert o["ttft_p99_s"] >= o["metrics"]["ttft_s"]["p50"] > 0
+assert abs(o["e2e_s"] - (o["ttft_s"] + 127 * o["tpot_s"])) < 0.05 * o["e2e_s"]
+m = o["memory_bytes"]
+assert m["weights"] + m["kv_cache"] + m["activations"] + m["cuda_graphs"] + m["communication"] + m["cuda_context"] == m["total"]
+assert m["total"] <= m["capacity"]
+assert abs(o["requests_per_s"] - 4) < 0.6
+PY
+"$LOOM" eval llama-3-70b "${S[@]}" --tp 8 "${W[@]}" --qps 4 --json >"$tmp/b.json" 2>/dev/null
+if cmp -s "$tmp/a.json" "$tmp/b.json"; then ok; else bad "serve --json not deterministic"; fi
+
+# the text table: no training-only figures
+"$LOOM" eval llama-3-70b "${S[@]}" --tp 8 "${W[@]}" --qps 4 >"$tmp/t.txt" 2>&1
+for w in "time to first token" "KV capacity" "max concurrency" "KV cache"; do
+    if grep -q "$w" "$tmp/t.txt"; then ok; else bad "text lacks '$w'"; fi
+done
+for w in "MFU" "gradient" "optimizer" "grad"; do
+    if grep -qi "$w" "$tmp/t.txt"; then bad "text shows training-only '$w'"; else ok; fi
+done
+
+# launch lines equal the flags
+"$LOOM" eval llama-3-70b "${S[@]}" --tp 8 --weights fp8 --kv-dtype fp8 --max-num-seqs 128 "${W[@]}" --concurrency 32 --json >"$tmp/f.json" 2>/dev/null
+"$LOOM" eval --cluster dgx-h100-x1 "${W[@]}" --concurrency 32 --json --from-vllm \
+    "vllm serve meta-llama/Meta-Llama-3-70B-Instruct --tensor-parallel-size 8 --quantization fp8 --kv-cache-dtype fp8_e4m3 --max-num-seqs 128 --port 8000 --disable-log-requests" >"$tmp/l.json" 2>"$tmp/err"
+if cmp -s "$tmp/f.json" "$tmp/l.json"; then ok; else bad "--from-vllm differs from the flags: $(cat "$tmp/err")"; fi
+printf '#!/bin/bash\nTP=8\npython3 -m sglang.launch_server \\\n  --model-path deepseek-ai/DeepSeek-V3 --tp $TP --dp 8 \\\n  --enable-dp-attention --trust-remote-code --mem-fraction-static 0.85\n' >"$tmp/launch.sh"
+"$LOOM" eval --cluster dgx-h200-x1 "${W[@]}" --concurrency 64 --json --from-sglang "@$tmp/launch.sh" >"$tmp/s.json" 2>"$tmp/err"
+python3 - "$tmp/s.json" <<'PY' && ok || bad "--from-sglang dp attention: $(cat "$tmp/err")"
+import json, sys
+o = json.load(open(sys.argv[1]))
+c = o["config"]
+assert c["engine"] == "sglang" and c["tp"] == 1 and c["attention_dp"] == 8 and c["mem_fraction"] == 0.85, c
+assert o["gpus"] == 8
+PY
+
+echo "serve_cli: $passes passed, $fails failed"
+[ $fails -eq 0 ]

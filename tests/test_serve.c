@@ -1,0 +1,321 @@
+/*
+ * test_serve.c — the serving model of one engine instance (costs/serve/):
+ * a decode step against a hand computation, weights and KV at their real
+ * bytes, the FP8/int4 deployments that must fit, the simulator against the
+ * steady-state estimate, determinism, and the errors for bad input.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "costs/serve/sim.h"
+#include "costs/serve/steady.h"
+#include "graph/model.h"
+
+static loom_graph *load(const char *path)
+{
+    loom_model_opts mo;
+    loom_model_opts_init(&mo);
+    mo.seq = 1;
+    mo.batch = 1;
+    loom_graph *g = NULL;
+    loom_error err = {0};
+    if (loom_model_load(path, &mo, &g, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        exit(2);
+    }
+    return g;
+}
+
+static loom_serve_model *make(loom_graph *g, const char *cluster, loom_engine_kind k,
+                              loom_serve_parallel par, int64_t seq, loom_error *err)
+{
+    static loom_cluster c;
+    if (loom_cluster_load(cluster, &c, err)) return NULL;
+    loom_serve_model_opts o = {.graph = g, .cluster = &c, .par = par, .seq_tokens = seq};
+    loom_serve_engine_defaults(k, &c.gpu, par.tp, &o.engine);
+    loom_serve_model *m = NULL;
+    loom_serve_model_create(&o, &m, err);
+    return m;
+}
+
+/* Llama-3-70B, TP 8 on 8 H100, bf16, one sequence decoding: the step reads
+ * every GPU's weight shard once and runs 2 all-reduces per layer. By hand
+ * from the config (80 layers, h 8192, 64 heads, 8 KV heads of 128, ffn
+ * 28672, vocab 128256): per layer 8192·128·(2·64 + 2·8) = 151.0M attention
+ * + 3·8192·28672 = 704.6M MLP parameters; 80 layers 68.45B; embedding and
+ * LM head 2·128256·8192 = 2.10B; 70.55B · 2 bytes / 8 = 17.64 GB per GPU.
+ * At a realistic decode HBM efficiency of 0.6–0.9 of 3.35 TB/s that is
+ * 5.85–8.78 ms, plus 160 all-reduces (+1 for the vocab-parallel embedding)
+ * of 16 KiB at 3–25 us each, plus at most 3 ms of engine overhead. */
+static void test_decode_band(void)
+{
+    loom_graph *g = load("examples/models/llama-3-70b.json");
+    loom_serve_parallel p;
+    loom_serve_parallel_init(&p);
+    p.tp = 8;
+    loom_error err = {0};
+    loom_serve_model *m = make(g, "dgx-h100-x1", LOOM_ENGINE_VLLM, p, 2048, &err);
+    CHECK(m != NULL);
+    if (!m) goto done;
+    const loom_serve_shape *s = loom_serve_model_shape(m);
+    double params = 80.0 * (8192.0 * 128 * (2 * 64 + 2 * 8) + 3.0 * 8192 * 28672) +
+                    2.0 * 128256 * 8192;
+    double w = params * 2 / 8;
+    CHECK_NEAR_REL(s->weight_bytes_gpu, w, 0.002);
+    CHECK_INT_EQ(s->allreduces, 161);
+    CHECK_NEAR_REL(s->kv_bytes_per_token, 2.0 * 80 * 1 * 128 * 2, 1e-12);   /* 40 KiB */
+    double bw = 3.35e12;
+    double lo = w / (bw * 0.9) + 160 * 3e-6, hi = w / (bw * 0.6) + 161 * 25e-6 + 3e-3;
+    loom_serve_iter it;
+    loom_serve_batch b = {.n_decode = 1, .decode_ctx = 1024, .n_sampled = 1};
+    double t = loom_serve_iter_time(m, &b, &it);
+    printf("llama-3-70b tp8 h100 decode b=1: %.2f ms (band %.2f–%.2f; gemm %.2f comm %.2f "
+           "overhead %.2f)\n", t * 1e3, lo * 1e3, hi * 1e3, it.gemm_s * 1e3, it.comm_s * 1e3,
+           it.overhead_s * 1e3);
+    CHECK(t >= lo && t <= hi);
+    /* weights dominate and decode is memory-bound: 8 sequences cost < 15% more */
+    CHECK(loom_serve_decode_time(m, 8, 1024) < 1.15 * t);
+    /* prefill is compute-bound: 8192 tokens take ≥ 2·70.55B·8192/8 FLOPs at peak */
+    CHECK(loom_serve_prefill_time(m, 8192) > 2 * params * 8192 / 8 / 989e12);
+    loom_serve_model_destroy(m);
+done:
+    loom_graph_destroy(g);
+}
+
+/* Weights at their stored bytes: FP8 halves the block GEMMs; the real FP8
+ * and int4 deployments fit (the issue's "no fit" cases). */
+static void test_fits(void)
+{
+    const struct {
+        const char *model, *cluster;
+        int64_t tp;
+        loom_serve_weights wt;
+        loom_dtype kv;
+        bool fits;
+        double kv_gib_min;
+    } cases[] = {
+        {"examples/models/deepseek-v3.json", "dgx-h200-x1", 8, LOOM_WEIGHTS_FP8, LOOM_DTYPE_BF16, true, 20},
+        {"examples/models/llama-3.1-405b.json", "dgx-h100-x1", 8, LOOM_WEIGHTS_FP8, LOOM_DTYPE_BF16, true, 10},
+        {"examples/models/llama-3-70b.json", "dgx-h100-x1", 1, LOOM_WEIGHTS_INT4, LOOM_DTYPE_BF16, true, 10},
+        {"examples/models/mixtral-8x7b.json", "dgx-h100-x1", 1, LOOM_WEIGHTS_FP8, LOOM_DTYPE_FP8, true, 10},
+        {"examples/models/llama-3.1-405b.json", "dgx-h100-x1", 8, LOOM_WEIGHTS_BF16, LOOM_DTYPE_BF16, false, 0},
+        {"examples/models/llama-3-70b.json", "dgx-h100-x1", 1, LOOM_WEIGHTS_BF16, LOOM_DTYPE_BF16, false, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        loom_graph *g = load(cases[i].model);
+        loom_serve_parallel p;
+        loom_serve_parallel_init(&p);
+        p.tp = cases[i].tp;
+        p.weights = cases[i].wt;
+        p.kv_dtype = cases[i].kv;
+        loom_error err = {0};
+        loom_serve_model *m = make(g, cases[i].cluster, LOOM_ENGINE_VLLM, p, 4096, &err);
+        CHECK(m != NULL);
+        if (m) {
+            const loom_serve_memory *mem = loom_serve_model_memory(m);
+            printf("%s %s tp%lld %s: weights %.1f GiB, KV %.1f GiB = %lld tokens, fits %d\n",
+                   cases[i].model, cases[i].cluster, (long long)p.tp,
+                   loom_serve_weights_name(p.weights), mem->weights_bytes / 1073741824.0,
+                   mem->kv_bytes / 1073741824.0, (long long)mem->kv_capacity_tokens, mem->fits);
+            CHECK_INT_EQ(mem->fits, cases[i].fits);
+            if (cases[i].fits) CHECK(mem->kv_bytes / 1073741824.0 >= cases[i].kv_gib_min);
+        }
+        loom_serve_model_destroy(m);
+        loom_graph_destroy(g);
+    }
+    /* FP8 KV halves the bytes per token; MLA caches the latent: 61 layers ·
+     * (512 + 64) numbers, not divided by tp */
+    loom_graph *g = load("examples/models/deepseek-v3.json");
+    loom_serve_parallel p;
+    loom_serve_parallel_init(&p);
+    p.tp = 8;
+    p.weights = LOOM_WEIGHTS_FP8;
+    p.kv_dtype = LOOM_DTYPE_FP8;
+    loom_serve_shape s;
+    loom_error err = {0};
+    CHECK(loom_serve_shape_build(g, &p, &s, &err) == LOOM_OK);
+    CHECK_NEAR_REL(s.kv_bytes_per_token, 61.0 * 576, 1e-12);
+    /* 671B parameters of which ~14.5B bf16 (embedding, head, norms, routers) */
+    CHECK(s.weight_bytes_gpu * 8 > 660e9 && s.weight_bytes_gpu * 8 < 720e9);
+    loom_serve_shape_free(&s);
+    loom_graph_destroy(g);
+}
+
+/* The simulator and the steady-state estimate agree at moderate load. */
+static void test_sim_vs_steady(void)
+{
+    loom_graph *g = load("examples/models/llama-3-8b.json");
+    for (int k = 0; k < LOOM_ENGINE_COUNT; k++) {
+        loom_serve_parallel p;
+        loom_serve_parallel_init(&p);
+        loom_error err = {0};
+        loom_serve_model *m = make(g, "dgx-h100-x1", (loom_engine_kind)k, p, 1200, &err);
+        CHECK(m != NULL);
+        if (!m) continue;
+        loom_serve_workload w;
+        loom_serve_workload_init(&w);
+        w.isl = 1000;
+        w.osl = 200;
+        w.load = LOOM_LOAD_QPS;
+        w.rate = 1;
+        w.num_requests = 2000;
+        /* half the capacity the steady state finds */
+        loom_serve_steady_result st;
+        CHECK(loom_serve_steady(m, &w, &st, &err) == LOOM_OK);
+        w.rate = 0.5 * st.capacity_rps;
+        CHECK(loom_serve_steady(m, &w, &st, &err) == LOOM_OK);
+        loom_serve_sim_result *r = malloc(sizeof *r);
+        CHECK(loom_serve_simulate(m, &w, r, &err) == LOOM_OK);
+        printf("%s at %.1f req/s: sim %.0f tok/s tpot %.2f ms, steady %.0f tok/s tpot %.2f ms\n",
+               loom_engine_name((loom_engine_kind)k), w.rate, r->m.output_tokens_per_s,
+               r->m.tpot.mean * 1e3, st.m.output_tokens_per_s, st.m.tpot.mean * 1e3);
+        CHECK_NEAR_REL(st.m.output_tokens_per_s, r->m.output_tokens_per_s, 0.05);
+        CHECK_NEAR_REL(st.m.tpot.mean, r->m.tpot.mean, 0.05);
+        /* determinism: the same seed gives the same run, another seed another */
+        loom_serve_sim_result *r2 = malloc(sizeof *r2);
+        CHECK(loom_serve_simulate(m, &w, r2, &err) == LOOM_OK);
+        CHECK(memcmp(&r->m, &r2->m, sizeof r->m) == 0);
+        w.seed = 7;
+        CHECK(loom_serve_simulate(m, &w, r2, &err) == LOOM_OK);
+        CHECK(r->m.ttft.p99 != r2->m.ttft.p99);
+        /* percentiles are ordered; ITL ≈ TPOT; TTFT ≥ one prefill */
+        CHECK(r->m.ttft.p50 <= r->m.ttft.p90 && r->m.ttft.p90 <= r->m.ttft.p99);
+        CHECK_NEAR_REL(r->m.itl.mean, r->m.tpot.mean, 0.05);
+        CHECK(r->m.ttft.mean >= 0.9 * loom_serve_prefill_time(m, 1000));
+        free(r);
+        free(r2);
+        loom_serve_model_destroy(m);
+    }
+    loom_graph_destroy(g);
+}
+
+/* Overload: a KV cache that cannot hold everyone preempts (vLLM) and the
+ * utilisation reaches the top; TensorRT-LLM's reservation never preempts. */
+static void test_pressure(void)
+{
+    loom_graph *g = load("examples/models/llama-3-8b.json");
+    loom_serve_parallel p;
+    loom_serve_parallel_init(&p);
+    loom_error err = {0};
+    loom_serve_workload w;
+    loom_serve_workload_init(&w);
+    w.isl = 1000;
+    w.osl = 1000;
+    w.num_requests = 1500;
+    loom_serve_sim_result *r = malloc(sizeof *r);
+    loom_serve_model *m = make(g, "dgx-h100-x1", LOOM_ENGINE_VLLM, p, 2000, &err);
+    CHECK(loom_serve_simulate(m, &w, r, &err) == LOOM_OK);
+    CHECK(r->m.preemptions > 0);
+    CHECK(r->m.kv_util_peak > 0.95);
+    CHECK(r->n_timeline > 10);
+    loom_serve_model_destroy(m);
+    m = make(g, "dgx-h100-x1", LOOM_ENGINE_TRTLLM, p, 2000, &err);
+    CHECK(loom_serve_simulate(m, &w, r, &err) == LOOM_OK);
+    CHECK_INT_EQ(r->m.preemptions, 0);
+    CHECK_INT_EQ(r->m.completed, 1500);
+    loom_serve_model_destroy(m);
+    free(r);
+    loom_graph_destroy(g);
+}
+
+/* Bad input gets an error naming the place. */
+static void test_errors(void)
+{
+    loom_graph *g = load("examples/models/llama-3-8b.json");
+    loom_serve_parallel p;
+    loom_serve_parallel_init(&p);
+    loom_error err = {0};
+    loom_serve_model *m = make(g, "dgx-h100-x1", LOOM_ENGINE_VLLM, p, 2000, &err);
+    loom_serve_workload w;
+    loom_serve_workload_init(&w);
+    w.isl = 8000;
+    w.osl = 1000;   /* 9000 > 8192 positions */
+    loom_serve_steady_result st;
+    CHECK(loom_serve_steady(m, &w, &st, &err) == LOOM_ERR_INVALID);
+    CHECK_STR_CONTAINS(err.msg, "--isl 8000 + --osl 1000");
+    CHECK_STR_CONTAINS(err.msg, "8192");
+    w.isl = 100;
+    w.load = LOOM_LOAD_QPS;
+    w.rate = 0;
+    CHECK(loom_serve_steady(m, &w, &st, &err) == LOOM_ERR_INVALID);
+    CHECK_STR_CONTAINS(err.msg, "--qps");
+    w.rate = -3;
+    CHECK(loom_serve_steady(m, &w, &st, &err) == LOOM_ERR_INVALID);
+    w.load = LOOM_LOAD_CONCURRENCY;
+    w.concurrency = 0;
+    CHECK(loom_serve_steady(m, &w, &st, &err) == LOOM_ERR_INVALID);
+    CHECK_STR_CONTAINS(err.msg, "--concurrency");
+    loom_serve_model_destroy(m);
+    /* heads 32: tp 3 does not divide them; MoE-only flags on a dense model */
+    p.tp = 3;
+    CHECK(make(g, "dgx-h100-x1", LOOM_ENGINE_VLLM, p, 2000, &err) == NULL);
+    CHECK_STR_CONTAINS(err.msg, "--tp 3");
+    p.tp = 1;
+    p.ep = 2;
+    CHECK(make(g, "dgx-h100-x1", LOOM_ENGINE_VLLM, p, 2000, &err) == NULL);
+    CHECK_STR_CONTAINS(err.msg, "--ep 2");
+    p.ep = 1;
+    p.tp = 16;   /* 16 GPUs on an 8-GPU cluster */
+    CHECK(make(g, "dgx-h100-x1", LOOM_ENGINE_VLLM, p, 2000, &err) == NULL);
+    CHECK_STR_CONTAINS(err.msg, "16 GPUs");
+    loom_graph_destroy(g);
+
+    /* 40 heads, 8 KV heads: tp 5 divides the heads but not the KV heads */
+    char dir[] = "/tmp/loom_serve_XXXXXX";
+    check_tmpdir(dir);
+    char path[256];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    fputs("{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": \"llama\", "
+          "\"hidden_size\": 5120, \"num_hidden_layers\": 2, \"num_attention_heads\": 40, "
+          "\"num_key_value_heads\": 8, \"intermediate_size\": 1024, \"vocab_size\": 1000, "
+          "\"max_position_embeddings\": 4096}\n", f);
+    fclose(f);
+    g = load(path);
+    p.tp = 5;
+    CHECK(make(g, "dgx-h100-x1", LOOM_ENGINE_SGLANG, p, 2000, &err) == NULL);
+    CHECK_STR_CONTAINS(err.msg, "8 KV heads");
+    loom_graph_destroy(g);
+    check_tmpdir_remove(dir);
+
+    loom_serve_engine e;
+    loom_serve_engine_defaults(LOOM_ENGINE_VLLM, NULL, 1, &e);
+    e.max_num_seqs = 0;
+    CHECK(loom_serve_engine_validate(&e, &err) == LOOM_ERR_INVALID);
+    CHECK_STR_CONTAINS(err.msg, "max_num_seqs");
+    loom_engine_kind k;
+    CHECK(!loom_engine_parse("tgi", &k));
+}
+
+/* The documented defaults. */
+static void test_engine_defaults(void)
+{
+    const loom_device *h100 = loom_device_find("H100"), *a100 = loom_device_find("A100-40GB");
+    loom_serve_engine e;
+    loom_serve_engine_defaults(LOOM_ENGINE_VLLM, h100, 8, &e);
+    CHECK_INT_EQ(e.max_num_seqs, 1024);
+    CHECK_INT_EQ(e.max_batched_tokens, 8192);
+    CHECK_INT_EQ(e.block_size, 16);
+    loom_serve_engine_defaults(LOOM_ENGINE_VLLM, a100, 8, &e);
+    CHECK_INT_EQ(e.max_num_seqs, 256);
+    CHECK_INT_EQ(e.max_batched_tokens, 2048);
+    loom_serve_engine_defaults(LOOM_ENGINE_SGLANG, h100, 8, &e);
+    CHECK_NEAR_REL(e.mem_fraction, 0.81, 1e-12);
+    CHECK(!e.mixed_batches);
+    loom_serve_engine_defaults(LOOM_ENGINE_TRTLLM, h100, 1, &e);
+    CHECK(e.reserve_full_output && e.mem_fraction_of_free);
+}
+
+int main(void)
+{
+    test_engine_defaults();
+    test_decode_band();
+    test_fits();
+    test_sim_vs_steady();
+    test_pressure();
+    test_errors();
+    return check_done();
+}
