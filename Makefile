@@ -6,13 +6,14 @@
 BUILD ?= build
 JOBS  ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
-APT_PACKAGES = build-essential cmake pkg-config libglpk-dev libigraph-dev libcjson-dev
+APT_PACKAGES = build-essential cmake pkg-config libglpk-dev libigraph-dev libcjson-dev librsvg2-bin
 
 .PHONY: all deps build run test sanitize install clean
 
 all: build
 
 # Installs the Debian packages that are missing (as root, or through sudo).
+# librsvg2-bin: rsvg-convert, with which tests/plan_svg.sh renders the pictures.
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do \
 	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \

@@ -19,9 +19,10 @@ python3 - "$out/acc.json" "$records" >bench/serve_accuracy.md <<'PY'
 import json, sys
 o = json.load(open(sys.argv[1]))
 recs = o["records"]
-srcs = sorted({r["source"] for r in recs})
+srcs = sorted({r["source"].split(",")[0] for r in recs})
 engines = sorted({r["engine"] for r in recs})
-print(f"# Serving accuracy: {len(recs)} published runs, {len(srcs)} sources, engines {', '.join(engines)}\n")
+pubs = "; ".join(srcs)
+print(f"# Serving accuracy: {len(recs)} published runs, {len(srcs)} publishers ({pubs}), engines {', '.join(engines)}\n")
 print(f"Predictor: {o['predictor']}; records: `{sys.argv[2]}`; regenerate with `bench/serve_accuracy.sh`.\n")
 print("| metric | n | median \\|err\\| | max \\|err\\| | LOSO median | LOSO max |")
 print("| --- | ---: | ---: | ---: | ---: | ---: |")

@@ -148,3 +148,11 @@ int64_t loom_cluster_usable_bytes(const loom_cluster *c)
     double keep = h <= 0 ? 0 : h < 1 ? h * hbm : h * 1073741824.0;
     return keep >= hbm ? 0 : (int64_t)(hbm - keep);
 }
+
+int64_t loom_cluster_hbm_for_usable(const loom_cluster *c, int64_t bytes)
+{
+    double h = c->memory_headroom;
+    if (h <= 0) return bytes;
+    if (h < 1) return (int64_t)((double)bytes / (1 - h) + 0.5);
+    return bytes + (int64_t)(h * 1073741824.0);
+}

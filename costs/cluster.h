@@ -50,6 +50,10 @@ typedef struct {
 
 /* Bytes of HBM a plan may use: hbm_bytes minus the headroom. */
 int64_t loom_cluster_usable_bytes(const loom_cluster *c);
+/* The HBM a GPU would need for `bytes` to be usable under this cluster's
+ * headroom (the inverse of loom_cluster_usable_bytes): what "it would fit with
+ * GPUs of at least N GiB" quotes. */
+int64_t loom_cluster_hbm_for_usable(const loom_cluster *c, int64_t bytes);
 
 #define LOOM_CLUSTER_FORMAT "loom-cluster/1"
 #define LOOM_CLUSTER_MAX_NODES LOOM_MAX_NODES                   /* base/limits.h */

@@ -140,6 +140,30 @@ int64_t loom_op_saved_bytes(const loom_graph *g, int32_t id);
 
 /* ---- model summary -------------------------------------------------------- */
 
+/* What a runtime needs to build the same model but loom's costs do not
+ * depend on: positional encoding, norm epsilon, multi-token prediction, the
+ * MoE router. Read from the HF config (graph/hf_*.c); `known` is false for
+ * hand-written graphs and for plans written before loom carried them. The
+ * exporters emit them (planner/export/), JSON in graph/model_facts.h. */
+typedef struct {
+    bool known;
+    double norm_eps;            /* rms_norm_eps / layer_norm_epsilon */
+    double rope_theta;          /* RoPE base (0 = no RoPE: learned positions) */
+    char rope_scaling[16];      /* "" none, "llama3" (Llama 3.1), "yarn" (DeepSeek) */
+    double rope_factor;         /* rope_scaling.factor */
+    double rope_low_freq, rope_high_freq;   /* llama3: low/high_freq_factor */
+    int64_t rope_original_max;  /* rope_scaling.original_max_position_embeddings */
+    double yarn_beta_fast, yarn_beta_slow, yarn_mscale, yarn_mscale_all_dim;
+    int64_t mtp_layers;         /* DeepSeek num_nextn_predict_layers (not in loom's graph) */
+    char router_score[16];      /* "softmax" / "sigmoid" ("" dense) */
+    bool router_expert_bias;    /* V3 e_score_correction_bias (aux-loss-free balancing) */
+    bool router_norm_topk;      /* top-k weights renormalised */
+    double router_scaling;      /* routed_scaling_factor (0 = 1) */
+    int64_t router_groups, router_group_topk;   /* group-limited routing (0 = off) */
+    char router_balance[16];    /* "aux_loss" / "seq_aux_loss" ("" none) */
+    double router_aux_coeff;    /* router_aux_loss_coef / aux_loss_alpha */
+} loom_model_facts;
+
 /* The transformer hyper-parameters, when the graph came from a model family
  * (HF config); zero for hand-written graphs. Megatron-style evaluation and the
  * exporters read these. */
@@ -169,6 +193,7 @@ typedef struct {
     bool qkv_bias;
     bool flash_attention;   /* fused attention op (else scores/softmax/context) */
     loom_dtype dtype;
+    loom_model_facts facts; /* what a runtime needs beyond the shape */
 } loom_model_info;
 
 /* ---- the graph ------------------------------------------------------------ */

@@ -22,6 +22,7 @@
 
 #include "base/fileio.h"
 #include "base/json.h"
+#include "graph/model_facts.h"
 
 #define PATH_MAX_LEN 160   /* a JSON path such as $.ops[12345].inputs[3] */
 #define SUB_MAX_LEN (PATH_MAX_LEN + 32)
@@ -78,7 +79,7 @@ static const char *const op_keys[] = {"name", "kind", "layer", "inputs", "weight
 #define INFO_BOOLS(X) X(tied_embeddings) X(gated_mlp) X(qkv_bias) X(flash_attention)
 
 static const char *const model_keys[] = {
-    "arch", "dtype",
+    "arch", "dtype", "facts",
 #define NAME(f) #f,
     INFO_INTS(NAME) INFO_BOOLS(NAME)
 #undef NAME
@@ -115,6 +116,10 @@ static loom_status read_model(const loom_jctx *c, const cJSON *m, loom_model_inf
     INFO_BOOLS(BOOL)
 #undef INT
 #undef BOOL
+    const cJSON *facts = NULL;
+    if (s == LOOM_OK) s = loom_json_get_object(c, m, "$.model", "facts", false, &facts);
+    if (s == LOOM_OK && facts)
+        s = loom_model_facts_from_json(c, facts, "$.model.facts", &info->facts);
     return s;
 }
 
@@ -403,6 +408,7 @@ static cJSON *dump_model(const loom_model_info *info)
     INFO_BOOLS(BOOL)
 #undef INT
 #undef BOOL
+    if (info->facts.known) cJSON_AddItemToObject(m, "facts", loom_model_facts_to_json(&info->facts));
     return m;
 }
 

@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "graph/hf_build.h"
+#include "graph/model_facts.h"
 
 typedef struct {
     loom_model_info m;     /* sizes copied into the graph (head_dim = nope + rope) */
@@ -204,6 +205,7 @@ loom_status loom_hf_build_deepseek(const loom_jctx *c, const cJSON *cfg, const c
     ds_cfg dc;
     *out = NULL;
     loom_status s = read_cfg(c, cfg, arch, &dc);
+    if (s == LOOM_OK) s = loom_model_facts_from_hf(c, cfg, arch, &dc.m.facts);
     if (s) return s;
     loom_hf_family f = {.info = dc.m, .final_norm = "model.norm", .norm_fn = "rmsnorm",
                         .block = layer, .cfg = &dc};

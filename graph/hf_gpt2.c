@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "graph/hf_build.h"
+#include "graph/model_facts.h"
 
 typedef struct {
     loom_model_info m;               /* sizes copied into the graph */
@@ -127,6 +128,7 @@ loom_status loom_hf_build_gpt2(const loom_jctx *c, const cJSON *cfg, const char 
     gpt2_cfg gc;
     *out = NULL;
     loom_status s = read_cfg(c, cfg, &gc);
+    if (s == LOOM_OK) s = loom_model_facts_from_hf(c, cfg, "gpt2", &gc.m.facts);
     if (s) return s;
     loom_hf_family f = {.info = gc.m, .learned_positions = true, .final_norm = "transformer.ln_f",
                         .norm_fn = "layernorm", .embed = embed, .block = block, .cfg = &gc};

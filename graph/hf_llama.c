@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "graph/hf_llama.h"
+#include "graph/model_facts.h"
 
 /* q/k/v projections, QK-norm, RoPE, attention (windowed or chunked on local
  * layers) and o_proj of layer i on the normed input xn. */
@@ -192,7 +193,11 @@ loom_status loom_hf_build_llama(const loom_jctx *c, const cJSON *cfg, const char
     loom_hf_llama_cfg lc;
     *out = NULL;
     loom_status s = loom_hf_llama_cfg_read(c, cfg, arch, &lc);
-    if (s) return s;
+    if (s == LOOM_OK) s = loom_model_facts_from_hf(c, cfg, arch, &lc.m.facts);
+    if (s) {
+        loom_hf_llama_cfg_free(&lc);
+        return s;
+    }
     loom_hf_family f = {.info = lc.m, .final_norm = "model.norm", .norm_fn = "rmsnorm",
                         .embed = lc.embed_scale ? gemma_embed : NULL, .block = layer, .cfg = &lc,
                         .rope_scaling = lc.rope_type, .rope_factor = lc.rope_factor,

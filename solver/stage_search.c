@@ -830,9 +830,12 @@ out:
         double need = (double)s->res.min_memory_bytes / 1073741824.0;
         return loom_error_set(err, LOOM_ERR_INFEASIBLE,
                               "no plan fits: every plan needs at least %.1f GiB per GPU, the %s "
-                              "has %.1f GiB",
+                              "has %.1f GiB of which %.1f GiB are usable (memory headroom %g; "
+                              "--memory-headroom to change)",
                               s->res.min_memory_bytes > 0 ? need : INFINITY, s->c->gpu.name,
-                              (double)s->c->gpu.hbm_bytes / 1073741824.0);
+                              (double)s->c->gpu.hbm_bytes / 1073741824.0,
+                              (double)loom_cluster_usable_bytes(s->c) / 1073741824.0,
+                              s->c->memory_headroom);
     }
     const loom_graph *gb;
     if ((st = loom_search_graph(s, s->res.best.mbs, &gb, err))) return st;

@@ -18,7 +18,6 @@ C=(--cluster dgx-a100-80g-x1)
 # usage errors
 expect_fail eval 2 -- "missing MODEL"
 expect_fail eval 2 gpt2 --tp 1 --gbs 8 -- "missing --cluster"
-expect_fail eval 2 gpt2 "${C[@]}" --tp 1 -- "missing --gbs"
 expect_fail eval 2 gpt2 "${C[@]}" --gbs 8 --bogus -- "unknown option '--bogus'"
 expect_fail eval 2 gpt2 "${C[@]}" --gbs 8 --tp 0 -- "--tp must be in [1,"
 expect_fail eval 2 gpt2 "${C[@]}" --gbs 8 --tp x -- "--tp expects an integer, got 'x'"

@@ -8,7 +8,8 @@
 #    files, on stdout and with -o;
 #  - the Megatron-LM scripts are valid bash, and run with a stand-in torchrun
 #    on PATH they pass exactly the golden arguments plus the caller's;
-#  - TOML, YAML and JSON outputs parse (python3);
+#  - the torchtitan Python config runs against a stand-in of torchtitan's
+#    API; YAML and JSON outputs parse and keep their runtimes' rules (python3);
 #  - eval --from-megatron on an exported script predicts the same as eval
 #    with the same configuration given as options (round trip), and refuses
 #    unknown or contradictory flags with the file and line;
@@ -48,7 +49,7 @@ has "$tmp/err" "$tmp/small.plan.json" "exceeds"
 [ -e "$tmp/x.sh" ] && bad "a file was written for an invalid plan" || ok
 
 # ---- goldens ------------------------------------------------------------------------------------
-ext() { case $1 in megatron) echo sh ;; vllm) echo yaml ;; deepspeed) echo json ;; torchtitan) echo toml ;; esac; }
+ext() { case $1 in megatron) echo sh ;; vllm) echo yaml ;; deepspeed) echo json ;; torchtitan) echo py ;; esac; }
 for golden in $G/*.plan.json; do
     name=$(basename "$golden" .plan.json)
     for t in megatron vllm deepspeed torchtitan; do
@@ -81,13 +82,118 @@ run 1 export $G/llama-3-70b-tp8.plan.json --to megatron -o "$tmp/no/such/dir/tra
 has "$tmp/err" "$tmp/no/such/dir/train.sh"
 
 # ---- the files are what their runtimes parse ---------------------------------------------------
-for f in $G/*.torchtitan.toml; do
-    python3 -c 'import sys, tomllib; d = tomllib.load(open(sys.argv[1], "rb")); assert d["parallelism"]["tensor_parallel_degree"] >= 1' "$f" \
-        && ok || bad "$f is not valid TOML"
+# torchtitan: the job config is Python. It is run against a stand-in of the
+# torchtitan API it uses (field names of ParallelismConfig and TrainingConfig
+# as in torchtitan/config/configs.py at b5bcd76c; keyword-only dataclasses, so
+# a misspelt or removed name fails), and the degrees must cover the GPUs.
+mkdir -p "$tmp/tt/torchtitan/config" "$tmp/tt/torchtitan/distributed" \
+    "$tmp/tt/torchtitan/models/common" "$tmp/tt/torchtitan/models/llama3" "$tmp/tt/torchtitan/models/deepseek_v3"
+cat >"$tmp/tt/torchtitan/config/__init__.py" <<'PY'
+from dataclasses import dataclass, field
+@dataclass(kw_only=True)
+class ParallelismConfig:
+    data_parallel_replicate_degree: int = 1
+    data_parallel_shard_degree: int = -1
+    fsdp_reshard_after_forward: str = "default"
+    tensor_parallel_degree: int = 1
+    enable_sequence_parallel: bool = True
+    pipeline_parallel_degree: int = 1
+    module_fqns_per_model_part: list | None = None
+    pipeline_parallel_schedule: str = "1F1B"
+    num_pp_microbatches: int = 1
+    context_parallel_degree: int = 1
+    expert_parallel_degree: int = 1
+@dataclass(kw_only=True)
+class TrainingConfig:
+    num_tokens_per_microbatch_per_dp_rank: int = 16384
+    num_tokens_per_train_step: int = -1
+    max_context_length: int = 2048
+    mixed_precision_param: str = "bfloat16"
+PY
+cat >"$tmp/tt/torchtitan/distributed/activation_checkpoint.py" <<'PY'
+class FullAC:
+    class Config: pass
+class SelectiveAC:
+    class Config: pass
+PY
+cat >"$tmp/tt/torchtitan/models/common/nn_modules.py" <<'PY'
+from dataclasses import dataclass
+class RMSNorm:
+    @dataclass(kw_only=True)
+    class Config:
+        eps: float = 1e-5
+PY
+cat >"$tmp/tt/torchtitan/models/common/rope.py" <<'PY'
+from dataclasses import dataclass
+class RoPE:
+    @dataclass(kw_only=True)
+    class Config:
+        theta: float = 10000.0
+        scaling: str = "none"
+        scaling_factor: float = 8.0
+        low_freq_factor: float = 1.0
+        high_freq_factor: float = 4.0
+PY
+cat >"$tmp/tt/torchtitan/trainer.py" <<'PY'
+from dataclasses import dataclass, field
+from torchtitan.config import ParallelismConfig, TrainingConfig
+from torchtitan.models.common.nn_modules import RMSNorm
+from torchtitan.models.common.rope import RoPE
+@dataclass
+class Model:
+    layers: list = field(default_factory=lambda: [[RMSNorm.Config(), RoPE.Config(theta=500000.0, scaling="llama")] for _ in range(2)])
+@dataclass
+class Spec:
+    model: Model = field(default_factory=Model)
+class Trainer:
+    @dataclass(kw_only=True)
+    class Config:
+        model_spec: Spec = field(default_factory=Spec)
+        training: TrainingConfig = field(default_factory=TrainingConfig)
+        parallelism: ParallelismConfig = field(default_factory=ParallelismConfig)
+        activation_checkpoint: object = None
+def recipe():
+    return Trainer.Config()
+PY
+for m in llama3 deepseek_v3; do
+    printf 'from torchtitan.trainer import recipe as llama3_8b, recipe as llama3_70b, recipe as llama3_405b, recipe as deepseek_v3_671b\n' \
+        >"$tmp/tt/torchtitan/models/$m/config_registry.py"
 done
+for f in $G/*.torchtitan.py; do
+    plan=$G/$(basename "$f" .torchtitan.py).plan.json
+    PYTHONPATH="$tmp/tt" python3 - "$f" "$plan" <<'PY' && ok || bad "$f does not run as a torchtitan job config"
+import json, runpy, sys
+job = runpy.run_path(sys.argv[1])["loom_job"]()
+p = json.load(open(sys.argv[2])); h = p["hardware"]
+q = job.parallelism
+deg = (q.data_parallel_replicate_degree * q.data_parallel_shard_degree * q.tensor_parallel_degree *
+       q.context_parallel_degree * q.pipeline_parallel_degree)
+assert deg == h["nodes"] * h["gpus_per_node"], (deg, h)
+assert job.training.num_tokens_per_train_step == p["inputs"]["gbs"] * p["inputs"]["seq"]
+facts = p["model"]["facts"]
+for layer in job.model_spec.model.layers:
+    assert layer[0].eps == facts["norm_eps"] and layer[1].theta == facts["rope_theta"]
+    assert layer[1].scaling == ("llama" if facts.get("rope_scaling") == "llama3" else "none")
+PY
+done
+# DeepSpeed's batch rule (runtime/config.py _batch_assertion at edaa7221):
+# train_batch_size == micro x accumulation x world, where world is the DP size
+# with PP (PipelineModule's grid is the mpu) and every rank otherwise (AutoTP
+# passes no mpu); a missing train_batch_size is derived, never wrong
 for f in $G/*.deepspeed.json; do
-    python3 -c 'import sys, json; d = json.load(open(sys.argv[1])); assert d["train_batch_size"] == d["train_micro_batch_size_per_gpu"] * d["gradient_accumulation_steps"] * (d["train_batch_size"] // (d["train_micro_batch_size_per_gpu"] * d["gradient_accumulation_steps"]))' "$f" \
-        && ok || bad "$f is not valid JSON"
+    plan=$G/$(basename "$f" .deepspeed.json).plan.json
+    python3 - "$f" "$plan" <<'PY' && ok || bad "$f breaks DeepSpeed's batch rule"
+import sys, json
+d = json.load(open(sys.argv[1])); p = json.load(open(sys.argv[2]))
+st, sc = p["stages"][0], p["schedule"]
+tp = st["tensor_parallel"]; dp = st["data_parallel"] * sc["data_parallel"]
+pp = sc["pipeline_stages"]; world = dp if (pp > 1 or tp == 1) else dp * tp
+mbs, gas = d["train_micro_batch_size_per_gpu"], d["gradient_accumulation_steps"]
+assert mbs * gas * dp == p["inputs"]["gbs"], (mbs, gas, dp)
+if "train_batch_size" in d:
+    assert d["train_batch_size"] == mbs * gas * world, (d["train_batch_size"], mbs, gas, world)
+assert d["zero_optimization"]["stage"] in (0, 1, 2, 3)
+PY
 done
 if python3 -c 'import yaml' 2>/dev/null; then
     for f in $G/*.vllm.yaml; do
@@ -166,6 +272,15 @@ ev = json.load(open(sys.argv[2]))
 assert abs(ev["step_time_s"] / plan["step_time_s"] - 1) < 0.01, (ev["step_time_s"], plan["step_time_s"])
 assert ev["memory_per_gpu_bytes"] == plan["memory_per_gpu_bytes"], (ev["memory_per_gpu_bytes"], plan["memory_per_gpu_bytes"])
 PY
+# current Megatron-LM launch lines (argument table at d98e8a64): new flags,
+# and --lazy-mpu-init now a plain flag
+run 0 eval --cluster dgx-h100-x1 --from-megatron "torchrun --nproc-per-node 8 pretrain_gpt.py \
+    --num-layers 32 --hidden-size 4096 --num-attention-heads 32 --seq-length 4096 --micro-batch-size 1 \
+    --vocab-size 128256 --swiglu --normalization RMSNorm --fused-residual-rmsnorm --lazy-mpu-init \
+    --moe-flex-dispatcher-backend deepep --rotary-base 500000 --norm-epsilon 1e-5" --json
+run 1 eval --cluster dgx-h100-x1 --from-megatron "torchrun --nproc-per-node 8 pretrain_gpt.py --lazy-mpu-init True"
+run 1 eval --cluster dgx-h100-x1 --from-megatron "torchrun --nproc-per-node 8 pretrain_gpt.py --retro-add-retriever"
+has "$tmp/err" "unknown Megatron-LM argument --retro-add-retriever"
 # errors name the file and line, the flag, and a hint
 printf '#!/bin/bash\nTP=8\ntorchrun --nproc-per-node 8 pretrain_gpt.py \\\n  --tensor-model-parallel-size $TP \\\n  --pipline-model-parallel-size 2\n' >"$tmp/typo.sh"
 run 1 eval --cluster dgx-h100-x1 --from-megatron "$tmp/typo.sh"
@@ -184,23 +299,25 @@ has "$tmp/err" "does not describe the whole model"
 # ---- --nearest -------------------------------------------------------------------------------------
 # torchtitan cannot shard only the optimizer: planned again (and adjusted if
 # need be), written, and the cost reported next to the plan's 12.5 s
-run 0 export $G/llama-3-70b-pp4.plan.json --to torchtitan --nearest -o "$tmp/near.toml"
+run 0 export $G/llama-3-70b-pp4.plan.json --to torchtitan --nearest -o "$tmp/near.py"
 has "$tmp/err" "torchtitan cannot run this plan as planned:" "ZeRO-1" \
-    "nearest plan torchtitan can run (planned again with --space megatron" \
+    "nearest plan torchtitan can run (" \
     "predicted step time: 12.5 s planned,"
-python3 -c 'import sys, tomllib; tomllib.load(open(sys.argv[1], "rb"))' "$tmp/near.toml" && ok || bad "--nearest wrote no valid TOML"
-has "$tmp/near.toml" "data_parallel_shard_degree" "# loom predicts"
-# DeepSpeed: whatever the nearest Megatron-style plan is, either it is made
-# runnable (a valid config written) or the obstacle is named and nothing is
-"$LOOM" export $G/llama-3-70b-pp4.plan.json --to deepspeed --nearest -o "$tmp/near.json" >"$tmp/out" 2>"$tmp/err"
-rc=$?
-case $rc in
-    0) has "$tmp/err" "nearest plan deepspeed can run"
-       python3 -c 'import sys, json; json.load(open(sys.argv[1]))' "$tmp/near.json" && ok || bad "--nearest wrote no valid JSON" ;;
-    1) has "$tmp/err" "--nearest: even the nearest Megatron-style plan cannot run on deepspeed:"
-       [ -e "$tmp/near.json" ] && bad "--nearest wrote a file it could not make runnable" || ok ;;
-    *) bad "export --to deepspeed --nearest: exit $rc" ;;
-esac
+python3 -m py_compile "$tmp/near.py" && ok || bad "--nearest wrote no valid Python"
+has "$tmp/near.py" "data_parallel_shard_degree" "# loom predicts" "def loom_job()"
+# DeepSpeed cannot run TP with PP: --nearest searches DeepSpeed's own space
+# and writes the fastest configuration that fits
+run 0 export $G/llama-3-70b-pp4.plan.json --to deepspeed --nearest -o "$tmp/near.json"
+has "$tmp/err" "nearest plan deepspeed can run (searched deepspeed's own space"
+python3 -c 'import sys, json; json.load(open(sys.argv[1]))' "$tmp/near.json" && ok || bad "--nearest wrote no valid JSON"
+# --nearest never writes what does not fit: Llama-3-70B on 16 GPUs fits only
+# with TP x PP, which DeepSpeed cannot combine; exit 3, the reason, nothing written
+run 0 plan llama-3-70b --cluster dgx-h100-x2 --gbs 64 --seq 4096 -o "$tmp/l70x2.plan.json"
+run 3 export "$tmp/l70x2.plan.json" --to deepspeed --nearest -o "$tmp/nofit.json"
+has "$tmp/err" "--nearest: nothing deepspeed can run fits" "GiB per GPU and the GPU has 80.0 GiB" \
+    "it would fit with"
+[ -e "$tmp/nofit.json" ] && bad "--nearest wrote a configuration that does not fit" || ok
+ls "$tmp" | grep -q "nofit.json.tmp" && bad "temporary file left behind" || ok
 # a mode cannot be changed
 run 1 export $G/llama-3-70b-pp4.plan.json --to vllm --nearest
 has "$tmp/err" "--nearest keeps the plan's mode"

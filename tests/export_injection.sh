@@ -12,7 +12,7 @@
 #               argv as the plain plan's script, and no injected command ran
 #   vllm        yaml.safe_load: the same mapping (skipped, saying so, without
 #               PyYAML: apt-get install python3-yaml)
-#   torchtitan  tomllib: the same tables
+#   torchtitan  ast: the same Python code (the name only in comments)
 #   deepspeed   json: the same object
 #
 # usage: bash tests/export_injection.sh path/to/loom   (run from the repo root)
@@ -78,7 +78,7 @@ EOF
 parse_all() {
     local t=$1; shift
     python3 - "$t" "$@" <<'EOF'
-import sys, json, tomllib
+import ast, sys, json
 t = sys.argv[1]
 for f in sys.argv[2:]:
     try:
@@ -86,7 +86,8 @@ for f in sys.argv[2:]:
             import yaml
             print(sorted(yaml.safe_load(open(f, "rb")).items()))
         elif t == "torchtitan":
-            print(tomllib.load(open(f, "rb")))
+            # Python: the names go only into comments, so the code is the same
+            print(ast.dump(ast.parse(open(f, "rb").read())))
         else:
             print(sorted(json.load(open(f, "rb")).items()))
     except Exception as e:

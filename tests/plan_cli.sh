@@ -43,7 +43,7 @@ has "$tmp/out" "--emit-profile-requests"
 # the bundled example (what `make run` shows)
 run 0 plan
 has "$tmp/out" "loom plan: llama-3-8b on dgx-h100-x2"
-has "$tmp/out" "stage rank  layers"
+has "$tmp/out" "stage rank layers"
 has "$tmp/out" "tokens/s"
 
 # output files, deterministic with --no-timings and LOOM_DETERMINISTIC=1
@@ -81,7 +81,7 @@ kill -INT $pid 2>/dev/null
 wait $pid
 code=$?
 if [ $code -eq 0 ]; then
-    ok; has "$tmp/out" "stage rank  layers"
+    ok; has "$tmp/out" "stage rank layers"
 elif [ $code -eq 1 ] && grep -q "stopped before it found a plan" "$tmp/err"; then
     ok
 else

@@ -1,12 +1,41 @@
 #!/usr/bin/env bash
 # gen_megatron_args.sh — regenerates planner/export/megatron_args_table.h from
-# planner/export/megatron_args.txt (the list of Megatron-LM argument names).
-# Run from the repository root after editing the list:
-#     bash tools/gen_megatron_args.sh
-# The table is sorted bytewise so loom_megatron_arg_find can binary-search it.
+# planner/export/megatron_args.txt (the list of Megatron-LM argument names),
+# and, with MEGATRON set, the list itself from a Megatron-LM checkout.
+#
+# How the list is produced (current: NVIDIA/Megatron-LM
+# d98e8a64ddf34856e74b24714e3bedb2f5a39553, main, 2026-08-22; 876 names):
+# Megatron's options are no longer all add_argument calls (about half come
+# from dataclasses through ArgumentGroupFactory), so the names cannot be
+# grepped. tools/megatron_check/dump_args.py builds the real argparse parser
+# (megatron/training/arguments.py:add_megatron_arguments) with torch, triton
+# and numpy replaced by stubs, and lists parser._actions as JSON;
+# tools/megatron_check/args_txt.py writes that as NAME KIND lines grouped by
+# argparse group. Run on the previous commit (000c4ac2) the same dumper gives
+# exactly the previous hand-written list, which checks the method.
+#
+#     git --git-dir=<Megatron-LM mirror> archive HEAD | tar -x -C /tmp/megatron
+#     MEGATRON=/tmp/megatron bash tools/gen_megatron_args.sh
+#
+# needs /usr/bin/python3 (3.11+) with python3-packaging, python3-pydantic and
+# python3-yaml; no torch, no GPU. Without MEGATRON only the table is
+# regenerated from the checked-in list. Run from the repository root.
+# The table is sorted bytewise so loom_megatron_arg_find can binary-search it;
+# planner/export/megatron_args.c names the commit (loom_megatron_args_source).
 set -euo pipefail
 src=planner/export/megatron_args.txt
 out=planner/export/megatron_args_table.h
+if [ -n "${MEGATRON:-}" ]; then
+  tools=$(cd "$(dirname "$0")/megatron_check" && pwd)
+  commit=$(git -C "$MEGATRON" rev-parse HEAD 2>/dev/null || echo "${MEGATRON_COMMIT:?set MEGATRON_COMMIT for a checkout without .git}")
+  date=$(git -C "$MEGATRON" log -1 --format=%cs 2>/dev/null || echo "${MEGATRON_DATE:?set MEGATRON_DATE}")
+  json=$(mktemp)
+  (cd "$MEGATRON" && MAMBA_DETERMINISTIC=0 STUB=torch,triton,numpy OUT="$json" \
+      /usr/bin/python3 "$tools/dump_args.py")
+  /usr/bin/python3 "$tools/args_txt.py" "$json" "$commit" "$date" >"$src.tmp"
+  rm -f "$json"
+  mv "$src.tmp" "$src"
+fi
 bad=$(grep -v -e '^#' -e '^[[:space:]]*$' "$src" |
       awk 'NF != 2 || $1 !~ /^--[a-z0-9][a-z0-9_-]*$/ || $2 !~ /^(flag|int|float|str|list)$/' || true)
 if [ -n "$bad" ]; then

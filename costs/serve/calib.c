@@ -22,6 +22,9 @@
  *                        GPU (zero-overhead batch scheduler, v0.4) but still
  *                        pays sampling hand-off; TensorRT-LLM's C++ executor
  *   seq_overhead_s 5 us  per running sequence per iteration
+ *   request_overhead_s 2 ms  the OpenAI-compatible server's work per request
+ *                        (vLLM's and SGLang's API server is one Python
+ *                        process: HTTP, tokenisation, output streaming)
  * The defaults are the fit of examples/calibration/serving-runs.json
  * (`loom calibrate --serving`) where a GPU has records: the table below.
  */
@@ -100,6 +103,7 @@ void loom_serve_calib_prior(const loom_device *d, loom_serve_calib *out)
     out->iter_sglang_s = 1.5e-3;
     out->iter_trtllm_s = 1e-3;
     out->seq_overhead_s = 5e-6;
+    out->request_overhead_s = 2e-3;
 }
 
 /* The shipped fit (`loom calibrate --serving examples/calibration/

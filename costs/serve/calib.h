@@ -18,7 +18,10 @@
  *   iter_<engine>_s    CPU time per iteration that the GPU waits for
  *                      (scheduling, input preparation, sampling hand-off)
  *   seq_overhead_s     per running sequence per iteration (sampler,
- *                      detokeniser, bookkeeping)
+ *                      detokeniser, streaming the token out)
+ *   request_overhead_s per request in the API server, one at a time
+ *                      (HTTP, tokenisation, admission and teardown): the
+ *                      front end is a serial queue in front of the engine
  *
  * Units: fractions in (0, 1]; seconds.
  */
@@ -42,7 +45,8 @@
     X(iter_vllm_s, 0.0, 20e-3)          \
     X(iter_sglang_s, 0.0, 20e-3)        \
     X(iter_trtllm_s, 0.0, 20e-3)        \
-    X(seq_overhead_s, 0.0, 40e-6)
+    X(seq_overhead_s, 0.0, 200e-6)     \
+    X(request_overhead_s, 0.0, 50e-3)
 
 typedef struct {
     char device[48];   /* "" = any */
@@ -52,7 +56,7 @@ typedef struct {
 #undef LOOM_X
 } loom_serve_calib;
 
-#define LOOM_SERVE_CALIB_NFIELDS 10
+#define LOOM_SERVE_CALIB_NFIELDS 11
 
 /* The shipped values for d (the fit of examples/calibration/serving-runs.json
  * where d has records, else the prior). d NULL = generic prior. */

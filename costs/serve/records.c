@@ -65,12 +65,18 @@ static loom_status one(const loom_jctx *c, const cJSON *o, const char *path, loo
     const char *s = NULL;
     loom_status st;
     if ((st = loom_json_get_str(c, o, path, "engine", true, &s))) return st;
-    if (!loom_engine_parse(s, &r->engine))
-        return loom_json_fail(c, path, "field \"engine\": expected vllm, sglang or trtllm, found "
-                              "\"%s\"", s);
+    if (!strncasecmp(s, "tensorrt", 8) || !strncasecmp(s, "nvidia-nim", 10)) r->engine = LOOM_ENGINE_TRTLLM;
+    else if (!loom_engine_parse(s, &r->engine)) {
+        snprintf(r->skip, sizeof r->skip, "%.64s: engine \"%.40s\" has no policy in loom "
+                 "(vllm, sglang, trtllm)", path, s);
+        return LOOM_OK;
+    }
     if ((st = loom_json_get_str(c, o, path, "gpu", true, &s))) return st;
     const loom_device *d = loom_device_find(s);
-    if (!d) return loom_json_fail(c, path, "field \"gpu\": unknown GPU \"%s\"", s);
+    if (!d) {
+        snprintf(r->skip, sizeof r->skip, "%.64s: unknown GPU \"%.40s\"", path, s);
+        return LOOM_OK;
+    }
     snprintf(r->gpu, sizeof r->gpu, "%s", d->name);
     const int64_t big = 1 << 20;
     int64_t dp = 1;
@@ -78,24 +84,44 @@ static loom_status one(const loom_jctx *c, const cJSON *o, const char *path, loo
         (st = loom_json_get_int(c, o, path, "tp", false, 1, big, &r->par.tp)) ||
         (st = loom_json_get_int(c, o, path, "pp", false, 1, big, &r->par.pp)) ||
         (st = loom_json_get_int(c, o, path, "ep", false, 1, big, &r->par.ep)) ||
-        (st = loom_json_get_int(c, o, path, "dp", false, 1, big, &dp)) ||
-        (st = loom_json_get_int(c, o, path, "isl", true, 1, ((int64_t)1 << 24), &r->work.isl)) ||
-        (st = loom_json_get_int(c, o, path, "osl", true, 1, ((int64_t)1 << 24), &r->work.osl)))
+        (st = loom_json_get_int(c, o, path, "dp", false, 1, big, &dp)))
         return st;
+    /* mean lengths of a dataset run may be fractional: rounded */
+    double isl = -1, osl = -1;
+    if ((st = loom_json_get_num(c, o, path, "isl", false, 0, 1 << 24, &isl)) ||
+        (st = loom_json_get_num(c, o, path, "osl", false, 0, 1 << 24, &osl)))
+        return st;
+    if (!(isl >= 1 && osl >= 1)) {
+        snprintf(r->skip, sizeof r->skip, "%.64s: prompt or output length not stated", path);
+        return LOOM_OK;
+    }
+    r->work.isl = (int64_t)(isl + 0.5);
+    r->work.osl = (int64_t)(osl + 0.5);
     r->par.replicas = dp;
     s = NULL;
     if ((st = loom_json_get_str(c, o, path, "weights", false, &s))) return st;
-    if (s && !loom_serve_weights_parse(s, &r->par.weights))
-        return loom_json_fail(c, path, "field \"weights\": expected bf16, fp8 or int4, found \"%s\"", s);
+    if (s) {
+        if (!strncasecmp(s, "fp8", 3)) r->par.weights = LOOM_WEIGHTS_FP8;
+        else if (!strncasecmp(s, "int4", 4) || strstr(s, "awq") || strstr(s, "gptq"))
+            r->par.weights = LOOM_WEIGHTS_INT4;
+        else if (!strncasecmp(s, "bf16", 4) || !strncasecmp(s, "fp16", 4)) r->par.weights = LOOM_WEIGHTS_BF16;
+        else {
+            snprintf(r->skip, sizeof r->skip, "%.64s: weights \"%.40s\" not modelled", path, s);
+            return LOOM_OK;
+        }
+    }
     s = NULL;
     if ((st = loom_json_get_str(c, o, path, "kv_dtype", false, &s))) return st;
     if (s) r->par.kv_dtype = strncasecmp(s, "fp8", 3) == 0 ? LOOM_DTYPE_FP8 : LOOM_DTYPE_BF16;
     s = NULL;
     if ((st = loom_json_get_str(c, o, path, "length_distribution", false, &s))) return st;
-    if (s && (strstr(s, "uniform") || strstr(s, "random"))) {
+    /* vLLM's and SGLang's "random" datasets default to a range ratio of 0
+     * (fixed lengths; vLLM >= 0.10, sglang bench_serving --random-range-ratio
+     * is stated when used); ShareGPT lengths are heavy-tailed */
+    if (s && strstr(s, "uniform")) {
         r->work.isl_dist = r->work.osl_dist = LOOM_LEN_UNIFORM;
         r->work.isl_spread = r->work.osl_spread = 0.5;
-    } else if (s && (strstr(s, "sharegpt") || strstr(s, "lognormal") || strstr(s, "dataset"))) {
+    } else if (s && (strstr(s, "sharegpt") || strstr(s, "lognormal"))) {
         r->work.isl_dist = r->work.osl_dist = LOOM_LEN_LOGNORMAL;
         r->work.isl_spread = r->work.osl_spread = 0.8;
     }
@@ -141,7 +167,9 @@ static loom_status one(const loom_jctx *c, const cJSON *o, const char *path, loo
         if (!(r->measured[k] > 0)) r->measured[k] = -1;
         else have++;
     }
-    if (!have) return loom_json_fail(c, path, "field \"metrics\": no metric measured");
+    if (!have) snprintf(r->skip, sizeof r->skip, "%.64s: no metric loom predicts", path);
+    const cJSON *dpa = es ? cJSON_GetObjectItemCaseSensitive(es, "dp_attention") : NULL;
+    if (cJSON_IsTrue(dpa)) r->dp_attention = true;
     return LOOM_OK;
 }
 

@@ -63,10 +63,14 @@ typedef struct {
     int64_t max_num_seqs, max_batched_tokens;   /* engine_settings (0 = default) */
     double mem_fraction;
     double measured[LOOM_SM_COUNT];   /* < 0 = not measured */
+    char skip[320];               /* why loom cannot predict the record ("" = it can) */
 } loom_serve_record;
 
-/* Reads a records file; *out (free()) holds *n records. Errors name the file
- * and the JSON path. */
+/* Reads a records file; *out (free()) holds *n records. A record loom
+ * cannot predict — an engine it has no policy for (LMDeploy), lengths not
+ * stated, no metric — is kept with `skip` saying why (naming its JSON
+ * path); a field of the wrong type is an error naming the file and path.
+ * NVIDIA NIM runs TensorRT-LLM and is read as it. */
 loom_status loom_serve_records_load(const char *path, loom_serve_record **out, size_t *n,
                                     loom_error *err);
 

@@ -37,7 +37,7 @@
 #include <string.h>
 
 typedef struct {
-    double arrival, first, last_tok, finish;
+    double arrival, ready, first, last_tok, finish;   /* ready: out of the API server */
     int64_t isl, osl, prompt, prefilled, generated, blocks;
     bool running;
 } req_t;
@@ -196,11 +196,25 @@ static int64_t reserved(const engine_t *s)
     return (int64_t)(t / (double)s->bs);
 }
 
-/* Admits from the queue while budget, seats and blocks last. */
+/* Blocks the running prompts still need to finish their prefill. */
+static int64_t pending_prefill(const engine_t *s)
+{
+    int64_t b = 0;
+    for (int64_t i = 0; i < s->n_run; i++) {
+        const req_t *q = &s->r[s->run[i]];
+        if (q->prefilled < q->prompt) b += blocks_for(s, q->prompt) - q->blocks;
+    }
+    return b > 0 ? b : 0;
+}
+
+/* Admits from the queue while budget, seats and blocks last. A request is
+ * admitted only when its whole prompt fits beside what the running prompts
+ * still need (SGLang's PrefillAdder checks the same; without it, chunked
+ * prompts that outgrow the pool preempt one another for ever). */
 static void admit(engine_t *s, int64_t *budget)
 {
     const loom_serve_engine *e = s->e;
-    int64_t res = reserved(s);
+    int64_t res = reserved(s) + pending_prefill(s);
     while (s->w_len > 0 && *budget > 0 && s->n_run < e->max_num_seqs) {
         int64_t id = wait_front(s);
         req_t *q = &s->r[id];
@@ -208,19 +222,22 @@ static void admit(engine_t *s, int64_t *budget)
         int64_t c = left < *budget ? left : *budget;
         bool whole_budget = *budget == e->max_batched_tokens;
         if (!e->chunked_prefill && c < left && !whole_budget) break;
-        int64_t need;
-        if (e->reserve_full_output) need = blocks_for(s, q->prompt + q->osl - q->generated);
-        else need = blocks_for(s, q->prefilled + c) - q->blocks;
+        int64_t need, total;
+        if (e->reserve_full_output) need = total = blocks_for(s, q->prompt + q->osl - q->generated);
+        else {
+            need = blocks_for(s, q->prefilled + c) - q->blocks;
+            total = blocks_for(s, q->prompt) - q->blocks;
+        }
         int64_t extra = e->decode_reserve_ratio > 0
                             ? (int64_t)((double)(q->osl - q->generated) * e->decode_reserve_ratio /
                                         (double)s->bs)
                             : 0;
-        if (need + res + extra > s->free_blocks && s->n_run > 0) break;
-        if (need > s->free_blocks) break;
+        if (total + res + extra > s->free_blocks && s->n_run > 0) break;
+        if (total > s->free_blocks) break;
         wait_pop(s);
         s->free_blocks -= need;
         q->blocks += need;
-        res += extra;
+        res += extra + (total - need);
         q->running = true;
         s->run[s->n_run++] = id;
         s->sel[s->n_sel] = id;
@@ -334,24 +351,31 @@ static loom_status run(const loom_serve_model *m, const loom_serve_workload *w,
             goto done;
         }
     }
-    /* issued requests: all (QPS, offline) or one per client */
+    /* issued requests: all (QPS, offline) or one per client; each passes
+     * the API server, one request at a time, before the engine sees it */
     int64_t issued = n, next = 0, done_n = 0, iters = 0;
     if (w->load == LOOM_LOAD_CONCURRENCY) issued = w->concurrency < n ? w->concurrency : n;
+    const double front_s = loom_serve_model_calib(m)->request_overhead_s;
+    double front_free = 0;
+    for (int64_t i = 0; i < issued; i++) {
+        double start = s.r[i].arrival > front_free ? s.r[i].arrival : front_free;
+        s.r[i].ready = front_free = start + front_s;
+    }
     t = 0;
     double busy_kv = 0, run_int = 0, kv_peak = 0, out_tokens = 0, in_tokens = 0;
     int64_t stride = 1;
     out->n_timeline = 0;
     while (done_n < n) {
-        while (next < issued && s.r[next].arrival <= t) wait_push_back(&s, next++);
+        while (next < issued && s.r[next].ready <= t) wait_push_back(&s, next++);
         if (s.n_run == 0 && s.w_len == 0) {
             if (next >= issued) break;   /* cannot happen: completions issue more */
-            t = s.r[next].arrival;
+            t = s.r[next].ready;
             continue;
         }
         schedule(&s);
         if (s.n_sel == 0) {
             if (next < issued && s.n_run == 0) {
-                t = s.r[next].arrival > t ? s.r[next].arrival : t;
+                t = s.r[next].ready > t ? s.r[next].ready : t;
                 continue;
             }
             st = loom_error_set(err, LOOM_ERR_INFEASIBLE,
@@ -422,7 +446,11 @@ static loom_status run(const loom_serve_model *m, const loom_serve_workload *w,
             tpot[done_n] = q->osl > 1 ? (q->finish - q->first) / (double)(q->osl - 1) : 0;
             done_n++;
             (void)id;
-            if (w->load == LOOM_LOAD_CONCURRENCY && issued < n) s.r[issued++].arrival = t;
+            if (w->load == LOOM_LOAD_CONCURRENCY && issued < n) {
+                req_t *nq = &s.r[issued++];
+                nq->arrival = t;
+                nq->ready = front_free = (t > front_free ? t : front_free) + front_s;
+            }
         }
         int64_t k = 0;
         for (int64_t i = 0; i < s.n_run; i++)

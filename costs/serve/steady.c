@@ -135,14 +135,18 @@ loom_status loom_serve_steady(const loom_serve_model *m, const loom_serve_worklo
     if (bmax < 1) bmax = 1;
     out->batch_max = bmax;
     double tmax = round_s(&c, bmax);
-    out->capacity_rps = bmax / (O * tmax) * rep;
+    /* the API server: a serial queue of service F per request */
+    double F = loom_serve_model_calib(m)->request_overhead_s;
+    double cap = bmax / (O * tmax);
+    if (F > 0 && 1 / F < cap) cap = 1 / F;
+    out->capacity_rps = cap * rep;
 
     double b = 0, T = 0, ttft = 0, dur = 0;
     bool saturated = false;
     loom_serve_metrics *mt = &out->m;
     if (w->load == LOOM_LOAD_QPS) {
         double lam = w->rate / rep;
-        if (lam * O * tmax >= bmax) {
+        if (lam * O * tmax >= bmax || lam * F >= 1) {
             saturated = true;
             b = bmax;
         } else {   /* bisection on f(b) = b − λ·O·T(b), f(0) < 0 < f(bmax) */
@@ -156,12 +160,14 @@ loom_status loom_serve_steady(const loom_serve_model *m, const loom_serve_worklo
         }
         T = round_s(&c, b);
         double S = prefill_service_s(&c, b);
-        double rho = lam * S;
+        double rho = lam * S, rf = lam * F;
         double wait = rho < 0.98 ? rho / (2 * (1 - rho)) * S : 0;
-        ttft = T / 2 + S + wait;
+        wait += rf < 0.98 ? rf / (2 * (1 - rf)) * F : 0;
+        ttft = F + T / 2 + S + wait;
         double e2e = ttft + (O - 1) * T;
         if (saturated) {
             double mu = bmax / (O * T);
+            if (F > 0 && 1 / F < mu) mu = 1 / F;
             double extra = (N / 2) * (1 / mu - 1 / lam);   /* mean queueing of the run */
             ttft += extra > 0 ? extra : 0;
             dur = N / mu + e2e;
@@ -172,10 +178,15 @@ loom_status loom_serve_steady(const loom_serve_model *m, const loom_serve_worklo
         double C = ceil((double)w->concurrency / rep);
         b = C < bmax ? C : bmax;
         T = round_s(&c, b);
-        ttft = prefill_service_s(&c, b);
+        ttft = F + prefill_service_s(&c, b);
         double cycle = ttft + (O - 1) * T;
         if (C > bmax) ttft += (C - bmax) / (bmax / cycle);   /* waiting for a seat */
-        dur = ceil(N / C) * (C > bmax ? cycle * C / bmax : cycle);
+        double per = C > bmax ? cycle * C / bmax : cycle;     /* a round of C requests */
+        if (C * F > per) {   /* the API server is the bottleneck */
+            ttft += C * F - per;
+            per = C * F;
+        }
+        dur = ceil(N / C) * per;
     } else {
         b = N < bmax ? N : bmax;
         /* all prompts of the first wave at the budget, then rounds */
@@ -189,11 +200,12 @@ loom_status loom_serve_steady(const loom_serve_model *m, const loom_serve_worklo
                               .n_sampled = (int64_t)ceil(b)};
         if (N <= bmax) {
             T = loom_serve_iter_time(m, &d, NULL);
-            ttft = fill / 2;
-            dur = fill + (O - 1) * T;
+            ttft = fill / 2 + N * F / 2;
+            dur = (fill > N * F ? fill : N * F) + (O - 1) * T;
         } else {
             T = round_s(&c, b);
             double mu = b / (O * T);
+            if (F > 0 && 1 / F < mu) mu = 1 / F;
             dur = fill + (N - b) / mu + (O - 1) * T;
             double later = (N - b) / N;   /* share of requests queued behind the first wave */
             ttft = (1 - later) * fill / 2 + later * (fill + (N - b) / (2 * mu));

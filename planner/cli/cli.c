@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include "base/fileio.h"
+#include "costs/cluster.h"
+#include <cJSON.h>
 
 #ifndef LOOM_SOURCE_DIR
 #define LOOM_SOURCE_DIR "."
@@ -194,4 +196,64 @@ int loom_cli_check_outputs(const char *cmd, const loom_cli_path *inputs, int n_i
                                             outputs[j].opt, outputs[j].path, o->opt, o->path);
     }
     return 0;
+}
+
+/* Plausible per-GPU, per-direction bandwidths: inside a node from PCIe 3
+ * x16 (~12 GB/s usable) up to NVLink 5 (900 GB/s); across nodes from a
+ * 10 Gb/s NIC (1.25 GB/s) up to 800 Gb/s per GPU (100 GB/s). */
+#define INTRA_MIN_BPS 4e9
+#define INTRA_MAX_BPS 1.2e12
+#define INTER_MIN_BPS 1e9
+#define INTER_MAX_BPS 1.0e11
+
+int loom_cli_warn_inputs(const char *cmd, const loom_cluster *c, int64_t max_positions,
+                         int64_t gbs, int64_t seq, bool inference)
+{
+    int n = 0;
+    double intra = c->intra.bandwidth_Bps, inter = c->inter.bandwidth_Bps;
+    if (c->gpus_per_node > 1 && (intra < INTRA_MIN_BPS || intra > INTRA_MAX_BPS)) {
+        fprintf(stderr, "loom %s: warning: %s: intra-node bandwidth %.4g GB/s per GPU is outside "
+                        "what NVLink, xGMI or PCIe give (%.0f-%.0f GB/s)\n",
+                cmd, c->name, intra / 1e9, INTRA_MIN_BPS / 1e9, INTRA_MAX_BPS / 1e9);
+        n++;
+    }
+    if (c->nodes > 1 && (inter < INTER_MIN_BPS || inter > INTER_MAX_BPS)) {
+        fprintf(stderr, "loom %s: warning: %s: inter-node bandwidth %.4g GB/s per GPU is outside "
+                        "what a NIC gives (%.0f-%.0f GB/s)%s\n",
+                cmd, c->name, inter / 1e9, INTER_MIN_BPS / 1e9, INTER_MAX_BPS / 1e9,
+                inter > INTER_MAX_BPS ? "; a NIC's Gb/s written as GB/s? 400 Gb/s is 50 GB/s" : "");
+        n++;
+    }
+    int64_t gpus = loom_cluster_gpus(c);
+    if (!inference && gbs > 0 && gbs * 8 < gpus) {
+        fprintf(stderr, "loom %s: warning: a batch of %lld sequences cannot feed %lld GPUs: "
+                        "with one sequence per data-parallel replica each sequence is split over "
+                        "%lld or more GPUs, and utilisation drops; try --gbs %lld or more\n",
+                cmd, (long long)gbs, (long long)gpus, (long long)((gpus + gbs - 1) / gbs),
+                (long long)((gpus + 7) / 8));
+        n++;
+    }
+    if (max_positions > 0 && seq > max_positions) {
+        fprintf(stderr, "loom %s: warning: sequence %lld is beyond the model's %lld positions "
+                        "(max_position_embeddings); the model was not trained for it\n",
+                cmd, (long long)seq, (long long)max_positions);
+        n++;
+    }
+    return n;
+}
+
+int64_t loom_cli_default_seq(const char *model_path)
+{
+    char *text = NULL;
+    size_t len = 0;
+    loom_error err = {0};
+    int64_t seq = LOOM_CLI_DEFAULT_SEQ;
+    if (!model_path || loom_read_file(model_path, 0, &text, &len, &err)) return seq;
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    const cJSON *np = root ? cJSON_GetObjectItemCaseSensitive(root, "n_positions") : NULL;
+    if (cJSON_IsNumber(np) && np->valuedouble >= 1 && np->valuedouble < (double)seq)
+        seq = (int64_t)np->valuedouble;
+    cJSON_Delete(root);
+    free(text);
+    return seq;
 }

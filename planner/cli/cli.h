@@ -12,6 +12,7 @@
 #include "graph/graph.h"
 #include <stdint.h>
 #include "base/error.h"
+#include "costs/cluster.h"
 #include "planner/cli/options.h"
 
 enum { LOOM_EXIT_OK = 0, LOOM_EXIT_FAIL = 1, LOOM_EXIT_USAGE = 2, LOOM_EXIT_INFEASIBLE = 3 };
@@ -49,6 +50,28 @@ int loom_cli_usage_error(const char *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
+
+/* The defaults every command assumes when the option is not given (loom plan,
+ * loom eval, loom compare's suites): tokens per sequence, sequences per
+ * step, the ZeRO stage (1: optimizer state sharded over the data-parallel
+ * group, Megatron's distributed optimizer). Each command prints the ones it
+ * used in its header. */
+#define LOOM_CLI_DEFAULT_SEQ 4096
+#define LOOM_CLI_DEFAULT_GBS 256
+#define LOOM_CLI_DEFAULT_ZERO 1
+
+/* The default sequence for the model at path: LOOM_CLI_DEFAULT_SEQ, capped at
+ * a learned position table (GPT-2's n_positions), which cannot go beyond
+ * it. The one rule for loom plan and loom eval. */
+int64_t loom_cli_default_seq(const char *model_path);
+
+/* Warnings on stderr ("loom CMD: warning: …") for inputs that are legal but
+ * probably a mistake: a link bandwidth outside what its kind of link has (a
+ * NIC given in Gb/s as GB/s), a training batch too small to feed the
+ * cluster, a sequence beyond the model's declared positions (max_positions
+ * 0: unknown). Returns how many it printed. */
+int loom_cli_warn_inputs(const char *cmd, const loom_cluster *c, int64_t max_positions,
+                         int64_t gbs, int64_t seq, bool inference);
 
 /* Whether LOOM_DETERMINISTIC asks for byte-identical output (search times
  * written as 0, as --no-timings): set, non-empty and not "0". The one rule

@@ -27,7 +27,8 @@ typedef struct {
     const char *model, *cluster, *calib, *profile, *from_megatron;
     loom_parallel p;
     int mode;   /* 0 train (this command); serve goes to cmd_eval_serve.c */
-    bool json, unfused, no_grad_overlap, dp_given, gbs_given, seq_given, mbs_given;
+    bool json, unfused, no_grad_overlap, dp_given, gbs_given, seq_given, mbs_given, zero_given,
+        dist_opt_given;
     double memory_headroom;   /* < 0: the cluster's */
 } eval_args;
 
@@ -79,20 +80,20 @@ static const loom_cli_option eval_opts[] = {
      .help = "micro-batch, in sequences (a loom graph file: its own batch)"},
     {.name = "--gbs", .kind = LOOM_CLI_SIZE, .field = F(p.gbs), .given = F(gbs_given), .lo = 1,
      .hi = (int64_t)1 << 40, .metavar = "G",
-     .help = "global batch, in sequences (required without --from-megatron)",
-     .def = LOOM_CLI_NO_DEFAULT},
+     .help = "global batch, in sequences", .def = "256, as loom plan"},
     {.name = "--seq", .kind = LOOM_CLI_SIZE, .field = F(p.seq), .given = F(seq_given), .lo = 1,
      .hi = LOOM_MODEL_MAX_SEQ, .metavar = "S", .help = "sequence length",
-     .def = "2048, capped at n_positions (GPT-2)"},
+     .def = "4096 as loom plan, capped at n_positions (GPT-2)"},
     {.name = "--sp", .kind = LOOM_CLI_FLAG, .field = F(p.sp), .help = "sequence parallelism"},
     {.name = "--recompute", .kind = LOOM_CLI_ENUM, .field = F(p.recompute),
      .choices = recompute_choices, .metavar = "R", .help = "activation recomputation"},
     {.name = "--recompute-layers", .kind = LOOM_CLI_INT, .field = F(p.recompute_layers), .lo = 0,
      .hi = 1 << 20, .metavar = "N",
      .help = "--recompute full: only the first N blocks of each stage", .def = "0: all"},
-    {.name = "--zero", .kind = LOOM_CLI_INT, .field = F(p.zero), .lo = 0, .hi = 3,
-     .metavar = "Z", .help = "DeepSpeed ZeRO stage"},
-    {.name = "--dist-opt", .kind = LOOM_CLI_FLAG, .field = F(p.dist_opt),
+    {.name = "--zero", .kind = LOOM_CLI_INT, .field = F(p.zero), .given = F(zero_given), .lo = 0,
+     .hi = 3, .metavar = "Z", .help = "ZeRO stage over the data-parallel group",
+     .def = "1 as loom plan (0 with --dist-opt)"},
+    {.name = "--dist-opt", .kind = LOOM_CLI_FLAG, .field = F(p.dist_opt), .given = F(dist_opt_given),
      .help = "Megatron distributed optimizer"},
     {.name = "--vpp", .kind = LOOM_CLI_INT, .field = F(p.vpp), .lo = 1, .hi = 1 << 20,
      .metavar = "V", .help = "interleaved schedule with V model chunks per pipeline rank"},
@@ -168,14 +169,33 @@ static int parse(int argc, char **argv, eval_args *a)
     if (!a->model && !a->from_megatron)
         return loom_cli_usage_error("eval", "missing MODEL (a path or a bundled name)");
     if (!a->cluster) return loom_cli_usage_error("eval", "missing --cluster (a preset or a file)");
-    if (!a->gbs_given && !a->from_megatron)
-        return loom_cli_usage_error("eval", "missing --gbs (global batch, sequences)");
+    /* the defaults loom plan assumes too (cli.h) */
+    if (!a->gbs_given && !a->from_megatron) a->p.gbs = LOOM_CLI_DEFAULT_GBS;
+    if (!a->zero_given && !a->dist_opt_given && !a->from_megatron) a->p.zero = LOOM_CLI_DEFAULT_ZERO;
     a->p.flash = !a->unfused;
     a->p.overlap_grad_reduce = !a->no_grad_overlap;
     return LOOM_CLI_RUN;
 }
 
 /* ---- output ------------------------------------------------------------------ */
+
+/* What was assumed rather than given: the defaults loom plan shares (cli.h). */
+static void print_assumed(const eval_args *a)
+{
+    char buf[256] = "";
+    size_t n = 0;
+    if (!a->seq_given)
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "%sseq %lld", n ? ", " : "",
+                              (long long)a->p.seq);
+    if (!a->gbs_given)
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "%sgbs %lld", n ? ", " : "",
+                              (long long)a->p.gbs);
+    if (!a->zero_given && !a->dist_opt_given)
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "%sZeRO-%d", n ? ", " : "", a->p.zero);
+    if (n)
+        printf("assumed: %s (loom's defaults, the same for loom plan and loom eval; "
+               "--seq, --gbs, --zero to change)\n", buf);
+}
 
 static double gib(int64_t b) { return (double)b / (double)((int64_t)1 << 30); }
 
@@ -226,7 +246,7 @@ static void print_text(const eval_args *a, const loom_cluster *c, const loom_gra
     if (p->vpp > 1)
         printf("* interleaved: %lld model chunks spread over the layer range\n", (long long)p->vpp);
     printf("\n%s\n", r->fits ? "fits in memory"
-                             : "does NOT fit: a stage needs more memory than the GPU has");
+                             : "does NOT fit: a stage needs more memory than the GPU has usable (HBM less the memory headroom)");
 }
 
 static cJSON *breakdown_json(const loom_step_breakdown *b)
@@ -363,7 +383,7 @@ int loom_cmd_eval(int argc, char **argv)
     }
     loom_model_opts mo;
     loom_model_opts_init(&mo);
-    mo.seq = a.seq_given ? a.p.seq : 0;   /* 0: the model's default (2048, or n_positions) */
+    mo.seq = a.seq_given ? a.p.seq : loom_cli_default_seq(a.model ? path : NULL);
     mo.batch = a.p.mbs;
     mo.dtype = a.p.dtype;
     mo.flash_attention = a.p.flash;
@@ -391,8 +411,13 @@ int loom_cmd_eval(int argc, char **argv)
         rc = loom_cli_fail(&err);
     } else {
         rc = LOOM_EXIT_OK;
+        loom_cli_warn_inputs("eval", &cluster, loom_graph_info_c(g)->max_positions, a.p.gbs,
+                             a.p.seq, false);
         if (a.json) rc = print_json(&a, &cluster, g, &r);
-        else print_text(&a, &cluster, g, &r);
+        else {
+            if (!a.from_megatron) print_assumed(&a);
+            print_text(&a, &cluster, g, &r);
+        }
     }
     loom_eval_result_free(&r);
     loom_cost_model_destroy(cm);

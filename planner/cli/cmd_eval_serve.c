@@ -182,7 +182,7 @@ bool loom_cli_find_model_id(const char *id, char *path, size_t n)
     s[k] = '\0';
     if (!strncmp(s, "meta-", 5)) memmove(s, s + 5, strlen(s + 5) + 1);
     static const char *const sfx[] = {"-instruct", "-chat", "-hf", "-fp8", "-awq", "-gptq",
-                                      "-int4", "-v0.1", "-v0.3", "-0528", "-dynamic"};
+                                      "-int4", "-v0.1", "-v0.3", "-0528", "-dynamic", "-2507"};
     for (bool cut = true; cut;) {
         cut = false;
         for (size_t i = 0; i < sizeof sfx / sizeof sfx[0]; i++) {
@@ -195,6 +195,11 @@ bool loom_cli_find_model_id(const char *id, char *path, size_t n)
         }
     }
     if (loom_cli_find_data(s, "models", path, n)) return true;
+    /* the same architecture under another name */
+    static const char *const alias[][2] = {{"deepseek-r1", "deepseek-v3"},
+                                           {"llama-3.3-70b", "llama-3.1-70b"}};
+    for (size_t i = 0; i < sizeof alias / sizeof alias[0]; i++)
+        if (!strcmp(s, alias[i][0]) && loom_cli_find_data(alias[i][1], "models", path, n)) return true;
     /* "llama-3.1-70b" when only "llama-3-70b" ships: the same architecture */
     char *dot = strstr(s, "3.1-");
     if (dot) {

@@ -7,15 +7,18 @@
  * configuration (export_plan.c), checked against the target and rendered.
  * When the target cannot run the plan as planned, every obstacle is listed
  * on stderr, nothing is written and the exit code is 1; with --nearest the
- * plan's inputs are planned again inside the Megatron-style space
- * (export_nearest.c), that plan is exported instead, and the predicted cost
- * of the restriction is reported next to the original plan's. Notes (an
+ * plan's inputs are planned again inside the Megatron-style space, then if
+ * need be the target's own space is searched (export_nearest.c); the
+ * fastest configuration that fits is exported instead, and the predicted
+ * cost of the restriction is reported next to the original plan's. When
+ * nothing the target runs fits, the exit code is 3 and nothing is written. Notes (an
  * environment variable to set, code the model must call) go to stderr and,
  * where the format has comments, into the file.
  *
  * Output goes to stdout, or with -o atomically to FILE (fileio.h): a failed
  * export never leaves a file behind.
  */
+#include <cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,8 +59,10 @@ static const loom_cli_option export_opts[] = {
      .metavar = "FILE", .help = "write FILE (atomically) instead of stdout"},
     {.name = "--nearest", .kind = LOOM_CLI_FLAG, .field = F(nearest),
      .help = "when the runtime cannot run the plan as planned, plan the same inputs\n"
-             "again inside the Megatron-style space the runtimes share, export that,\n"
-             "and report its predicted cost against the original plan's"},
+             "again inside the Megatron-style space the runtimes share; if the runtime\n"
+             "still cannot run that, or it does not fit, search the runtime's own space;\n"
+             "export the fastest that fits and report its predicted cost against the\n"
+             "plan's (exit 3, nothing written, when nothing fits)"},
     {.name = "--calib", .kind = LOOM_CLI_STR, .field = F(nopts.calib_path), .metavar = "FILE",
      .help = "calibration for --nearest", .def = "the device's shipped one"},
     {.name = "--profile", .kind = LOOM_CLI_STR, .field = F(nopts.profile_path), .metavar = "DB",
@@ -73,10 +78,11 @@ const loom_cli_spec loom_cli_spec_export = {
              "--tensor-model-parallel-size ...\n"
              "  vllm        a YAML file for `vllm serve MODEL --config FILE` (serving plans)\n"
              "  deepspeed   a DeepSpeed JSON config\n"
-             "  torchtitan  the [training], [parallelism] and [activation_checkpoint] TOML sections\n",
+             "  torchtitan  a Python job config: torchrun -m torchtitan.train --module F --config loom_job\n",
     .epilogue = "A plan the runtime cannot run (different tensor-parallel sizes per stage, 2-D tensor\n"
                 "sharding, ...) is refused: each obstacle is listed, nothing is written, exit 1.\n"
-                "Exit codes: 0 written, 1 bad plan or obstacles, 2 usage, 3 --nearest found no plan.\n",
+                "Exit codes: 0 written, 1 bad plan or obstacles, 2 usage, 3 --nearest found nothing that\n"
+                "fits in memory (the reason and what would make it fit on stderr).\n",
     .opts = export_opts,
     .n_opts = sizeof export_opts / sizeof export_opts[0],
     .pos = {.metavar = "PLAN", .field = F(plan_path), .max = 1, .noun = "PLAN",
@@ -114,6 +120,24 @@ static int write_config(const loom_runtime_config *c, loom_export_target t, cons
     return s ? loom_cli_fail(&err) : LOOM_EXIT_OK;
 }
 
+/* Whether path holds a model (an HF config.json or a loom graph) rather
+ * than a plan: the usual mistake behind "missing required field format". */
+static bool looks_like_model(const char *path)
+{
+    char *text = NULL;
+    size_t len = 0;
+    loom_error e = {0};
+    if (loom_read_file(path, 0, &text, &len, &e)) return false;
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    const cJSON *fmt = root ? cJSON_GetObjectItemCaseSensitive(root, "format") : NULL;
+    bool model = root && (cJSON_GetObjectItemCaseSensitive(root, "architectures") ||
+                          cJSON_GetObjectItemCaseSensitive(root, "model_type") ||
+                          (cJSON_IsString(fmt) && strncmp(fmt->valuestring, "loom-graph/", 11) == 0));
+    cJSON_Delete(root);
+    free(text);
+    return model;
+}
+
 int loom_cmd_export(int argc, char **argv)
 {
     export_args args;
@@ -136,7 +160,16 @@ int loom_cmd_export(int argc, char **argv)
     loom_error err = {0};
     loom_plan *plan = NULL;
     loom_model_source *model_src = NULL;
-    if (loom_plan_read(plan_path, &plan, &err)) return loom_cli_fail(&err);
+    if (loom_plan_read(plan_path, &plan, &err)) {
+        if (looks_like_model(plan_path)) {
+            fprintf(stderr, "loom export: %s is a model, not a plan: plan it first, e.g.\n"
+                            "  loom plan %s --cluster dgx-h100-x16 -o plan.json\n"
+                            "  loom export plan.json --to megatron\n",
+                    plan_path, plan_path);
+            return LOOM_EXIT_FAIL;
+        }
+        return loom_cli_fail(&err);
+    }
     loom_runtime_config *c = malloc(sizeof *c);
     if (!c) {
         loom_plan_destroy(plan);
@@ -148,6 +181,23 @@ int loom_cmd_export(int argc, char **argv)
     if (loom_export_from_plan(plan, c, &obstacles, &err)) {
         rc = loom_cli_fail(&err);
         goto done;
+    }
+    /* a plan written before plans carried the model facts: take them from
+     * the model the plan names, when it can be found */
+    char facts_path[4096];
+    if (!c->model.facts.known && c->model.arch[0] &&
+        loom_cli_find_data(plan->model, "models", facts_path, sizeof facts_path)) {
+        loom_model_opts mo;
+        loom_graph *g = NULL;
+        loom_error ferr = {0};
+        loom_runtime_model_opts(&c->par, &mo);
+        if (loom_model_load(facts_path, &mo, &g, &ferr) == LOOM_OK &&
+            loom_graph_info_c(g)->facts.known) {
+            c->model.facts = loom_graph_info_c(g)->facts;
+            fprintf(stderr, "loom export: note: the plan carries no model facts (RoPE base, norm "
+                            "epsilon, ...); taken from %s\n", facts_path);
+        }
+        loom_graph_destroy(g);
     }
     loom_export_check(c, t, &obstacles);
     if (obstacles.n == 0) {
@@ -199,10 +249,9 @@ int loom_cmd_export(int argc, char **argv)
         fprintf(stderr, "  predicted %s: %.4g s planned, %.4g s as exported (%+.1f%%)\n",
                 c->inference ? "time per token" : "step time", plan->step_time_s, near.step_time_s,
                 100.0 * (near.step_time_s - plan->step_time_s) / plan->step_time_s);
-    if (!near.fits)
-        fprintf(stderr, "  warning: loom predicts the nearest plan needs %.1f GiB per GPU, more "
-                        "than the GPU has\n",
-                (double)near.memory_per_gpu_bytes / (1024.0 * 1024.0 * 1024.0));
+    /* loom_export_nearest fails (LOOM_ERR_INFEASIBLE, exit 3) rather than
+     * return a configuration that does not fit */
+    LOOM_ASSERT(near.fits);
     rc = write_config(c, t, plan_path, out_path);
 done:
     loom_model_source_destroy(model_src);

@@ -32,7 +32,7 @@ typedef struct {
     const char *model, *cluster, *out, *svg;
     loom_plan_mode mode;             /* train or infer: req.problem.inference */
     loom_objective objective;        /* req.problem.objective once the mode is known */
-    bool objective_given, json, no_timings;
+    bool objective_given, json, no_timings, seq_given, gbs_given, zero_given, search_zero;
 } plan_args;
 
 static void plan_args_init(void *p)
@@ -40,6 +40,10 @@ static void plan_args_init(void *p)
     plan_args *a = p;
     memset(a, 0, sizeof *a);
     loom_plan_request_init(&a->req);
+    /* the defaults every command shares (cli.h) */
+    a->req.problem.seq = LOOM_CLI_DEFAULT_SEQ;
+    a->req.problem.gbs = LOOM_CLI_DEFAULT_GBS;
+    a->req.search.zero = LOOM_CLI_DEFAULT_ZERO;
     a->mode = LOOM_PLAN_TRAIN;
     a->objective = a->req.problem.objective;
 }
@@ -61,9 +65,9 @@ static const loom_cli_choice dtype_choices[] = {{"bf16", LOOM_DTYPE_BF16, false}
 static const loom_cli_option plan_opts[] = {
     {.name = "--cluster", .kind = LOOM_CLI_STR, .field = F(cluster), .metavar = "C",
      .help = "cluster preset or file (required with MODEL)"},
-    {.name = "--gbs", .kind = LOOM_CLI_SIZE, .field = F(req.problem.gbs), .lo = 1, .hi = (int64_t)1 << 30,
+    {.name = "--gbs", .kind = LOOM_CLI_SIZE, .field = F(req.problem.gbs), .given = F(gbs_given), .lo = 1, .hi = (int64_t)1 << 30,
      .metavar = "N", .help = "training: global batch in sequences;\ninference: concurrent sequences"},
-    {.name = "--seq", .kind = LOOM_CLI_SIZE, .field = F(req.problem.seq), .lo = 1, .hi = (int64_t)1 << 24,
+    {.name = "--seq", .kind = LOOM_CLI_SIZE, .field = F(req.problem.seq), .given = F(seq_given), .lo = 1, .hi = (int64_t)1 << 24,
      .metavar = "N", .help = "tokens per sequence / inference context"},
     {.name = "--mode", .kind = LOOM_CLI_ENUM, .field = F(mode), .choices = mode_choices,
      .help = "plan for training or for inference (serving)"},
@@ -90,11 +94,12 @@ static const loom_cli_option plan_opts[] = {
     /* 0 in the request: the search's own default (loom_search_options_init) */
     {.name = "--max-mbs", .kind = LOOM_CLI_INT, .field = F(req.search.max_micro_batch), .lo = 1,
      .hi = 1024, .metavar = "N", .help = "largest micro-batch tried", .def = "8"},
-    {.name = "--zero", .kind = LOOM_CLI_INT, .field = F(req.search.zero), .lo = 0, .hi = 3,
-     .metavar = "N",
+    {.name = "--zero", .kind = LOOM_CLI_INT, .field = F(req.search.zero), .given = F(zero_given),
+     .lo = 0, .hi = 3, .metavar = "N",
      .help = "ZeRO stage over the data-parallel group: the replicas and a stage's\n"
-             "in-mesh data-parallel copies",
-     .def = "the search tries 1-3; 1 with one replica"},
+             "in-mesh data-parallel copies (the same default as loom eval)"},
+    {.name = "--search-zero", .kind = LOOM_CLI_FLAG, .field = F(search_zero),
+     .help = "let the search pick the ZeRO stage (1-3; 1 with one replica)"},
     {.name = "--no-recompute", .kind = LOOM_CLI_FLAG, .field = F(req.search.no_recompute),
      .help = "do not consider activation recomputation"},
     /* pins: 0 = searched (loom_search_options) */
@@ -219,65 +224,33 @@ static const char *gib(int64_t bytes, char *buf, size_t n)
     return buf;
 }
 
-static void print_table(const loom_plan *p)
+/* What was assumed rather than given: the shared defaults (cli.h). */
+static void print_assumed(const plan_args *a, const loom_plan_request *req)
 {
-    char a[32], b[32];
-    bool train = p->mode == LOOM_PLAN_TRAIN;
-    printf("loom plan: %s on %s (%lld x %s), %s, %s %lld x seq %lld, %s, objective %s\n",
-           p->model, p->cluster, (long long)(p->nodes * p->gpus_per_node), p->gpu,
-           train ? "training" : "inference", train ? "gbs" : "sequences", (long long)p->gbs,
-           (long long)p->seq, loom_dtype_name(p->dtype), loom_problem_objective_name(p->objective));
-    printf("  schedule    %s: %lld pipeline stage(s)%s x %lld data-parallel replica(s) of %lld GPUs"
-           ", micro-batch %lld x %lld",
-           p->schedule_kind, (long long)p->pipeline_stages,
-           p->virtual_stages > 1 ? " (interleaved)" : "", (long long)p->data_parallel,
-           (long long)p->gpus_per_replica, (long long)p->micro_batch, (long long)p->micro_batches);
-    if (train && p->n_stages > 0 && p->stages[0].zero > 0)   /* one ZeRO stage for all stages */
-        printf(", ZeRO-%d", p->stages[0].zero);
-    printf("\n");
-    if (train)
-        printf("  step        %.4g s   %.4g tokens/s   %.1f TFLOP/s per GPU   MFU %.1f%%\n",
-               p->step_time_s, p->tokens_per_s, p->model_tflops_per_gpu, 100 * p->mfu);
-    else
-        printf("  decode      %.4g s per token   %.4g tokens/s   %.1f TFLOP/s per GPU   MFU %.1f%%\n",
-               p->latency_per_token_s, p->tokens_per_s, p->model_tflops_per_gpu, 100 * p->mfu);
-    const loom_step_breakdown *d = &p->breakdown;
-    printf("  breakdown   compute %.4g  tp-comm %.4g  bubble %.4g  p2p %.4g  grad-sync %.4g  "
-           "optimizer %.4g  (s)\n",
-           d->compute_s, d->tp_comm_s, d->bubble_s, d->p2p_s, d->grad_sync_s, d->optimizer_s);
-    printf("  memory      %s per GPU at most, of %s\n", gib(p->memory_per_gpu_bytes, a, sizeof a),
-           gib(p->gpu_memory_bytes, b, sizeof b));
-    if (p->cost_per_step_usd >= 0)
-        printf("  cost        $%.4g per step, $%.4g per million tokens\n", p->cost_per_step_usd,
-               p->cost_per_mtoken_usd);
-    if (p->energy_per_step_j >= 0)
-        printf("  energy      %.4g kJ per step, %.4g J per token\n", p->energy_per_step_j / 1e3,
-               p->energy_per_token_j);
-    printf("\n  %-5s %-5s %-9s %-14s %-6s %-7s %-3s %-3s %-3s %-9s %-10s %s\n", "stage", "rank",
-           "layers", "GPUs (rep. 0)", "nodes", "mesh", "tp", "dp", "sp", "recompute",
-           "time/mb", "memory/GPU");
-    for (int32_t i = 0; i < p->n_stages; i++) {
-        const loom_plan_stage *s = &p->stages[i];
-        char layers[24], gpus[40], mesh[24];
-        snprintf(layers, sizeof layers, "%d-%d", (int)s->first_layer, (int)s->last_layer);
-        if (s->n_gpus == 1) snprintf(gpus, sizeof gpus, "%lld", (long long)s->gpus[0]);
-        else
-            snprintf(gpus, sizeof gpus, "%lld-%lld", (long long)s->gpus[0],
-                     (long long)s->gpus[s->n_gpus - 1]);
-        snprintf(mesh, sizeof mesh, "%lldx%lld", (long long)s->mesh[0], (long long)s->mesh[1]);
-        printf("  %-5d %-5d %-9s %-14s %-6lld %-7s %-3lld %-3lld %-3s %-9s %-10.4g %s\n", (int)i,
-               (int)s->group, layers, gpus, (long long)s->submesh_nodes, mesh,
-               (long long)s->tensor_parallel, (long long)s->data_parallel,
-               s->sequence_parallel ? "yes" : "no", loom_recompute_name(s->recompute), s->time_s,
-               gib(s->memory.total, a, sizeof a));
-    }
-    printf("\n  search      %s: %.2f s, %lld ILP solves, %lld DP runs, %lld configurations "
-           "evaluated (%s)\n",
-           p->algorithm, p->search_time_s, (long long)p->ilp_solves, (long long)p->dp_runs,
-           (long long)p->configs_evaluated, p->search_status);
-    if (p->measured_share > 0)
-        printf("  measured    %.0f%% of predicted compute time from the profile db\n",
-               100 * p->measured_share);
+    char buf[256] = "";
+    size_t n = 0;
+    if (!a->seq_given)
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "%sseq %lld", n ? ", " : "",
+                              (long long)req->problem.seq);
+    if (!a->gbs_given)
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s %lld", n ? ", " : "",
+                              req->problem.inference ? "sequences" : "gbs",
+                              (long long)req->problem.gbs);
+    if (!a->zero_given && !a->search_zero && !req->problem.inference)
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "%sZeRO-%d", n ? ", " : "",
+                              req->search.zero);
+    if (n)
+        printf("assumed: %s (loom's defaults, the same for loom plan and loom eval; "
+               "--seq, --gbs, --zero to change)\n", buf);
+}
+
+static int print_table(const loom_plan *p)
+{
+    char *text = loom_plan_table(p);
+    if (!text) return -1;
+    fputs(text, stdout);
+    free(text);
+    return 0;
 }
 
 /* The runners-up: the best distinct configurations the search saw. */
@@ -333,6 +306,11 @@ int loom_cmd_plan(int argc, char **argv)
     int rc = loom_cli_parse(&loom_cli_spec_plan, argc, argv, &args);
     if (rc != LOOM_CLI_RUN) return rc;
     loom_plan_request req = args.req;
+    if (args.search_zero) {
+        if (args.zero_given)
+            return loom_cli_usage_error(cmd, "--zero and --search-zero exclude each other");
+        req.search.zero = -1;
+    }
     const char *model = args.model, *cluster = args.cluster, *out = args.out, *svg = args.svg;
     bool json = args.json, no_timings = args.no_timings;
     req.problem.inference = args.mode == LOOM_PLAN_INFER;
@@ -357,6 +335,7 @@ int loom_cmd_plan(int argc, char **argv)
     if (!loom_cluster_is_preset_name(cluster) &&
         loom_cli_find_data(cluster, "clusters", cluster_path, sizeof cluster_path))
         cluster = cluster_path;
+    if (!args.seq_given) req.problem.seq = loom_cli_default_seq(model_path);
     req.model_path = model_path;
     req.model_label = model;
     req.cluster = cluster;
@@ -391,6 +370,13 @@ int loom_cmd_plan(int argc, char **argv)
     }
     if (st) goto fail;
     if (o_req >= 0) out_written[o_req] = 1;
+    {
+        loom_cluster cl;
+        loom_error e2 = {0};
+        if (loom_cluster_load(cluster, &cl, &e2) == LOOM_OK)
+            loom_cli_warn_inputs(cmd, &cl, plan->model_info.max_positions, plan->gbs, plan->seq,
+                                 req.problem.inference);
+    }
     if (interrupted)
         fprintf(stderr, "loom plan: interrupted: the plan below is the best found so far\n");
 
@@ -410,7 +396,11 @@ int loom_cmd_plan(int argc, char **argv)
         fputs(text, stdout);
         free(text);
     } else {
-        print_table(plan);
+        print_assumed(&args, &req);
+        if (print_table(plan)) {
+            st = loom_error_set(&err, LOOM_ERR_NOMEM, "out of memory printing the plan");
+            goto fail;
+        }
         if (dg.n_top > 1) print_top(&dg);
         if (out) printf("  plan        %s\n", out);
         if (svg) printf("  picture     %s\n", svg);

@@ -8,11 +8,12 @@
  * Each target renders it in its own syntax:
  *
  *   megatron    a bash launch script: torchrun … pretrain_gpt.py --flags
- *               (every flag checked against planner/export/megatron_args.txt)
+ *               (every flag checked against planner/export/megatron_args.txt),
+ *               with the model facts (graph.h loom_model_facts)
  *   vllm        a YAML file for `vllm serve MODEL --config FILE`
  *   deepspeed   a DeepSpeed JSON config
- *   torchtitan  the [training], [parallelism] and [activation_checkpoint]
- *               sections of a torchtitan TOML job config
+ *   torchtitan  a Python job config (loom_job() -> Trainer.Config) for
+ *               torchtitan's Python config system
  *
  * A configuration that a target cannot run as planned is not rendered: the
  * renderer lists each obstacle (what the plan asks for, why the target cannot

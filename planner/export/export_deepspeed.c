@@ -3,13 +3,23 @@
  * (deepspeed.initialize(config=FILE); key names from deepspeed.ai "DeepSpeed
  * Configuration JSON" and the AutoTP training tutorial).
  *
+ * Written for deepspeedai/DeepSpeed edaa7221267243c7be7fb49c5d5f5c4fb97b4641
+ * (master, 2026-08-22); ZeRO-3 with AutoTP needs eec237ee8 (2026-08-02) or
+ * later.
+ *
  * Mapping (loom → DeepSpeed):
  *   batch        train_micro_batch_size_per_gpu = mbs,
- *                gradient_accumulation_steps = micro-batches M,
- *                train_batch_size = mbs · M · DP (DeepSpeed checks this
- *                product against its data-parallel world = GPUs / (TP·PP))
+ *                gradient_accumulation_steps = micro-batches M, and
+ *                train_batch_size = mbs · M · DP only where DeepSpeed's
+ *                world size for its batch check (runtime/config.py
+ *                _batch_assertion: train_batch = mbs · GAS · world) is the
+ *                DP size: without TP, or with PP (PipelineModule hands its
+ *                grid in as the mpu). AutoTP builds its TP groups after the
+ *                config is read and passes no mpu, so the check counts every
+ *                rank (DP · TP): train_batch_size is then left out and
+ *                DeepSpeed derives it (a note says so)
  *   ZeRO         zero_optimization.stage (dist-opt = stage 1)
- *   TP           tensor_parallel.autotp_size (AutoTP training: ZeRO 0-2,
+ *   TP           tensor_parallel.autotp_size (AutoTP training: ZeRO 0-3,
  *                no sequence parallelism)
  *   PP           not a config key: the model is wrapped in
  *                deepspeed.pipe.PipelineModule(num_stages=PP) (a note);
@@ -40,10 +50,6 @@ void loom_export_check_deepspeed(const loom_runtime_config *c, const int32_t *ch
         loom_export_list_add(obs, "ZeRO-%d with pipeline parallelism: DeepSpeed's pipeline engine "
                                   "runs ZeRO stage 0 or 1 only",
                              p->zero);
-    if (p->tp > 1 && p->zero == 3)
-        loom_export_list_add(obs, "ZeRO-3 with TP %lld: DeepSpeed AutoTP training composes with "
-                                  "ZeRO stages 0-2",
-                             (long long)p->tp);
     if (p->tp > 1 && p->pp > 1)
         loom_export_list_add(obs, "TP %lld with PP %lld: DeepSpeed AutoTP training composes with "
                                   "data parallelism and ZeRO, not with the pipeline engine",
@@ -98,8 +104,21 @@ loom_status loom_export_write_deepspeed(const loom_runtime_config *c, const int3
                                     "deepspeed.moe.layer.MoE(..., ep_size=%lld)",
                              (long long)p->ep);
 
+    /* see the mapping above: AutoTP without a pipeline passes no mpu */
+    bool world_is_dp = p->tp == 1 || p->pp > 1;
+    if (!world_is_dp)
+        loom_export_list_add(notes,
+                             "batch: train_batch_size is left out; with AutoTP (TP %lld) and no "
+                             "mpu DeepSpeed counts all %lld ranks in its batch check and derives "
+                             "%lld; the model still sees %lld sequences per step (each TP group "
+                             "reads one data-parallel shard)",
+                             (long long)p->tp, (long long)(p->dp * p->tp),
+                             (long long)(p->mbs * M * p->dp * p->tp), (long long)p->gbs);
+    if (p->tp > 1 && zero == 3)
+        loom_export_list_add(notes, "ZeRO-3 with AutoTP training needs DeepSpeed at eec237ee8 "
+                                    "(2026-08-02) or later");
     fprintf(f, "{\n");
-    fprintf(f, "  \"train_batch_size\": %lld,\n", (long long)p->gbs);
+    if (world_is_dp) fprintf(f, "  \"train_batch_size\": %lld,\n", (long long)p->gbs);
     fprintf(f, "  \"train_micro_batch_size_per_gpu\": %lld,\n", (long long)p->mbs);
     fprintf(f, "  \"gradient_accumulation_steps\": %lld,\n", (long long)M);
     fprintf(f, "  \"gradient_clipping\": 1.0,\n");

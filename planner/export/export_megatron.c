@@ -60,22 +60,47 @@ static void arg(arglist *a, const char *name, const char *fmt, ...)
 static void arg_int(arglist *a, const char *name, int64_t v) { arg(a, name, "%lld", (long long)v); }
 
 /* Megatron's layout string: chunks in layer order separated by '|', "E" at
- * the head of chunk 0, "L" at the tail of the last, k blocks written t*k. */
-static void layout_string(const int32_t *chunks, int32_t n, char *out, size_t cap)
+ * the head of chunk 0, "L" at the tail of the last, k blocks written t*k,
+ * and the multi-token-prediction layers ("m", one per depth) just before
+ * "L": validate_layer_layout (pipeline_parallel_layer_layout.py) wants every
+ * "m" after the last "t", in the last virtual stage, off PP rank 0. */
+static void layout_string(const int32_t *chunks, int32_t n, int64_t mtp, char *out, size_t cap)
 {
     size_t len = 0;
+    char m[32] = "";
+    if (mtp == 1) snprintf(m, sizeof m, "m");
+    else if (mtp > 1) snprintf(m, sizeof m, "m*%lld", (long long)mtp);
     out[0] = '\0';
     for (int32_t i = 0; i < n && len < cap; i++) {
-        const char *e = i == 0 ? "E" : "", *l = i == n - 1 ? "L" : "";
+        bool last = i == n - 1;
+        const char *e = i == 0 ? "E" : "", *l = last ? "L" : "", *mm = last ? m : "";
+        /* "t*3" followed by "m" needs a separator Megatron's parser accepts */
+        const char *sep = chunks[i] > 0 && mm[0] ? "," : "";
         const char *bar = i + 1 < n ? "|" : "";
         int w;
-        if (chunks[i] == 0) w = snprintf(out + len, cap - len, "%s%s%s", e, l, bar);
-        else if (chunks[i] == 1) w = snprintf(out + len, cap - len, "%st%s%s", e, l, bar);
-        else w = snprintf(out + len, cap - len, "%st*%d%s%s", e, (int)chunks[i], l, bar);
+        if (chunks[i] == 0) w = snprintf(out + len, cap - len, "%s%s%s%s", e, mm, l, bar);
+        else if (chunks[i] == 1) w = snprintf(out + len, cap - len, "%st%s%s%s%s", e, sep, mm, l, bar);
+        else
+            w = snprintf(out + len, cap - len, "%st*%d%s%s%s%s", e, (int)chunks[i], sep, mm, l,
+                         bar);
         if (w < 0) break;
         len += (size_t)w;
     }
 }
+
+/* The largest d <= 128 (Megatron's default) with d · tp dividing the
+ * vocabulary, so that Megatron pads nothing (vocab_utils.py: padded =
+ * ceil(V / (d · tp)) · d · tp); 0 when tp does not divide V. */
+static int64_t vocab_divisor(int64_t vocab, int64_t tp)
+{
+    if (vocab <= 0 || tp <= 0 || vocab % tp) return 0;
+    for (int64_t d = 128; d >= 1; d /= 2)
+        if (vocab % (d * tp) == 0) return d;
+    return 1;
+}
+
+/* A number as Megatron's argparse reads it (%g keeps 1e-05 and 2.5 short). */
+static void arg_num(arglist *a, const char *name, double v) { arg(a, name, "%.10g", v); }
 
 static bool is_gpt2(const loom_model_info *m) { return strcmp(m->arch, "gpt2") == 0; }
 static bool is_mla(const loom_model_info *m) { return strncmp(m->arch, "deepseek", 8) == 0; }
@@ -101,7 +126,10 @@ int loom_export_megatron_args(const loom_runtime_config *c, const int32_t *chunk
     if (loom_export_chunks_even(chunks, n)) {
         if (p->vpp > 1) arg_int(&a, "--num-layers-per-virtual-pipeline-stage", chunks[0]);
     } else {
-        bool middle_equal = p->vpp == 1 && p->pp >= 2;
+        /* --decoder-first/last-pipeline-num-layers must be > 0
+         * (TransformerConfig); an embedding-only or loss-only stage is said
+         * with the layout instead */
+        bool middle_equal = p->vpp == 1 && p->pp >= 2 && chunks[0] > 0 && chunks[n - 1] > 0;
         for (int32_t i = 2; middle_equal && i < n - 1; i++)
             if (chunks[i] != chunks[1]) middle_equal = false;
         if (middle_equal && p->pp == 2) {
@@ -114,7 +142,7 @@ int loom_export_megatron_args(const loom_runtime_config *c, const int32_t *chunk
                 arg_int(&a, "--decoder-last-pipeline-num-layers", chunks[n - 1]);
         } else {
             char layout[sizeof out[0].value];
-            layout_string(chunks, n, layout, sizeof layout);
+            layout_string(chunks, n, m->facts.mtp_layers, layout, sizeof layout);
             arg(&a, "--pipeline-model-parallel-layout", "%s", layout);
         }
     }
@@ -169,12 +197,33 @@ int loom_export_megatron_args(const loom_runtime_config *c, const int32_t *chunk
     arg_int(&a, "--seq-length", p->seq);
     arg_int(&a, "--max-position-embeddings", m->max_positions > p->seq ? m->max_positions : p->seq);
     arg_int(&a, "--vocab-size", m->vocab);
+    int64_t vdiv = vocab_divisor(m->vocab, p->tp);
+    if (vdiv > 0 && vdiv != 128) arg_int(&a, "--make-vocab-size-divisible-by", vdiv);
+    const loom_model_facts *f = &m->facts;
     if (is_gpt2(m)) {
         arg(&a, "--normalization", "LayerNorm");
         arg(&a, "--position-embedding-type", "learned_absolute");
+        if (f->known) arg_num(&a, "--norm-epsilon", f->norm_eps);
     } else {
         arg(&a, "--normalization", "RMSNorm");
+        if (f->known) arg_num(&a, "--norm-epsilon", f->norm_eps);
         arg(&a, "--position-embedding-type", "rope");
+        if (f->known) {
+            /* --rotary-base is an int in arguments.py: "1e6" is refused */
+            arg_int(&a, "--rotary-base", (int64_t)f->rope_theta);
+            if (strcmp(f->rope_scaling, "llama3") == 0) {
+                arg(&a, "--use-rope-scaling", NULL);
+                arg_num(&a, "--rope-scaling-factor", f->rope_factor);
+            } else if (strcmp(f->rope_scaling, "yarn") == 0 && is_mla(m)) {
+                /* MLATransformerConfig's YaRN: rope_type, rotary_scaling_factor,
+                 * mscale, mscale_all_dim from the command line; the original
+                 * context and betas are its defaults (checked) */
+                arg(&a, "--rope-type", "yarn");
+                arg_num(&a, "--rotary-scaling-factor", f->rope_factor);
+                arg_num(&a, "--mscale", f->yarn_mscale);
+                arg_num(&a, "--mscale-all-dim", f->yarn_mscale_all_dim);
+            }
+        }
         arg(&a, "--swiglu", NULL);
         arg(&a, "--disable-bias-linear", NULL);
         if (m->qkv_bias) arg(&a, "--add-qkv-bias", NULL);
@@ -204,11 +253,31 @@ int loom_export_megatron_args(const loom_runtime_config *c, const int32_t *chunk
                 (long long)(m->layers - m->first_dense));
         arg(&a, "--moe-grouped-gemm", NULL);
         arg(&a, "--moe-token-dispatcher-type", "alltoall");
-        if (strcmp(m->arch, "deepseek_v3") == 0) {   /* sigmoid gate with a balancing bias */
+        if (f->known) {
+            /* Megatron's default (no pre-softmax) is top-k then softmax over
+             * the k, i.e. HF's renormalised softmax; without renormalisation
+             * it is softmax over all experts, then top-k */
+            if (strcmp(f->router_score, "softmax") != 0)
+                arg(&a, "--moe-router-score-function", "%s", f->router_score);
+            else if (!f->router_norm_topk)
+                arg(&a, "--moe-router-pre-softmax", NULL);
+            if (f->router_expert_bias) arg(&a, "--moe-router-enable-expert-bias", NULL);
+            if (f->router_scaling > 0 && f->router_scaling != 1)
+                arg_num(&a, "--moe-router-topk-scaling-factor", f->router_scaling);
+            if (f->router_groups > 1) {
+                arg_int(&a, "--moe-router-num-groups", f->router_groups);
+                arg_int(&a, "--moe-router-group-topk", f->router_group_topk);
+            }
+            if (f->router_balance[0]) {
+                arg(&a, "--moe-router-load-balancing-type", "%s", f->router_balance);
+                arg_num(&a, "--moe-aux-loss-coeff", f->router_aux_coeff);
+            }
+        } else if (strcmp(m->arch, "deepseek_v3") == 0) {   /* sigmoid gate with a balancing bias */
             arg(&a, "--moe-router-score-function", "sigmoid");
             arg(&a, "--moe-router-enable-expert-bias", NULL);
         }
     }
+    if (f->mtp_layers > 0) arg_int(&a, "--mtp-num-layers", f->mtp_layers);
     return a.n;
 }
 
@@ -255,6 +324,44 @@ void loom_export_check_megatron(const loom_runtime_config *c, const int32_t *chu
                                  (long long)p->ep, (long long)etp,
                                  (long long)(p->tp * p->cp * p->dp));
     }
+    const loom_model_facts *f = &m->facts;
+    if (!f->known && m->arch[0])
+        loom_export_list_add(obs, "the plan does not carry the model's RoPE base, norm epsilon "
+                                  "and router settings (a plan written before loom carried "
+                                  "them): plan again, or keep the model file where the plan "
+                                  "names it");
+    if (f->known && strcmp(f->rope_scaling, "llama3") == 0 &&
+        (f->rope_low_freq != 1 || f->rope_high_freq != 4 || f->rope_original_max != 8192))
+        loom_export_list_add(obs, "Llama-3 RoPE scaling with low/high frequency factors %g/%g "
+                                  "and original context %lld: Megatron-LM fixes them at 1/4 and "
+                                  "8192 (rotary_pos_embedding.py _apply_scaling)",
+                             f->rope_low_freq, f->rope_high_freq, (long long)f->rope_original_max);
+    if (f->known && f->rope_scaling[0] && strcmp(f->rope_scaling, "llama3") != 0 &&
+        strcmp(f->rope_scaling, "yarn") != 0)
+        loom_export_list_add(obs, "RoPE scaling \"%s\": loom's Megatron-LM exporter maps only "
+                                  "Llama-3 and (MLA) YaRN scaling",
+                             f->rope_scaling);
+    if (f->known && strcmp(f->rope_scaling, "yarn") == 0 && !is_mla(m))
+        loom_export_list_add(obs, "YaRN RoPE scaling outside multi-latent attention: not mapped "
+                                  "by loom's Megatron-LM exporter");
+    if (f->known && strcmp(f->rope_scaling, "yarn") == 0 && is_mla(m) &&
+        (f->rope_original_max != 4096 || f->yarn_beta_fast != 32 || f->yarn_beta_slow != 1))
+        loom_export_list_add(obs, "YaRN with original context %lld and betas %g/%g: Megatron-LM's "
+                                  "MLA takes 4096 and 32/1 (MLATransformerConfig defaults, no "
+                                  "command-line flag)",
+                             (long long)f->rope_original_max, f->yarn_beta_fast,
+                             f->yarn_beta_slow);
+    if (f->known && f->rope_theta != (double)(int64_t)f->rope_theta)
+        loom_export_list_add(obs, "RoPE base %g is not an integer: Megatron-LM's --rotary-base "
+                                  "takes an int", f->rope_theta);
+    if (f->known && strcmp(f->router_score, "sigmoid") == 0 && !f->router_norm_topk &&
+        m->experts_topk > 1)
+        loom_export_list_add(obs, "sigmoid router without top-k renormalisation: Megatron-LM "
+                                  "renormalises sigmoid top-k weights");
+    if (f->mtp_layers > 0 && p->pp > 1 && c->n_chunks == 0 && p->vpp > 1)
+        loom_export_list_add(obs, "multi-token prediction with an interleaved even split: "
+                                  "Megatron-LM needs the MTP layer placed with "
+                                  "--pipeline-model-parallel-layout");
     if (gpus > gpn && gpus % gpn)
         loom_export_list_add(obs,
                              "%lld GPUs is not a whole number of %lld-GPU nodes: torchrun "
@@ -296,11 +403,17 @@ loom_status loom_export_write_megatron(const loom_runtime_config *c, const int32
     int64_t nproc = gpus < c->gpus_per_node ? gpus : c->gpus_per_node;
     int64_t nnodes = gpus / nproc;
 
-    if (is_mla(&c->model))
+    if (c->model.facts.mtp_layers > 0)
         loom_export_list_add(notes,
-                             "DeepSeek: the router's scaling factor, group-limited routing and "
-                             "YaRN rope scaling do not change the plan and are not emitted; "
-                             "add them from the model's config.json");
+                             "multi-token prediction: %lld MTP layer(s) on the last pipeline "
+                             "stage (--mtp-num-layers); loom's memory and time figures leave "
+                             "them out",
+                             (long long)c->model.facts.mtp_layers);
+    if (vocab_divisor(c->model.vocab, p->tp) == 0)
+        loom_export_list_add(notes,
+                             "TP %lld does not divide the vocabulary of %lld: Megatron-LM pads "
+                             "the embedding and output layer to a multiple of 128 x TP",
+                             (long long)p->tp, (long long)c->model.vocab);
     if (p->zero >= 2)
         loom_export_list_add(notes,
                              "ZeRO-%d runs as Megatron FSDP, which must not run with "

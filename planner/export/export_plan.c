@@ -115,60 +115,23 @@ static bool expert_degrees(const char *spec, const int64_t mesh[2], int64_t *ep,
     return true;
 }
 
-/* How a stage uses its mesh, Megatron's way: the tensor-parallel axes are
- * those its dense weights (weights without an expert dim e) split over; a
- * context-parallel axis is another one over which activations split the
- * sequence s and not the batch b (Megatron's CP: each rank holds a slice of
- * every sequence, attention exchanges keys and values); the rest are
- * data-parallel. A plan without per-op specs falls back on the stage's
- * tensor_parallel / data_parallel fields. */
+/* How a stage uses its mesh, Megatron's way: loom_plan_stage_roles (plan.h),
+ * the one reading the plan's table and picture use too, as axis bits. */
 typedef struct {
     unsigned tp_axes;        /* bit 0, bit 1; both: 2-D tensor parallelism */
     unsigned cp_axes;
     int64_t tp, cp, dp_in;
 } stage_roles;
 
-/* Axes (not in `skip`) over which one operand splits s but not b. */
-static unsigned seq_only_axes(const char *operand, unsigned skip, const int64_t mesh[2])
-{
-    unsigned s = dim_axes(operand, "s", mesh, NULL), b = dim_axes(operand, "b", mesh, NULL);
-    return s & ~b & ~skip;
-}
-
 static stage_roles roles_of(const loom_plan_stage *s)
 {
-    stage_roles r = {0, 0, 1, 1, s->n_gpus > 0 ? s->n_gpus : 1};
-    bool any = false;
-    for (int32_t k = 0; k < s->n_ops; k++) {
-        const char *w = s->ops[k].weight;
-        if (!w[0]) continue;
-        any = true;
-        int64_t ep, etp;
-        if (expert_degrees(w, s->mesh, &ep, &etp)) continue;   /* expert parallelism */
-        r.tp_axes |= spec_axes(w, NULL, s->mesh);
+    loom_plan_roles ro;
+    loom_plan_stage_roles(s, &ro);
+    stage_roles r = {0, 0, ro.tp, ro.cp, ro.dp};
+    for (int a = 0; a < 2; a++) {
+        if (ro.axis[a] == LOOM_AXIS_TP) r.tp_axes |= 1u << a;
+        if (ro.axis[a] == LOOM_AXIS_CP) r.cp_axes |= 1u << a;
     }
-    if (!any) {
-        r.tp = s->tensor_parallel > 0 ? s->tensor_parallel : 1;
-        r.tp_axes = s->mesh[1] == r.tp && r.tp > 1 ? 2u : s->mesh[0] == r.tp && r.tp > 1 ? 1u : 0u;
-    } else {
-        if (r.tp_axes & 1u) r.tp *= s->mesh[0];
-        if (r.tp_axes & 2u) r.tp *= s->mesh[1];
-    }
-    if (r.tp_axes != 3u)
-        for (int32_t k = 0; k < s->n_ops; k++) {
-            char buf[LOOM_PLAN_SPEC_MAX];
-            const char *specs[2] = {s->ops[k].input, s->ops[k].output};
-            for (int j = 0; j < 2; j++) {
-                snprintf(buf, sizeof buf, "%s", specs[j]);
-                char *save = NULL;
-                for (char *o = strtok_r(buf, ",", &save); o; o = strtok_r(NULL, ",", &save))
-                    r.cp_axes |= seq_only_axes(o, r.tp_axes, s->mesh);
-            }
-        }
-    if (r.cp_axes & 1u) r.cp *= s->mesh[0];
-    if (r.cp_axes & 2u) r.cp *= s->mesh[1];
-    int64_t model = r.tp * r.cp;
-    r.dp_in = model > 0 && s->n_gpus % model == 0 ? s->n_gpus / model : 1;
     return r;
 }
 

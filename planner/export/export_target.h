@@ -42,7 +42,7 @@ int loom_export_megatron_args(const loom_runtime_config *c, const int32_t *chunk
 
 /* Shared by the comment headers: "# loom export --to T" lines naming the
  * source plan, the model and loom's prediction, each line prefixed by
- * `comment` ("#" for bash/YAML/TOML). */
+ * `comment` ("#" for bash/YAML/Python). */
 void loom_export_header(FILE *f, const char *comment, loom_export_target t,
                         const loom_runtime_config *c, const char *source);
 

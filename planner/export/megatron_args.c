@@ -11,7 +11,7 @@
 
 const char loom_megatron_args_source[] =
     "NVIDIA/Megatron-LM megatron/training/arguments.py @ "
-    "000c4ac24f61159c138b0975def722c65245983c";
+    "d98e8a64ddf34856e74b24714e3bedb2f5a39553 (2026-08-22)";
 
 static const loom_megatron_arg table[] = {
 #define LOOM_MARG(name, kind) {name, LOOM_MARG_##kind},

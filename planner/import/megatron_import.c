@@ -188,6 +188,80 @@ static loom_status read_parallel(const ctx *c, loom_megatron_launch *out)
     return LOOM_OK;
 }
 
+/* The model facts (graph.h loom_model_facts) the line gives, with
+ * Megatron-LM's defaults at the commit of megatron_args.txt: RoPE base 10000
+ * (--rotary-base, an int), norm epsilon 1e-5, Llama-3 scaling with its fixed
+ * 1/4/8192 (rotary_pos_embedding.py), MLA's YaRN (MLATransformerConfig:
+ * rope_type "yarn", original context 4096, betas 32/1; --rotary-scaling-factor
+ * 1.0, --mscale 1.0, --mscale-all-dim 0.0 from the command line), the router
+ * (softmax, top-k then softmax unless --moe-router-pre-softmax, sigmoid
+ * always renormalised), and the vocabulary Megatron pads to a multiple of
+ * --make-vocab-size-divisible-by x TP (vocab_utils.py). */
+static loom_status read_facts(const ctx *c, loom_megatron_launch *out)
+{
+    loom_model_info *m = &out->config.model;
+    loom_model_facts *f = &m->facts;
+    const loom_megatron_shape *sh = &out->shape;
+    loom_status s;
+    int64_t theta = 10000, mtp = 0, groups = 0, group_topk = 0, vdiv = 128;
+    const char *rope_type = NULL, *score = NULL, *balance = NULL;
+    double coeff = 0;
+    memset(f, 0, sizeof *f);
+    f->known = true;
+    if ((s = get_num(c, "--norm-epsilon", 1e-5, &f->norm_eps)) ||
+        (s = get_int(c, "--rotary-base", 10000, 1, (int64_t)1 << 40, &theta)) ||
+        (s = get_num(c, "--rope-scaling-factor", 8.0, &f->rope_factor)) ||
+        (s = get_str(c, "--rope-type", NULL, &rope_type)) ||
+        (s = get_int(c, "--mtp-num-layers", 0, 0, 1000, &mtp)) ||
+        (s = get_int(c, "--make-vocab-size-divisible-by", 128, 1, 1 << 20, &vdiv)))
+        return s;
+    f->rope_theta = sh->rope || sh->mla ? (double)theta : 0;
+    f->mtp_layers = mtp;
+    if (sh->mla && !(rope_type && strcmp(rope_type, "rope") == 0)) {
+        snprintf(f->rope_scaling, sizeof f->rope_scaling, "yarn");
+        f->rope_original_max = 4096;
+        f->yarn_beta_fast = 32;
+        f->yarn_beta_slow = 1;
+        if ((s = get_num(c, "--rotary-scaling-factor", 1.0, &f->rope_factor)) ||
+            (s = get_num(c, "--mscale", 1.0, &f->yarn_mscale)) ||
+            (s = get_num(c, "--mscale-all-dim", 0.0, &f->yarn_mscale_all_dim)))
+            return s;
+    } else if (has(c, "--use-rope-scaling")) {
+        snprintf(f->rope_scaling, sizeof f->rope_scaling, "llama3");
+        f->rope_low_freq = 1;
+        f->rope_high_freq = 4;
+        f->rope_original_max = 8192;
+    } else {
+        f->rope_factor = 0;
+    }
+    if (m->experts > 0) {
+        if ((s = get_str(c, "--moe-router-score-function", "softmax", &score)) ||
+            (s = get_num(c, "--moe-router-topk-scaling-factor", 0, &f->router_scaling)) ||
+            (s = get_int(c, "--moe-router-num-groups", 0, 0, 1 << 20, &groups)) ||
+            (s = get_int(c, "--moe-router-group-topk", 0, 0, 1 << 20, &group_topk)) ||
+            (s = get_str(c, "--moe-router-load-balancing-type", "aux_loss", &balance)) ||
+            (s = get_num(c, "--moe-aux-loss-coeff", 0, &coeff)))
+            return s;
+        snprintf(f->router_score, sizeof f->router_score, "%s", score);
+        f->router_norm_topk = strcmp(score, "softmax") != 0 || !has(c, "--moe-router-pre-softmax");
+        f->router_expert_bias = has(c, "--moe-router-enable-expert-bias");
+        f->router_groups = groups > 1 ? groups : 0;
+        f->router_group_topk = groups > 1 ? group_topk : 0;
+        if (coeff > 0 && strcmp(balance, "none") != 0) {
+            snprintf(f->router_balance, sizeof f->router_balance, "%s", balance);
+            f->router_aux_coeff = coeff;
+        }
+    }
+    /* the vocabulary Megatron builds */
+    out->shape.vocab_stated = m->vocab;
+    if (m->vocab > 0 && !has(c, "--padded-vocab-size") && !has(c, "--no-pad-vocab-size") &&
+        !has(c, "--disable-pad-vocab-size")) {
+        int64_t mult = vdiv * out->config.par.tp;
+        m->vocab = (m->vocab + mult - 1) / mult * mult;
+    }
+    return LOOM_OK;
+}
+
 /* Model-shape arguments, with Megatron-LM's defaults. */
 static loom_status read_shape(const ctx *c, loom_megatron_launch *out)
 {
@@ -319,7 +393,7 @@ static loom_status read_shape(const ctx *c, loom_megatron_launch *out)
                   (has(c, "--num-experts") ? LOOM_MEGATRON_STATED_EXPERTS : 0);
     m->seq = out->config.par.seq;
     m->dtype = out->config.par.dtype;
-    return LOOM_OK;
+    return read_facts(c, out);
 }
 
 /* Checks Megatron-LM's divisibility rules once the degrees are known. */
@@ -486,7 +560,7 @@ loom_status loom_megatron_check_model(const loom_megatron_launch *l, const loom_
         {LOOM_MEGATRON_STATED_HEADS, "--num-attention-heads", a->heads, m->heads},
         {LOOM_MEGATRON_STATED_GROUPS, "--num-query-groups", a->kv_heads, m->kv_heads},
         {LOOM_MEGATRON_STATED_FFN, "--ffn-hidden-size", a->ffn, m->ffn},
-        {LOOM_MEGATRON_STATED_VOCAB, "--vocab-size", a->vocab, m->vocab},
+        {LOOM_MEGATRON_STATED_VOCAB, "--vocab-size", l->shape.vocab_stated, m->vocab},
         {LOOM_MEGATRON_STATED_EXPERTS, "--num-experts", a->experts, m->experts},
     };
     for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++)

@@ -43,6 +43,7 @@ typedef struct {
     bool rmsnorm, rope, mla;
     int64_t q_lora, kv_lora, qk_head, qk_pos, v_head;   /* MLA dims (0 = not given) */
     double hidden_dropout, attention_dropout;            /* Megatron defaults 0.1 */
+    int64_t vocab_stated;   /* --vocab-size as given; config.model.vocab is what Megatron pads it to */
 } loom_megatron_shape;
 
 enum {

@@ -114,5 +114,7 @@ loom_status loom_megatron_build_model(const loom_megatron_launch *l, const loom_
     s = loom_model_build_hf("megatron launch line", cfg, m->arch[0] ? m->arch : "megatron", o,
                             out, err);
     cJSON_Delete(cfg);
+    /* the facts are Megatron's, read from the line, not the HF defaults */
+    if (s == LOOM_OK) loom_graph_info(*out)->facts = m->facts;
     return s;
 }

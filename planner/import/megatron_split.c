@@ -19,8 +19,11 @@
 #include <string.h>
 
 /* Decoder layers per chunk of a layout string ("Et*3|(tt|)*2,m|L"). */
-static loom_status parse_layout(const loom_megatron_line *c, const char *layout, int32_t *chunks, int32_t *n_out)
+static loom_status parse_layout(const loom_megatron_line *c, const char *layout, int32_t *chunks,
+                                int32_t *n_out, int64_t *mtp_out)
 {
+    int32_t m_chunk = -1;   /* the chunk of the last "m" */
+    *mtp_out = 0;
     int line = loom_megatron_line_at(c, "--pipeline-model-parallel-layout");
     /* unroll "(…)*n" and "x*n" as Megatron-Core's parse_str_to_list does */
     size_t cap = 4096;
@@ -105,15 +108,20 @@ static loom_status parse_layout(const loom_megatron_line *c, const char *layout,
                               "last, once",
                               layout);
             } else if (ch == 'm') {
-                s = loom_error_set(c->err, LOOM_ERR_UNSUPPORTED,
-                                   "%s:%d: --pipeline-model-parallel-layout: multi-token "
-                                   "prediction layers (m) are not modelled by loom",
-                                   c->source, line);
+                /* multi-token prediction: not in loom's graph, but Megatron
+                 * wants one "m" per --mtp-num-layers in the last stage */
+                (*mtp_out)++;
+                m_chunk = k;
             } else {
                 s = loom_megatron_line_fail(c, line, "--pipeline-model-parallel-layout '%s': unknown layer '%c' "
                                    "(E, t, m, L and '|')", layout, ch);
             }
         }
+        if (s == LOOM_OK && *mtp_out > 0 && m_chunk != k)
+            s = loom_megatron_line_fail(c, line,
+                      "--pipeline-model-parallel-layout '%s': the multi-token prediction "
+                      "layers (m) must be in the last stage",
+                      layout);
         if (s == LOOM_OK && (e_count != 1 || l_count != 1))
             s = loom_megatron_line_fail(c, line,
                       "--pipeline-model-parallel-layout '%s' needs one E first and one L last",
@@ -151,7 +159,14 @@ loom_status loom_megatron_read_split(const loom_megatron_line *c, loom_runtime_c
 
     if (layout) {
         int32_t n = 0;
-        if ((s = parse_layout(c, layout, ch, &n))) return s;
+        int64_t mtp = 0;
+        if ((s = parse_layout(c, layout, ch, &n, &mtp))) return s;
+        if (mtp != cfg->model.facts.mtp_layers)
+            return loom_megatron_line_fail(c, loom_megatron_line_at(c, "--pipeline-model-parallel-layout"),
+                         "--pipeline-model-parallel-layout has %lld multi-token prediction "
+                         "layers (m) but --mtp-num-layers is %lld (Megatron-LM requires them "
+                         "equal)",
+                         (long long)mtp, (long long)cfg->model.facts.mtp_layers);
         if (n % p->pp)
             return loom_megatron_line_fail(c, loom_megatron_line_at(c, "--pipeline-model-parallel-layout"),
                          "--pipeline-model-parallel-layout has %d stages, not a multiple of "

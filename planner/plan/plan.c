@@ -66,7 +66,10 @@ loom_status loom_plan_set_stages(loom_plan *p, int32_t n, loom_error *err)
     p->stages = calloc((size_t)n, sizeof *p->stages);
     if (!p->stages) return loom_error_set(err, LOOM_ERR_NOMEM, "out of memory: %d stages", (int)n);
     p->n_stages = n;
-    for (int32_t i = 0; i < n; i++) p->stages[i].index = p->stages[i].group = i;
+    for (int32_t i = 0; i < n; i++) {
+        p->stages[i].index = p->stages[i].group = i;
+        p->stages[i].context_parallel = p->stages[i].expert_parallel = 1;
+    }
     return LOOM_OK;
 }
 

@@ -79,9 +79,11 @@ typedef struct {
     int64_t n_gpus;
     int64_t *gpus;                   /* [n_gpus] global ids, replica 0 */
     int64_t replica_stride;          /* replica r: gpus[k] + r · replica_stride */
-    int64_t tensor_parallel;         /* GPUs a weight is split over (product of its axes) */
-    int64_t data_parallel;           /* in-stage replicas: n_gpus / tensor_parallel */
-    bool sequence_parallel;          /* activations split along s on the TP axis */
+    int64_t tensor_parallel;         /* GPUs a dense weight is split over (its axes' product) */
+    int64_t context_parallel;        /* GPUs the sequence is split over outside TP (CP) */
+    int64_t data_parallel;           /* in-stage replicas: n_gpus / (tensor · context parallel) */
+    int64_t expert_parallel;         /* GPUs the experts are split over (1: none) */
+    bool sequence_parallel;          /* activations split along s on the TP axis (Megatron SP) */
     loom_recompute recompute;
     int zero;                        /* ZeRO stage across the data-parallel replicas */
     double in_flight;                /* micro-batches whose activations it holds */
@@ -155,7 +157,7 @@ loom_status loom_plan_create(loom_plan **out, loom_error *err);
 void loom_plan_destroy(loom_plan *p);
 
 /* Sets the stage count (previous stages freed); stages start zeroed with
- * index i and group i. */
+ * index i and group i, context and expert parallel 1. */
 loom_status loom_plan_set_stages(loom_plan *p, int32_t n, loom_error *err);
 /* Gives stage s room for n GPU ids / n ops (zeroed). */
 loom_status loom_plan_stage_set_gpus(loom_plan_stage *s, int64_t n, loom_error *err);
@@ -170,6 +172,43 @@ int64_t loom_plan_rank_memory(const loom_plan *p, int32_t rank);
 
 /* Transformer blocks in stage s (its layers minus embedding/head slots). */
 int64_t loom_plan_stage_blocks(const loom_plan *p, const loom_plan_stage *s);
+
+/* ---- roles and labels (plan_roles.c) ------------------------------------------------ */
+
+/* What one mesh axis of a stage does: tensor, context (sequence), expert or
+ * data parallelism; NONE for an axis of one GPU. */
+typedef enum { LOOM_AXIS_NONE, LOOM_AXIS_TP, LOOM_AXIS_CP, LOOM_AXIS_EP, LOOM_AXIS_DP } loom_plan_axis_role;
+
+typedef struct {
+    loom_plan_axis_role axis[2];     /* per mesh axis; TP on both: 2-D tensor parallelism */
+    int64_t tp, cp, dp;              /* degrees: tp · cp · dp = the stage's GPUs */
+    int64_t ep;                      /* GPUs the expert weights split e over (1: none) */
+} loom_plan_roles;
+
+/* "tp", "cp", "ep", "dp", "-". */
+const char *loom_plan_axis_role_name(loom_plan_axis_role r);
+
+/* The roles of stage s's mesh axes, read off its ops' specs (the rule is in
+ * plan_roles.c; exports, tables and pictures all use it). A stage with no
+ * weighted op keeps its tensor_/context_/expert_parallel fields. */
+void loom_plan_stage_roles(const loom_plan_stage *s, loom_plan_roles *r);
+
+/* The roles as one label in mesh order: "cp32 x tp4", "dp2 x tp4",
+ * "tp2x2" (2-D), "ep8", "no split" (every axis of one GPU). */
+void loom_plan_roles_label(const loom_plan_roles *r, const int64_t mesh[2], char *dst, size_t cap);
+
+/* Layer slots first..last in the model's own numbering: for HF models
+ * "emb+0-4", "5-9", "120-125+head" (block k is model.layers.k); for other
+ * graphs the slots themselves. */
+void loom_plan_layers_label(const loom_plan *p, int32_t first, int32_t last, char *dst,
+                            size_t cap);
+
+/* ---- text (plan_text.c) ----------------------------------------------------------- */
+
+/* The summary table `loom plan` prints: inputs, schedule, prediction, one
+ * row per stage (layers in the model's numbering, parallelism by role),
+ * the search. Heap string; NULL when out of memory. */
+char *loom_plan_table(const loom_plan *p);
 
 /* ---- JSON (plan_json.c) ---------------------------------------------------------- */
 
@@ -213,10 +252,12 @@ loom_status loom_plan_check(const loom_plan *p, const char *where, loom_error *e
 
 /* ---- SVG (plan_svg.c) -------------------------------------------------------------- */
 
-/* An SVG picture of the plan: the cluster's GPUs as a node × GPU grid coloured
- * by stage (replica 0 solid, other replicas lighter), and the pipeline
- * schedule of one step (forward and backward of every micro-batch on every
- * stage, 1F1B order). Heap string, deterministic. */
+/* An SVG picture of the plan: where it runs (the cluster's GPUs coloured by
+ * pipeline rank, or on large clusters replica 0 in full and a summary of
+ * the rest; a legend naming each rank's layers and parallelism as the table
+ * does) and the schedule the step model costs (1F1B, interleaved with v
+ * chunks, or forward-only decode), drawn to the predicted step time.
+ * Heap string, deterministic. */
 char *loom_plan_svg(const loom_plan *p);
 loom_status loom_plan_svg_write(const loom_plan *p, const char *path, loom_error *err);
 

@@ -14,7 +14,7 @@
  *            hold all its stages (chunks), so the sum of their totals is
  *            within the GPU's capacity, and the plan's memory_per_gpu_bytes
  *            is the largest such sum;
- *   degrees  tensor_parallel · data_parallel = the stage's GPUs; stages =
+ *   degrees  tensor_parallel · context_parallel · data_parallel = the stage's GPUs; stages =
  *            pipeline_stages · virtual_stages; micro_batch · micro_batches ·
  *            data_parallel = gbs; every op sits in its stage's layers.
  * The first violation is reported with the JSON path of the field.
@@ -139,10 +139,18 @@ static loom_status check_gpus(const loom_plan *p, int32_t i, int32_t *owner, int
                                  "(%lld, %lld) disagree",
                    (long long)s->n_gpus, (long long)s->submesh_nodes, (long long)s->submesh_gpus,
                    (long long)s->mesh[0], (long long)s->mesh[1]);
-    if (s->tensor_parallel < 1 || s->data_parallel < 1 || n % s->tensor_parallel ||
-        n / s->tensor_parallel != s->data_parallel)
+    int64_t cp = s->context_parallel > 0 ? s->context_parallel : 1;
+    if (s->tensor_parallel < 1 || s->data_parallel < 1 || s->context_parallel < 0 ||
+        s->expert_parallel < 0 || n % (s->tensor_parallel * cp) ||
+        n / (s->tensor_parallel * cp) != s->data_parallel) {
+        if (cp > 1)
+            return bad(err, w, path, "tensor_parallel %lld x context_parallel %lld x "
+                                     "data_parallel %lld != %lld GPUs",
+                       (long long)s->tensor_parallel, (long long)cp,
+                       (long long)s->data_parallel, (long long)n);
         return bad(err, w, path, "tensor_parallel %lld x data_parallel %lld != %lld GPUs",
                    (long long)s->tensor_parallel, (long long)s->data_parallel, (long long)n);
+    }
     if (s->zero < 0 || s->zero > 3) return bad(err, w, path, "ZeRO stage %d not in 0..3", s->zero);
     if (s->replica_stride < 1 || s->replica_stride > cluster)
         return bad(err, w, path, "replica_stride %lld is not in 1..%lld",

@@ -22,6 +22,7 @@
 
 #include "base/fileio.h"
 #include "base/json.h"
+#include "graph/model_facts.h"
 #include "planner/plan/plan.h"
 
 /* ---- spec text --------------------------------------------------------------- */
@@ -78,8 +79,17 @@ static void write_stage(cJSON *arr, const loom_plan_stage *s, int flags)
     num(o, "replica_stride", (double)s->replica_stride);
     pair(o, "submesh", s->submesh_nodes, s->submesh_gpus);
     pair(o, "mesh", s->mesh[0], s->mesh[1]);
-    num(o, "tensor_parallel", (double)s->tensor_parallel);
-    num(o, "data_parallel", (double)s->data_parallel);
+    loom_plan_roles ro;
+    loom_plan_stage_roles(s, &ro);
+    cJSON *ax = cJSON_AddArrayToObject(o, "mesh_axes");
+    for (int a = 0; a < 2; a++)
+        cJSON_AddItemToArray(ax, cJSON_CreateString(loom_plan_axis_role_name(ro.axis[a])));
+    /* the degrees as the ops' specs give them (the stage's fields when it
+     * has no weighted op): the file never disagrees with its own ops */
+    num(o, "tensor_parallel", (double)ro.tp);
+    num(o, "context_parallel", (double)ro.cp);
+    num(o, "data_parallel", (double)ro.dp);
+    num(o, "expert_parallel", (double)ro.ep);
     cJSON_AddBoolToObject(o, "sequence_parallel", s->sequence_parallel);
     str(o, "recompute", loom_recompute_name(s->recompute));
     num(o, "zero", s->zero);
@@ -151,6 +161,7 @@ char *loom_plan_to_json(const loom_plan *p, int flags)
     cJSON_AddBoolToObject(mo, "gated_mlp", mi->gated_mlp);
     cJSON_AddBoolToObject(mo, "qkv_bias", mi->qkv_bias);
     cJSON_AddBoolToObject(mo, "flash_attention", mi->flash_attention);
+    if (mi->facts.known) cJSON_AddItemToObject(mo, "facts", loom_model_facts_to_json(&mi->facts));
 
     cJSON *hw = cJSON_AddObjectToObject(root, "hardware");
     num(hw, "nodes", (double)p->nodes);
@@ -307,8 +318,9 @@ static loom_status read_stage(const loom_jctx *c, const cJSON *o, const char *pa
                               loom_plan_stage *st)
 {
     static const char *const keys[] = {"index", "group", "layers", "gpus", "replica_stride",
-                                       "submesh", "mesh",
-                                       "tensor_parallel", "data_parallel", "sequence_parallel",
+                                       "submesh", "mesh", "mesh_axes",
+                                       "tensor_parallel", "context_parallel", "data_parallel",
+                                       "expert_parallel", "sequence_parallel",
                                        "recompute", "zero", "in_flight", "ops", "memory_bytes",
                                        "time_s", NULL};
     static const char *const tkeys[] = {"compute", "comm", "grad_sync", "stage", NULL};
@@ -344,7 +356,14 @@ static loom_status read_stage(const loom_jctx *c, const cJSON *o, const char *pa
     st->submesh_nodes = pr[0], st->submesh_gpus = pr[1];
     TRY(get_pair(c, o, path, "mesh", 1, I64MAX, st->mesh));
     TRY(loom_json_get_int(c, o, path, "tensor_parallel", true, 1, I64MAX, &st->tensor_parallel));
+    /* context_parallel and expert_parallel came later: a plan without them
+     * counted the context-parallel GPUs in data_parallel (fixed up below,
+     * once the ops are read) */
+    bool has_cp = cJSON_GetObjectItemCaseSensitive(o, "context_parallel") != NULL;
+    st->context_parallel = 1, st->expert_parallel = 1;
+    TRY(loom_json_get_int(c, o, path, "context_parallel", false, 1, I64MAX, &st->context_parallel));
     TRY(loom_json_get_int(c, o, path, "data_parallel", true, 1, I64MAX, &st->data_parallel));
+    TRY(loom_json_get_int(c, o, path, "expert_parallel", false, 1, I64MAX, &st->expert_parallel));
     TRY(loom_json_get_bool(c, o, path, "sequence_parallel", true, &st->sequence_parallel));
     const char *rc = NULL;
     TRY(loom_json_get_str(c, o, path, "recompute", true, &rc));
@@ -364,6 +383,15 @@ static loom_status read_stage(const loom_jctx *c, const cJSON *o, const char *pa
             snprintf(sub, sizeof sub, "%s.ops[%d]", path, i);
             TRY(read_op(c, x, sub, &st->ops[i]));
         }
+    }
+    if (!has_cp && st->n_ops > 0) {   /* an older plan: its ops say what CP and EP are */
+        loom_plan_roles ro;
+        loom_plan_stage_roles(st, &ro);
+        if (ro.cp > 1 && st->data_parallel == ro.cp * ro.dp) {
+            st->context_parallel = ro.cp;
+            st->data_parallel = ro.dp;
+        }
+        if (!cJSON_GetObjectItemCaseSensitive(o, "expert_parallel")) st->expert_parallel = ro.ep;
     }
     const cJSON *m;
     TRY(loom_json_get_object(c, o, path, "memory_bytes", true, &m));
@@ -412,7 +440,7 @@ static loom_status read_model(const loom_jctx *c, const cJSON *root, loom_plan *
         "arch", "params", "layer_slots", "layers", "hidden", "heads", "kv_heads", "head_dim",
         "ffn", "vocab", "experts", "experts_topk", "shared_experts", "moe_ffn", "first_dense",
         "tied_embeddings", "gated_mlp", "qkv_bias", "flash_attention",
-        "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "v_head_dim", NULL};
+        "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "v_head_dim", "facts", NULL};
     loom_status s;
     const cJSON *o;
     TRY(loom_json_get_object(c, root, "$", "model", true, &o));
@@ -434,6 +462,9 @@ static loom_status read_model(const loom_jctx *c, const cJSON *root, loom_plan *
                       &mi->v_head_dim};   /* MLA models only */
     for (int i = 0; i < 4; i++)
         TRY(loom_json_get_int(c, o, P, keys[19 + i], false, 0, I64MAX, mla[i]));
+    const cJSON *facts = NULL;
+    TRY(loom_json_get_object(c, o, P, "facts", false, &facts));
+    if (facts) TRY(loom_model_facts_from_json(c, facts, "$.model.facts", &mi->facts));
     mi->seq = p->seq;
     mi->batch = p->micro_batch;
     mi->dtype = p->dtype;

@@ -192,6 +192,13 @@ loom_status loom_plan_from_config(loom_search *s, const loom_graph *g,
                                         se->mem_activations, se->mem_kv, se->mem_other, 0};
         loom_plan_memory_sum(&ps->memory);
         if ((st = fill_ops(cs, se, g, ps, &has_norm[i], err))) goto fail;
+        /* TP, CP, DP and EP as every reader of the plan names them */
+        loom_plan_roles ro;
+        loom_plan_stage_roles(ps, &ro);
+        ps->tensor_parallel = ro.tp;
+        ps->context_parallel = ro.cp;
+        ps->data_parallel = ro.dp;
+        ps->expert_parallel = ro.ep;
     }
     /* A stage without norms (the embedding alone) has no sequence-parallel
      * region of its own: it takes its neighbour's setting, as Megatron-LM

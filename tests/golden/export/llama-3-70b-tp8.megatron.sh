@@ -3,7 +3,7 @@
 # model: llama-3-70b: 80 layers, hidden 8192, 64 heads (8 kv), ffn 28672, vocab 128256
 # parallelism: TP 8 x PP 1 x DP 8 x CP 1 = 64 GPUs; global batch 64 = micro-batch 1 x 8 micro-batches x DP 8, sequence 8192
 # loom predicts 12.5 s per step and 50.0 GiB per GPU.
-# Argument names checked against NVIDIA/Megatron-LM megatron/training/arguments.py @ 000c4ac24f61159c138b0975def722c65245983c.
+# Argument names checked against NVIDIA/Megatron-LM megatron/training/arguments.py @ d98e8a64ddf34856e74b24714e3bedb2f5a39553 (2026-08-22).
 # Data, tokenizer and optimizer arguments (--data-path, --tokenizer-type,
 # --train-iters, --lr, ...) are not part of the plan: pass them to this
 # script and they are appended to the command line.
@@ -36,8 +36,11 @@ torchrun --nnodes 8 --nproc-per-node 8 \
     --seq-length 8192 \
     --max-position-embeddings 8192 \
     --vocab-size 128256 \
+    --make-vocab-size-divisible-by 32 \
     --normalization RMSNorm \
+    --norm-epsilon 1e-05 \
     --position-embedding-type rope \
+    --rotary-base 500000 \
     --swiglu \
     --disable-bias-linear \
     --attention-dropout 0 \

@@ -3,7 +3,7 @@
 # model: mixtral-8x7b: 32 layers, hidden 4096, 32 heads (8 kv), ffn 14336, vocab 32000, 8 experts top-2
 # parallelism: TP 1 x PP 1 x DP 32 x CP 1 = 32 GPUs, EP 4; global batch 128 = micro-batch 1 x 4 micro-batches x DP 32, sequence 4096
 # loom predicts 12.5 s per step and 50.0 GiB per GPU.
-# Argument names checked against NVIDIA/Megatron-LM megatron/training/arguments.py @ 000c4ac24f61159c138b0975def722c65245983c.
+# Argument names checked against NVIDIA/Megatron-LM megatron/training/arguments.py @ d98e8a64ddf34856e74b24714e3bedb2f5a39553 (2026-08-22).
 # Data, tokenizer and optimizer arguments (--data-path, --tokenizer-type,
 # --train-iters, --lr, ...) are not part of the plan: pass them to this
 # script and they are appended to the command line.
@@ -38,7 +38,9 @@ torchrun --nnodes 4 --nproc-per-node 8 \
     --max-position-embeddings 4096 \
     --vocab-size 32000 \
     --normalization RMSNorm \
+    --norm-epsilon 1e-05 \
     --position-embedding-type rope \
+    --rotary-base 1000000 \
     --swiglu \
     --disable-bias-linear \
     --attention-dropout 0 \
@@ -49,4 +51,6 @@ torchrun --nnodes 4 --nproc-per-node 8 \
     --moe-ffn-hidden-size 14336 \
     --moe-grouped-gemm \
     --moe-token-dispatcher-type alltoall \
+    --moe-router-load-balancing-type aux_loss \
+    --moe-aux-loss-coeff 0.02 \
     "$@"

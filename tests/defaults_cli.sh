@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# defaults_cli.sh — one set of defaults for loom plan and loom eval, printed
+# where they were assumed, and warnings on stderr for what is legal but
+# probably a mistake (issue #23):
+#   - plan and eval on the same model and cluster with no options assume
+#     seq 4096, gbs 256 and ZeRO-1, and say so ("assumed: …");
+#   - a NIC's Gb/s written as GB/s (400), a batch too small for the
+#     cluster, a sequence beyond the model's positions (with rope_scaling;
+#     without it the model reader refuses): a warning each,
+#     the command still succeeds;
+#   - loom export given a model says it is a model, not a plan.
+# usage: bash tests/defaults_cli.sh path/to/loom   (from the repo root)
+set -u
+LOOM=$(realpath "${1:?usage: defaults_cli.sh path/to/loom}")
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0 passes=0
+ok() { passes=$((passes + 1)); }
+bad() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+run() {
+    local want=$1; shift
+    "$LOOM" "$@" >"$tmp/out" 2>"$tmp/err"
+    local got=$?
+    if [ "$got" -eq "$want" ]; then ok; else bad "loom $* exited $got, expected $want: $(head -c 400 "$tmp/err")"; fi
+}
+has() { if grep -qF -- "$2" "$1"; then ok; else bad "$1 lacks '$2': $(head -c 400 "$1")"; fi; }
+lacks() { if grep -qF -- "$2" "$1"; then bad "$1 has '$2'"; else ok; fi; }
+
+run 0 plan llama-3-8b --cluster dgx-h100-x2
+has "$tmp/out" "assumed: seq 4096, gbs 256, ZeRO-1"
+has "$tmp/out" "gbs 256 x seq 4096"
+has "$tmp/out" "ZeRO-1"
+lacks "$tmp/err" "warning"
+run 0 eval llama-3-8b --cluster dgx-h100-x2
+has "$tmp/out" "assumed: seq 4096, gbs 256, ZeRO-1"
+has "$tmp/out" "gbs 256"
+has "$tmp/out" "seq 4096"
+has "$tmp/out" "ZeRO stage 1"
+run 0 eval llama-3-8b --cluster dgx-h100-x2 --json
+python3 -c 'import json,sys; c=json.load(open(sys.argv[1]))["config"]; sys.exit(0 if (c["seq"],c["gbs"],c["zero"])==(4096,256,1) else 1)' "$tmp/out" && ok || bad "eval --json defaults: $(head -c 300 "$tmp/out")"
+# given values are not "assumed"
+run 0 plan llama-3-8b --cluster dgx-h100-x2 --seq 2048 --gbs 64 --zero 2
+lacks "$tmp/out" "assumed:"
+has "$tmp/out" "ZeRO-2"
+run 2 plan llama-3-8b --cluster dgx-h100-x2 --zero 2 --search-zero
+has "$tmp/err" "exclude each other"
+
+# a NIC of 400 "GB/s" (400 Gb/s meant)
+cat >"$tmp/fast-nic.json" <<'J'
+{ "format": "loom-cluster/1", "name": "fast-nic", "nodes": 2, "gpus_per_node": 8,
+  "gpu": "H100-SXM5-80GB",
+  "intra_node": { "bandwidth_GBps": 450, "latency_us": 3 },
+  "inter_node": { "bandwidth_GBps": 400, "latency_us": 8 } }
+J
+run 0 plan llama-3-8b --cluster "$tmp/fast-nic.json"
+has "$tmp/err" "warning: fast-nic: inter-node bandwidth 400 GB/s"
+has "$tmp/err" "400 Gb/s is 50 GB/s"
+run 0 eval llama-3-8b --cluster "$tmp/fast-nic.json"
+has "$tmp/err" "inter-node bandwidth 400 GB/s"
+# a batch too small for 128 GPUs
+run 0 plan llama-3-8b --cluster dgx-h100-x16 --gbs 7
+has "$tmp/err" "warning: a batch of 7 sequences cannot feed 128 GPUs"
+# beyond the model's positions (Llama-3-8B: 8192): refused without rope_scaling
+# (the model reader), planned with a warning when the config scales RoPE
+run 1 plan llama-3-8b --cluster dgx-h100-x2 --seq 16384 --gbs 16
+has "$tmp/err" "no rope_scaling"
+python3 -c 'import json,sys; m=json.load(open("examples/models/llama-3-8b.json")); m["rope_scaling"]={"rope_type":"linear","factor":4.0}; json.dump(m,open(sys.argv[1],"w"))' "$tmp/scaled.json"
+run 0 plan "$tmp/scaled.json" --cluster dgx-h100-x2 --seq 16384 --gbs 16
+has "$tmp/err" "warning: sequence 16384 is beyond the model's 8192 positions"
+
+# export of a model
+run 1 export examples/models/llama-3-8b.json --to megatron
+has "$tmp/err" "is a model, not a plan"
+has "$tmp/err" "loom plan examples/models/llama-3-8b.json"
+
+echo "defaults_cli: $passes passed, $fails failed"
+[ "$fails" -eq 0 ]
