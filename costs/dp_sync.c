@@ -67,3 +67,18 @@ int loom_dp_sync_ops_ex(const loom_dp_sync_in *in, loom_dp_sync_op out[LOOM_DP_S
     out[1] = (loom_dp_sync_op){LOOM_COLL_ALL_GATHER, weights, gathers * m, blocks};
     return 2;
 }
+
+double loom_dp_sync_time_s(const loom_cluster *c, const loom_calib *cal, const loom_dp_sync_in *in,
+                           loom_group grp)
+{
+    if (grp.ranks <= 1 || !(in->params > 0)) return 0;
+    loom_dp_sync_op ops[LOOM_DP_SYNC_MAX_OPS];
+    int k = loom_dp_sync_ops_ex(in, ops);
+    double t = 0;
+    for (int i = 0; i < k; i++) {
+        double calls = ops[i].calls > 1 ? ops[i].calls : 1;
+        t += ops[i].per_step * calls *
+             loom_group_collective_time_s(c, cal, ops[i].kind, grp, ops[i].bytes / calls);
+    }
+    return t;
+}

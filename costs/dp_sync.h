@@ -67,6 +67,13 @@ typedef struct {
  *                  once for recompute + backward. */
 int loom_dp_sync_ops_ex(const loom_dp_sync_in *in, loom_dp_sync_op out[LOOM_DP_SYNC_MAX_OPS]);
 
+/* Seconds per step of the synchronisation `in` over group grp: each
+ * collective split into its calls, every call paying the latency. The one
+ * price of a data-parallel sync: loom eval (eval.c) and the stage search's
+ * replica sync (solver/stage_costs.c). 0 for one rank or no parameters. */
+double loom_dp_sync_time_s(const loom_cluster *c, const loom_calib *cal, const loom_dp_sync_in *in,
+                           loom_group grp);
+
 /* Gradient bytes per parameter the framework keeps and reduces. */
 double loom_dp_sync_grad_bytes(int framework, bool grad_reduce_bf16);
 

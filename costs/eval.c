@@ -436,19 +436,11 @@ static void assign_ranks(const loom_graph *g, const loom_parallel *p, const loom
 static double sync_time(const ctx *x, double n, loom_group grp, int64_t m, int64_t blocks)
 {
     const loom_parallel *p = x->p;
-    if (grp.ranks <= 1 || n <= 0) return 0;
-    loom_dp_sync_op ops[LOOM_DP_SYNC_MAX_OPS];
     loom_dp_sync_in in = {.params = n, .zero = p->dist_opt && p->zero < 1 ? 1 : p->zero,
                           .framework = p->framework, .grad_reduce_bf16 = p->grad_reduce_bf16,
                           .full_recompute = p->recompute == LOOM_RECOMPUTE_FULL,
                           .micro_batches = m, .blocks = blocks, .dp = grp.ranks};
-    int k = loom_dp_sync_ops_ex(&in, ops);
-    double t = 0;
-    for (int i = 0; i < k; i++) {
-        double calls = ops[i].calls > 1 ? ops[i].calls : 1;
-        t += ops[i].per_step * calls * coll(x, ops[i].kind, grp, ops[i].bytes / calls);
-    }
-    return t;
+    return loom_dp_sync_time_s(x->c, x->cal, &in, grp);
 }
 
 static loom_group axis_group(const loom_cluster *c, int64_t count, int64_t stride)

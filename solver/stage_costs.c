@@ -62,16 +62,16 @@ int64_t loom_search_state_bytes(const loom_search *s, int64_t n_params, int64_t 
 }
 
 double loom_search_replica_sync_s(const loom_search *s, double n, int64_t dp, int64_t stride,
-                                  int zero, int64_t micro_batches)
+                                  int zero, int64_t micro_batches, int64_t blocks,
+                                  bool full_recompute)
 {
-    if (dp <= 1 || n <= 0 || s->pb.inference) return 0;
-    loom_group grp = loom_mesh_axis_group(s->c, (loom_mesh_shape){dp, stride}, 0);
-    loom_dp_sync_op ops[LOOM_DP_SYNC_MAX_OPS];
-    int k = loom_dp_sync_ops(n, zero, false, micro_batches, ops);
-    double t = 0;
-    for (int i = 0; i < k; i++)
-        t += ops[i].per_step * loom_group_collective_time_s(s->c, s->cal, ops[i].kind, grp, ops[i].bytes);
-    return t;
+    if (s->pb.inference) return 0;
+    /* Megatron-LM's rule, as loom eval prices a Megatron configuration */
+    loom_dp_sync_in in = {.params = n, .zero = zero, .framework = LOOM_FRAMEWORK_MEGATRON,
+                          .full_recompute = full_recompute, .micro_batches = micro_batches,
+                          .blocks = blocks > 0 ? blocks : 1, .dp = dp};
+    return loom_dp_sync_time_s(s->c, s->cal, &in,
+                               loom_mesh_axis_group(s->c, (loom_mesh_shape){dp, stride}, 0));
 }
 
 /* ---- specs ------------------------------------------------------------------- */
@@ -394,7 +394,7 @@ static loom_status eval_stage(loom_search *s, const loom_graph *g, const loom_se
 
     bool rc = st->recompute == LOOM_RECOMPUTE_FULL && train;
     double bwd = 0, rerun = 0, kv_read = 0, resh = 0;
-    int64_t saved = 0, work = 0, kv = 0;
+    int64_t saved = 0, work = 0, kv = 0, blocks = 0;
     /* Identical layers share one solved layer (intra.h), so their sums are
      * computed once: the stage costs O(distinct layers), not O(layers). */
     typedef struct {
@@ -407,6 +407,7 @@ static loom_status eval_stage(loom_search *s, const loom_graph *g, const loom_se
         int32_t first, count;
         loom_graph_layer_ops(g, l, &first, &count);
         bool block = loom_memory_is_block(g, l);
+        blocks += block;
         const loom_intra_layer *lay = e->intra.layers[l - st->first_layer];
         int k = 0;
         while (k < n_seen && seen[k].layer != lay) k++;   /* identity only: the type is opaque */
@@ -474,7 +475,7 @@ static loom_status eval_stage(loom_search *s, const loom_graph *g, const loom_se
         e->grad_sync_s = e->intra.grad_sync_s +
                          loom_search_replica_sync_s(s, (double)e->params, cfg->dp,
                                                     st->replica_stride, cfg->zero,
-                                                    cfg->micro_batches);
+                                                    cfg->micro_batches, blocks, rc);
         double local = cfg->zero >= 1
                            ? ceil((double)e->intra.param_count_local_per_gpu / (double)cfg->dp)
                            : (double)e->params;

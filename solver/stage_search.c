@@ -284,7 +284,7 @@ static loom_status build_problem(loom_search *s, const point *pt, const int32_t 
             /* replica sync is linear in bytes but for latency terms: charge
              * each layer its share of the whole model's sync */
             double rate = p_ref > 0 ? loom_search_replica_sync_s(s, p_ref, pt->dp, pt->D, pt->zero,
-                                                                 pt->M) / p_ref
+                                                                 pt->M, 1, false) / p_ref
                                     : 0;
             int64_t work = 0;
             if (t && t->ok) {
@@ -548,7 +548,7 @@ static loom_status try_interleaved(loom_search *s, const point *pt, int32_t m, i
             double p_ref = 0;
             for (int32_t l = 0; l < n; l++) p_ref += (double)t->params[l];
             double rate = p_ref > 0 ? loom_search_replica_sync_s(s, p_ref, pt->dp, pt->D,
-                                                                 pt->zero, pt->M) / p_ref
+                                                                 pt->zero, pt->M, 1, false) / p_ref
                                     : 0;
             for (int32_t rc = 0; rc < pt->n_rc; rc++) {
                 double tr[64] = {0}, st_b[64] = {0}, act_b[64] = {0};

@@ -76,10 +76,13 @@ int loom_search_zero(const loom_search *s);
 int loom_search_zero_options(const loom_search *s, int64_t dp, int out[3]);
 /* Seconds per step to synchronise the gradients of n_params parameters
  * (per GPU) over dp replicas strided by `stride` GPUs under ZeRO stage
- * `zero`, with M micro-batches per step (eval.c's rule: ZeRO-3 gathers the
- * weights and scatters the gradients once per micro-batch). */
+ * `zero`, with M micro-batches per step, for a stage of `blocks`
+ * transformer blocks (ZeRO-3 gathers and scatters once per block) with or
+ * without full recompute: loom_dp_sync_time_s under Megatron's rule, the
+ * same function loom eval calls. The table estimates pass 1 block. */
 double loom_search_replica_sync_s(const loom_search *s, double n_params, int64_t dp,
-                                  int64_t stride, int zero, int64_t micro_batches);
+                                  int64_t stride, int zero, int64_t micro_batches,
+                                  int64_t blocks, bool full_recompute);
 /* Model-state bytes per GPU for n_params (n_local once shared among the
  * mesh's copies, costs/memory.h) under ZeRO stage `zero` over dp replicas. */
 int64_t loom_search_state_bytes(const loom_search *s, int64_t n_params, int64_t n_local,
