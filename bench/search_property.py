@@ -40,18 +40,13 @@ def run(args):
 
 
 def plan(loom, model, cluster, gbs, seq, space):
+    """(step time, the plan's model facts), or (None, {}) when nothing fits."""
     rc, out = run([loom, "plan", model, "--cluster", cluster, "--gbs", str(gbs), "--seq", str(seq),
                    "--space", space, "--json", "--no-timings"])
     if rc:
-        return None
-    return json.loads(out)["predicted"]["step_time_s"]
-
-
-def inspect(loom, model):
-    rc, out = run([loom, "plan", model, "--cluster", "dgx-h100-x1", "--gbs", "8", "--seq", "128",
-                   "--json", "--no-timings", "--pp", "1", "--tp", "1"])
-    m = json.loads(out)["model"] if rc == 0 else {}
-    return m
+        return None, {}
+    p = json.loads(out)
+    return p["predicted"]["step_time_s"], p["model"]
 
 
 def gpus(cluster):
@@ -106,9 +101,12 @@ def main():
         if pick and name not in pick:
             continue
         G = gpus(cluster)
-        meg = plan(loom, model, cluster, gbs, seq, "megatron")
-        full = plan(loom, model, cluster, gbs, seq, "full")
-        info = inspect(loom, model)
+        meg, info = plan(loom, model, cluster, gbs, seq, "megatron")
+        full, info_full = plan(loom, model, cluster, gbs, seq, "full")
+        info = info or info_full
+        if not info:
+            print(f"{name:26} {G:6d} nothing fits")
+            continue
         rng = random.Random(19)
         ok, best, best_a, bad_meg, bad_full, worst = 0, None, None, 0, 0, 0.0
         tries = 0
