@@ -115,6 +115,7 @@ loom_status loom_cluster_preset(const char *name, loom_cluster *out, loom_error 
     out->gpu = *d;
     out->intra = (loom_link){d->nvlink_Bps > 0 ? d->nvlink_Bps : PCIE4_BPS, INTRA_LATENCY_S};
     out->inter = (loom_link){presets[p].nic_per_gpu_Bps, INTER_LATENCY_S};
+    out->memory_headroom = LOOM_CLUSTER_DEFAULT_HEADROOM;
     return LOOM_OK;
 }
 
@@ -139,4 +140,19 @@ loom_status loom_cluster_load(const char *name_or_path, loom_cluster *out, loom_
 int64_t loom_cluster_gpus(const loom_cluster *c)
 {
     return c ? c->nodes * c->gpus_per_node : 0;
+}
+
+int64_t loom_cluster_usable_bytes(const loom_cluster *c)
+{
+    double h = c->memory_headroom, hbm = (double)c->gpu.hbm_bytes;
+    double keep = h <= 0 ? 0 : h < 1 ? h * hbm : h * 1073741824.0;
+    return keep >= hbm ? 0 : (int64_t)(hbm - keep);
+}
+
+int64_t loom_cluster_hbm_for_usable(const loom_cluster *c, int64_t bytes)
+{
+    double h = c->memory_headroom;
+    if (h <= 0) return bytes;
+    if (h < 1) return (int64_t)((double)bytes / (1 - h) + 0.5);
+    return bytes + (int64_t)(h * 1073741824.0);
 }

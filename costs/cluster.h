@@ -36,7 +36,24 @@ typedef struct {
     loom_device gpu;
     loom_link intra, inter;                  /* NVLink inside a node; NIC per GPU across nodes */
     double price_per_gpu_hour_usd, power_w;  /* 0 when not given; power_w per GPU */
+    double memory_headroom;   /* HBM a plan must leave free: a fraction of it when < 1,
+                                 else GiB; 0 = none. Presets and files default to
+                                 LOOM_CLUSTER_DEFAULT_HEADROOM ("memory_headroom") */
 } loom_cluster;
+
+/* 5% of HBM (4 GiB of 80) beyond the modelled workspace and fragmentation
+ * (memory.h): what the PyTorch caching allocator's growth, NCCL's
+ * lazily created communicators and memory-use spikes (the loss's fp32
+ * logits, checkpoint saves) take in practice; plans that sat at 78-79.5 of
+ * 80 GiB OOM'd. */
+#define LOOM_CLUSTER_DEFAULT_HEADROOM 0.05
+
+/* Bytes of HBM a plan may use: hbm_bytes minus the headroom. */
+int64_t loom_cluster_usable_bytes(const loom_cluster *c);
+/* The HBM a GPU would need for `bytes` to be usable under this cluster's
+ * headroom (the inverse of loom_cluster_usable_bytes): what "it would fit with
+ * GPUs of at least N GiB" quotes. */
+int64_t loom_cluster_hbm_for_usable(const loom_cluster *c, int64_t bytes);
 
 #define LOOM_CLUSTER_FORMAT "loom-cluster/1"
 #define LOOM_CLUSTER_MAX_NODES LOOM_MAX_NODES                   /* base/limits.h */

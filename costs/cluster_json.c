@@ -162,7 +162,7 @@ loom_status loom_cluster_parse(const char *file, const char *text, size_t len, l
     static const char *const keys[] = {"format",     "name",       "nodes",
                                        "gpus_per_node", "gpu",     "intra_node",
                                        "inter_node", "price_per_gpu_hour_usd", "power_w",
-                                       "about",      NULL};
+                                       "memory_headroom", "about", NULL};
     cJSON *root = NULL;
     loom_jctx c = {file, err};
     loom_cluster cl;
@@ -219,6 +219,9 @@ loom_status loom_cluster_parse(const char *file, const char *text, size_t len, l
                      &cl.price_per_gpu_hour_usd)))
         goto fail;
     if ((s = get_pos(&c, root, "$", "power_w", false, true, 1e6, &cl.power_w))) goto fail;
+    cl.memory_headroom = LOOM_CLUSTER_DEFAULT_HEADROOM;
+    if ((s = get_pos(&c, root, "$", "memory_headroom", false, true, 1024, &cl.memory_headroom)))
+        goto fail;
     *out = cl;
 fail:
     cJSON_Delete(root);

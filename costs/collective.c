@@ -9,6 +9,10 @@
  *   all-to-all      every rank sends B/n to each of n-1 peers, pairwise
  *                   exchanges:                  (n-1)/n · B/bw + (n-1)·α
  *   send/recv       one message:                B/bw + α
+ * Across nodes an all-reduce may instead run NCCL's double binary tree
+ * (tuning.cc): about the ring's bus bandwidth, latency 2·ceil(log2 m)·α
+ * instead of 2(m-1)·α; the cheaper is taken, as NCCL's tuner does. Inside a
+ * node NCCL rings over NVLink; all-gather and reduce-scatter are ring-only.
  *
  * A group of n ranks spanning m = n/p nodes with p ranks in each (p > 1):
  *   all-reduce      hierarchical (as NCCL's tree/ring-of-rings and
@@ -62,6 +66,16 @@ double loom_collective_time_s(loom_collective k, int64_t ranks, double bytes, lo
     }
 }
 
+/* All-reduce among m ranks one per node: ring or double binary tree. */
+static double inter_all_reduce(int64_t m, double bytes, loom_link l)
+{
+    double ring = loom_collective_time_s(LOOM_COLL_ALL_REDUCE, m, bytes, l);
+    if (m <= 2 || !(bytes > 0) || !(l.bandwidth_Bps > 0)) return ring;
+    double n = (double)m;
+    double tree = 2 * (n - 1) / n * bytes / l.bandwidth_Bps + 2 * ceil(log2(n)) * l.latency_s;
+    return tree < ring ? tree : ring;
+}
+
 /* A link with its bandwidth scaled by a calibrated efficiency. */
 static loom_link scaled(loom_link l, double eff)
 {
@@ -84,7 +98,9 @@ double loom_group_collective_time_s(const loom_cluster *c, const loom_calib *cal
     int64_t n = g.ranks, p = g.ranks_per_node < 1 ? 1 : g.ranks_per_node;
     if (n <= 1 || !(bytes > 0)) return 0;
     if (p >= n) return loom_collective_time_s(k, n, bytes, intra);
-    if (p == 1) return loom_collective_time_s(k, n, bytes, inter);
+    if (p == 1)
+        return k == LOOM_COLL_ALL_REDUCE ? inter_all_reduce(n, bytes, inter)
+                                         : loom_collective_time_s(k, n, bytes, inter);
     /* m nodes of p ranks; a group whose size is not a multiple of p is
      * charged as if its last node were full (ceil). */
     int64_t m = (n + p - 1) / p;
@@ -92,7 +108,7 @@ double loom_group_collective_time_s(const loom_cluster *c, const loom_calib *cal
     switch (k) {
     case LOOM_COLL_ALL_REDUCE:
         return loom_collective_time_s(LOOM_COLL_REDUCE_SCATTER, p, bytes, intra) +
-               loom_collective_time_s(LOOM_COLL_ALL_REDUCE, m, shard, inter) +
+               inter_all_reduce(m, shard, inter) +
                loom_collective_time_s(LOOM_COLL_ALL_GATHER, p, bytes, intra);
     case LOOM_COLL_ALL_GATHER:
         return loom_collective_time_s(LOOM_COLL_ALL_GATHER, m, shard, inter) +

@@ -144,6 +144,7 @@ static loom_status shard_dims(const loom_op *op, const loom_tensor *t,
 typedef struct {
     double fwd_flops, bwd_flops;   /* hardware FLOPs of the shard */
     double bytes;                  /* forward bytes of the shard */
+    double in_bytes, out_bytes;    /* first input's and first output's shard bytes */
     loom_dtype dtype;              /* compute dtype */
 } shard_work;
 
@@ -176,12 +177,16 @@ static loom_status shard_of(const loom_graph *g, const loom_op *op, const loom_d
     for (int i = 0; i < op->n_out; i++) weight[n] = false, ids[n++] = op->out[i];
 
     int64_t shard[3 * LOOM_MAX_IO][LOOM_MAX_DIMS], parts[3 * LOOM_MAX_IO];
+    w->in_bytes = w->out_bytes = 0;
     double bytes = 0, largest = -1, big_ratio = 1;
     for (int k = 0; k < n; k++) {
         const loom_tensor *t = loom_graph_tensor(g, ids[k]);
         loom_status s = shard_dims(op, t, splits, n_splits, shard[k], &parts[k], err);
         if (s) return s;
-        bytes += (double)loom_tensor_bytes(t) / (double)parts[k];
+        double tb = (double)loom_tensor_bytes(t) / (double)parts[k];
+        bytes += tb;
+        if (k == 0 && op->n_in > 0) w->in_bytes = tb;
+        if (k == op->n_in + op->n_w) w->out_bytes = tb;
         double numel = (double)loom_tensor_numel(t);
         if (!weight[k] && numel > largest) largest = numel, big_ratio = (double)parts[k];
     }
@@ -213,6 +218,8 @@ static loom_status shard_of(const loom_graph *g, const loom_op *op, const loom_d
     }
     if (op->kind == LOOM_OP_EMBEDDING && out0)   /* reads only the gathered rows */
         bytes = 2.0 * (double)loom_tensor_bytes(out0) / (double)parts[op->n_in + op->n_w];
+    w->in_bytes = op->n_in > 0 ? w->in_bytes : 0;
+    w->out_bytes = op->n_out > 0 ? w->out_bytes : 0;
     w->fwd_flops = (double)op->fwd_flops / ratio;
     w->bwd_flops = (double)op->bwd_flops / ratio;
     w->bytes = bytes;
@@ -234,12 +241,30 @@ double loom_cost_memory_time_s(const loom_cost_model *m, double bytes)
     return bytes / (m->cluster.gpu.hbm_bw_Bps * m->cal.mem_eff);
 }
 
-/* One tensor-core kernel of F FLOPs at peak × eff_max × roll-off. */
+/* One tensor-core kernel of F FLOPs at peak × eff_max × roll-off. The
+ * roll-off's fixed cost is a time (launch, tail wave, epilogue), fitted as
+ * gemm_half_flops of bf16 work: at another dtype's peak the same time is
+ * gemm_half_flops · peak / peak_bf16 FLOPs. */
 static double tensor_kernel_s(const loom_cost_model *m, double flops, double peak, double eff_max)
 {
     if (!(flops > 0)) return 0;
-    double eff = eff_max * flops / (flops + m->cal.gemm_half_flops);
+    double bf16 = loom_device_peak_flops(&m->cluster.gpu, LOOM_DTYPE_BF16);
+    double half = m->cal.gemm_half_flops * (bf16 > 0 ? peak / bf16 : 1);
+    double eff = eff_max * flops / (flops + half);
     return flops / (peak * eff);
+}
+
+/* Transformer Engine's FP8 recipe: the graph's precision is fp8 but its
+ * tensors are stored in bf16/fp16. A Linear layer's GEMMs (fprop, dgrad,
+ * wgrad) run on fp8 tensor cores; attention, norms, activations, the
+ * vocabulary projection and all communication stay in bf16. */
+static bool te_fp8_gemm(const loom_graph *g, const loom_op *op, loom_dtype stored)
+{
+    if (op->kind != LOOM_OP_EINSUM || op->n_w < 1) return false;
+    if (loom_graph_info_c(g)->dtype != LOOM_DTYPE_FP8) return false;
+    if (stored != LOOM_DTYPE_BF16 && stored != LOOM_DTYPE_FP16) return false;
+    const loom_tensor *w0 = loom_graph_tensor(g, op->w[0]);
+    return loom_tensor_dim_index(w0, "v") < 0;   /* Megatron's output layer is not a TE module */
 }
 
 double loom_cost_gemm_time_s(const loom_cost_model *m, double flops, loom_dtype t)
@@ -312,8 +337,25 @@ loom_status loom_cost_op_time(const loom_cost_model *m, const loom_graph *g, int
         if (op->kind == LOOM_OP_EINSUM) {
             kb = op->n_in + op->n_w - (op->bias ? 1 : 0);
             if (kb < 1) kb = 1;
+            bool fp8 = te_fp8_gemm(g, op, w.dtype);
+            if (fp8) peak = loom_device_peak_flops(d, LOOM_DTYPE_FP8);
+            if (!(peak > 0))
+                return loom_error_set(err, LOOM_ERR_UNSUPPORTED,
+                                      "op %s: %s has no fp8 tensor cores", op->name, d->name);
             cf = tensor_kernel_s(m, w.fwd_flops, peak, cal->gemm_eff_max);
             cb = kb * tensor_kernel_s(m, w.bwd_flops / kb, peak, cal->gemm_eff_max);
+            if (fp8) {
+                /* TE's cast-transpose kernels, memory-bound with amax fused
+                 * (transformer_engine/common/transpose/cast_transpose.cu):
+                 * forward reads the bf16 input (2 B/element) and writes its
+                 * fp8 copy and fp8 transpose for wgrad (1 + 1 B), 2x its
+                 * bf16 bytes; backward does the same for the output
+                 * gradient. The fp8 weight copy is cast once per step
+                 * (Megatron passes is_first_microbatch) and is not charged
+                 * per micro-batch. One extra kernel each way. */
+                cf += loom_cost_memory_time_s(m, 2 * w.in_bytes) + cal->kernel_overhead_s;
+                cb += loom_cost_memory_time_s(m, 2 * w.out_bytes) + cal->kernel_overhead_s;
+            }
         } else {
             kb = 2;
             cf = tensor_kernel_s(m, w.fwd_flops, peak, cal->attn_eff);

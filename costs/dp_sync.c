@@ -3,7 +3,10 @@
  */
 #include "costs/dp_sync.h"
 
+#include <math.h>
+
 #include "costs/memory.h"
+#include "costs/parallel.h"
 
 int loom_dp_sync_ops(double n, int zero, bool grad_bf16, int64_t micro_batches,
                      loom_dp_sync_op out[LOOM_DP_SYNC_MAX_OPS])
@@ -11,10 +14,56 @@ int loom_dp_sync_ops(double n, int zero, bool grad_bf16, int64_t micro_batches,
     double m = micro_batches > 0 ? (double)micro_batches : 1;
     double grads = (grad_bf16 ? 2 : LOOM_MEM_GRAD_BYTES) * n, weights = LOOM_MEM_PARAM_BYTES * n;
     if (zero <= 0) {
-        out[0] = (loom_dp_sync_op){LOOM_COLL_ALL_REDUCE, grads, 1};
+        out[0] = (loom_dp_sync_op){LOOM_COLL_ALL_REDUCE, grads, 1, 1};
         return 1;
     }
-    out[0] = (loom_dp_sync_op){LOOM_COLL_REDUCE_SCATTER, grads, zero >= 2 ? m : 1};
-    out[1] = (loom_dp_sync_op){LOOM_COLL_ALL_GATHER, weights, zero >= 3 ? 2 * m : 1};
+    out[0] = (loom_dp_sync_op){LOOM_COLL_REDUCE_SCATTER, grads, zero >= 2 ? m : 1, 1};
+    out[1] = (loom_dp_sync_op){LOOM_COLL_ALL_GATHER, weights, zero >= 3 ? 2 * m : 1, 1};
+    return 2;
+}
+
+double loom_dp_sync_grad_bytes(int framework, bool grad_reduce_bf16)
+{
+    if (framework == LOOM_FRAMEWORK_DEEPSPEED) return 2;
+    if (framework == LOOM_FRAMEWORK_MEGATRON && grad_reduce_bf16) return 2;
+    return LOOM_MEM_GRAD_BYTES;
+}
+
+/* Separate latency-paying calls outside ZeRO-3. Megatron's buckets
+ * (max(40M, 1M·dp) parameters) are launched back to back on one stream as
+ * the backward produces them and NCCL pipelines them, so one latency is
+ * charged (the published Megatron-Core runs at dp 48 agree; charging 84
+ * ring latencies per bucket sequence put the 32B run 7 points further
+ * off). DeepSpeed's reduce_bucket_size (5e8 elements) and FSDP2's
+ * per-block reduce-scatters are synchronised per call. */
+static double buckets(const loom_dp_sync_in *in)
+{
+    double dp = in->dp > 0 ? (double)in->dp : 1, blocks = in->blocks > 0 ? (double)in->blocks : 1;
+    switch (in->framework) {
+    case LOOM_FRAMEWORK_DEEPSPEED: return ceil(in->params / 5e8);
+    case LOOM_FRAMEWORK_TORCHTITAN: return blocks;
+    default: (void)dp; return 1;
+    }
+}
+
+int loom_dp_sync_ops_ex(const loom_dp_sync_in *in, loom_dp_sync_op out[LOOM_DP_SYNC_MAX_OPS])
+{
+    double n = in->params, m = in->micro_batches > 0 ? (double)in->micro_batches : 1;
+    double blocks = in->blocks > 0 ? (double)in->blocks : 1;
+    double grads = loom_dp_sync_grad_bytes(in->framework, in->grad_reduce_bf16) * n;
+    double weights = LOOM_MEM_PARAM_BYTES * n;
+    double calls = fmax(1, buckets(in));
+    if (in->zero <= 0) {
+        out[0] = (loom_dp_sync_op){LOOM_COLL_ALL_REDUCE, grads, 1, calls};
+        return 1;
+    }
+    if (in->zero < 3) {
+        out[0] = (loom_dp_sync_op){LOOM_COLL_REDUCE_SCATTER, grads, in->zero >= 2 ? m : 1, calls};
+        out[1] = (loom_dp_sync_op){LOOM_COLL_ALL_GATHER, weights, 1, calls};
+        return 2;
+    }
+    double gathers = in->framework == LOOM_FRAMEWORK_DEEPSPEED && in->full_recompute ? 3 : 2;
+    out[0] = (loom_dp_sync_op){LOOM_COLL_REDUCE_SCATTER, grads, m, blocks};
+    out[1] = (loom_dp_sync_op){LOOM_COLL_ALL_GATHER, weights, gathers * m, blocks};
     return 2;
 }

@@ -30,6 +30,8 @@ typedef struct {
     loom_collective kind;
     double bytes;       /* the collective's buffer, per GPU (collective.h) */
     double per_step;    /* how many times a step runs it */
+    double calls;       /* separate NCCL calls it is split into (buckets, blocks;
+                           < 1 counts as 1): each pays the collective's latency */
 } loom_dp_sync_op;
 
 #define LOOM_DP_SYNC_MAX_OPS 2
@@ -38,5 +40,34 @@ typedef struct {
  * micro_batches per step (< 1 counts as 1); returns how many (<= 2). */
 int loom_dp_sync_ops(double n, int zero, bool grad_bf16, int64_t micro_batches,
                      loom_dp_sync_op out[LOOM_DP_SYNC_MAX_OPS]);
+
+/* What the framework-aware rule needs (loom_dp_sync_ops_ex). */
+typedef struct {
+    double params;           /* parameters synced over the group */
+    int zero;                /* 0..3 (Megatron's distributed optimizer = 1) */
+    int framework;           /* loom_framework (parallel.h) */
+    bool grad_reduce_bf16;   /* Megatron --grad-reduce-in-bf16 */
+    bool full_recompute;     /* the backward reruns each block's forward */
+    int64_t micro_batches;   /* per step (< 1 counts as 1) */
+    int64_t blocks;          /* transformer blocks the params belong to (>= 1) */
+    int64_t dp;              /* data-parallel degree (Megatron's bucket size grows with it) */
+} loom_dp_sync_in;
+
+/* Per framework (parallel.h's loom_framework):
+ *   reduce dtype   megatron fp32 (bf16 if asked), deepspeed 2 bytes,
+ *                  torchtitan fp32 (FSDP2 reduce_dtype, torchtitan's default)
+ *   calls          ZeRO-3 / FSDP: one gather and one reduce-scatter per
+ *                  block per pass (DeepSpeed's per-submodule fetches are
+ *                  coalesced by its prefetch bucket into about one per
+ *                  block); otherwise buckets: Megatron max(40M, 1M·dp)
+ *                  parameters, DeepSpeed 5e8 elements, torchtitan (FSDP2
+ *                  even at ZeRO-1/2) one per block
+ *   ZeRO-3 gathers per micro-batch: forward + backward (2); DeepSpeed
+ *                  refetches for the recomputed forward (3); FSDP2 gathers
+ *                  once for recompute + backward. */
+int loom_dp_sync_ops_ex(const loom_dp_sync_in *in, loom_dp_sync_op out[LOOM_DP_SYNC_MAX_OPS]);
+
+/* Gradient bytes per parameter the framework keeps and reduces. */
+double loom_dp_sync_grad_bytes(int framework, bool grad_reduce_bf16);
 
 #endif

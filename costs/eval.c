@@ -433,14 +433,21 @@ static void assign_ranks(const loom_graph *g, const loom_parallel *p, const loom
 
 /* Data-parallel synchronisation of n parameters over group grp per step
  * (dp_sync.h: the collectives of p's ZeRO stage). */
-static double sync_time(const ctx *x, double n, loom_group grp, int64_t m)
+static double sync_time(const ctx *x, double n, loom_group grp, int64_t m, int64_t blocks)
 {
     const loom_parallel *p = x->p;
     if (grp.ranks <= 1 || n <= 0) return 0;
     loom_dp_sync_op ops[LOOM_DP_SYNC_MAX_OPS];
-    int k = loom_dp_sync_ops(n, p->dist_opt && p->zero < 1 ? 1 : p->zero, p->grad_reduce_bf16, m, ops);
+    loom_dp_sync_in in = {.params = n, .zero = p->dist_opt && p->zero < 1 ? 1 : p->zero,
+                          .framework = p->framework, .grad_reduce_bf16 = p->grad_reduce_bf16,
+                          .full_recompute = p->recompute == LOOM_RECOMPUTE_FULL,
+                          .micro_batches = m, .blocks = blocks, .dp = grp.ranks};
+    int k = loom_dp_sync_ops_ex(&in, ops);
     double t = 0;
-    for (int i = 0; i < k; i++) t += ops[i].per_step * coll(x, ops[i].kind, grp, ops[i].bytes);
+    for (int i = 0; i < k; i++) {
+        double calls = ops[i].calls > 1 ? ops[i].calls : 1;
+        t += ops[i].per_step * calls * coll(x, ops[i].kind, grp, ops[i].bytes / calls);
+    }
     return t;
 }
 
@@ -646,7 +653,8 @@ loom_status loom_eval_megatron_ex(const loom_graph *g, const loom_cost_model *cm
         int64_t dense_n, expert_n;
         loom_memory_stage_params(g, p, in_stage, &dense_n, &expert_n);
         double dense = (double)dense_n, expert = (double)expert_n;
-        sync_s[r] = sync_time(&x, dense, x.dp, M) + sync_time(&x, expert, x.edp, M);
+        sync_s[r] = sync_time(&x, dense, x.dp, M, blocks_here) +
+                    sync_time(&x, expert, x.edp, M, blocks_here);
         st->grad_sync_s = sync_s[r];
         window_s[r] = p->zero >= 3   ? (double)M * stage_s[r]
                       : p->zero == 2 ? (double)M * bwd + fwd   /* a scatter per backward */
@@ -661,7 +669,7 @@ loom_status loom_eval_megatron_ex(const loom_graph *g, const loom_cost_model *cm
                                      .inflight = loom_memory_inflight_microbatches(S, r, p->vpp, M),
                                      .acts = acts};
         if ((s = loom_memory_stage(g, p, &mo, &st->mem, err))) goto done;
-        st->fits = st->mem.total_bytes <= c->gpu.hbm_bytes;
+        st->fits = st->mem.total_bytes <= loom_cluster_usable_bytes(c);
         out->fits &= st->fits;
         if (st->mem.total_bytes > out->memory_per_gpu_bytes)
             out->memory_per_gpu_bytes = st->mem.total_bytes;

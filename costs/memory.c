@@ -83,10 +83,24 @@ static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 void loom_memory_model_state(int64_t n_params, int64_t dp, int zero, bool dist_opt,
                              bool training, loom_model_state *out)
 {
+    loom_memory_model_state_fw(n_params, dp, zero, dist_opt, LOOM_FRAMEWORK_MEGATRON, training,
+                               out);
+}
+
+/* Bytes per parameter by framework (parallel.h): Megatron bf16 weights +
+ * fp32 main gradients + fp32 master/m/v (2 + 4 + 12); DeepSpeed keeps the
+ * gradients in the 16-bit dtype (2 + 2 + 12, the ZeRO paper's 16Ψ);
+ * FSDP2 (torchtitan) keeps the bf16 working weights (unsharded unless
+ * ZeRO-3), fp32 gradients and sharded fp32 weights + m + v: 2 + 4 + 12. */
+void loom_memory_model_state_fw(int64_t n_params, int64_t dp, int zero, bool dist_opt,
+                                int framework, bool training, loom_model_state *out)
+{
     if (dp < 1) dp = 1;
-    out->params_bytes = n_params * LOOM_MEM_PARAM_BYTES;
-    out->grads_bytes = training ? n_params * LOOM_MEM_GRAD_BYTES : 0;
-    out->optimizer_bytes = training ? n_params * LOOM_MEM_OPTIM_BYTES : 0;
+    int64_t wb = LOOM_MEM_PARAM_BYTES, gb = LOOM_MEM_GRAD_BYTES, ob = LOOM_MEM_OPTIM_BYTES;
+    if (framework == LOOM_FRAMEWORK_DEEPSPEED) gb = 2;
+    out->params_bytes = n_params * wb;
+    out->grads_bytes = training ? n_params * gb : 0;
+    out->optimizer_bytes = training ? n_params * ob : 0;
     if (!training) return;
     if (zero >= 1 || dist_opt) out->optimizer_bytes = ceil_div(out->optimizer_bytes, dp);
     if (zero >= 2) out->grads_bytes = ceil_div(out->grads_bytes, dp);
@@ -393,8 +407,10 @@ loom_status loom_memory_stage(const loom_graph *g, const loom_parallel *p,
     int64_t dp_dense = p->dp * (p->cp > 0 ? p->cp : 1);
     int64_t dp_expert = p->ep > 1 ? max64(1, dp_dense / p->ep) : dp_dense;
     loom_model_state sd, se;
-    loom_memory_model_state(dense, dp_dense, p->zero, p->dist_opt, !o->inference, &sd);
-    loom_memory_model_state(expert, dp_expert, p->zero, p->dist_opt, !o->inference, &se);
+    loom_memory_model_state_fw(dense, dp_dense, p->zero, p->dist_opt, p->framework,
+                               !o->inference, &sd);
+    loom_memory_model_state_fw(expert, dp_expert, p->zero, p->dist_opt, p->framework,
+                               !o->inference, &se);
     out->params = dense + expert;
     out->params_bytes = sd.params_bytes + se.params_bytes;
     out->grads_bytes = sd.grads_bytes + se.grads_bytes;

@@ -58,6 +58,11 @@ void loom_memory_model_state(int64_t n_params, int64_t dp, int zero, bool dist_o
  * (the data-parallel group of a runtime such as Megatron-LM spans those
  * and the stage's dp replicas). The ZeRO-sharded parts are n_local / dp,
  * the others n_params. */
+/* The same for a framework (loom_framework, parallel.h): DeepSpeed keeps
+ * 2-byte gradients, torchtitan/FSDP2 fp32 weights and 8-byte Adam state. */
+void loom_memory_model_state_fw(int64_t n_params, int64_t dp, int zero, bool dist_opt,
+                                int framework, bool training, loom_model_state *out);
+
 void loom_memory_model_state_local(int64_t n_params, int64_t n_local, int64_t dp, int zero,
                                    bool training, loom_model_state *out);
 

@@ -31,3 +31,21 @@ bool loom_recompute_parse(const char *s, loom_recompute *out)
         }
     return false;
 }
+
+static const char *const framework_names[LOOM_FRAMEWORK_COUNT] = {"megatron", "deepspeed",
+                                                                   "torchtitan"};
+
+const char *loom_framework_name(loom_framework f)
+{
+    return (unsigned)f < LOOM_FRAMEWORK_COUNT ? framework_names[f] : "?";
+}
+
+bool loom_framework_parse(const char *s, loom_framework *out)
+{
+    for (int i = 0; i < LOOM_FRAMEWORK_COUNT; i++)
+        if (strcmp(s, framework_names[i]) == 0) {
+            *out = (loom_framework)i;
+            return true;
+        }
+    return false;
+}

@@ -29,6 +29,24 @@ typedef enum {
     LOOM_SCHED_INTERLEAVED,     /* 1F1B with vpp virtual stages per device */
 } loom_schedule;
 
+/* The training framework a plan is for: the same degrees cost differently
+ * (dp_sync.h, memory.h).
+ *   megatron    fp32 main gradients, reduced in fp32 (unless
+ *               --grad-reduce-in-bf16) in 40M-parameter buckets; bf16
+ *               weights + fp32 master/Adam state (2 + 4 + 12 B/param)
+ *   deepspeed   bf16/fp16 gradients reduced in 2 bytes in 5e8-element
+ *               buckets; ZeRO-3 fetches each block's weights before its
+ *               forward, backward and recomputed forward (2 + 2 + 12)
+ *   torchtitan  FSDP2: fp32 sharded weights, gathered in bf16 per block with
+ *               prefetch, reduce-scattered per block in fp32 (2 + 4 + 12);
+ *               FSDP runs under pipeline parallelism (ZeRO-2/3 with pp) */
+typedef enum {
+    LOOM_FRAMEWORK_MEGATRON,
+    LOOM_FRAMEWORK_DEEPSPEED,
+    LOOM_FRAMEWORK_TORCHTITAN,
+    LOOM_FRAMEWORK_COUNT
+} loom_framework;
+
 typedef struct {
     int64_t tp, pp, dp, cp, ep;  /* tensor, pipeline, data, context, expert degrees */
     int64_t etp;                 /* expert tensor-parallel degree (0 = same as tp) */
@@ -48,6 +66,7 @@ typedef struct {
     bool tp_comm_overlap;        /* TP collectives overlapped with their GEMMs (needs sp) */
     bool grad_reduce_bf16;       /* DP gradients reduced in bf16 (Megatron --grad-reduce-in-bf16;
                                     default fp32, as Megatron does for bf16 training) */
+    loom_framework framework;    /* whose semantics (default megatron) */
 } loom_parallel;
 
 /* Defaults: every degree 1, mbs 1, gbs 1, seq 2048, bf16, flash, 1F1B, no SP,
@@ -63,6 +82,8 @@ loom_status loom_parallel_check(const loom_parallel *p, const loom_model_info *m
                                 loom_error *err);
 
 const char *loom_recompute_name(loom_recompute r);
+const char *loom_framework_name(loom_framework f);
+bool loom_framework_parse(const char *s, loom_framework *out);
 bool loom_recompute_parse(const char *s, loom_recompute *out);
 
 #endif

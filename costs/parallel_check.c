@@ -18,7 +18,8 @@
  *   - experts: ep > 1 needs a MoE model, experts % ep = 0, and (dp·cp) % ep
  *     = 0 since expert-parallel ranks are data-parallel ranks; with tp > 1
  *     it needs sequence parallelism; the expert TP degree divides tp;
- *   - ZeRO-2/3 cannot be combined with pipeline parallelism (DeepSpeed),
+ *   - ZeRO-2/3 cannot be combined with pipeline parallelism (DeepSpeed,
+ *     Megatron; torchtitan runs FSDP under its pipeline schedules),
  *     and ZeRO (DeepSpeed) and Megatron's distributed optimizer are two
  *     names for one choice: pick one;
  *   - TP communication overlap needs sequence parallelism.
@@ -82,7 +83,7 @@ loom_status loom_parallel_check(const loom_parallel *p, const loom_model_info *m
     if (p->cp > 1 && !p->flash)
         return bad(err, "%s needs fused (flash) attention; found --cp %lld with unfused attention",
                    "context parallelism", (long long)p->cp);
-    if (p->zero >= 2 && p->pp > 1)
+    if (p->zero >= 2 && p->pp > 1 && p->framework != LOOM_FRAMEWORK_TORCHTITAN)
         return loom_error_set(err, LOOM_ERR_INVALID,
                               "impossible configuration: --zero %d cannot be combined with "
                               "pipeline parallelism (--pp %lld); DeepSpeed allows ZeRO-0/1 with "

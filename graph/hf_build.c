@@ -547,7 +547,9 @@ static loom_status shape(const loom_jctx *c, const loom_model_opts *o, const loo
 loom_status loom_hf_build(const loom_jctx *c, const char *name, const loom_model_opts *o,
                           const loom_hf_family *f, loom_graph **out)
 {
-    loom_hf_builder hb = {.err = c->err, .dt = o->dtype, .b = o->batch, .flash = o->flash_attention};
+    /* fp8 training keeps bf16 tensors; only the GEMMs run in fp8 */
+    loom_dtype stored = o->dtype == LOOM_DTYPE_FP8 && !o->fp8_weights ? LOOM_DTYPE_BF16 : o->dtype;
+    loom_hf_builder hb = {.err = c->err, .dt = stored, .b = o->batch, .flash = o->flash_attention};
     *out = NULL;
     loom_status s = shape(c, o, f, &hb.s);
     if (s == LOOM_OK) s = loom_graph_create(name, &hb.g, c->err);

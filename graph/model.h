@@ -35,8 +35,12 @@ typedef struct {
     int64_t seq;            /* tokens per sequence; 0 = the model's default: 2048,
                                capped at n_positions for learned position tables */
     int64_t batch;          /* sequences per (micro-)batch */
-    loom_dtype dtype;       /* weights and activations */
+    loom_dtype dtype;       /* precision; fp8 is Transformer Engine's recipe: tensors
+                               stored in bf16, Linear GEMMs on fp8 tensor cores
+                               (costs/compute.c), unless fp8_weights */
     bool flash_attention;   /* one fused attention op (else scores/softmax/context) */
+    bool fp8_weights;       /* fp8: store weights and activations in fp8 too
+                               (quantised inference), not only the GEMMs */
 } loom_model_opts;
 
 /* seq 2048, batch 1, bf16, flash attention. */

@@ -517,7 +517,7 @@ static void rank_memory(const loom_search *s, const loom_search_config *cfg,
             sum += e->mem_total;
         }
         if (sum > out->memory_per_gpu_bytes) out->memory_per_gpu_bytes = sum;
-        if (sum > s->c->gpu.hbm_bytes) out->fits = false;
+        if (sum > loom_cluster_usable_bytes(s->c)) out->fits = false;
     }
 }
 

@@ -318,7 +318,7 @@ static loom_status build_problem(loom_search *s, const point *pt, const int32_t 
     p->stage_bytes = once;
     p->devices = pt->D;
     p->micro_batches = pt->M;
-    p->capacity_bytes = s->c->gpu.hbm_bytes - LOOM_MEM_RESERVED_BYTES;
+    p->capacity_bytes = loom_cluster_usable_bytes(s->c) - LOOM_MEM_RESERVED_BYTES;
     p->one_in_flight = s->pb.inference;
     p->tmax_rel_gap = DP_GAP;
     p->stop = s->opt.stop;
@@ -532,7 +532,7 @@ static loom_status try_interleaved(loom_search *s, const point *pt, int32_t m, i
     for (int32_t l = b0; l < b0 + nb; l++)   /* blocks must be contiguous slots */
         if (!loom_memory_is_block(g, l)) return LOOM_OK;
     int32_t count[LOOM_STAGE_MAX], best_count[LOOM_STAGE_MAX];
-    double cap = (double)(s->c->gpu.hbm_bytes - LOOM_MEM_RESERVED_BYTES);
+    double cap = (double)(loom_cluster_usable_bytes(s->c) - LOOM_MEM_RESERVED_BYTES);
     int32_t best_si = -1, best_rc = 0;
     double best_est = INFINITY;
     for (int k = 0; chunk_counts(nb, chunks, k, count); k++) {
@@ -782,7 +782,7 @@ loom_status loom_search_run(loom_search *s, const loom_search_result **result, l
                         double x = (double)loom_search_state_bytes(s, tot.params, tot.params,
                                                                    dp, all[k]) /
                                    (double)D;
-                        if (x <= (double)(s->c->gpu.hbm_bytes - LOOM_MEM_RESERVED_BYTES))
+                        if (x <= (double)(loom_cluster_usable_bytes(s->c) - LOOM_MEM_RESERVED_BYTES))
                             zs[nz++] = all[k];
                         if (x < state) state = x;
                     }
@@ -830,9 +830,12 @@ out:
         double need = (double)s->res.min_memory_bytes / 1073741824.0;
         return loom_error_set(err, LOOM_ERR_INFEASIBLE,
                               "no plan fits: every plan needs at least %.1f GiB per GPU, the %s "
-                              "has %.1f GiB",
+                              "has %.1f GiB of which %.1f GiB are usable (memory headroom %g; "
+                              "--memory-headroom to change)",
                               s->res.min_memory_bytes > 0 ? need : INFINITY, s->c->gpu.name,
-                              (double)s->c->gpu.hbm_bytes / 1073741824.0);
+                              (double)s->c->gpu.hbm_bytes / 1073741824.0,
+                              (double)loom_cluster_usable_bytes(s->c) / 1073741824.0,
+                              s->c->memory_headroom);
     }
     const loom_graph *gb;
     if ((st = loom_search_graph(s, s->res.best.mbs, &gb, err))) return st;

@@ -247,7 +247,7 @@ run 0 eval gpt2 --cluster dgx-h100-x1 --from-megatron "--micro-batch-size 4 --gl
     --num-layers 12 --hidden-size 768 --num-attention-heads 12 --seq-length 1024" --json
 has "$tmp/out" '"dp":	8' '"gbs":	64'
 # round trip through a plan: loom plan -> export -> eval --from-megatron predicts the plan's step
-run 0 plan llama-3-8b --cluster dgx-h100-x1 --gbs 64 --seq 4096 --space megatron -o "$tmp/rt.plan.json"
+run 0 plan llama-3-8b --cluster dgx-h100-x1 --gbs 64 --seq 4096 --space megatron --memory-headroom 0 -o "$tmp/rt.plan.json"
 run 0 export "$tmp/rt.plan.json" --to megatron -o "$tmp/rt.sh"
 run 0 eval --cluster dgx-h100-x1 --from-megatron "@$tmp/rt.sh" --json
 python3 - "$tmp/rt.plan.json" "$tmp/out" <<'PY' && ok || bad "round trip: eval --from-megatron differs from the plan's prediction"
@@ -312,7 +312,7 @@ has "$tmp/err" "nearest plan deepspeed can run (searched deepspeed's own space"
 python3 -c 'import sys, json; json.load(open(sys.argv[1]))' "$tmp/near.json" && ok || bad "--nearest wrote no valid JSON"
 # --nearest never writes what does not fit: Llama-3-70B on 16 GPUs fits only
 # with TP x PP, which DeepSpeed cannot combine; exit 3, the reason, nothing written
-run 0 plan llama-3-70b --cluster dgx-h100-x2 --gbs 64 --seq 8192 -o "$tmp/l70x2.plan.json"
+run 0 plan llama-3-70b --cluster dgx-h100-x2 --gbs 64 --seq 4096 -o "$tmp/l70x2.plan.json"
 run 3 export "$tmp/l70x2.plan.json" --to deepspeed --nearest -o "$tmp/nofit.json"
 has "$tmp/err" "--nearest: nothing deepspeed can run fits" "GiB per GPU and the GPU has 80.0 GiB" \
     "it would fit with"

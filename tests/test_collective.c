@@ -10,8 +10,11 @@
  *     send/recv  0.01 + 5 us = 0.010005 s
  *   dgx-h100-x2 with link efficiencies 1: intra 450 GB/s, 3 us; inter 50 GB/s, 8 us.
  */
+#include <math.h>
+
 #include "costs/collective.h"
 #include "costs/dp_sync.h"
+#include "costs/parallel.h"
 #include "check.h"
 
 static loom_calib unit_calib(const loom_cluster *c)
@@ -100,8 +103,10 @@ static void hierarchical(void)
     double hier = 2 * rs_intra + ar_inter;
     CHECK_NEAR_REL(loom_group_collective_time_s(&c, &cal, LOOM_COLL_ALL_REDUCE, g16, B), hier,
                    1e-12);
-    /* …which beats a flat ring over the NICs: 2·15/16 · 0.02 + 30 · 8 us */
-    double flat = 2.0 * 15 / 16 * 0.02 + 30 * 8e-6;
+    /* …which beats a flat all-reduce over the NICs, where NCCL's double
+     * binary tree (2·log2 16 = 8 latencies) beats the ring (30):
+     * 2·15/16 · 0.02 + 8 · 8 us */
+    double flat = 2.0 * 15 / 16 * 0.02 + 8 * 8e-6;
     CHECK(hier < flat / 5);
     CHECK_NEAR_REL(loom_group_collective_time_s(&c, &cal, LOOM_COLL_ALL_REDUCE,
                                                 (loom_group){16, 1}, B), flat, 1e-12);
@@ -119,8 +124,11 @@ static void hierarchical(void)
      * node equals the sum of its three flat phases for every split of 16. */
     for (int64_t p = 2; p < 16; p *= 2) {
         int64_t m = 16 / p;
+        double ring = loom_collective_time_s(LOOM_COLL_ALL_REDUCE, m, B / (double)p, c.inter);
+        double tree = 2.0 * (m - 1) / m * B / (double)p / c.inter.bandwidth_Bps +
+                      2 * ceil(log2((double)m)) * c.inter.latency_s;
         double want = loom_collective_time_s(LOOM_COLL_REDUCE_SCATTER, p, B, c.intra) +
-                      loom_collective_time_s(LOOM_COLL_ALL_REDUCE, m, B / (double)p, c.inter) +
+                      (m > 2 && tree < ring ? tree : ring) +
                       loom_collective_time_s(LOOM_COLL_ALL_GATHER, p, B, c.intra);
         CHECK_NEAR_REL(loom_group_collective_time_s(&c, &cal, LOOM_COLL_ALL_REDUCE,
                                                     (loom_group){16, p}, B), want, 1e-12);
@@ -158,7 +166,7 @@ static void mesh_axes(void)
     double t0 = loom_group_collective_time_s(&c, &cal, LOOM_COLL_ALL_REDUCE,
                                              loom_mesh_axis_group(&c, m, 0), 1e9);
     CHECK_NEAR_REL(t1, 1.75e9 / 450e9 + 42e-6, 1e-12);
-    CHECK_NEAR_REL(t0, 1.5e9 / 50e9 + 6 * 8e-6, 1e-12);
+    CHECK_NEAR_REL(t0, 1.5e9 / 50e9 + 4 * 8e-6, 1e-12);   /* tree: 2·log2 4 latencies */
 }
 
 /* ZeRO's data-parallel sync, by hand: 1e9 parameters, 8 micro-batches,
@@ -170,10 +178,10 @@ static void zero_sync(void)
         int zero, k;
         loom_dp_sync_op want[2];
     } cases[] = {
-        {0, 1, {{LOOM_COLL_ALL_REDUCE, G, 1}}},
-        {1, 2, {{LOOM_COLL_REDUCE_SCATTER, G, 1}, {LOOM_COLL_ALL_GATHER, W, 1}}},
-        {2, 2, {{LOOM_COLL_REDUCE_SCATTER, G, 8}, {LOOM_COLL_ALL_GATHER, W, 1}}},
-        {3, 2, {{LOOM_COLL_REDUCE_SCATTER, G, 8}, {LOOM_COLL_ALL_GATHER, W, 16}}},
+        {0, 1, {{LOOM_COLL_ALL_REDUCE, G, 1, 1}}},
+        {1, 2, {{LOOM_COLL_REDUCE_SCATTER, G, 1, 1}, {LOOM_COLL_ALL_GATHER, W, 1, 1}}},
+        {2, 2, {{LOOM_COLL_REDUCE_SCATTER, G, 8, 1}, {LOOM_COLL_ALL_GATHER, W, 1, 1}}},
+        {3, 2, {{LOOM_COLL_REDUCE_SCATTER, G, 8, 1}, {LOOM_COLL_ALL_GATHER, W, 16, 1}}},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         loom_dp_sync_op ops[LOOM_DP_SYNC_MAX_OPS];
@@ -190,8 +198,51 @@ static void zero_sync(void)
     CHECK(ops[0].bytes == 2e9 && ops[0].per_step == 1);
 }
 
+/* ZeRO-3 per framework, and the per-rank growth of its exposed cost.
+ * DeepSpeed, 1e9 parameters in 24 blocks, full recompute, one micro-batch:
+ * bf16 gradients reduce-scattered (2 GB) and bf16 weights gathered three
+ * times (forward, recomputed forward, backward), one call per block each.
+ * On a flat inter-node ring (bandwidth bw, latency a) the step's sync is
+ *   T(n) = Σ_ops per_step · calls · [(n-1)/n · (B/calls)/bw + (n-1)·a]
+ *        = Σ per_step · B/bw · (n-1)/n  +  (n-1) · a · Σ per_step · calls
+ * so one more rank adds a · Σ per_step·calls = a · (1 + 3) · 24 = 96 a of
+ * latency, plus B/bw·(1/n - 1/(n+1)) of bandwidth: with a fixed global
+ * batch, dp doubling halves compute but not this. */
+static void zero3_growth(void)
+{
+    loom_dp_sync_in in = {.params = 1e9, .zero = 3, .framework = LOOM_FRAMEWORK_DEEPSPEED,
+                          .full_recompute = true, .micro_batches = 1, .blocks = 24, .dp = 64};
+    loom_dp_sync_op ops[LOOM_DP_SYNC_MAX_OPS];
+    CHECK_INT_EQ(loom_dp_sync_ops_ex(&in, ops), 2);
+    CHECK(ops[0].kind == LOOM_COLL_REDUCE_SCATTER && ops[0].bytes == 2e9 && ops[0].calls == 24);
+    CHECK(ops[1].kind == LOOM_COLL_ALL_GATHER && ops[1].bytes == 2e9 && ops[1].per_step == 3);
+    in.framework = LOOM_FRAMEWORK_TORCHTITAN;   /* FSDP2: fp32 reduce, 2 gathers */
+    loom_dp_sync_ops_ex(&in, ops);
+    CHECK(ops[0].bytes == 4e9 && ops[1].per_step == 2);
+    in.framework = LOOM_FRAMEWORK_MEGATRON, in.zero = 1;   /* pipelined buckets: one latency */
+    loom_dp_sync_ops_ex(&in, ops);
+    CHECK(ops[0].calls == 1 && ops[0].bytes == 4e9);
+
+    in.framework = LOOM_FRAMEWORK_DEEPSPEED, in.zero = 3;
+    loom_dp_sync_ops_ex(&in, ops);
+    loom_link link = {.bandwidth_Bps = 25e9, .latency_s = 10e-6};
+    double t[2];
+    for (int k = 0; k < 2; k++) {
+        int64_t n = 64 + k;
+        t[k] = 0;
+        for (int i = 0; i < 2; i++)
+            t[k] += ops[i].per_step * ops[i].calls *
+                    loom_collective_time_s(ops[i].kind, n, ops[i].bytes / ops[i].calls, link);
+    }
+    double hand = 96 * 10e-6 + (2e9 + 3 * 2e9) / 25e9 * (1.0 / 64 - 1.0 / 65);
+    printf("zero-3 deepspeed: one more rank at 64 adds %.3f ms (hand %.3f ms)\n",
+           1e3 * (t[1] - t[0]), 1e3 * hand);
+    CHECK_NEAR_REL(t[1] - t[0], hand, 1e-9);
+}
+
 int main(void)
 {
+    zero3_growth();
     flat_formulas();
     intra_vs_inter();
     hierarchical();

@@ -29,6 +29,7 @@ typedef struct {
     int mode;   /* 0 train (this command); serve goes to cmd_eval_serve.c */
     bool json, unfused, no_grad_overlap, dp_given, gbs_given, seq_given, mbs_given, zero_given,
         dist_opt_given;
+    double memory_headroom;   /* < 0: the cluster's */
 } eval_args;
 
 static void eval_args_init(void *p)
@@ -36,6 +37,7 @@ static void eval_args_init(void *p)
     eval_args *a = p;
     memset(a, 0, sizeof *a);
     loom_parallel_init(&a->p);
+    a->memory_headroom = -1;
 }
 
 static const loom_cli_choice recompute_choices[] = {{"none", LOOM_RECOMPUTE_NONE, false},
@@ -46,6 +48,11 @@ static const loom_cli_choice dtype_choices[] = {{"bf16", LOOM_DTYPE_BF16, false}
                                                 {"fp16", LOOM_DTYPE_FP16, false},
                                                 {"fp8", LOOM_DTYPE_FP8, false},
                                                 {NULL, 0, false}};
+
+static const loom_cli_choice framework_choices[] = {{"megatron", LOOM_FRAMEWORK_MEGATRON, false},
+                                                    {"deepspeed", LOOM_FRAMEWORK_DEEPSPEED, false},
+                                                    {"torchtitan", LOOM_FRAMEWORK_TORCHTITAN, false},
+                                                    {NULL, 0, false}};
 
 #define F(f) LOOM_CLI_FIELD(eval_args, f)
 #define DEGREE(opt, f, what) \
@@ -106,6 +113,12 @@ static const loom_cli_option eval_opts[] = {
      .help = "overlap TP collectives with GEMMs (needs --sp)"},
     {.name = "--no-overlap-grad-reduce", .kind = LOOM_CLI_FLAG, .field = F(no_grad_overlap),
      .help = "do not overlap the DP gradient reduction with backward"},
+    {.name = "--framework", .kind = LOOM_CLI_ENUM, .field = F(p.framework),
+     .choices = framework_choices, .metavar = "F",
+     .help = "megatron, deepspeed or torchtitan: gradient and reduce dtypes, ZeRO-3 gathers, "
+             "optimizer state layout", .def = "megatron"},
+    {.name = "--memory-headroom", .kind = LOOM_CLI_NUM, .field = F(memory_headroom), .min = 0,
+     .max = 1024, .metavar = "H", .help = "HBM left free: a fraction (< 1) or GiB (>= 1)", .def = "0.05 (the cluster's)"},
     {.name = "--grad-reduce-bf16", .kind = LOOM_CLI_FLAG, .field = F(p.grad_reduce_bf16),
      .help = "reduce gradients in bf16 (default fp32, as Megatron)"},
     {.name = "--calib", .kind = LOOM_CLI_STR, .field = F(calib), .metavar = "FILE",
@@ -129,7 +142,8 @@ const loom_cli_spec loom_cli_spec_eval = {
         "                 [--zero 0|1|2|3] [--dist-opt] [--vpp V] [--dtype bf16|fp16|fp8]\n"
         "                 [--first-stage-layers N] [--last-stage-layers N] [--etp N]\n"
         "                 [--unfused-attention] [--tp-comm-overlap] [--no-overlap-grad-reduce]\n"
-        "                 [--grad-reduce-bf16] [--calib FILE] [--profile DB] [--json]\n"
+        "                 [--grad-reduce-bf16] [--framework megatron|deepspeed|torchtitan]\n"
+        "                 [--calib FILE] [--profile DB] [--json]\n"
         "       loom eval [MODEL] --cluster C --from-megatron \"torchrun ... pretrain_gpt.py ...\"\n"
         "       loom eval MODEL --cluster C --mode serve …   (serving: loom eval --mode serve -h)\n",
     .about =
@@ -232,7 +246,7 @@ static void print_text(const eval_args *a, const loom_cluster *c, const loom_gra
     if (p->vpp > 1)
         printf("* interleaved: %lld model chunks spread over the layer range\n", (long long)p->vpp);
     printf("\n%s\n", r->fits ? "fits in memory"
-                             : "does NOT fit: a stage needs more memory than the GPU has");
+                             : "does NOT fit: a stage needs more memory than the GPU has usable (HBM less the memory headroom)");
 }
 
 static cJSON *breakdown_json(const loom_step_breakdown *b)
@@ -266,6 +280,7 @@ static int print_json(const eval_args *a, const loom_cluster *c, const loom_grap
     cJSON_AddBoolToObject(cfg, "sp", p->sp);
     cJSON_AddStringToObject(cfg, "recompute", loom_recompute_name(p->recompute));
     cJSON_AddBoolToObject(cfg, "dist_opt", p->dist_opt);
+    cJSON_AddStringToObject(cfg, "framework", loom_framework_name(p->framework));
     cJSON_AddStringToObject(cfg, "dtype", loom_dtype_name(p->dtype));
     cJSON_AddBoolToObject(cfg, "flash_attention", p->flash);
     cJSON_AddNumberToObject(o, "microbatches", (double)r->microbatches);
@@ -350,6 +365,7 @@ int loom_cmd_eval(int argc, char **argv)
                          ? path
                          : a.cluster;
     if (loom_cluster_load(cl, &cluster, &err)) return loom_cli_fail(&err);
+    if (a.memory_headroom >= 0) cluster.memory_headroom = a.memory_headroom;
     if (!a.dp_given) {
         int64_t rest = a.p.tp * a.p.pp * a.p.cp, gpus = loom_cluster_gpus(&cluster);
         if (gpus % rest != 0)

@@ -75,6 +75,8 @@ static const loom_cli_option plan_opts[] = {
      .given = F(objective_given), .choices = objective_choices, .metavar = "O",
      .help = "train: time|cost|energy (default time);\ninfer: latency|throughput (default latency)",
      .def = LOOM_CLI_NO_DEFAULT},
+    {.name = "--memory-headroom", .kind = LOOM_CLI_NUM, .field = F(req.memory_headroom),
+     .min = 0, .max = 1024, .metavar = "H", .help = "HBM left free: a fraction (< 1) or GiB (>= 1)", .def = "0.05 (the cluster's)"},
     {.name = "--latency-bound", .kind = LOOM_CLI_NUM, .field = F(req.problem.latency_bound_s),
      .min = 1e-9, .max = 1e6, .metavar = "S",
      .help = "infer throughput: per-token latency bound, seconds", .def = "none"},

@@ -24,6 +24,7 @@
  */
 #include "planner/export/export_nearest.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -217,7 +218,7 @@ static loom_status search_target(eval_ctx *e, const loom_runtime_config *base, l
 {
     const loom_model_info *m = &base->model;
     int64_t gpus = loom_runtime_gpus(base), gpn = base->gpus_per_node;
-    int64_t cap = e->cl.gpu.hbm_bytes;
+    int64_t cap = loom_cluster_usable_bytes(&e->cl);
     loom_runtime_config *best = malloc(sizeof *best), *cand = malloc(sizeof *cand);
     if (!best || !cand) {
         free(best);
@@ -272,10 +273,12 @@ static loom_status search_target(eval_ctx *e, const loom_runtime_config *base, l
             err, LOOM_ERR_INFEASIBLE,
             "--nearest: nothing %s can run fits: of the %d configurations of %lld GPUs it runs "
             "(TP, PP, DP, micro-batch, ZeRO 0-3, recompute), the leanest needs %.1f GiB per GPU "
-            "and the GPU has %.1f GiB; it would fit with GPUs of at least %.0f GiB, about %lld "
-            "GPUs of this kind, or a shorter sequence or smaller global batch",
-            loom_export_target_name(t), n_eval, (long long)gpus, gib(least_mem), gib(cap),
-            gib(least_mem) + 0.5,
+            "and the GPU has %.1f GiB (%.1f GiB usable, memory headroom %g); it would fit with "
+            "GPUs of at least %.0f GiB, about %lld GPUs of this kind, or a shorter sequence or "
+            "smaller global batch",
+            loom_export_target_name(t), n_eval, (long long)gpus, gib(least_mem),
+            gib(e->cl.gpu.hbm_bytes), gib(cap), e->cl.memory_headroom,
+            ceil(gib(loom_cluster_hbm_for_usable(&e->cl, least_mem))),
             (long long)(cap > 0 ? gpus * ((least_mem + cap - 1) / cap) : 0));
     }
     if (s == LOOM_OK) {

@@ -39,6 +39,7 @@ void loom_plan_request_init(loom_plan_request *r)
     r->problem.gbs = 256;
     r->problem.seq = 4096;
     loom_search_options_init(&r->search);
+    r->memory_headroom = -1;   /* the cluster's */
 }
 
 /* ---- specs -------------------------------------------------------------------- */
@@ -272,6 +273,7 @@ loom_status loom_plan_run(const loom_plan_request *req, loom_plan **out, loom_pl
     if (st) return st;
     loom_cluster c;
     if ((st = loom_cluster_load(req->cluster, &c, err))) return st;
+    if (req->memory_headroom >= 0) c.memory_headroom = req->memory_headroom;
     diag->gpu_memory_bytes = c.gpu.hbm_bytes;
     diag->gpus = loom_cluster_gpus(&c);
     diag->gpus_per_node = c.gpus_per_node;

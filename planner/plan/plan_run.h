@@ -34,6 +34,7 @@ typedef struct {
     const char *calib_path;        /* NULL: the device's defaults */
     const char *profile_db_path;   /* NULL: roofline only */
     const char *profile_requests_path;   /* write the profile requests here (NULL: no) */
+    double memory_headroom;        /* HBM to leave free (cluster.h); < 0: the cluster's */
 } loom_plan_request;
 
 /* loom_problem_init's problem with gbs 256 and seq 4096, and the search's
