@@ -34,6 +34,19 @@ for k, v in o["summary"].items():
         continue
     print(f"| {names.get(k, k)} | {v['n']} | {100*v['median_abs_err']:.1f}% | {100*v['max_abs_err']:.1f}% "
           f"| {100*v.get('loso_median_abs_err', 0):.1f}% | {100*v.get('loso_max_abs_err', 0):.1f}% |")
+print("\n## Per publisher (median \\|err\\| in-sample / leave-one-source-out)\n")
+import statistics
+keys = ["ttft_mean_s", "tpot_mean_s", "itl_mean_s", "output_tokens_per_s"]
+print("| publisher | n | " + " | ".join(names[k] for k in keys) + " |")
+print("| --- | ---: | " + " | ".join("---:" for _ in keys) + " |")
+for src in srcs:
+    rows = [r for r in recs if r["source"].split(",")[0] == src]
+    cells = []
+    for k in keys:
+        ins = [abs(r[k]["predicted"] / r[k]["published"] - 1) for r in rows if k in r and "predicted" in r[k]]
+        lo = [abs(r[k]["predicted_loso"] / r[k]["published"] - 1) for r in rows if k in r and "predicted_loso" in r[k]]
+        cells.append(f"{100*statistics.median(ins):.0f}% / {100*statistics.median(lo):.0f}%" if ins and lo else "–")
+    print(f"| {src[:60]} | {len(rows)} | " + " | ".join(cells) + " |")
 print("\n## Per record (predicted / published − 1; LOSO in brackets)\n")
 cols = ["ttft_mean_s", "tpot_mean_s", "itl_mean_s", "output_tokens_per_s"]
 print("| source | id | engine | gpu × n | " + " | ".join(names[c] for c in cols) + " |")

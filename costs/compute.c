@@ -267,6 +267,29 @@ static bool te_fp8_gemm(const loom_graph *g, const loom_op *op, loom_dtype store
     return loom_tensor_dim_index(w0, "v") < 0;   /* Megatron's output layer is not a TE module */
 }
 
+/* Whether TE casts this GEMM's input to fp8 inside the kernel that produced
+ * it: Megatron builds the QKV and FC1 projections as
+ * TELayerNormColumnParallelLinear, whose norm kernel writes the fp8 copy
+ * (and its transpose) itself. The attention projection's input (the
+ * attention output) and FC2's (Megatron's own fused SwiGLU) are cast by a
+ * separate cast-transpose kernel. Views (reshape, transpose) are looked
+ * through. */
+static bool fp8_cast_fused_in_norm(const loom_graph *g, const loom_op *op)
+{
+    if (op->n_in < 1) return false;
+    int32_t t = op->in[0];
+    for (int hops = 0; hops < 8; hops++) {
+        int32_t p = loom_graph_tensor(g, t)->producer;
+        if (p < 0) return false;
+        const loom_op *prod = loom_graph_op(g, p);
+        if (prod->kind == LOOM_OP_NORM) return true;
+        if ((prod->kind != LOOM_OP_RESHAPE && prod->kind != LOOM_OP_TRANSPOSE) || prod->n_in < 1)
+            return false;
+        t = prod->in[0];
+    }
+    return false;
+}
+
 double loom_cost_gemm_time_s(const loom_cost_model *m, double flops, loom_dtype t)
 {
     double peak = loom_device_peak_flops(&m->cluster.gpu, t);
@@ -352,8 +375,10 @@ loom_status loom_cost_op_time(const loom_cost_model *m, const loom_graph *g, int
                  * bf16 bytes; backward does the same for the output
                  * gradient. The fp8 weight copy is cast once per step
                  * (Megatron passes is_first_microbatch) and is not charged
-                 * per micro-batch. One extra kernel each way. */
-                cf += loom_cost_memory_time_s(m, 2 * w.in_bytes) + cal->kernel_overhead_s;
+                 * per micro-batch. One extra kernel each way, except where
+                 * the norm before the GEMM writes the fp8 input itself. */
+                if (!fp8_cast_fused_in_norm(g, op))
+                    cf += loom_cost_memory_time_s(m, 2 * w.in_bytes) + cal->kernel_overhead_s;
                 cb += loom_cost_memory_time_s(m, 2 * w.out_bytes) + cal->kernel_overhead_s;
             }
         } else {

@@ -24,7 +24,15 @@
  *   seq_overhead_s 5 us  per running sequence per iteration
  *   request_overhead_s 2 ms  the OpenAI-compatible server's work per request
  *                        (vLLM's and SGLang's API server is one Python
- *                        process: HTTP, tokenisation, output streaming)
+ *                        process: HTTP, tokenisation, admission)
+ *   stream_token_s 100 us  one streamed token through the server's
+ *                        incremental detokeniser and SSE writer and the
+ *                        benchmark client's aiohttp read and json.loads
+ *                        (vllm bench serve, sglang bench_serving, genai-perf
+ *                        are one Python process each): tens of us each
+ *   request_latency_s 10 ms  HTTP round trip on localhost, tokeniser call,
+ *                        ZMQ hop to the engine process (vLLM V1, SGLang's
+ *                        tokenizer manager) and back
  * The defaults are the fit of examples/calibration/serving-runs.json
  * (`loom calibrate --serving`) where a GPU has records: the table below.
  */
@@ -104,21 +112,55 @@ void loom_serve_calib_prior(const loom_device *d, loom_serve_calib *out)
     out->iter_trtllm_s = 1e-3;
     out->seq_overhead_s = 5e-6;
     out->request_overhead_s = 2e-3;
+    out->stream_token_s = 100e-6;
+    out->request_latency_s = 10e-3;
 }
 
-/* The shipped fit (`loom calibrate --serving examples/calibration/
- * serving-runs.json`), one row for all GPUs: the records span H100, H200,
- * A100 and B200 and the fit is of efficiencies, which are close across
- * them. Regenerate with bench/serve_accuracy.sh. */
-static const double shipped[LOOM_SERVE_CALIB_NFIELDS] = {0};
-static const bool have_shipped = false;
+/* The fields of a loom-serve-calib/1 object over *out (absent ones keep
+ * their value); `where` names the file in errors. */
+static loom_status from_json(const cJSON *root, const char *where, loom_serve_calib *out,
+                             loom_error *err)
+{
+    loom_jctx c = {where, err};
+    const char *fmt = NULL, *note = NULL;
+    loom_status s;
+    if ((s = loom_json_get_str(&c, root, "$", "format", true, &fmt))) return s;
+    if (strcmp(fmt, LOOM_SERVE_CALIB_FORMAT) != 0)
+        return loom_json_fail(&c, "$.format", "expected \"%s\", found \"%s\"",
+                              LOOM_SERVE_CALIB_FORMAT, fmt);
+    if ((s = loom_json_get_str(&c, root, "$", "note", false, &note))) return s;
+    if (note) snprintf(out->note, sizeof out->note, "%s", note);
+    const char *allowed[LOOM_SERVE_CALIB_NFIELDS + 4] = {"format", "device", "note"};
+    for (int i = 0; i < LOOM_SERVE_CALIB_NFIELDS; i++) {
+        allowed[3 + i] = field_names[i];
+        if ((s = loom_json_get_num(&c, root, "$", field_names[i], false, 0, 1,
+                                   loom_serve_calib_field(out, i))))
+            return s;
+    }
+    if ((s = loom_json_check_keys(&c, root, "$", allowed))) return s;
+    s = loom_serve_calib_validate(out, err);
+    if (s) loom_error_prefix(err, "%s", where);
+    return s;
+}
+
+/* The shipped fit: examples/calibration/serving-calib.json, which
+ * `loom calibrate --serving examples/calibration/serving-runs.json -o
+ * examples/calibration/serving-calib.json` writes, compiled in by
+ * CMakeLists.txt (tests/serve_calib_shipped.sh refits and compares). One
+ * row for all GPUs: the records span A100, H100 and H200 and the fit is of
+ * efficiencies, which are close across them. */
+#include "serve_calib_shipped.h"
 
 void loom_serve_calib_default(const loom_device *d, loom_serve_calib *out)
 {
     loom_serve_calib_prior(d, out);
-    if (!have_shipped) return;
-    for (int i = 0; i < LOOM_SERVE_CALIB_NFIELDS; i++) *loom_serve_calib_field(out, i) = shipped[i];
-    snprintf(out->note, sizeof out->note, "fit of examples/calibration/serving-runs.json");
+    cJSON *root = cJSON_Parse(loom_serve_calib_shipped);
+    loom_serve_calib fit = *out;
+    loom_error err = {0};
+    /* a shipped file that does not parse fails tests/serve_calib_shipped.sh;
+     * here it leaves the prior */
+    if (root && !from_json(root, "examples/calibration/serving-calib.json", &fit, &err)) *out = fit;
+    cJSON_Delete(root);
 }
 
 loom_status loom_serve_calib_validate(const loom_serve_calib *c, loom_error *err)
@@ -165,29 +207,11 @@ loom_status loom_serve_calib_load(const char *path, loom_serve_calib *out, loom_
     loom_status s = loom_json_parse_file(path, &root, err);
     if (s) return s;
     loom_jctx c = {path, err};
-    const char *fmt = NULL, *dev = NULL, *note = NULL;
-    if ((s = loom_json_get_str(&c, root, "$", "format", true, &fmt))) goto fail;
-    if (strcmp(fmt, LOOM_SERVE_CALIB_FORMAT) != 0) {
-        s = loom_json_fail(&c, "$.format", "expected \"%s\", found \"%s\"", LOOM_SERVE_CALIB_FORMAT,
-                           fmt);
-        goto fail;
-    }
-    if ((s = loom_json_get_str(&c, root, "$", "device", false, &dev)) ||
-        (s = loom_json_get_str(&c, root, "$", "note", false, &note)))
-        goto fail;
+    const char *dev = NULL;
+    if ((s = loom_json_get_str(&c, root, "$", "device", false, &dev))) goto fail;
     loom_serve_calib_default(dev && *dev ? loom_device_find(dev) : NULL, out);
     if (dev) snprintf(out->device, sizeof out->device, "%s", dev);
-    if (note) snprintf(out->note, sizeof out->note, "%s", note);
-    const char *allowed[LOOM_SERVE_CALIB_NFIELDS + 4] = {"format", "device", "note"};
-    for (int i = 0; i < LOOM_SERVE_CALIB_NFIELDS; i++) {
-        allowed[3 + i] = field_names[i];
-        if ((s = loom_json_get_num(&c, root, "$", field_names[i], false, 0, 1,
-                                   loom_serve_calib_field(out, i))))
-            goto fail;
-    }
-    if ((s = loom_json_check_keys(&c, root, "$", allowed))) goto fail;
-    s = loom_serve_calib_validate(out, err);
-    if (s) loom_error_prefix(err, "%s", path);
+    s = from_json(root, path, out, err);
 fail:
     cJSON_Delete(root);
     return s;

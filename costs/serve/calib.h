@@ -22,6 +22,14 @@
  *   request_overhead_s per request in the API server, one at a time
  *                      (HTTP, tokenisation, admission and teardown): the
  *                      front end is a serial queue in front of the engine
+ *   stream_token_s     per streamed output token, one at a time: the
+ *                      server's detokenisation and SSE chunk plus the
+ *                      benchmark client's parse of it (both single Python
+ *                      processes); a serial queue behind the engine that
+ *                      caps the observed output rate at 1 / stream_token_s
+ *   request_latency_s  per request, not queued: the HTTP round trip, the
+ *                      hop from the API server to the engine process and
+ *                      back; added to TTFT and E2E, not to throughput
  *
  * Units: fractions in (0, 1]; seconds.
  */
@@ -46,7 +54,9 @@
     X(iter_sglang_s, 0.0, 20e-3)        \
     X(iter_trtllm_s, 0.0, 20e-3)        \
     X(seq_overhead_s, 0.0, 200e-6)     \
-    X(request_overhead_s, 0.0, 50e-3)
+    X(request_overhead_s, 0.0, 50e-3)   \
+    X(stream_token_s, 0.0, 2e-3)        \
+    X(request_latency_s, 0.0, 0.2)
 
 typedef struct {
     char device[48];   /* "" = any */
@@ -56,10 +66,11 @@ typedef struct {
 #undef LOOM_X
 } loom_serve_calib;
 
-#define LOOM_SERVE_CALIB_NFIELDS 11
+#define LOOM_SERVE_CALIB_NFIELDS 13
 
-/* The shipped values for d (the fit of examples/calibration/serving-runs.json
- * where d has records, else the prior). d NULL = generic prior. */
+/* The shipped values (examples/calibration/serving-calib.json, the fit of
+ * examples/calibration/serving-runs.json, compiled in), one row for every
+ * device; d only names the device. */
 void loom_serve_calib_default(const loom_device *d, loom_serve_calib *out);
 /* The round-number prior the fit starts from and is pulled towards. */
 void loom_serve_calib_prior(const loom_device *d, loom_serve_calib *out);

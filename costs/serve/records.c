@@ -206,6 +206,7 @@ loom_status loom_serve_records_load(const char *path, loom_serve_record **out, s
             free(r);
             goto done;
         }
+        r[i].index = i;
         i++;
     }
     *out = r;

@@ -63,6 +63,7 @@ typedef struct {
     int64_t max_num_seqs, max_batched_tokens;   /* engine_settings (0 = default) */
     double mem_fraction;
     double measured[LOOM_SM_COUNT];   /* < 0 = not measured */
+    int64_t index;                /* position in the file's records */
     char skip[320];               /* why loom cannot predict the record ("" = it can) */
 } loom_serve_record;
 

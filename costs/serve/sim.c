@@ -25,6 +25,16 @@
  * prompt that completed emits its first token, finished requests free their
  * blocks and, under a concurrency load, their client sends the next one.
  *
+ * The front end. A request passes the API server's serial queue
+ * (request_overhead_s each) and a fixed hop (request_latency_s) before the
+ * engine sees it; every output token passes a serial streaming queue
+ * (stream_token_s each: detokenise, SSE, the client's parse) before the
+ * client sees it, and the client's clock is what the metrics use. The
+ * engine does not wait for the stream (vLLM V1 and SGLang run the engine in
+ * another process), so when it emits tokens faster than 1 / stream_token_s
+ * the client falls behind: the regime of the offline "all requests at once"
+ * runs with hundreds of streams.
+ *
  * Metrics: TTFT, TPOT and E2E per request (sorted for percentiles); ITL
  * gaps into a log-spaced histogram (0.5% bins), since there is one per
  * output token; KV use and running sequences integrated over time.
@@ -355,14 +365,17 @@ static loom_status run(const loom_serve_model *m, const loom_serve_workload *w,
      * the API server, one request at a time, before the engine sees it */
     int64_t issued = n, next = 0, done_n = 0, iters = 0;
     if (w->load == LOOM_LOAD_CONCURRENCY) issued = w->concurrency < n ? w->concurrency : n;
-    const double front_s = loom_serve_model_calib(m)->request_overhead_s;
-    double front_free = 0;
+    const loom_serve_calib *sc = loom_serve_model_calib(m);
+    const double front_s = sc->request_overhead_s, hop_s = sc->request_latency_s;
+    const double stream_s = sc->stream_token_s;
+    double front_free = 0, stream_free = 0;
     for (int64_t i = 0; i < issued; i++) {
         double start = s.r[i].arrival > front_free ? s.r[i].arrival : front_free;
-        s.r[i].ready = front_free = start + front_s;
+        front_free = start + front_s;
+        s.r[i].ready = front_free + hop_s;
     }
     t = 0;
-    double busy_kv = 0, run_int = 0, kv_peak = 0, out_tokens = 0, in_tokens = 0;
+    double busy_kv = 0, run_int = 0, kv_peak = 0, out_tokens = 0, in_tokens = 0, last_seen = 0;
     int64_t stride = 1;
     out->n_timeline = 0;
     while (done_n < n) {
@@ -432,11 +445,16 @@ static loom_status run(const loom_serve_model *m, const loom_serve_workload *w,
             }
             q->generated++;
             out_tokens += 1;
-            if (q->generated == 1) q->first = t;
-            else hist_add(itl, t - q->last_tok, 1);
-            q->last_tok = t;
+            /* the client sees the token when the streaming queue has
+             * passed it on (frontend: calib.h stream_token_s) */
+            stream_free = (t > stream_free ? t : stream_free) + stream_s;
+            double seen = stream_free;
+            if (q->generated == 1) q->first = seen;
+            else hist_add(itl, seen - q->last_tok, 1);
+            q->last_tok = seen;
+            if (seen > last_seen) last_seen = seen;
             if (q->generated < q->osl) continue;
-            q->finish = t;
+            q->finish = seen;
             q->running = false;   /* finished: removed below */
             s.free_blocks += q->blocks;
             q->blocks = 0;
@@ -448,8 +466,9 @@ static loom_status run(const loom_serve_model *m, const loom_serve_workload *w,
             (void)id;
             if (w->load == LOOM_LOAD_CONCURRENCY && issued < n) {
                 req_t *nq = &s.r[issued++];
-                nq->arrival = t;
-                nq->ready = front_free = (t > front_free ? t : front_free) + front_s;
+                nq->arrival = seen;
+                front_free = (seen > front_free ? seen : front_free) + front_s;
+                nq->ready = front_free + hop_s;
             }
         }
         int64_t k = 0;
@@ -457,7 +476,7 @@ static loom_status run(const loom_serve_model *m, const loom_serve_workload *w,
             if (s.r[s.run[i]].running) s.run[k++] = s.run[i];
         s.n_run = k;
     }
-    double start = s.r[0].arrival, dur = t - start;
+    double start = s.r[0].arrival, dur = (last_seen > t ? last_seen : t) - start;
     loom_serve_metrics *mt = &out->m;
     memset(mt, 0, sizeof *mt);
     mt->completed = done_n;

@@ -22,7 +22,10 @@
  *   C clients: B = min(C, B_max); a client's cycle is TTFT + (O − 1)·T(B).
  *   Offline N requests: B = min(N, B_max); all prompts are prefilled first
  *     at the budget, then rounds drain the rest.
- * TPOT = ITL = T(B). TTFT = the residual of the iteration in progress plus
+ * The client sees a round after the streaming queue has passed its B
+ * tokens (stream_token_s = c each): the observed round is max(T(B), B·c),
+ * and the engine's token rate is capped at 1/c (sim.c has the queue).
+ * TPOT = ITL = the observed round. TTFT = the residual of the iteration in progress plus
  * the prompt's chunks, ceil(I / (budget − B)) iterations carrying B decodes
  * (one prefill iteration for the alternating engine), plus an M/D/1 wait
  * ρ/(2(1 − ρ)) · S for the prefill server of service S and load ρ = λ·S.
@@ -74,6 +77,13 @@ static double round_s(const ctx_t *c, double b)
     int64_t lo = (int64_t)floor(b);
     double f = b - (double)lo, t = round_int(c, lo);
     return f > 0 ? t + f * (round_int(c, lo + 1) - t) : t;
+}
+
+/* The round as the client sees it: the stream passes b tokens a round. */
+static double seen_s(const ctx_t *c, double b)
+{
+    double t = round_s(c, b), st = b * loom_serve_model_calib(c->m)->stream_token_s;
+    return st > t ? st : t;
 }
 
 /* Iteration that carries b decodes and one prompt chunk of q tokens. */
@@ -134,9 +144,10 @@ loom_status loom_serve_steady(const loom_serve_model *m, const loom_serve_worklo
     if (budget_b < bmax) bmax = budget_b;
     if (bmax < 1) bmax = 1;
     out->batch_max = bmax;
-    double tmax = round_s(&c, bmax);
+    double tmax = seen_s(&c, bmax);
     /* the API server: a serial queue of service F per request */
-    double F = loom_serve_model_calib(m)->request_overhead_s;
+    const loom_serve_calib *sc = loom_serve_model_calib(m);
+    double F = sc->request_overhead_s, hop = sc->request_latency_s;
     double cap = bmax / (O * tmax);
     if (F > 0 && 1 / F < cap) cap = 1 / F;
     out->capacity_rps = cap * rep;
@@ -153,12 +164,12 @@ loom_status loom_serve_steady(const loom_serve_model *m, const loom_serve_worklo
             double lo = 0, hi = bmax;
             for (int k = 0; k < 40; k++) {
                 double mid = (lo + hi) / 2;
-                if (mid - lam * O * round_s(&c, mid) < 0) lo = mid;
+                if (mid - lam * O * seen_s(&c, mid) < 0) lo = mid;
                 else hi = mid;
             }
             b = hi;
         }
-        T = round_s(&c, b);
+        T = seen_s(&c, b);
         double S = prefill_service_s(&c, b);
         double rho = lam * S, rf = lam * F;
         double wait = rho < 0.98 ? rho / (2 * (1 - rho)) * S : 0;
@@ -177,7 +188,7 @@ loom_status loom_serve_steady(const loom_serve_model *m, const loom_serve_worklo
     } else if (w->load == LOOM_LOAD_CONCURRENCY) {
         double C = ceil((double)w->concurrency / rep);
         b = C < bmax ? C : bmax;
-        T = round_s(&c, b);
+        T = seen_s(&c, b);
         ttft = F + prefill_service_s(&c, b);
         double cycle = ttft + (O - 1) * T;
         if (C > bmax) ttft += (C - bmax) / (bmax / cycle);   /* waiting for a seat */
@@ -200,10 +211,11 @@ loom_status loom_serve_steady(const loom_serve_model *m, const loom_serve_worklo
                               .n_sampled = (int64_t)ceil(b)};
         if (N <= bmax) {
             T = loom_serve_iter_time(m, &d, NULL);
+            if (b * sc->stream_token_s > T) T = b * sc->stream_token_s;
             ttft = fill / 2 + N * F / 2;
             dur = (fill > N * F ? fill : N * F) + (O - 1) * T;
         } else {
-            T = round_s(&c, b);
+            T = seen_s(&c, b);
             double mu = b / (O * T);
             if (F > 0 && 1 / F < mu) mu = 1 / F;
             dur = fill + (N - b) / mu + (O - 1) * T;
@@ -211,6 +223,7 @@ loom_status loom_serve_steady(const loom_serve_model *m, const loom_serve_worklo
             ttft = (1 - later) * fill / 2 + later * (fill + (N - b) / (2 * mu));
         }
     }
+    ttft += hop;
     out->batch = b;
     out->round_s = T;
     mt->tpot = (loom_serve_dist){T, T, T, T};

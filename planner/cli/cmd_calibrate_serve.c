@@ -233,6 +233,7 @@ static int evaluate(const cal_args *a, const case_set *cs, const loom_serve_cali
             cJSON *x = cJSON_CreateObject();
             cJSON_AddStringToObject(x, "source", r->source);
             cJSON_AddStringToObject(x, "source_id", r->source_id);
+            cJSON_AddNumberToObject(x, "index", (double)r->index);
             cJSON_AddStringToObject(x, "model", r->model);
             cJSON_AddStringToObject(x, "engine", loom_engine_name(r->engine));
             cJSON_AddStringToObject(x, "gpu", r->gpu);
