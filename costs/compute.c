@@ -297,6 +297,33 @@ double loom_cost_gemm_time_s(const loom_cost_model *m, double flops, loom_dtype 
     return tensor_kernel_s(m, flops, peak, m->cal.gemm_eff_max) + m->cal.kernel_overhead_s;
 }
 
+double loom_cost_grouped_gemm_time_s(const loom_cost_model *m, double flops, double groups,
+                                     loom_dtype t)
+{
+    double peak = loom_device_peak_flops(&m->cluster.gpu, t);
+    if (!(peak > 0)) return HUGE_VAL;
+    if (!(groups >= 1)) groups = 1;
+    return groups * tensor_kernel_s(m, flops / groups, peak, m->cal.gemm_eff_max) +
+           m->cal.kernel_overhead_s;
+}
+
+/* The GEMMs an expert einsum runs as one grouped kernel: its experts on
+ * this GPU (the weight's "e" over the parts it is split into), 1 for any
+ * other einsum. */
+static double expert_groups(const loom_graph *g, const loom_op *op, const loom_dim_split *splits,
+                            int n_splits)
+{
+    if (op->n_w < 1) return 1;
+    const loom_tensor *w0 = loom_graph_tensor(g, op->w[0]);
+    int e = loom_tensor_dim_index(w0, "e");
+    if (e < 0) return 1;
+    int64_t parts = 1;
+    for (int i = 0; i < n_splits; i++)
+        if (strcmp(splits[i].dim, "e") == 0) parts *= splits[i].parts;
+    double groups = (double)(w0->dims[e].size / parts);
+    return groups >= 1 ? groups : 1;
+}
+
 static double maxd(double a, double b)
 {
     return a > b ? a : b;
@@ -365,8 +392,10 @@ loom_status loom_cost_op_time(const loom_cost_model *m, const loom_graph *g, int
             if (!(peak > 0))
                 return loom_error_set(err, LOOM_ERR_UNSUPPORTED,
                                       "op %s: %s has no fp8 tensor cores", op->name, d->name);
-            cf = tensor_kernel_s(m, w.fwd_flops, peak, cal->gemm_eff_max);
-            cb = kb * tensor_kernel_s(m, w.bwd_flops / kb, peak, cal->gemm_eff_max);
+            /* experts: one GEMM per local expert, each paying the roll-off */
+            double ng = expert_groups(g, op, splits, n_splits);
+            cf = ng * tensor_kernel_s(m, w.fwd_flops / ng, peak, cal->gemm_eff_max);
+            cb = kb * ng * tensor_kernel_s(m, w.bwd_flops / kb / ng, peak, cal->gemm_eff_max);
             if (fp8) {
                 /* TE's cast-transpose kernels, memory-bound with amax fused
                  * (transformer_engine/common/transpose/cast_transpose.cu):

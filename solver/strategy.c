@@ -118,11 +118,26 @@ static bool megatron_ok(const char *dim, int axis, bool compute)
     return megatron_tp_dim(dim) || (!compute && (!strcmp(dim, "s") || !strcmp(dim, "c")));
 }
 
-static bool spec_megatron_ok(const loom_spec *s, const loom_tensor *t)
+/* Experts split e over axis 0 (expert parallelism) only where they are
+ * experts: the expert GEMMs and their token buffers carry f or c. The
+ * router's logits [b, s, e] and its weight [h, e] are replicated over the
+ * expert-parallel ranks in Megatron (every rank routes its own tokens). */
+static bool tensor_has_dim(const loom_tensor *t, const char *name)
 {
     for (int d = 0; d < t->ndim; d++)
+        if (!strcmp(t->dims[d].name, name)) return true;
+    return false;
+}
+
+static bool spec_megatron_ok(const loom_spec *s, const loom_tensor *t)
+{
+    bool expert = tensor_has_dim(t, "c") || tensor_has_dim(t, "f");
+    for (int d = 0; d < t->ndim; d++)
         for (int a = 0; a < 2; a++)
-            if ((s->ax[d] & (1u << a)) && !megatron_ok(t->dims[d].name, a, false)) return false;
+            if ((s->ax[d] & (1u << a)) &&
+                (!megatron_ok(t->dims[d].name, a, false) ||
+                 (!expert && !strcmp(t->dims[d].name, "e"))))
+                return false;
     return true;
 }
 
@@ -445,9 +460,18 @@ static bool letter_ok(const loom_strategy_ctx *c, const ein_desc *e, int l, unsi
     snprintf(d.name, sizeof d.name, "%s", e->name[l]);
     if (!e->splittable[l] || !loom_spec_dim_splits(&d, loom_mesh_parts(&c->mesh, mask)))
         return false;
-    if (c->megatron_only)
+    if (c->megatron_only) {
         for (int a = 0; a < 2; a++)
             if ((mask & (1u << a)) && !megatron_ok(e->name[l], a, compute)) return false;
+        /* e splits only in expert GEMMs (those with f or c): the router's
+         * einsum keeps every expert's logit on every rank */
+        if (!strcmp(e->name[l], "e")) {
+            bool expert = false;
+            for (int k = 0; k < e->n_letters; k++)
+                expert |= !strcmp(e->name[k], "f") || !strcmp(e->name[k], "c");
+            if (!expert) return false;
+        }
+    }
     return true;
 }
 

@@ -241,6 +241,11 @@ int main(void)
     CHECK_NEAR_REL(t.bwd_s, 4 * tc + 2e-6, 1e-12);
     CHECK_NEAR_REL(loom_cost_gemm_time_s(m2, F, LOOM_DTYPE_BF16), 2 * tc + 1e-6, 1e-12);
     CHECK_NEAR_REL(loom_cost_memory_time_s(m2, 1e9), 1e9 / (H100_HBM * 0.5), 1e-12);
+    /* A grouped GEMM of 8 experts, F in all: each runs F/8 at efficiency
+     * 0.5·(1/8)/(1/8 + 1), i.e. 9× its linear time tc/8, in one kernel:
+     * 8 · 9·tc/8 + 1 us = 9·tc + 1 us (one GEMM of F: 2·tc + 1 us). */
+    CHECK_NEAR_REL(loom_cost_grouped_gemm_time_s(m2, F, 8, LOOM_DTYPE_BF16), 9 * tc + 1e-6, 1e-12);
+    CHECK_NEAR_REL(loom_cost_grouped_gemm_time_s(m2, F, 1, LOOM_DTYPE_BF16), 2 * tc + 1e-6, 1e-12);
     /* Splitting f by 4 with the roll-off: F/4 at eff 0.5·(1/4)/(1/4 + 1) -> 5× the linear time. */
     t = time_of(m2, g, big, (loom_dim_split[]){{"f", 4}}, 1);
     CHECK_NEAR_REL(t.fwd_s, tc / 4 * 5 + 1e-6, 1e-12);
