@@ -41,19 +41,25 @@ void loom_gpu_version_string(int v, char *out, size_t n)
 
 static void driver_release(char *out, size_t n)
 {
+    /* "NVRM version: NVIDIA UNIX [Open ]Kernel Module [for x86_64]  580.159.04  Release
+     * Build ...": the release is the first word after "Kernel Module" that
+     * starts with a digit and holds a dot. */
     out[0] = '\0';
     FILE *f = fopen("/proc/driver/nvidia/version", "r");
     if (!f) return;
     char line[512];
     if (fgets(line, sizeof line, f)) {
         const char *p = strstr(line, "Kernel Module");
-        if (p) {
-            p += strlen("Kernel Module");
-            while (*p == ' ') p++;
+        for (p = p ? p + strlen("Kernel Module") : NULL; p && *p;) {
+            while (*p == ' ' || *p == '\t') p++;
             size_t k = 0;
-            while (p[k] && p[k] != ' ' && p[k] != '\n' && k + 1 < n) k++;
-            memcpy(out, p, k);
-            out[k] = '\0';
+            while (p[k] && p[k] != ' ' && p[k] != '\t' && p[k] != '\n') k++;
+            if (k && k < n && *p >= '0' && *p <= '9' && memchr(p, '.', k)) {
+                memcpy(out, p, k);
+                out[k] = '\0';
+                break;
+            }
+            p += k;
         }
     }
     fclose(f);

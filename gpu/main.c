@@ -48,6 +48,8 @@ static const char usage_text[] =
     "  --warmup N          unrecorded passes per op (default 5)\n"
     "  --repeats N         timed passes per op (default 20)\n"
     "  --no-flush-l2       keep L2 warm between passes (default: flushed)\n"
+    "  --reference-attention  also time attention with loom's reference kernel (slow:\n"
+    "                      attention requests are skipped without it)\n"
     "  --device N          CUDA device ordinal (default 0)\n"
     "  --clock-note TEXT   recorded in the db, e.g. \"SM clock locked at 1755 MHz\"\n"
     "  --seq N, --batch N, --dtype T   shapes when enumerating a model (2048, 1, bf16)\n"
@@ -56,7 +58,7 @@ static const char usage_text[] =
 
 typedef struct {
     const char *requests, *model, *cluster, *out, *emit, *clock_note, *roofline;
-    bool resume, layer_check;
+    bool resume, layer_check, reference_attention;
     int64_t device, seq, batch, max_tp, tp, layer;
     loom_dtype dtype;
     loom_profile_opts prof;
@@ -114,6 +116,7 @@ static int parse(int argc, char **argv, options *o)
         if (!strcmp(a, "--resume")) { o->resume = true; continue; }
         if (!strcmp(a, "--layer-check")) { o->layer_check = true; continue; }
         if (!strcmp(a, "--no-flush-l2")) { o->prof.flush_l2 = false; continue; }
+        if (!strcmp(a, "--reference-attention")) { o->reference_attention = true; continue; }
         static const char *const valued[] = {"--requests", "--model", "--cluster", "-o", "--out",
                                              "--emit-requests", "--clock-note", "--warmup",
                                              "--repeats", "--device", "--seq", "--batch", "--dtype",
@@ -261,6 +264,14 @@ static int run_profile(const options *o, loom_gpu *g, const loom_profile_key *ke
         describe(&keys[i], what, sizeof what);
         if (o->resume && loom_profile_db_find(db, &keys[i])) {
             kept++;
+            continue;
+        }
+        if (!o->reference_attention && !strcmp(keys[i].op, "attention")) {
+            printf("[%d/%d] %s: skipped: loom-profile's attention kernel is a correctness "
+                   "reference, 15-25x slower than FlashAttention/cuDNN on an H100 "
+                   "(bench/profile_attention_torch.py measures those; --reference-attention "
+                   "times it anyway)\n", (int)i + 1, (int)n, what);
+            skipped++;
             continue;
         }
         loom_profile_entry e;

@@ -52,7 +52,7 @@ if grep -q "no CUDA device" "$tmp/err"; then
     [ ! -e "$tmp/db.json" ] || fail "a db was written without a device"
 else
     [ "$rc" -eq 0 ] || fail "profile run exited $rc: $(cat "$tmp/err")"
-    grep -q '"format": *"loom-profile/1"' "$tmp/db.json" || fail "db lacks its format"
+    grep -Eq '"format":[[:space:]]*"loom-profile/1"' "$tmp/db.json" || fail "db lacks its format"
     grep -q "2 measured, 0 kept from before, 0 skipped; 2 entries" "$tmp/out" || fail "summary: $(cat "$tmp/out")"
     "$P" --requests "$tmp/small.json" -o "$tmp/db.json" --resume --repeats 3 >"$tmp/out" 2>&1 ||
         fail "resume failed: $(cat "$tmp/out")"
