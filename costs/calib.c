@@ -13,6 +13,19 @@
  *   attn_eff       flash attention fwd+bwd: FlashAttention-2 reaches ~0.55-
  *                  0.7 of A100 peak forward and less backward (Dao 2023);
  *                  on Hopper FA2/cuDNN reach ~0.45-0.6.
+ *   attn_half_flops  the work an attention kernel loses to fixed costs (one
+ *                  wave of query tiles, softmax prologue): 21 us at peak.
+ *                  Measured on an H100 (docs/profile-db.md, 19 causal shapes,
+ *                  seq 4k-128k): cuDNN reaches eff_max·F/(F + F_half) with
+ *                  F_half 20 GFLOP forward and 22 backward, FlashAttention-2
+ *                  25, i.e. 20-25 us at the 989 TFLOP/s peak.
+ *   attn_fa2_frac  FlashAttention-2's speed relative to the fused kernel on
+ *                  the same GPU. Hopper and newer: 0.56, measured on an H100
+ *                  over the same shapes (fwd + 2.5x-work bwd time: cuDNN's
+ *                  eff_max 0.63 / 0.535 against FA2's 0.33 / 0.31; FA2 has no
+ *                  wgmma/TMA path). Ampere and older: 1 (FA2 is the fast
+ *                  kernel there; cuDNN's is no faster). Blackwell takes the
+ *                  Hopper figure, unmeasured.
  *   mem_eff        streaming kernels reach ~0.8-0.9 of HBM bandwidth.
  *   link effs      NCCL bus bandwidth / wire rate: NCCL's own model caps
  *                  A100 NVLink at 235 of 300 GB/s = 0.78 (tuning.cc); ~0.8
@@ -25,9 +38,23 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdbool.h>
 #include <string.h>
 
 #define HALF_S 3e-6
+#define ATTN_HALF_S 21e-6
+#define FA2_FRAC_HOPPER 0.56
+
+/* Hopper and newer: a fused attention kernel (cuDNN, FA3) that uses the
+ * warpgroup tensor-core instructions FlashAttention-2 does not. */
+static bool hopper_or_newer(const char *name)
+{
+    static const char *const prefixes[] = {"H100", "H200", "H800", "H20-", "GH200", "B200", "B300",
+                                           "GB200", "GB300"};
+    for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
+        if (strncmp(name, prefixes[i], strlen(prefixes[i])) == 0) return true;
+    return false;
+}
 
 void loom_calib_prior(const loom_device *d, loom_calib *out)
 {
@@ -42,12 +69,16 @@ void loom_calib_prior(const loom_device *d, loom_calib *out)
     out->kernel_overhead_s = 2e-6;
     out->grad_sync_overlap = 0;
     out->gemm_half_flops = 3e9;   /* generic: 3 us at ~1 PFLOP/s */
+    out->attn_half_flops = 21e9;
+    out->attn_fa2_frac = 1;
     if (!d) return;
     snprintf(out->device, sizeof out->device, "%s", d->name);
     double peak = d->peak_flops[LOOM_DTYPE_BF16] > d->peak_flops[LOOM_DTYPE_FP16]
                       ? d->peak_flops[LOOM_DTYPE_BF16]
                       : d->peak_flops[LOOM_DTYPE_FP16];
     if (peak > 0) out->gemm_half_flops = HALF_S * peak;
+    if (peak > 0) out->attn_half_flops = ATTN_HALF_S * peak;
+    if (hopper_or_newer(d->name)) out->attn_fa2_frac = FA2_FRAC_HOPPER;
     if (strncmp(d->name, "A100", 4) == 0) {
         out->gemm_eff_max = 0.85;
         out->attn_eff = 0.55;
@@ -72,8 +103,8 @@ static const struct {
     double gemm_eff_max, mem_eff, attn_eff, intra_link_eff, grad_sync_overlap;
 } fitted[] = {
     {"A100", 0.750170, 0.654800, 0.550000, 0.639771, 0.000000},
-    {"H100", 0.670671, 0.400095, 0.244701, 0.949905, 0.633735},
-    {"H200", 0.670671, 0.400095, 0.244701, 0.949905, 0.633735},
+    {"H100", 0.671148, 0.400095, 0.286715, 0.949905, 0.625151},
+    {"H200", 0.671148, 0.400095, 0.286715, 0.949905, 0.625151},
 };
 
 /* Devices with no published run in the fit take the fractions of peak that

@@ -29,6 +29,10 @@ typedef struct {
     double gemm_eff_max;      /* fraction of tensor-core peak large GEMMs reach */
     double gemm_half_flops;   /* GEMM FLOPs at which efficiency is half of gemm_eff_max */
     double attn_eff;          /* fraction of peak of fused (flash) attention, fwd and bwd */
+    double attn_half_flops;   /* attention FLOPs at which efficiency is half of attn_eff */
+    double attn_fa2_frac;     /* FlashAttention-2's speed relative to the fused kernel of
+                                 attn_eff (cuDNN / FA3 on Hopper): runs whose attention is
+                                 PyTorch SDPA or flash-attn 2 (loom_cost_model_set_attention) */
     double mem_eff;           /* fraction of HBM bandwidth memory-bound kernels reach */
     double vector_eff;        /* fraction of the CUDA-core peak of pointwise math */
     double intra_link_eff;    /* fraction of NVLink bandwidth NCCL reaches (bus bandwidth) */
@@ -44,6 +48,8 @@ typedef struct {
     X(gemm_eff_max, 0, 1, true)             \
     X(gemm_half_flops, 0, 1e18, false)      \
     X(attn_eff, 0, 1, true)                 \
+    X(attn_half_flops, 0, 1e18, false)      \
+    X(attn_fa2_frac, 0, 1, true)            \
     X(mem_eff, 0, 1, true)                  \
     X(vector_eff, 0, 1, true)               \
     X(intra_link_eff, 0, 1, true)           \

@@ -51,6 +51,7 @@
 struct loom_cost_model {
     loom_cluster cluster;
     loom_calib cal;
+    loom_attn_kernel attn;  /* the attention kernel the run launches */
     loom_profile_db *db;   /* owned; NULL = roofline only */
 };
 
@@ -90,6 +91,16 @@ loom_status loom_cost_model_create(const loom_cluster *c, const loom_calib *cal,
 fail:
     loom_cost_model_destroy(m);
     return s;
+}
+
+void loom_cost_model_set_attention(loom_cost_model *m, loom_attn_kernel k)
+{
+    m->attn = k;
+}
+
+loom_attn_kernel loom_cost_model_attention(const loom_cost_model *m)
+{
+    return m->attn;
 }
 
 void loom_cost_model_destroy(loom_cost_model *m)
@@ -245,13 +256,27 @@ double loom_cost_memory_time_s(const loom_cost_model *m, double bytes)
  * roll-off's fixed cost is a time (launch, tail wave, epilogue), fitted as
  * gemm_half_flops of bf16 work: at another dtype's peak the same time is
  * gemm_half_flops · peak / peak_bf16 FLOPs. */
-static double tensor_kernel_s(const loom_cost_model *m, double flops, double peak, double eff_max)
+static double kernel_s(const loom_cost_model *m, double flops, double peak, double eff_max,
+                       double half_bf16)
 {
     if (!(flops > 0)) return 0;
     double bf16 = loom_device_peak_flops(&m->cluster.gpu, LOOM_DTYPE_BF16);
-    double half = m->cal.gemm_half_flops * (bf16 > 0 ? peak / bf16 : 1);
+    double half = half_bf16 * (bf16 > 0 ? peak / bf16 : 1);
     double eff = eff_max * flops / (flops + half);
     return flops / (peak * eff);
+}
+
+/* A GEMM-like tensor-core kernel (einsum, grouped expert GEMM). */
+static double tensor_kernel_s(const loom_cost_model *m, double flops, double peak, double eff_max)
+{
+    return kernel_s(m, flops, peak, eff_max, m->cal.gemm_half_flops);
+}
+
+/* A fused attention kernel: its own efficiency and a larger fixed cost. */
+static double attention_kernel_s(const loom_cost_model *m, double flops, double peak)
+{
+    double eff = m->cal.attn_eff * (m->attn == LOOM_ATTN_FA2 ? m->cal.attn_fa2_frac : 1);
+    return kernel_s(m, flops, peak, eff, m->cal.attn_half_flops);
 }
 
 /* Transformer Engine's FP8 recipe: the graph's precision is fp8 but its
@@ -412,8 +437,8 @@ loom_status loom_cost_op_time(const loom_cost_model *m, const loom_graph *g, int
             }
         } else {
             kb = 2;
-            cf = tensor_kernel_s(m, w.fwd_flops, peak, cal->attn_eff);
-            cb = tensor_kernel_s(m, w.bwd_flops, peak, cal->attn_eff);
+            cf = attention_kernel_s(m, w.fwd_flops, peak);
+            cb = attention_kernel_s(m, w.bwd_flops, peak);
         }
     } else {
         double peak = d->vector_flops * cal->vector_eff;

@@ -38,6 +38,13 @@ typedef struct {
 
 typedef struct loom_cost_model loom_cost_model;
 
+/* The attention kernel a run launches (calib.h: attn_eff, attn_fa2_frac):
+ *   FUSED  Transformer Engine's fused attention (cuDNN; FA3 on Hopper), the
+ *          default, and what Megatron-LM and NeMo run
+ *   FA2    FlashAttention-2: PyTorch SDPA's flash backend (torchtitan, FSDP
+ *          scripts, Hugging Face models under DeepSpeed) or flash-attn 2 */
+typedef enum { LOOM_ATTN_FUSED, LOOM_ATTN_FA2 } loom_attn_kernel;
+
 /* cal NULL = loom_calib_default(&c->gpu); profile_db_path NULL = none. The
  * model copies the cluster and calib. */
 loom_status loom_cost_model_create(const loom_cluster *c, const loom_calib *cal,
@@ -46,6 +53,9 @@ loom_status loom_cost_model_create(const loom_cluster *c, const loom_calib *cal,
 void loom_cost_model_destroy(loom_cost_model *m);
 const loom_cluster *loom_cost_model_cluster(const loom_cost_model *m);
 const loom_calib *loom_cost_model_calib(const loom_cost_model *m);
+/* The attention kernel priced (default LOOM_ATTN_FUSED). */
+void loom_cost_model_set_attention(loom_cost_model *m, loom_attn_kernel k);
+loom_attn_kernel loom_cost_model_attention(const loom_cost_model *m);
 /* The profile db in use, or NULL. */
 const loom_profile_db *loom_cost_model_profile_db(const loom_cost_model *m);
 

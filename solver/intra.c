@@ -327,7 +327,8 @@ static uint64_t cost_model_fingerprint(const loom_cost_model *cm)
                   c->intra.latency_s, c->inter.bandwidth_Bps, c->inter.latency_s,
                   c->gpu.hbm_bw_Bps, (double)c->gpu.hbm_bytes, k->gemm_eff_max, k->gemm_half_flops,
                   k->attn_eff, k->mem_eff, k->vector_eff, k->intra_link_eff, k->inter_link_eff,
-                  k->kernel_overhead_s};
+                  k->kernel_overhead_s, k->attn_half_flops, k->attn_fa2_frac,
+                  (double)loom_cost_model_attention(cm)};
     uint64_t h = fnv(14695981039346656037ull, v, sizeof v);
     h = fnv(h, c->gpu.peak_flops, sizeof c->gpu.peak_flops);
     return fnv(h, c->gpu.name, strlen(c->gpu.name));

@@ -8,7 +8,7 @@
  * written from datasheet figures alone (H100 SXM: 989.4 TFLOP/s bf16,
  * 3,350 GB/s HBM, 66.9 TFLOP/s FP32 CUDA-core):
  *   gemm_eff_max 0.5, attn_eff 0.4, mem_eff 0.5, vector_eff 0.5,
- *   gemm_half_flops 0 (no roll-off), kernel_overhead 0.
+ *   gemm_half_flops and attn_half_flops 0 (no roll-off), kernel_overhead 0.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +31,7 @@ static loom_calib round_calib(const loom_cluster *c)
     cal.mem_eff = 0.5;
     cal.vector_eff = 0.5;
     cal.gemm_half_flops = 0;
+    cal.attn_half_flops = 0;
     cal.kernel_overhead_s = 0;
     return cal;
 }
@@ -249,6 +250,31 @@ int main(void)
     /* Splitting f by 4 with the roll-off: F/4 at eff 0.5·(1/4)/(1/4 + 1) -> 5× the linear time. */
     t = time_of(m2, g, big, (loom_dim_split[]){{"f", 4}}, 1);
     CHECK_NEAR_REL(t.fwd_s, tc / 4 * 5 + 1e-6, 1e-12);
+    loom_cost_model_destroy(m2);
+
+    /* Attention's own roll-off: with attn_half_flops equal to the causal
+     * kernel's computed work W = af·17/32 it reaches half of attn_eff (2×
+     * the time; backward, 2.5·W, at 2.5/3.5 of it: 1.4×), plus 2 kernels of
+     * overhead backward. The GEMM half does not apply to attention. */
+    loom_calib cal3 = cal;
+    cal3.attn_half_flops = af * 17 / 32;
+    cal3.gemm_half_flops = 1e15;
+    cal3.kernel_overhead_s = 1e-6;
+    CHECK_INT_EQ(loom_cost_model_create(&c, &cal3, NULL, &m2, &err), LOOM_OK);
+    t = time_of(m2, g, causal, NULL, 0);
+    CHECK_NEAR_REL(t.fwd_s, 2 * ta * 17 / 32 + 1e-6, 1e-12);
+    CHECK_NEAR_REL(t.bwd_s, 2.5 * ta * 17 / 32 * 1.4 + 2e-6, 1e-12);
+    /* FlashAttention-2 (PyTorch SDPA) instead of the fused kernel: at
+     * attn_fa2_frac of attn_eff, the H100's measured 0.56 by default. */
+    CHECK_NEAR_REL(cal.attn_fa2_frac, 0.56, 0);
+    CHECK_INT_EQ(loom_cost_model_attention(m), LOOM_ATTN_FUSED);
+    loom_cost_model_set_attention(m, LOOM_ATTN_FA2);
+    t = time_of(m, g, causal, NULL, 0);
+    CHECK_NEAR_REL(t.fwd_s, ta * 17 / 32 / 0.56, 1e-12);
+    CHECK_NEAR_REL(t.bwd_s, 2.5 * ta * 17 / 32 / 0.56, 1e-12);
+    t = time_of(m, g, big, NULL, 0);   /* GEMMs are unchanged */
+    CHECK_NEAR_REL(t.fwd_s, tc, 1e-12);
+    loom_cost_model_set_attention(m, LOOM_ATTN_FUSED);
     loom_cost_model_destroy(m2);
 
     /* Embedding: token ids [s] gather rows of a [v, h] table into [s, h];

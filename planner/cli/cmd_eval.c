@@ -27,8 +27,9 @@ typedef struct {
     const char *model, *cluster, *calib, *profile, *from_megatron;
     loom_parallel p;
     int mode;   /* 0 train (this command); serve goes to cmd_eval_serve.c */
+    int32_t attn;   /* loom_attn_kernel */
     bool json, unfused, no_grad_overlap, dp_given, gbs_given, seq_given, mbs_given, zero_given,
-        dist_opt_given;
+        dist_opt_given, attn_given;
     double memory_headroom;   /* < 0: the cluster's */
 } eval_args;
 
@@ -48,6 +49,10 @@ static const loom_cli_choice dtype_choices[] = {{"bf16", LOOM_DTYPE_BF16, false}
                                                 {"fp16", LOOM_DTYPE_FP16, false},
                                                 {"fp8", LOOM_DTYPE_FP8, false},
                                                 {NULL, 0, false}};
+
+static const loom_cli_choice attention_choices[] = {{"fused", LOOM_ATTN_FUSED, false},
+                                                    {"fa2", LOOM_ATTN_FA2, false},
+                                                    {NULL, 0, false}};
 
 static const loom_cli_choice framework_choices[] = {{"megatron", LOOM_FRAMEWORK_MEGATRON, false},
                                                     {"deepspeed", LOOM_FRAMEWORK_DEEPSPEED, false},
@@ -117,6 +122,10 @@ static const loom_cli_option eval_opts[] = {
      .choices = framework_choices, .metavar = "F",
      .help = "megatron, deepspeed or torchtitan: gradient and reduce dtypes, ZeRO-3 gathers, "
              "optimizer state layout", .def = "megatron"},
+    {.name = "--attention-kernel", .kind = LOOM_CLI_ENUM, .field = F(attn), .given = F(attn_given),
+     .choices = attention_choices, .metavar = "K",
+     .help = "fused (Transformer Engine: cuDNN / FA3) or fa2 (PyTorch SDPA, flash-attn 2): "
+             "the attention kernel priced", .def = "fused with megatron, else fa2"},
     {.name = "--memory-headroom", .kind = LOOM_CLI_NUM, .field = F(memory_headroom), .min = 0,
      .max = 1024, .metavar = "H", .help = "HBM left free: a fraction (< 1) or GiB (>= 1)", .def = "0.05 (the cluster's)"},
     {.name = "--grad-reduce-bf16", .kind = LOOM_CLI_FLAG, .field = F(p.grad_reduce_bf16),
@@ -192,6 +201,8 @@ static void print_assumed(const eval_args *a)
                               (long long)a->p.gbs);
     if (!a->zero_given && !a->dist_opt_given)
         n += (size_t)snprintf(buf + n, sizeof buf - n, "%sZeRO-%d", n ? ", " : "", a->p.zero);
+    if (!a->attn_given && a->p.framework != LOOM_FRAMEWORK_MEGATRON)
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "%sFlashAttention-2 (SDPA)", n ? ", " : "");
     if (n)
         printf("assumed: %s (loom's defaults, the same for loom plan and loom eval; "
                "--seq, --gbs, --zero to change)\n", buf);
@@ -406,8 +417,12 @@ int loom_cmd_eval(int argc, char **argv)
         if (!a.seq_given && mi->seq > 0) a.p.seq = mi->seq;
         if (!a.mbs_given && mi->batch > 0) a.p.mbs = mi->batch;
     }
-    if (!g || loom_cost_model_create(&cluster, a.calib ? &cal : NULL, a.profile, &cm, &err) ||
-        loom_eval_megatron_ex(g, cm, &a.p, &eo, &r, &err)) {
+    /* Megatron-LM and NeMo run Transformer Engine's fused attention; the
+     * PyTorch-native stacks run SDPA's FlashAttention-2 unless told. */
+    if (!a.attn_given) a.attn = a.p.framework == LOOM_FRAMEWORK_MEGATRON ? LOOM_ATTN_FUSED : LOOM_ATTN_FA2;
+    if (g && loom_cost_model_create(&cluster, a.calib ? &cal : NULL, a.profile, &cm, &err) == LOOM_OK)
+        loom_cost_model_set_attention(cm, (loom_attn_kernel)a.attn);
+    if (!g || !cm || loom_eval_megatron_ex(g, cm, &a.p, &eo, &r, &err)) {
         rc = loom_cli_fail(&err);
     } else {
         rc = LOOM_EXIT_OK;
