@@ -42,11 +42,14 @@
 
 #define LOOM_SERVE_CALIB_FORMAT "loom-serve-calib/1"
 
-/* X(name, lo, hi): every field with its fit bounds, in file order. */
+/* X(name, lo, hi): every field with its fit bounds, in file order. A field
+ * with lo == hi is measured, not fitted: gemm_eff and attn_eff are the
+ * kernels' own efficiencies timed on an H100 (calib.c), so that the fit's
+ * freedom goes to the overheads the roofline does not see. */
 #define LOOM_SERVE_CALIB_FIELDS(X)      \
     X(decode_mem_eff, 0.40, 0.95)       \
-    X(gemm_eff, 0.30, 0.95)             \
-    X(attn_eff, 0.20, 0.90)             \
+    X(gemm_eff, 0.70, 0.70)             \
+    X(attn_eff, 0.63, 0.63)             \
     X(ar_latency_s, 2e-6, 40e-6)        \
     X(kernel_gap_s, 0.2e-6, 6e-6)       \
     X(eager_gap_s, 0.0, 20e-6)          \
