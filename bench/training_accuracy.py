@@ -135,6 +135,13 @@ def eval_args(r, assumed):
         assumed.append("micro-batch 1")
     if r.get("virtual_stages") and pp > 1:
         a += ["--vpp", r["virtual_stages"]]
+    # Megatron-Core's asymmetric split: embedding and loss count as a layer
+    # each of the first and last chunk (NeMo's 405B recipe and MLPerf's).
+    chunks, L = pp * (r.get("virtual_stages") or 1), r.get("layers") or 0
+    if pp > 1 and L and L % chunks and (L + 2) % chunks == 0:
+        a += ["--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"]
+        if "embedding/loss" not in (r.get("notes") or ""):
+            assumed.append("embedding and loss each count as a layer in the pipeline split")
     fw = family(r)
     sp = r.get("sequence_parallel")
     if sp is None and tp > 1 and fw == "megatron":
@@ -142,6 +149,10 @@ def eval_args(r, assumed):
         assumed.append("SP (NeMo default with TP)")
     if sp and tp > 1:
         a += ["--sp"]
+        # a stated setting, as calib_records_json.c reads the fit's records
+        words = ((r.get("notes") or "") + " " + (r.get("source") or "")).lower()
+        if "tp comm overlap" in words or "tp-comm-overlap" in words:
+            a += ["--tp-comm-overlap"]
     rc = (r.get("recompute") or "none").lower()
     a += ["--recompute", "full" if rc.startswith("full") else
           "selective" if rc.startswith("selective") else "none"]

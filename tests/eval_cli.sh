@@ -108,5 +108,25 @@ done
 "$LOOM" eval llama-3-70b --cluster dgx-a100-80g-x1 --dp 8 --mbs 1 --gbs 8 --seq 4096 >"$tmp/t.txt" 2>"$tmp/err"
 if [ $? -eq 0 ] && grep -q "does NOT fit" "$tmp/t.txt"; then ok; else bad "70B on 8 GPUs without TP should not fit"; fi
 
+# Megatron-Core's asymmetric split: 80 blocks + the embedding as one unit =
+# 81 units over pp 3 = 27 each, the first chunk 26 blocks (+ embedding), the
+# others 27 (graph layers: 0 embedding, 1-80 blocks, 81 head). Without the
+# flag 80 blocks do not split over 3 stages.
+"$LOOM" eval llama-3-70b --cluster dgx-h100-x3 --tp 8 --pp 3 --mbs 1 --gbs 12 --seq 2048 --sp \
+    --account-for-embedding-in-pipeline-split --json >"$tmp/acc.json" 2>"$tmp/err" || bad "account-for-embedding: $(cat "$tmp/err")"
+python3 - "$tmp/acc.json" <<'EOF' && ok || bad "account-for-embedding split"
+import json, sys
+st = json.load(open(sys.argv[1]))["stages"]
+assert [s["layers"] for s in st] == [[0, 26], [27, 53], [54, 81]], [s["layers"] for s in st]
+EOF
+if "$LOOM" eval llama-3-70b --cluster dgx-h100-x3 --tp 8 --pp 3 --mbs 1 --gbs 12 --seq 2048 --sp \
+    >/dev/null 2>"$tmp/err"; then bad "80 blocks over pp 3 accepted"
+elif grep -q "do not split evenly" "$tmp/err"; then ok; else bad "uneven split message: $(cat "$tmp/err")"; fi
+if "$LOOM" eval llama-3-70b --cluster dgx-h100-x3 --tp 8 --pp 3 --mbs 1 --gbs 12 --seq 2048 --sp \
+    --account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split >/dev/null 2>"$tmp/err"; then
+    bad "82 units over pp 3 accepted"
+elif grep -q "80 layers + 2 (embedding/loss) do not split evenly into --pp 3" "$tmp/err"; then ok
+else bad "units message: $(cat "$tmp/err")"; fi
+
 echo "eval_cli: $passes passed, $fails failed"
 [ $fails -eq 0 ]

@@ -29,7 +29,7 @@ typedef struct {
     int mode;   /* 0 train (this command); serve goes to cmd_eval_serve.c */
     int32_t attn;   /* loom_attn_kernel */
     bool json, unfused, no_grad_overlap, dp_given, gbs_given, seq_given, mbs_given, zero_given,
-        dist_opt_given, attn_given;
+        dist_opt_given, attn_given, split_embedding, split_loss;
     double memory_headroom;   /* < 0: the cluster's */
 } eval_args;
 
@@ -106,6 +106,11 @@ static const loom_cli_option eval_opts[] = {
      .lo = 0, .hi = 1 << 20, .metavar = "N",
      .help = "uneven pipeline: blocks on the first stage, the others split evenly",
      .def = "0: an even split"},
+    {.name = "--account-for-embedding-in-pipeline-split", .kind = LOOM_CLI_FLAG,
+     .field = F(split_embedding),
+     .help = "Megatron's split: the embedding counts as one layer of the first chunk"},
+    {.name = "--account-for-loss-in-pipeline-split", .kind = LOOM_CLI_FLAG, .field = F(split_loss),
+     .help = "Megatron's split: the output layer and loss count as one layer of the last chunk"},
     {.name = "--last-stage-layers", .kind = LOOM_CLI_INT, .field = F(p.last_stage_layers),
      .lo = 0, .hi = 1 << 20, .metavar = "N",
      .help = "uneven pipeline: blocks on the last stage, the others split evenly",
@@ -206,6 +211,34 @@ static void print_assumed(const eval_args *a)
     if (n)
         printf("assumed: %s (loom's defaults, the same for loom plan and loom eval; "
                "--seq, --gbs, --zero to change)\n", buf);
+}
+
+/* Megatron-Core's split with --account-for-embedding/loss-in-pipeline-split:
+ * U = L + e + l units over pp · vpp chunks, U / (pp · vpp) each, the
+ * embedding's unit on chunk 0 and the loss's on the last. */
+static loom_status even_chunks_with_units(const eval_args *a, int64_t L, int32_t *layout,
+                                          int32_t *n_chunks, loom_error *err)
+{
+    int64_t e = a->split_embedding, l = a->split_loss, units = L + e + l;
+    int64_t vpp = a->p.vpp > 0 ? a->p.vpp : 1, n = a->p.pp * vpp;
+    if (a->p.first_stage_layers || a->p.last_stage_layers)
+        return loom_error_set(err, LOOM_ERR_INVALID,
+                              "--account-for-embedding/loss-in-pipeline-split together with "
+                              "--first/last-stage-layers: give one or the other");
+    if (n > LOOM_EXPORT_MAX_CHUNKS)
+        return loom_error_set(err, LOOM_ERR_INVALID, "%lld pipeline chunks: at most %d",
+                              (long long)n, LOOM_EXPORT_MAX_CHUNKS);
+    if (units % n || units / n <= (e > l ? e : l))
+        return loom_error_set(err, LOOM_ERR_INVALID,
+                              "%lld layers + %lld (embedding/loss) do not split evenly into --pp "
+                              "%lld x --vpp %lld = %lld model chunks",
+                              (long long)L, (long long)(e + l), (long long)a->p.pp,
+                              (long long)vpp, (long long)n);
+    for (int64_t c = 0; c < n; c++) layout[c] = (int32_t)(units / n);
+    layout[0] -= (int32_t)e;
+    layout[n - 1] -= (int32_t)l;
+    *n_chunks = (int32_t)n;
+    return LOOM_OK;
 }
 
 static double gib(int64_t b) { return (double)b / (double)((int64_t)1 << 30); }
@@ -416,6 +449,11 @@ int loom_cmd_eval(int argc, char **argv)
         const loom_model_info *mi = loom_graph_info_c(g);
         if (!a.seq_given && mi->seq > 0) a.p.seq = mi->seq;
         if (!a.mbs_given && mi->batch > 0) a.p.mbs = mi->batch;
+        if ((a.split_embedding || a.split_loss) &&
+            even_chunks_with_units(&a, mi->layers, layout, &eo.n_chunks, &err)) {
+            loom_graph_destroy(g);
+            g = NULL;
+        }
     }
     /* Megatron-LM and NeMo run Transformer Engine's fused attention; the
      * PyTorch-native stacks run SDPA's FlashAttention-2 unless told. */
