@@ -36,6 +36,12 @@ import sys
 import tempfile
 
 MEGATRON = ("nemo", "megatron", "hai-llm")
+# Sources measured with NeMo's / Megatron-Bridge's performance recipes, which
+# turn on TP communication overlap with sequence parallelism (NeMo
+# nemo/collections/llm/recipes/*: pretrain_recipe_performance adds
+# MegatronCommOverlapCallback(tp_comm_overlap=True); the DGX Cloud
+# benchmarking recipes and the long-sequence tables run those scripts).
+PERF_RECIPES = ("nemo-perf-2407", "mbridge-perf", "nemo-longctx", "dgxc-benchmarking")
 FSDP = ("torchtitan", "fsdp", "llm-foundry")
 
 # GPU name in the records -> (device of a cluster file, GPUs per NVLink
@@ -153,6 +159,9 @@ def eval_args(r, assumed):
         words = ((r.get("notes") or "") + " " + (r.get("source") or "")).lower()
         if "tp comm overlap" in words or "tp-comm-overlap" in words:
             a += ["--tp-comm-overlap"]
+        elif r.get("source_id") in PERF_RECIPES:
+            a += ["--tp-comm-overlap"]
+            assumed.append("TP comm overlap (NeMo performance recipe)")
     rc = (r.get("recompute") or "none").lower()
     a += ["--recompute", "full" if rc.startswith("full") else
           "selective" if rc.startswith("selective") else "none"]
