@@ -70,8 +70,9 @@ loom_status loom_cost_op_time(const loom_cost_model *m, const loom_graph *g, int
  * optimizer, benches): */
 /* One GEMM of `flops` in dtype t: flops / (peak_t · eff(flops)) + overhead. */
 double loom_cost_gemm_time_s(const loom_cost_model *m, double flops, loom_dtype t);
-/* A grouped GEMM (MoE experts): `groups` GEMMs of flops / groups each in
- * one kernel, so every group pays the roll-off; one launch overhead. */
+/* A grouped GEMM (MoE experts): `groups` GEMMs of flops in all, in one
+ * kernel: one GEMM of the total work plus 0.9 us per group (measured,
+ * compute.c); one launch overhead. */
 double loom_cost_grouped_gemm_time_s(const loom_cost_model *m, double flops, double groups,
                                      loom_dtype t);
 /* Streaming `bytes` through HBM: bytes / (hbm_bw · mem_eff). */

@@ -336,9 +336,8 @@ static void expert_time(const ctx *x, const loom_op *op, const loom_dim_split *s
     double flops = (double)op->fwd_flops / ratio;
     loom_dtype dt = loom_graph_tensor(x->g, op->in[0])->dtype;
     double mem = loom_cost_memory_time_s(x->cm, bytes);
-    /* The grouped GEMM runs one GEMM per local expert, each on that
-     * expert's share of the tokens: small experts pay the GEMM roll-off
-     * (and the fixed cost) once per expert, not once for all. */
+    /* One grouped GEMM over the local experts (compute.c: the total work
+     * plus a fixed share per expert). */
     int64_t experts = loom_graph_info_c(x->g)->experts;
     double local = experts > 0 && experts >= x->p->ep ? (double)(experts / x->p->ep) : 1;
     double gemm = loom_cost_grouped_gemm_time_s(x->cm, flops, local, dt);

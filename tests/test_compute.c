@@ -114,6 +114,22 @@ static int32_t add(loom_graph *g, const char *name, int64_t s, int64_t h)
     return op(g, &o);
 }
 
+/* An einsum x·W -> y with the given dims (letters as dim names). */
+static int32_t einsum3(loom_graph *g, const char *name, const char *sig, int nx, const char *xd,
+                       const int64_t *xs, int nw, const char *wd, const int64_t *ws, int ny,
+                       const char *yd, const int64_t *ys)
+{
+    char b[64];
+    int32_t x = tensor(g, nm(b, name, "x"), LOOM_DTYPE_BF16, nx, xd, xs, false);
+    int32_t w = tensor(g, nm(b, name, "W"), LOOM_DTYPE_BF16, nw, wd, ws, true);
+    int32_t y = tensor(g, nm(b, name, "y"), LOOM_DTYPE_BF16, ny, yd, ys, false);
+    loom_op o = {.kind = LOOM_OP_EINSUM, .n_in = 1, .n_w = 1, .n_out = 1,
+                 .in = {x}, .w = {w}, .out = {y}};
+    snprintf(o.name, sizeof o.name, "%s", name);
+    snprintf(o.einsum, sizeof o.einsum, "%s", sig);
+    return op(g, &o);
+}
+
 static loom_op_time time_of(const loom_cost_model *m, const loom_graph *g, int32_t id,
                             const loom_dim_split *sp, int n)
 {
@@ -242,10 +258,11 @@ int main(void)
     CHECK_NEAR_REL(t.bwd_s, 4 * tc + 2e-6, 1e-12);
     CHECK_NEAR_REL(loom_cost_gemm_time_s(m2, F, LOOM_DTYPE_BF16), 2 * tc + 1e-6, 1e-12);
     CHECK_NEAR_REL(loom_cost_memory_time_s(m2, 1e9), 1e9 / (H100_HBM * 0.5), 1e-12);
-    /* A grouped GEMM of 8 experts, F in all: each runs F/8 at efficiency
-     * 0.5·(1/8)/(1/8 + 1), i.e. 9× its linear time tc/8, in one kernel:
-     * 8 · 9·tc/8 + 1 us = 9·tc + 1 us (one GEMM of F: 2·tc + 1 us). */
-    CHECK_NEAR_REL(loom_cost_grouped_gemm_time_s(m2, F, 8, LOOM_DTYPE_BF16), 9 * tc + 1e-6, 1e-12);
+    /* A grouped GEMM of 8 experts, F in all: one kernel over the total work
+     * (2·tc at the roll-off's half) plus 0.9 us per group, one launch:
+     * 2·tc + 7.2 us + 1 us; a single group is a plain GEMM. */
+    CHECK_NEAR_REL(loom_cost_grouped_gemm_time_s(m2, F, 8, LOOM_DTYPE_BF16), 2 * tc + 8 * 0.9e-6 + 1e-6,
+                   1e-12);
     CHECK_NEAR_REL(loom_cost_grouped_gemm_time_s(m2, F, 1, LOOM_DTYPE_BF16), 2 * tc + 1e-6, 1e-12);
     /* Splitting f by 4 with the roll-off: F/4 at eff 0.5·(1/4)/(1/4 + 1) -> 5× the linear time. */
     t = time_of(m2, g, big, (loom_dim_split[]){{"f", 4}}, 1);
@@ -276,6 +293,29 @@ int main(void)
     CHECK_NEAR_REL(t.fwd_s, tc, 1e-12);
     loom_cost_model_set_attention(m, LOOM_ATTN_FUSED);
     loom_cost_model_destroy(m2);
+
+    /* MoE. The router gate x[s,h]·W[h,e] has "e" in its weight only: one
+     * GEMM, memory-bound here: (4096·2048 + 2048·128 + 4096·128)·2 B =
+     * 17.83 MB / (3350e9 · 0.5) = 10.6 us (its 2.1 GFLOP take 4.3 us), not
+     * 128 expert groups. The experts x[e,c,h]·W[e,h,f] (8 experts of 512
+     * tokens, h 2048, f 1536) run as one grouped kernel: 25.77 GFLOP /
+     * (989.4e12 · 0.5) = 52.1 us + 8 · 0.9 us, over memory (79.7 MB:
+     * 47.6 us); backward two such kernels (dX, dW) of the same work each.
+     * Expert-parallel over 2: 4 groups, half the work. */
+    int32_t router = einsum3(g, "router", "sh,he->se", 2, "sh", (int64_t[]){4096, 2048}, 2, "he",
+                             (int64_t[]){2048, 128}, 2, "se", (int64_t[]){4096, 128});
+    int32_t experts = einsum3(g, "experts", "ech,ehf->ecf", 3, "ech", (int64_t[]){8, 512, 2048}, 3,
+                              "ehf", (int64_t[]){8, 2048, 1536}, 3, "ecf", (int64_t[]){8, 512, 1536});
+    double rbytes = 2.0 * (4096.0 * 2048 + 2048.0 * 128 + 4096.0 * 128);
+    t = time_of(m, g, router, NULL, 0);
+    CHECK_NEAR_REL(t.fwd_s, rbytes / (H100_HBM * 0.5), 1e-12);
+    double xf = 2.0 * 8 * 512 * 2048 * 1536, xt = xf / (H100_BF16 * 0.5);
+    CHECK(xt > 2.0 * (8.0 * 512 * 2048 + 8.0 * 2048 * 1536 + 8.0 * 512 * 1536) / (H100_HBM * 0.5));
+    t = time_of(m, g, experts, NULL, 0);
+    CHECK_NEAR_REL(t.fwd_s, xt + 8 * 0.9e-6, 1e-12);
+    CHECK_NEAR_REL(t.bwd_s, 2 * (xt + 8 * 0.9e-6), 1e-12);
+    t = time_of(m, g, experts, (loom_dim_split[]){{"e", 2}}, 1);
+    CHECK_NEAR_REL(t.fwd_s, xt / 2 + 4 * 0.9e-6, 1e-12);
 
     /* Embedding: token ids [s] gather rows of a [v, h] table into [s, h];
      * it reads only the gathered rows: bytes = 2 · |out| = 2·1024·4096·2.
