@@ -43,7 +43,12 @@
  * ILP's optimum over all strategies, and its optimum over Megatron's space
  * (batch on axis 0, tensor parallelism with sequence parallelism on axis 1),
  * which shards weights like Megatron does. The DP picks per stage the
- * fastest option that fits.
+ * fastest option that fits. Because the DP's estimate can rank options
+ * differently from the exact step, every candidate a Megatron-only search
+ * evaluates (one DP per Megatron option on a uniform sub-mesh, Megatron's
+ * splits weighed over Megatron options only) the full space evaluates too,
+ * besides its own: the full space contains the Megatron space by
+ * construction, and its plan is never the worse one.
  *
  * Why per-layer costs add up: the ILP solves each distinct layer once per
  * mesh with a periodic boundary (intra.h), so a stage's cost is the sum over
