@@ -46,7 +46,10 @@ expect_fail 1 $B/model_kv_heads_not_dividing.json -- "$B/model_kv_heads_not_divi
 expect_fail 1 $B/model_unknown_arch.json -- "$B/model_unknown_arch.json" 'unsupported architecture "BertForMaskedLM"' "LlamaForCausalLM" "DeepseekV3ForCausalLM"
 expect_fail 1 $B/model_nonpositive_size.json -- "$B/model_nonpositive_size.json" '$.n_layer' "found 0"
 expect_fail 1 $B/model_overflow_size.json -- "$B/model_overflow_size.json" '$.vocab_size' "found 1e+20"
-expect_fail 1 $B/model_overflow_product.json -- "$B/model_overflow_product.json" "model.embed_tokens.weight" "overflows"
+# each size within its bound, their product not: 1000 layers x (q, k, v, o of
+# one 2^20-wide head = 4 x 2^40, MLP 3 x 2^20 x 2^22 = 12 x 2^40) + 2 x 2^24 x 2^20
+# = 1.7627e16 parameters, past 2^50; named by the sizes, before any tensor overflows
+expect_fail 1 $B/model_overflow_product.json -- "$B/model_overflow_product.json" '$: the config describes about 1.76e+16 parameters' "hidden 1048576" "ffn 4194304" "1000 layers"
 expect_fail 1 $B/model_not_a_model.json -- "$B/model_not_a_model.json" "not a model file"
 expect_fail 1 $B/graph_cycle.json -- "$B/graph_cycle.json" "cycle" "blk.add -> blk.gelu -> blk.silu -> blk.add"
 expect_fail 1 $B/graph_unknown_kind.json -- "$B/graph_unknown_kind.json" '$.ops[0].kind' 'unknown op kind "conv2d"'
