@@ -35,6 +35,8 @@ typedef struct {
     int64_t nodes, gpus_per_node;
     loom_device gpu;
     loom_link intra, inter;                  /* NVLink inside a node; NIC per GPU across nodes */
+    bool intra_given;         /* a file's "intra_node" was written (else the device's NVLink,
+                                 or PCIe for a device without) */
     double price_per_gpu_hour_usd, power_w;  /* 0 when not given; power_w per GPU */
     double memory_headroom;   /* HBM a plan must leave free: a fraction of it when < 1,
                                  else GiB; 0 = none. Presets and files default to

@@ -53,10 +53,27 @@ cat >"$tmp/fast-nic.json" <<'J'
   "inter_node": { "bandwidth_GBps": 400, "latency_us": 8 } }
 J
 run 0 plan llama-3-8b --cluster "$tmp/fast-nic.json"
-has "$tmp/err" "warning: fast-nic: inter-node bandwidth 400 GB/s"
+has "$tmp/err" "warning: $tmp/fast-nic.json: \$.inter_node.bandwidth_GBps: 400 GB/s per GPU"
 has "$tmp/err" "400 Gb/s is 50 GB/s"
 run 0 eval llama-3-8b --cluster "$tmp/fast-nic.json"
-has "$tmp/err" "inter-node bandwidth 400 GB/s"
+has "$tmp/err" "warning: $tmp/fast-nic.json: \$.inter_node.bandwidth_GBps: 400 GB/s per GPU"
+# an intra-node link below PCIe 3 (2 GB/s), named by its field; a NIC of
+# 1 Mb/s-class 0.001 GB/s (legal: a slow-link experiment) warns too
+cat >"$tmp/slow.json" <<'J'
+{ "format": "loom-cluster/1", "nodes": 2, "gpus_per_node": 8, "gpu": "H100",
+  "intra_node": { "bandwidth_GBps": 2 }, "inter_node": { "bandwidth_GBps": 0.001 } }
+J
+run 0 eval llama-3-8b --cluster "$tmp/slow.json" --tp 8
+has "$tmp/err" "warning: $tmp/slow.json: \$.intra_node.bandwidth_GBps: 2 GB/s per GPU is outside what NVLink, xGMI or PCIe give"
+has "$tmp/err" "warning: $tmp/slow.json: \$.inter_node.bandwidth_GBps: 0.001 GB/s per GPU is outside what a NIC gives (1-100 GB/s)"
+lacks "$tmp/err" "Gb/s written as GB/s"
+# beyond the GPU's HBM bandwidth: impossible, an error naming file and field
+sed 's/"bandwidth_GBps": 400/"bandwidth_GBps": 4000/' "$tmp/fast-nic.json" >"$tmp/nic-4000.json"
+run 1 plan llama-3-8b --cluster "$tmp/nic-4000.json"
+has "$tmp/err" "$tmp/nic-4000.json: \$.inter_node.bandwidth_GBps: expected at most 3350"
+# presets are within range: no warning
+run 0 eval llama-3-8b --cluster dgx-h100-x2 --tp 8
+lacks "$tmp/err" "warning"
 # a batch too small for 128 GPUs
 run 0 plan llama-3-8b --cluster dgx-h100-x16 --gbs 7
 has "$tmp/err" "warning: a batch of 7 sequences cannot feed 128 GPUs"

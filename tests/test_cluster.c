@@ -238,6 +238,31 @@ static void bad_files(void)
              HEAD "\"nodes\": 1, \"gpus_per_node\": 8, \"gpu\": \"H100\", \"price_per_gpu_hour_usd\": -1}",
              LOOM_ERR_INVALID, "$.price_per_gpu_hour_usd", "-1", NULL);
     bad_file("array.json", "[1, 2]", LOOM_ERR_INVALID, "$", "an object", NULL);
+    /* faster than the GPU's memory (H100: 3,350 GB/s HBM3, datasheet): no
+     * link can carry it, whatever its kind */
+    bad_file("nic_hbm.json",
+             HEAD "\"nodes\": 2, \"gpus_per_node\": 8, \"gpu\": \"H100\",\n"
+                  " \"inter_node\": {\"bandwidth_GBps\": 3400}}",
+             LOOM_ERR_INVALID, "$.inter_node.bandwidth_GBps", "at most 3350", "found 3400");
+    bad_file("nvl_hbm.json",
+             HEAD "\"nodes\": 1, \"gpus_per_node\": 8, \"gpu\": \"A100-40GB\",\n"
+                  " \"intra_node\": {\"bandwidth_GBps\": 1600}}",
+             LOOM_ERR_INVALID, "$.intra_node.bandwidth_GBps", "at most 1555", "A100-SXM4-40GB");
+    bad_file("inline_nvl.json",
+             HEAD "\"nodes\": 1, \"gpus_per_node\": 2, \"gpu\": {\"name\": \"X\",\n"
+                  " \"peak_tflops\": {\"bf16\": 100}, \"hbm_GBps\": 1000, \"hbm_GB\": 16,"
+                  " \"nvlink_GBps\": 1001}}",
+             LOOM_ERR_INVALID, "$.gpu.nvlink_GBps", "at most hbm_GBps = 1000", "found 1001");
+    /* exactly the HBM bandwidth is the bound, not beyond it */
+    char path[256];
+    loom_cluster c;
+    loom_error err = {0};
+    put("at_hbm.json",
+        HEAD "\"nodes\": 2, \"gpus_per_node\": 8, \"gpu\": \"H100\",\n"
+             " \"inter_node\": {\"bandwidth_GBps\": 3350}}", path, sizeof path);
+    CHECK_INT_EQ(loom_cluster_load(path, &c, &err), LOOM_OK);
+    CHECK(!c.intra_given);
+    CHECK_NEAR_REL(c.intra.bandwidth_Bps, 450e9, 1e-12);   /* the H100's NVLink */
 }
 
 static void calib_files(void)

@@ -206,21 +206,31 @@ int loom_cli_check_outputs(const char *cmd, const loom_cli_path *inputs, int n_i
 #define INTER_MIN_BPS 1e9
 #define INTER_MAX_BPS 1.0e11
 
-int loom_cli_warn_inputs(const char *cmd, const loom_cluster *c, int64_t max_positions,
-                         int64_t gbs, int64_t seq, bool inference)
+int loom_cli_warn_inputs(const char *cmd, const char *cluster_file, const loom_cluster *c,
+                         int64_t max_positions, int64_t gbs, int64_t seq, bool inference)
 {
     int n = 0;
     double intra = c->intra.bandwidth_Bps, inter = c->inter.bandwidth_Bps;
+    /* where the value came from: the file and its field, or the preset */
+    char at[4200];
     if (c->gpus_per_node > 1 && (intra < INTRA_MIN_BPS || intra > INTRA_MAX_BPS)) {
-        fprintf(stderr, "loom %s: warning: %s: intra-node bandwidth %.4g GB/s per GPU is outside "
-                        "what NVLink, xGMI or PCIe give (%.0f-%.0f GB/s)\n",
-                cmd, c->name, intra / 1e9, INTRA_MIN_BPS / 1e9, INTRA_MAX_BPS / 1e9);
+        if (cluster_file)
+            snprintf(at, sizeof at, "%s: %s", cluster_file,
+                     c->intra_given ? "$.intra_node.bandwidth_GBps"
+                                    : "$.gpu.nvlink_GBps (the intra-node default)");
+        else snprintf(at, sizeof at, "cluster %s: intra-node bandwidth", c->name);
+        fprintf(stderr, "loom %s: warning: %s: %.4g GB/s per GPU is outside what NVLink, xGMI or "
+                        "PCIe give (%.0f-%.0f GB/s)\n",
+                cmd, at, intra / 1e9, INTRA_MIN_BPS / 1e9, INTRA_MAX_BPS / 1e9);
         n++;
     }
     if (c->nodes > 1 && (inter < INTER_MIN_BPS || inter > INTER_MAX_BPS)) {
-        fprintf(stderr, "loom %s: warning: %s: inter-node bandwidth %.4g GB/s per GPU is outside "
-                        "what a NIC gives (%.0f-%.0f GB/s)%s\n",
-                cmd, c->name, inter / 1e9, INTER_MIN_BPS / 1e9, INTER_MAX_BPS / 1e9,
+        if (cluster_file)
+            snprintf(at, sizeof at, "%s: $.inter_node.bandwidth_GBps", cluster_file);
+        else snprintf(at, sizeof at, "cluster %s: inter-node bandwidth", c->name);
+        fprintf(stderr, "loom %s: warning: %s: %.4g GB/s per GPU is outside what a NIC gives "
+                        "(%.0f-%.0f GB/s)%s\n",
+                cmd, at, inter / 1e9, INTER_MIN_BPS / 1e9, INTER_MAX_BPS / 1e9,
                 inter > INTER_MAX_BPS ? "; a NIC's Gb/s written as GB/s? 400 Gb/s is 50 GB/s" : "");
         n++;
     }

@@ -67,11 +67,12 @@ int64_t loom_cli_default_seq(const char *model_path);
 
 /* Warnings on stderr ("loom CMD: warning: …") for inputs that are legal but
  * probably a mistake: a link bandwidth outside what its kind of link has (a
- * NIC given in Gb/s as GB/s), a training batch too small to feed the
- * cluster, a sequence beyond the model's declared positions (max_positions
- * 0: unknown). Returns how many it printed. */
-int loom_cli_warn_inputs(const char *cmd, const loom_cluster *c, int64_t max_positions,
-                         int64_t gbs, int64_t seq, bool inference);
+ * NIC given in Gb/s as GB/s; named by cluster_file and its JSON field, or by
+ * the preset when cluster_file is NULL), a training batch too small to feed
+ * the cluster, a sequence beyond the model's declared positions
+ * (max_positions 0: unknown). Returns how many it printed. */
+int loom_cli_warn_inputs(const char *cmd, const char *cluster_file, const loom_cluster *c,
+                         int64_t max_positions, int64_t gbs, int64_t seq, bool inference);
 
 /* Whether LOOM_DETERMINISTIC asks for byte-identical output (search times
  * written as 0, as --no-timings): set, non-empty and not "0". The one rule

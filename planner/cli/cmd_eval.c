@@ -370,10 +370,10 @@ int loom_cmd_eval(int argc, char **argv)
 
     loom_error err = {0};
     loom_cluster cluster;
-    char path[4096];
-    const char *cl = loom_cli_find_data(a.cluster, "clusters", path, sizeof path) &&
+    char path[4096], cluster_path[4096];
+    const char *cl = loom_cli_find_data(a.cluster, "clusters", cluster_path, sizeof cluster_path) &&
                              !loom_cluster_is_preset_name(a.cluster)
-                         ? path
+                         ? cluster_path
                          : a.cluster;
     if (loom_cluster_load(cl, &cluster, &err)) return loom_cli_fail(&err);
     if (a.memory_headroom >= 0) cluster.memory_headroom = a.memory_headroom;
@@ -426,8 +426,8 @@ int loom_cmd_eval(int argc, char **argv)
         rc = loom_cli_fail(&err);
     } else {
         rc = LOOM_EXIT_OK;
-        loom_cli_warn_inputs("eval", &cluster, loom_graph_info_c(g)->max_positions, a.p.gbs,
-                             a.p.seq, false);
+        loom_cli_warn_inputs("eval", loom_cluster_is_preset_name(cl) ? NULL : cl, &cluster,
+                             loom_graph_info_c(g)->max_positions, a.p.gbs, a.p.seq, false);
         if (a.json) rc = print_json(&a, &cluster, g, &r);
         else {
             if (!a.from_megatron) print_assumed(&a);

@@ -429,7 +429,8 @@ int loom_cmd_plan(int argc, char **argv)
         loom_cluster cl;
         loom_error e2 = {0};
         if (loom_cluster_load(cluster, &cl, &e2) == LOOM_OK)
-            loom_cli_warn_inputs(cmd, &cl, plan->model_info.max_positions, plan->gbs, plan->seq,
+            loom_cli_warn_inputs(cmd, loom_cluster_is_preset_name(cluster) ? NULL : cluster, &cl,
+                                 plan->model_info.max_positions, plan->gbs, plan->seq,
                                  req.problem.inference);
     }
     if (interrupted)
