@@ -8,7 +8,11 @@
 #     cluster, a sequence beyond the model's positions (with rope_scaling;
 #     without it the model reader refuses): a warning each,
 #     the command still succeeds;
-#   - loom export given a model says it is a model, not a plan.
+#   - loom export given a model says it is a model, not a plan;
+#   - link bandwidths: a warning naming the file and field when unusual, an
+#     error past the GPU's HBM bandwidth;
+#   - model and cluster names are case-insensitive, and a typo gets the
+#     nearest names ("did you mean dgx-h100-x2?") and the list (issue #21).
 # usage: bash tests/defaults_cli.sh path/to/loom   (from the repo root)
 set -u
 LOOM=$(realpath "${1:?usage: defaults_cli.sh path/to/loom}")
@@ -84,6 +88,36 @@ has "$tmp/err" "no rope_scaling"
 python3 -c 'import json,sys; m=json.load(open("examples/models/llama-3-8b.json")); m["rope_scaling"]={"rope_type":"linear","factor":4.0}; json.dump(m,open(sys.argv[1],"w"))' "$tmp/scaled.json"
 run 0 plan "$tmp/scaled.json" --cluster dgx-h100-x2 --seq 16384 --gbs 16
 has "$tmp/err" "warning: sequence 16384 is beyond the model's 8192 positions"
+
+# Names (issue #21): models and clusters case-insensitive; a typo gets the
+# nearest names and the list
+run 0 inspect LLAMA-3-8B
+has "$tmp/out" "llama: 32 layers"
+run 1 plan lama-3-70b --cluster dgx-h100-x1          # one edit from llama-3-70b, two from llama-2-70b
+has "$tmp/err" "did you mean llama-3-70b?"
+has "$tmp/err" "known: "
+run 0 plan llama-3-8b --cluster DGX-H100-X2 --gbs 32
+has "$tmp/out" "on dgx-h100-x2 (16 x H100"
+run 0 plan llama-3-8b --cluster DGX-H100-x16.JSON --gbs 128   # the bundled file
+has "$tmp/out" "on dgx-h100-x16 (128 x H100"
+# one edit each: a missing 0, a missing x, a missing "x" after the rack kind
+for typo in "dgx-h10-x2 dgx-h100-x2" "dgx-h100-16 dgx-h100-x16" "mi300-x4 mi300x-x4" \
+            "gb200-nvl72 gb200-nvl72-x1" "pcie-h100-x3 pcie-h100-x2"; do
+    set -- $typo
+    run 1 plan llama-3-8b --cluster "$1"
+    has "$tmp/err" "loom plan: cluster '$1': not a preset, a file or a bundled cluster; did you mean $2?"
+done
+# far from every name by edits, but contained in one: h800 is in dgx-h800
+run 1 eval llama-3-8b --cluster h800-x256
+has "$tmp/err" "did you mean dgx-h800-x256?"
+has "$tmp/err" "presets: dgx-a100-80g-xN, dgx-a100-40g-xN, dgx-h100-xN"
+has "$tmp/err" "gb200-nvl72-xN; bundled files: dgx-a100-80g-x4, dgx-h100-x16, pcie-h100-x2"
+run 1 shard gpt2 --mesh 2x4 --cluster zzz
+has "$tmp/err" "loom shard: cluster 'zzz': not a preset, a file or a bundled cluster; presets:"
+lacks "$tmp/err" "did you mean"
+# a preset with a bad node count keeps its own message
+run 1 plan llama-3-8b --cluster dgx-h100-x0
+has "$tmp/err" "expected dgx-h100-xN with N a node count in [1, 65536]"
 
 # export of a model
 run 1 export examples/models/llama-3-8b.json --to megatron

@@ -108,6 +108,15 @@ bool loom_cli_find_data(const char *arg, const char *kind, char *out, size_t n);
 void loom_cli_suggest(const char *arg, const char *kind, const char *const *extra, char *out,
                       size_t n);
 
+/* Resolves a --cluster argument to what loom_cluster_load takes: a valid
+ * preset name as given (case-insensitive), an existing file, or a bundled
+ * cluster file (examples/clusters/, ".json" optional, case-insensitive), in
+ * buf. NULL when it is none of these, after printing "<who>: cluster 'ARG':
+ * not a preset, a file or a bundled cluster; did you mean dgx-h100-x16?
+ * presets: …; bundled files: …". A preset's name with a bad node count is
+ * returned as is, for loom_cluster_load's own message. */
+const char *loom_cli_cluster_arg(const char *who, const char *arg, char *buf, size_t n);
+
 /* Prints "<who>: ARG: no such file, and no bundled model of that name; did
  * you mean …? known: …" on stderr and returns LOOM_EXIT_FAIL. */
 int loom_cli_no_model(const char *who, const char *arg);

@@ -371,10 +371,8 @@ int loom_cmd_eval(int argc, char **argv)
     loom_error err = {0};
     loom_cluster cluster;
     char path[4096], cluster_path[4096];
-    const char *cl = loom_cli_find_data(a.cluster, "clusters", cluster_path, sizeof cluster_path) &&
-                             !loom_cluster_is_preset_name(a.cluster)
-                         ? cluster_path
-                         : a.cluster;
+    const char *cl = loom_cli_cluster_arg("loom eval", a.cluster, cluster_path, sizeof cluster_path);
+    if (!cl) return LOOM_EXIT_FAIL;
     if (loom_cluster_load(cl, &cluster, &err)) return loom_cli_fail(&err);
     if (a.memory_headroom >= 0) cluster.memory_headroom = a.memory_headroom;
     if (!a.dp_given) {

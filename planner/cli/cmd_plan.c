@@ -375,9 +375,8 @@ int loom_cmd_plan(int argc, char **argv)
     if (!loom_cli_find_data(model, "models", model_path, sizeof model_path)) {
         return loom_cli_no_model("loom plan", model);
     }
-    if (!loom_cluster_is_preset_name(cluster) &&
-        loom_cli_find_data(cluster, "clusters", cluster_path, sizeof cluster_path))
-        cluster = cluster_path;
+    cluster = loom_cli_cluster_arg("loom plan", cluster, cluster_path, sizeof cluster_path);
+    if (!cluster) return LOOM_EXIT_FAIL;
     if (!args.seq_given) req.problem.seq = loom_cli_default_seq(model_path);
     req.model_path = model_path;
     req.model_label = model;

@@ -143,15 +143,15 @@ static int parse_args(int argc, char **argv, shard_args *a)
     return LOOM_CLI_RUN;
 }
 
-/* The cluster: the named one, or the smallest DGX H100 preset holding the mesh. */
-static loom_status load_cluster(const shard_args *a, loom_cluster *c, loom_error *err)
+/* The cluster: the named one (resolved by loom_cli_cluster_arg), or the
+ * smallest DGX H100 preset holding the mesh. */
+static loom_status load_cluster(const shard_args *a, const char *named, loom_cluster *c,
+                                loom_error *err)
 {
-    char name[4096];
+    char name[64];
     int64_t gpus = a->mesh.n0 * a->mesh.n1;
-    if (!a->cluster) snprintf(name, sizeof name, "dgx-h100-x%lld", (long long)((gpus + 7) / 8));
-    else if (!loom_cli_find_data(a->cluster, "clusters", name, sizeof name))
-        snprintf(name, sizeof name, "%s", a->cluster);
-    loom_status s = loom_cluster_load(name, c, err);
+    snprintf(name, sizeof name, "dgx-h100-x%lld", (long long)((gpus + 7) / 8));
+    loom_status s = loom_cluster_load(named ? named : name, c, err);
     if (s) return s;
     if (gpus > loom_cluster_gpus(c))
         return loom_error_set(err, LOOM_ERR_INVALID,
@@ -342,12 +342,17 @@ int loom_cmd_shard(int argc, char **argv)
     if (!loom_cli_find_data(a.model, "models", path, sizeof path)) {
         return loom_cli_no_model("loom", a.model);
     }
+    char cluster_path[4096];
+    const char *named = NULL;
+    if (a.cluster &&
+        !(named = loom_cli_cluster_arg("loom shard", a.cluster, cluster_path, sizeof cluster_path)))
+        return LOOM_EXIT_FAIL;
     loom_error err = {0};
     loom_cluster cluster;
     loom_graph *g = NULL;
     loom_cost_model *cm = NULL;
     loom_intra_result r = {0};
-    if (load_cluster(&a, &cluster, &err) || loom_model_load(path, &a.mo, &g, &err) ||
+    if (load_cluster(&a, named, &cluster, &err) || loom_model_load(path, &a.mo, &g, &err) ||
         loom_cost_model_create(&cluster, NULL, NULL, &cm, &err)) {
         rc = loom_cli_fail(&err);
         goto done;
