@@ -39,13 +39,29 @@ run 0 eval llama-3-8b --cluster dgx-h100-x2
 has "$tmp/out" "assumed: seq 4096, gbs 256, ZeRO-1"
 has "$tmp/out" "gbs 256"
 has "$tmp/out" "seq 4096"
-has "$tmp/out" "ZeRO stage 1"
+has "$tmp/out" "vpp 1, ZeRO-1"
 run 0 eval llama-3-8b --cluster dgx-h100-x2 --json
 python3 -c 'import json,sys; c=json.load(open(sys.argv[1]))["config"]; sys.exit(0 if (c["seq"],c["gbs"],c["zero"])==(4096,256,1) else 1)' "$tmp/out" && ok || bad "eval --json defaults: $(head -c 300 "$tmp/out")"
+# ... and in the JSON: the plan's inputs.assumed, eval's and inspect's "assumed"
+jq_py() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if ($1) else 1)" "$tmp/out"; }
+run 0 plan llama-3-8b --cluster dgx-h100-x2 --json
+jq_py 'd["inputs"]["assumed"] == ["seq", "gbs", "zero"] and d["inputs"]["seq"] == 4096 and d["inputs"]["gbs"] == 256' && ok || bad "plan --json assumed: $(head -c 300 "$tmp/out")"
+run 0 eval llama-3-8b --cluster dgx-h100-x2 --json
+jq_py 'd["assumed"] == ["seq", "gbs", "zero"]' && ok || bad "eval --json assumed"
+run 0 inspect llama-3-8b --json
+jq_py 'd["assumed"] == ["seq", "batch"] and d["seq"] == 4096' && ok || bad "inspect --json assumed"
+run 0 inspect llama-3-8b
+has "$tmp/out" "assumed: seq 4096, batch 1"
 # given values are not "assumed"
 run 0 plan llama-3-8b --cluster dgx-h100-x2 --seq 2048 --gbs 64 --zero 2
 lacks "$tmp/out" "assumed:"
 has "$tmp/out" "ZeRO-2"
+run 0 plan llama-3-8b --cluster dgx-h100-x2 --seq 2048 --gbs 64 --zero 2 --json
+jq_py '"assumed" not in d["inputs"]' && ok || bad "plan --json with every input given lists assumed ones"
+run 0 plan llama-3-8b --cluster dgx-h100-x2 --gbs 64 --json
+jq_py 'd["inputs"]["assumed"] == ["seq", "zero"]' && ok || bad "plan --json --gbs 64: assumed"
+run 0 eval llama-3-8b --cluster dgx-h100-x2 --seq 2048 --gbs 64 --zero 0 --json
+jq_py 'd["assumed"] == []' && ok || bad "eval --json with every input given"
 run 2 plan llama-3-8b --cluster dgx-h100-x2 --zero 2 --search-zero
 has "$tmp/err" "exclude each other"
 

@@ -267,19 +267,27 @@ static const char *gib(int64_t bytes, char *buf, size_t n)
     return buf;
 }
 
-/* What was assumed rather than given: the shared defaults (cli.h). */
+/* Which inputs were assumed rather than given (the shared defaults, cli.h):
+ * LOOM_PLAN_ASSUMED_* bits, for the header line and the plan's "assumed". */
+static unsigned assumed_inputs(const plan_args *a, const loom_plan_request *req)
+{
+    return (a->seq_given ? 0u : LOOM_PLAN_ASSUMED_SEQ) | (a->gbs_given ? 0u : LOOM_PLAN_ASSUMED_GBS) |
+           (a->zero_given || a->search_zero || req->problem.inference ? 0u : LOOM_PLAN_ASSUMED_ZERO);
+}
+
 static void print_assumed(const plan_args *a, const loom_plan_request *req)
 {
     char buf[256] = "";
     size_t n = 0;
-    if (!a->seq_given)
+    unsigned as = assumed_inputs(a, req);
+    if (as & LOOM_PLAN_ASSUMED_SEQ)
         n += (size_t)snprintf(buf + n, sizeof buf - n, "%sseq %lld", n ? ", " : "",
                               (long long)req->problem.seq);
-    if (!a->gbs_given)
+    if (as & LOOM_PLAN_ASSUMED_GBS)
         n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s %lld", n ? ", " : "",
                               req->problem.inference ? "sequences" : "gbs",
                               (long long)req->problem.gbs);
-    if (!a->zero_given && !a->search_zero && !req->problem.inference)
+    if (as & LOOM_PLAN_ASSUMED_ZERO)
         n += (size_t)snprintf(buf + n, sizeof buf - n, "%sZeRO-%d", n ? ", " : "",
                               req->search.zero);
     if (n)
@@ -437,6 +445,7 @@ int loom_cmd_plan(int argc, char **argv)
 
     int flags = no_timings ? LOOM_PLAN_JSON_NO_TIMINGS : 0;
     if (no_timings) plan->search_time_s = 0;
+    plan->assumed = assumed_inputs(&args, &req);
     if (out && (st = loom_plan_write(plan, out, flags, &err))) goto fail;
     if (o_plan >= 0) out_written[o_plan] = 1;
     if (svg && (st = loom_plan_svg_write(plan, svg, &err))) goto fail;
