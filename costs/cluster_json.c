@@ -6,13 +6,21 @@
  *     "gpu": "H100-SXM5-80GB" | { inline device },
  *     "intra_node": { "bandwidth_GBps": 450, "latency_us": 3 },
  *     "inter_node": { "bandwidth_GBps": 50,  "latency_us": 8 },
- *     "price_per_gpu_hour_usd": 2.5, "power_w": 700 }
+ *     "price_per_gpu_hour_usd": 2.5, "power_w": 700,
+ *     "nvlink_domain_gpus": 72 }
  *
  * Bandwidths are per direction, per GPU, in GB/s (10^9 bytes/s); latencies
  * in microseconds. intra_node defaults to the GPU's NVLink bandwidth and
  * 3 us; inter_node is required when nodes > 1 (its latency defaults to 8 us).
  * Every error names the file and the JSON path; unknown fields are errors so
  * a typo never silently falls back to a default.
+ *
+ * nvlink_domain_gpus: GPUs that share one NVLink fabric when that is more
+ * than a node (GB200 NVL72: 18 trays of 4 GPUs, one domain of 72). The cost
+ * model and the search know one intra link, the node's; a domain is planned
+ * as a node of that many GPUs (docs/design-notes.md, "NVLink domains larger
+ * than a node"), so the reader folds trays into domains: gpus_per_node
+ * becomes the domain, nodes the number of domains.
  *
  * A link bandwidth above the GPU's HBM bandwidth is an error: a GPU sends
  * what it reads from its memory and receives into it, so no link of one GPU
@@ -186,7 +194,7 @@ loom_status loom_cluster_parse(const char *file, const char *text, size_t len, l
     static const char *const keys[] = {"format",     "name",       "nodes",
                                        "gpus_per_node", "gpu",     "intra_node",
                                        "inter_node", "price_per_gpu_hour_usd", "power_w",
-                                       "memory_headroom", "about", NULL};
+                                       "memory_headroom", "nvlink_domain_gpus", "about", NULL};
     cJSON *root = NULL;
     loom_jctx c = {file, err};
     loom_cluster cl;
@@ -229,6 +237,24 @@ loom_status loom_cluster_parse(const char *file, const char *text, size_t len, l
                            (long long)(cl.nodes * cl.gpus_per_node),
                            (long long)LOOM_CLUSTER_MAX_GPUS);
         goto fail;
+    }
+    /* trays folded into NVLink domains (see the top) */
+    int64_t domain = 0;
+    if ((s = loom_json_get_int(&c, root, "$", "nvlink_domain_gpus", false, 1,
+                               LOOM_CLUSTER_MAX_GPUS_PER_NODE, &domain)))
+        goto fail;
+    if (domain > 0 && (domain % cl.gpus_per_node != 0 ||
+                       (cl.nodes * cl.gpus_per_node) % domain != 0)) {
+        s = loom_json_fail(&c, "$.nvlink_domain_gpus",
+                           "expected a multiple of gpus_per_node = %lld that divides the %lld "
+                           "GPUs, found %lld",
+                           (long long)cl.gpus_per_node, (long long)(cl.nodes * cl.gpus_per_node),
+                           (long long)domain);
+        goto fail;
+    }
+    if (domain > cl.gpus_per_node) {
+        cl.nodes = cl.nodes * cl.gpus_per_node / domain;
+        cl.gpus_per_node = domain;
     }
     if ((s = parse_gpu(&c, root, &cl.gpu))) goto fail;
     /* The intra link defaults to the device's NVLink; a device without one
