@@ -29,6 +29,19 @@
 #define LOOM_MAX_SEQ           ((int64_t)1 << 24)     /* tokens per sequence */
 #define LOOM_MAX_BATCH         ((int64_t)1 << 30)     /* sequences per global batch */
 
+/* One model dimension, as a config or a launch line states it. Each is about
+ * 50 times the largest in a published model (hidden 18,432, FFN 73,728,
+ * vocabulary 262,208, 384 experts), so that a typo or a unit slip is named by
+ * its field instead of overflowing a product later. */
+#define LOOM_MAX_WIDTH         ((int64_t)1 << 20)     /* hidden size, heads, head dims, LoRA ranks */
+#define LOOM_MAX_FFN           ((int64_t)1 << 22)     /* MLP and expert widths (4 x the width) */
+#define LOOM_MAX_VOCAB         ((int64_t)1 << 24)     /* vocabulary */
+#define LOOM_MAX_EXPERTS       ((int64_t)1 << 16)     /* routed experts, and top-k */
+/* The whole model: 2^50 = 1.1e15 parameters, 1,000 times the largest
+ * published (DeepSeek-V3 671e9, Kimi K2 1.04e12); dimensions each within
+ * their bound can still multiply past it, and then the reader names them. */
+#define LOOM_MAX_PARAMS        ((double)((int64_t)1 << 50))
+
 /* ---- JSON files: bytes read, values built ------------------------------------ */
 typedef struct {
     size_t max_bytes;    /* file size */

@@ -80,6 +80,13 @@ static int match_prefix(const char *name, const char **tail)
     return -1;
 }
 
+size_t loom_cluster_preset_count(void) { return N_PRESETS; }
+
+const char *loom_cluster_preset_prefix(size_t i)
+{
+    return i < N_PRESETS ? presets[i].prefix : NULL;
+}
+
 bool loom_cluster_is_preset_name(const char *name)
 {
     const char *tail;

@@ -35,6 +35,8 @@ typedef struct {
     int64_t nodes, gpus_per_node;
     loom_device gpu;
     loom_link intra, inter;                  /* NVLink inside a node; NIC per GPU across nodes */
+    bool intra_given;         /* a file's "intra_node" was written (else the device's NVLink,
+                                 or PCIe for a device without) */
     double price_per_gpu_hour_usd, power_w;  /* 0 when not given; power_w per GPU */
     double memory_headroom;   /* HBM a plan must leave free: a fraction of it when < 1,
                                  else GiB; 0 = none. Presets and files default to
@@ -68,6 +70,10 @@ loom_status loom_cluster_load(const char *name_or_path, loom_cluster *out, loom_
 loom_status loom_cluster_preset(const char *name, loom_cluster *out, loom_error *err);
 /* True when name has the form of a preset ("dgx-h100-x16"). */
 bool loom_cluster_is_preset_name(const char *name);
+/* The presets' names before "-xN" ("dgx-h100"), i < loom_cluster_preset_count();
+ * NULL past the end. For listings and "did you mean" suggestions. */
+size_t loom_cluster_preset_count(void);
+const char *loom_cluster_preset_prefix(size_t i);
 
 /* Reads a loom-cluster/1 file (cluster_json.c); errors name the file and the
  * JSON path. */

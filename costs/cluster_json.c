@@ -6,13 +6,27 @@
  *     "gpu": "H100-SXM5-80GB" | { inline device },
  *     "intra_node": { "bandwidth_GBps": 450, "latency_us": 3 },
  *     "inter_node": { "bandwidth_GBps": 50,  "latency_us": 8 },
- *     "price_per_gpu_hour_usd": 2.5, "power_w": 700 }
+ *     "price_per_gpu_hour_usd": 2.5, "power_w": 700,
+ *     "nvlink_domain_gpus": 72 }
  *
  * Bandwidths are per direction, per GPU, in GB/s (10^9 bytes/s); latencies
  * in microseconds. intra_node defaults to the GPU's NVLink bandwidth and
  * 3 us; inter_node is required when nodes > 1 (its latency defaults to 8 us).
  * Every error names the file and the JSON path; unknown fields are errors so
  * a typo never silently falls back to a default.
+ *
+ * nvlink_domain_gpus: GPUs that share one NVLink fabric when that is more
+ * than a node (GB200 NVL72: 18 trays of 4 GPUs, one domain of 72). The cost
+ * model and the search know one intra link, the node's; a domain is planned
+ * as a node of that many GPUs (docs/design-notes.md, "NVLink domains larger
+ * than a node"), so the reader folds trays into domains: gpus_per_node
+ * becomes the domain, nodes the number of domains.
+ *
+ * A link bandwidth above the GPU's HBM bandwidth is an error: a GPU sends
+ * what it reads from its memory and receives into it, so no link of one GPU
+ * outruns its HBM (H100: NVLink 450 GB/s, a 400 Gb/s NIC 50 GB/s, HBM 3,350
+ * GB/s). Values that are possible but unusual for the kind of link (a NIC's
+ * Gb/s written as GB/s) are the CLI's warnings (planner/cli/cli.c).
  */
 #include <math.h>
 #include <stdio.h>
@@ -94,6 +108,12 @@ static loom_status parse_device(const loom_jctx *c, const cJSON *o, const char *
     if ((s = get_pos(c, o, path, "hbm_GB", true, false, 1e6, &hbm_GB))) return s;
     if ((s = get_pos(c, o, path, "nvlink_GBps", false, true, MAX_GBPS, &nvlink))) return s;
     if ((s = get_pos(c, o, path, "tdp_w", false, true, 1e6, &tdp))) return s;
+    if (nvlink > hbm_GBps) {
+        char sub2[512];
+        snprintf(sub2, sizeof sub2, "%s.nvlink_GBps", path);
+        return loom_json_fail(c, sub2, "expected at most hbm_GBps = %g (no link of a GPU outruns "
+                              "the memory it reads from), found %g", hbm_GBps, nvlink);
+    }
     d->hbm_bw_Bps = hbm_GBps * 1e9;
     d->hbm_bytes = (int64_t)llround(hbm_GB * (double)(1 << 30));   /* GB read as GiB, as presets */
     d->nvlink_Bps = nvlink * 1e9;
@@ -121,9 +141,12 @@ static loom_status parse_gpu(const loom_jctx *c, const cJSON *root, loom_device 
     return LOOM_OK;
 }
 
-/* "intra_node" / "inter_node": {"bandwidth_GBps", "latency_us"}. */
+/* "intra_node" / "inter_node": {"bandwidth_GBps", "latency_us"}; the
+ * bandwidth at most the GPU's HBM bandwidth (gpu). *given: the object is in
+ * the file. */
 static loom_status parse_link(const loom_jctx *c, const cJSON *root, const char *key,
-                              bool required, double def_Bps, double def_lat_us, loom_link *out)
+                              bool required, double def_Bps, double def_lat_us,
+                              const loom_device *gpu, loom_link *out, bool *given)
 {
     static const char *const keys[] = {"bandwidth_GBps", "latency_us", NULL};
     char path[64];
@@ -136,11 +159,20 @@ static loom_status parse_link(const loom_jctx *c, const cJSON *root, const char 
         if ((s = loom_json_check_keys(c, o, path, keys))) return s;
         if ((s = get_pos(c, o, path, "bandwidth_GBps", def_Bps <= 0, false, MAX_GBPS, &bw_GBps)))
             return s;
+        double hbm_GBps = gpu->hbm_bw_Bps / 1e9;
+        if (bw_GBps > hbm_GBps) {
+            char sub[96];
+            snprintf(sub, sizeof sub, "%s.bandwidth_GBps", path);
+            return loom_json_fail(c, sub, "expected at most %g, the %s's HBM bandwidth in GB/s "
+                                  "(no link of a GPU outruns the memory it reads from), found %g",
+                                  hbm_GBps, gpu->name, bw_GBps);
+        }
         if ((s = get_pos(c, o, path, "latency_us", false, true, MAX_LATENCY_US, &lat_us)))
             return s;
     }
     out->bandwidth_Bps = bw_GBps * 1e9;
     out->latency_s = lat_us * 1e-6;
+    if (given) *given = o != NULL;
     return LOOM_OK;
 }
 
@@ -162,7 +194,7 @@ loom_status loom_cluster_parse(const char *file, const char *text, size_t len, l
     static const char *const keys[] = {"format",     "name",       "nodes",
                                        "gpus_per_node", "gpu",     "intra_node",
                                        "inter_node", "price_per_gpu_hour_usd", "power_w",
-                                       "memory_headroom", "about", NULL};
+                                       "memory_headroom", "nvlink_domain_gpus", "about", NULL};
     cJSON *root = NULL;
     loom_jctx c = {file, err};
     loom_cluster cl;
@@ -206,14 +238,33 @@ loom_status loom_cluster_parse(const char *file, const char *text, size_t len, l
                            (long long)LOOM_CLUSTER_MAX_GPUS);
         goto fail;
     }
+    /* trays folded into NVLink domains (see the top) */
+    int64_t domain = 0;
+    if ((s = loom_json_get_int(&c, root, "$", "nvlink_domain_gpus", false, 1,
+                               LOOM_CLUSTER_MAX_GPUS_PER_NODE, &domain)))
+        goto fail;
+    if (domain > 0 && (domain % cl.gpus_per_node != 0 ||
+                       (cl.nodes * cl.gpus_per_node) % domain != 0)) {
+        s = loom_json_fail(&c, "$.nvlink_domain_gpus",
+                           "expected a multiple of gpus_per_node = %lld that divides the %lld "
+                           "GPUs, found %lld",
+                           (long long)cl.gpus_per_node, (long long)(cl.nodes * cl.gpus_per_node),
+                           (long long)domain);
+        goto fail;
+    }
+    if (domain > cl.gpus_per_node) {
+        cl.nodes = cl.nodes * cl.gpus_per_node / domain;
+        cl.gpus_per_node = domain;
+    }
     if ((s = parse_gpu(&c, root, &cl.gpu))) goto fail;
     /* The intra link defaults to the device's NVLink; a device without one
      * (nvlink 0) must state it when a node has several GPUs. */
     if ((s = parse_link(&c, root, "intra_node", cl.gpus_per_node > 1 && cl.gpu.nvlink_Bps <= 0,
-                        cl.gpu.nvlink_Bps, DEFAULT_INTRA_LATENCY_US, &cl.intra)))
+                        cl.gpu.nvlink_Bps, DEFAULT_INTRA_LATENCY_US, &cl.gpu, &cl.intra,
+                        &cl.intra_given)))
         goto fail;
     if ((s = parse_link(&c, root, "inter_node", cl.nodes > 1, 0, DEFAULT_INTER_LATENCY_US,
-                        &cl.inter)))
+                        &cl.gpu, &cl.inter, NULL)))
         goto fail;
     if ((s = get_pos(&c, root, "$", "price_per_gpu_hour_usd", false, true, 1e6,
                      &cl.price_per_gpu_hour_usd)))

@@ -20,6 +20,7 @@
  * savers (the norm output feeding Q, K and V) is not double counted.
  */
 #include "graph/hf_build.h"
+#include "base/limits.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -544,6 +545,33 @@ static loom_status shape(const loom_jctx *c, const loom_model_opts *o, const loo
     return LOOM_OK;
 }
 
+/* Refuses a model whose dimensions, each within its bound (base/limits.h),
+ * multiply past LOOM_MAX_PARAMS, naming them, before any tensor is sized.
+ * The count is an upper estimate in doubles (it cannot overflow): per layer
+ * the attention projections (MLA's low-rank ones included), a dense gated
+ * MLP, every routed and shared expert; the embedding and an untied head. */
+static loom_status check_model_size(const loom_jctx *c, const loom_model_info *m)
+{
+    double h = (double)m->hidden, hd = (double)m->head_dim, vd = (double)m->v_head_dim;
+    double qw = (double)m->heads * (hd > vd ? hd : vd);
+    double attn = h * (double)(m->heads + 2 * m->kv_heads) * hd + qw * h +
+                  (double)m->q_lora_rank * (h + qw) + (double)m->kv_lora_rank * (h + 2 * qw);
+    double expert_ffn = (double)(m->moe_ffn > m->ffn ? m->moe_ffn : m->ffn);
+    double mlp = 3 * h * (double)m->ffn +
+                 3 * h * expert_ffn * (double)(m->experts + m->shared_experts) +
+                 h * (double)m->experts;
+    double total = (double)m->layers * (attn + mlp) + 2 * (double)m->vocab * h;
+    if (total <= LOOM_MAX_PARAMS) return LOOM_OK;
+    return loom_json_fail(c, "$",
+                          "the config describes about %.3g parameters, more than loom's bound "
+                          "of %.3g (2^50; base/limits.h): %lld layers, hidden %lld, %lld heads "
+                          "of %lld, ffn %lld, %lld experts of %lld, vocabulary %lld; one of "
+                          "these is far larger than any model's",
+                          total, LOOM_MAX_PARAMS, (long long)m->layers, (long long)m->hidden,
+                          (long long)m->heads, (long long)m->head_dim, (long long)m->ffn,
+                          (long long)m->experts, (long long)m->moe_ffn, (long long)m->vocab);
+}
+
 loom_status loom_hf_build(const loom_jctx *c, const char *name, const loom_model_opts *o,
                           const loom_hf_family *f, loom_graph **out)
 {
@@ -551,7 +579,8 @@ loom_status loom_hf_build(const loom_jctx *c, const char *name, const loom_model
     loom_dtype stored = o->dtype == LOOM_DTYPE_FP8 && !o->fp8_weights ? LOOM_DTYPE_BF16 : o->dtype;
     loom_hf_builder hb = {.err = c->err, .dt = stored, .b = o->batch, .flash = o->flash_attention};
     *out = NULL;
-    loom_status s = shape(c, o, f, &hb.s);
+    loom_status s = check_model_size(c, &f->info);
+    if (s == LOOM_OK) s = shape(c, o, f, &hb.s);
     if (s == LOOM_OK) s = loom_graph_create(name, &hb.g, c->err);
     if (s) return s;
     loom_model_info *info = loom_graph_info(hb.g);

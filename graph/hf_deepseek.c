@@ -46,18 +46,18 @@ static loom_status read_cfg(const loom_jctx *c, const cJSON *cfg, const char *ar
     m->gated_mlp = true;
     dc->freq = 1;
     loom_status s;
-    if ((s = loom_hf_size(c, cfg, "hidden_size", true, big, &m->hidden)) ||
+    if ((s = loom_hf_size(c, cfg, "hidden_size", true, LOOM_MAX_WIDTH, &m->hidden)) ||
         (s = loom_hf_size(c, cfg, "num_hidden_layers", true, LOOM_MAX_LAYERS, &m->layers)) ||
-        (s = loom_hf_size(c, cfg, "num_attention_heads", true, big, &m->heads)) ||
-        (s = loom_hf_size(c, cfg, "intermediate_size", true, big, &m->ffn)) ||
-        (s = loom_hf_size(c, cfg, "vocab_size", true, big, &m->vocab)) ||
-        (s = loom_hf_size(c, cfg, "kv_lora_rank", true, big, &m->kv_lora_rank)) ||
-        (s = loom_hf_size(c, cfg, "qk_nope_head_dim", true, big, &dc->nope)) ||
-        (s = loom_hf_size(c, cfg, "qk_rope_head_dim", true, big, &m->qk_rope_head_dim)) ||
-        (s = loom_hf_size(c, cfg, "v_head_dim", true, big, &m->v_head_dim)) ||
-        (s = loom_hf_size(c, cfg, "q_lora_rank", false, big, &m->q_lora_rank)) ||
+        (s = loom_hf_size(c, cfg, "num_attention_heads", true, LOOM_MAX_WIDTH, &m->heads)) ||
+        (s = loom_hf_size(c, cfg, "intermediate_size", true, LOOM_MAX_FFN, &m->ffn)) ||
+        (s = loom_hf_size(c, cfg, "vocab_size", true, LOOM_MAX_VOCAB, &m->vocab)) ||
+        (s = loom_hf_size(c, cfg, "kv_lora_rank", true, LOOM_MAX_WIDTH, &m->kv_lora_rank)) ||
+        (s = loom_hf_size(c, cfg, "qk_nope_head_dim", true, LOOM_MAX_WIDTH, &dc->nope)) ||
+        (s = loom_hf_size(c, cfg, "qk_rope_head_dim", true, LOOM_MAX_WIDTH, &m->qk_rope_head_dim)) ||
+        (s = loom_hf_size(c, cfg, "v_head_dim", true, LOOM_MAX_WIDTH, &m->v_head_dim)) ||
+        (s = loom_hf_size(c, cfg, "q_lora_rank", false, LOOM_MAX_WIDTH, &m->q_lora_rank)) ||
         (s = loom_hf_size(c, cfg, "max_position_embeddings", false, big, &m->max_positions)) ||
-        (s = loom_hf_size(c, cfg, "n_routed_experts", false, 1 << 20, &m->experts)) ||
+        (s = loom_hf_size(c, cfg, "n_routed_experts", false, LOOM_MAX_EXPERTS, &m->experts)) ||
         (s = loom_json_get_bool(c, cfg, "$", "tie_word_embeddings", false, &m->tied_embeddings)))
         return s;
     /* MLA attends with as many kv heads as query heads (the latent is shared,
@@ -65,9 +65,9 @@ static loom_status read_cfg(const loom_jctx *c, const cJSON *cfg, const char *ar
     m->kv_heads = m->heads;
     m->head_dim = dc->nope + m->qk_rope_head_dim;
     if (m->experts > 0) {
-        if ((s = loom_hf_size(c, cfg, "num_experts_per_tok", true, 1 << 20, &m->experts_topk)) ||
-            (s = loom_hf_size(c, cfg, "moe_intermediate_size", true, big, &m->moe_ffn)) ||
-            (s = loom_json_get_int(c, cfg, "$", "n_shared_experts", false, 0, 1 << 20,
+        if ((s = loom_hf_size(c, cfg, "num_experts_per_tok", true, LOOM_MAX_EXPERTS, &m->experts_topk)) ||
+            (s = loom_hf_size(c, cfg, "moe_intermediate_size", true, LOOM_MAX_FFN, &m->moe_ffn)) ||
+            (s = loom_json_get_int(c, cfg, "$", "n_shared_experts", false, 0, LOOM_MAX_EXPERTS,
                                    &m->shared_experts)) ||
             (s = loom_json_get_int(c, cfg, "$", "first_k_dense_replace", false, 0, 100000,
                                    &m->first_dense)) ||

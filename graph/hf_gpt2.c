@@ -32,7 +32,6 @@ typedef struct {
 
 static loom_status read_cfg(const loom_jctx *c, const cJSON *cfg, gpt2_cfg *gc)
 {
-    const int64_t big = (int64_t)1 << 40;
     loom_model_info *m = &gc->m;
     memset(gc, 0, sizeof *gc);
     snprintf(m->arch, sizeof m->arch, "gpt2");
@@ -41,14 +40,14 @@ static loom_status read_cfg(const loom_jctx *c, const cJSON *cfg, gpt2_cfg *gc)
     gc->resid_p = gc->attn_p = gc->embd_p = 0.1;
     m->tied_embeddings = true;
     loom_status s;
-    if ((s = loom_hf_size(c, cfg, "n_embd", true, big, &m->hidden)) ||
+    if ((s = loom_hf_size(c, cfg, "n_embd", true, LOOM_MAX_WIDTH, &m->hidden)) ||
         (s = loom_hf_size(c, cfg, "n_layer", true, LOOM_MAX_LAYERS, &m->layers)) ||
-        (s = loom_hf_size(c, cfg, "n_head", true, big, &m->heads)) ||
-        (s = loom_hf_size(c, cfg, "vocab_size", true, big, &m->vocab)) ||
-        (s = loom_hf_size(c, cfg, "n_positions", true, big, &m->max_positions)))
+        (s = loom_hf_size(c, cfg, "n_head", true, LOOM_MAX_WIDTH, &m->heads)) ||
+        (s = loom_hf_size(c, cfg, "vocab_size", true, LOOM_MAX_VOCAB, &m->vocab)) ||
+        (s = loom_hf_size(c, cfg, "n_positions", true, LOOM_MAX_SEQ, &m->max_positions)))
         return s;
     m->ffn = 4 * m->hidden;   /* n_inner: null means 4 · n_embd */
-    if ((s = loom_hf_size(c, cfg, "n_inner", false, big, &m->ffn)) ||
+    if ((s = loom_hf_size(c, cfg, "n_inner", false, LOOM_MAX_FFN, &m->ffn)) ||
         (s = loom_hf_prob(c, cfg, "resid_pdrop", &gc->resid_p)) ||
         (s = loom_hf_prob(c, cfg, "attn_pdrop", &gc->attn_p)) ||
         (s = loom_hf_prob(c, cfg, "embd_pdrop", &gc->embd_p)) ||

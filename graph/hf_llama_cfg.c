@@ -196,33 +196,32 @@ static loom_status read_spans(const loom_jctx *c, const cJSON *cfg, const char *
 static loom_status read_moe(const loom_jctx *c, const cJSON *cfg, const char *arch,
                             loom_hf_llama_cfg *lc)
 {
-    const int64_t big = (int64_t)1 << 40;
     loom_model_info *m = &lc->m;
     bool qwen = strcmp(arch, "qwen2_moe") == 0 || strcmp(arch, "qwen3_moe") == 0;
     bool llama4 = strcmp(arch, "llama4_text") == 0;
     const char *ekey = qwen ? "num_experts" : "num_local_experts";
     int64_t step = 1;
     loom_status s;
-    if ((s = loom_hf_size(c, cfg, ekey, true, 1 << 20, &m->experts)) ||
-        (s = loom_hf_size(c, cfg, "num_experts_per_tok", false, 1 << 20, &m->experts_topk)))
+    if ((s = loom_hf_size(c, cfg, ekey, true, LOOM_MAX_EXPERTS, &m->experts)) ||
+        (s = loom_hf_size(c, cfg, "num_experts_per_tok", false, LOOM_MAX_EXPERTS, &m->experts_topk)))
         return s;
     if (m->experts_topk == 0 &&
-        (s = loom_hf_size(c, cfg, "experts_per_token", true, 1 << 20, &m->experts_topk)))
+        (s = loom_hf_size(c, cfg, "experts_per_token", true, LOOM_MAX_EXPERTS, &m->experts_topk)))
         return s;
     if (m->experts_topk > m->experts)
         return loom_json_fail(c, "$", "num_experts_per_tok = %lld exceeds %s = %lld",
                               (long long)m->experts_topk, ekey, (long long)m->experts);
     m->moe_ffn = m->ffn;   /* Mixtral, Llama 4, gpt-oss: intermediate_size is each expert's */
     if (qwen) {
-        if ((s = loom_hf_size(c, cfg, "moe_intermediate_size", true, big, &m->moe_ffn)) ||
-            (s = loom_json_get_int(c, cfg, "$", "shared_expert_intermediate_size", false, 0, big,
+        if ((s = loom_hf_size(c, cfg, "moe_intermediate_size", true, LOOM_MAX_FFN, &m->moe_ffn)) ||
+            (s = loom_json_get_int(c, cfg, "$", "shared_expert_intermediate_size", false, 0, LOOM_MAX_FFN,
                                    &lc->shared_ffn)) ||
             (s = loom_hf_size(c, cfg, "decoder_sparse_step", false, 100000, &step)))
             return s;
         lc->shared_gate = lc->shared_ffn > 0;
     } else if (llama4) {
         lc->shared_ffn = m->ffn;   /* one shared expert as wide as a routed one */
-        if ((s = loom_hf_size(c, cfg, "intermediate_size_mlp", false, big, &m->ffn)) ||
+        if ((s = loom_hf_size(c, cfg, "intermediate_size_mlp", false, LOOM_MAX_FFN, &m->ffn)) ||
             (s = loom_hf_size(c, cfg, "interleave_moe_layer_step", false, 100000, &step)))
             return s;
     }
@@ -254,15 +253,15 @@ loom_status loom_hf_llama_cfg_read(const loom_jctx *c, const cJSON *cfg, const c
     m->tied_embeddings = gemma;   /* Gemma ties by default; the others do not */
     if (gemma3) m->vocab = 262208, m->max_positions = 131072;   /* Gemma3TextConfig defaults */
     loom_status s;
-    if ((s = loom_hf_size(c, cfg, "hidden_size", true, big, &m->hidden)) ||
+    if ((s = loom_hf_size(c, cfg, "hidden_size", true, LOOM_MAX_WIDTH, &m->hidden)) ||
         (s = loom_hf_size(c, cfg, "num_hidden_layers", true, max_layers, &m->layers)) ||
-        (s = loom_hf_size(c, cfg, "num_attention_heads", true, big, &m->heads)) ||
-        (s = loom_hf_size(c, cfg, "intermediate_size", true, big, &m->ffn)) ||
-        (s = loom_hf_size(c, cfg, "vocab_size", !gemma3, big, &m->vocab)))
+        (s = loom_hf_size(c, cfg, "num_attention_heads", true, LOOM_MAX_WIDTH, &m->heads)) ||
+        (s = loom_hf_size(c, cfg, "intermediate_size", true, LOOM_MAX_FFN, &m->ffn)) ||
+        (s = loom_hf_size(c, cfg, "vocab_size", !gemma3, LOOM_MAX_VOCAB, &m->vocab)))
         return s;
     m->kv_heads = m->heads;
-    if ((s = loom_hf_size(c, cfg, "num_key_value_heads", false, big, &m->kv_heads)) ||
-        (s = loom_hf_size(c, cfg, "head_dim", false, big, &m->head_dim)) ||
+    if ((s = loom_hf_size(c, cfg, "num_key_value_heads", false, LOOM_MAX_WIDTH, &m->kv_heads)) ||
+        (s = loom_hf_size(c, cfg, "head_dim", false, LOOM_MAX_WIDTH, &m->head_dim)) ||
         (s = loom_hf_size(c, cfg, "max_position_embeddings", false, big, &m->max_positions)) ||
         (s = loom_json_get_bool(c, cfg, "$", "tie_word_embeddings", false, &m->tied_embeddings)) ||
         (s = loom_json_get_bool(c, cfg, "$", "attention_bias", false, &lc->attn_bias)) ||

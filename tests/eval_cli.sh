@@ -27,7 +27,7 @@ expect_fail eval 2 gpt2 "${C[@]}" --gbs 8 --zero 4 -- "--zero must be in [0, 3]"
 expect_fail eval 2 gpt2 "${C[@]}" --gbs 8 --tp 3 -- "does not divide the 8 GPUs"
 # bad files
 expect_fail eval 1 no-such-model "${C[@]}" --gbs 8 -- "no-such-model: no such file"
-expect_fail eval 1 gpt2 --cluster no-such-cluster --gbs 8 -- "no-such-cluster" "presets are"
+expect_fail eval 1 gpt2 --cluster no-such-cluster --gbs 8 -- "no-such-cluster" "not a preset, a file or a bundled cluster; presets: dgx-a100-80g-xN"
 expect_fail eval 1 gpt2 "${C[@]}" --gbs 8 --calib "$tmp/none.json" -- "$tmp/none.json"
 echo '{"format": "loom-calib/1", "gemm_eff_max": 1.5}' >"$tmp/calib.json"
 expect_fail eval 1 gpt2 "${C[@]}" --gbs 8 --calib "$tmp/calib.json" -- "gemm_eff_max" "1.5"

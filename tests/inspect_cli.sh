@@ -46,7 +46,10 @@ expect_fail 1 $B/model_kv_heads_not_dividing.json -- "$B/model_kv_heads_not_divi
 expect_fail 1 $B/model_unknown_arch.json -- "$B/model_unknown_arch.json" 'unsupported architecture "BertForMaskedLM"' "LlamaForCausalLM" "DeepseekV3ForCausalLM"
 expect_fail 1 $B/model_nonpositive_size.json -- "$B/model_nonpositive_size.json" '$.n_layer' "found 0"
 expect_fail 1 $B/model_overflow_size.json -- "$B/model_overflow_size.json" '$.vocab_size' "found 1e+20"
-expect_fail 1 $B/model_overflow_product.json -- "$B/model_overflow_product.json" "model.embed_tokens.weight" "overflows"
+# each size within its bound, their product not: 1000 layers x (q, k, v, o of
+# one 2^20-wide head = 4 x 2^40, MLP 3 x 2^20 x 2^22 = 12 x 2^40) + 2 x 2^24 x 2^20
+# = 1.7627e16 parameters, past 2^50; named by the sizes, before any tensor overflows
+expect_fail 1 $B/model_overflow_product.json -- "$B/model_overflow_product.json" '$: the config describes about 1.76e+16 parameters' "hidden 1048576" "ffn 4194304" "1000 layers"
 expect_fail 1 $B/model_not_a_model.json -- "$B/model_not_a_model.json" "not a model file"
 expect_fail 1 $B/graph_cycle.json -- "$B/graph_cycle.json" "cycle" "blk.add -> blk.gelu -> blk.silu -> blk.add"
 expect_fail 1 $B/graph_unknown_kind.json -- "$B/graph_unknown_kind.json" '$.ops[0].kind' 'unknown op kind "conv2d"'
@@ -93,11 +96,12 @@ json llama-3-8b >"$tmp/l8.json" || bad "inspect llama-3-8b --json failed"
 check llama-3-8b <"$tmp/l8.json" \
     'abs(d["params"] - 8.03e9) < 0.005 * 8.03e9' \
     'd["params_embedding"] == 128256 * 4096' \
-    'd["layers"] == 32 and d["seq"] == 2048 and d["batch"] == 1' \
+    'd["layers"] == 32 and d["seq"] == 4096 and d["batch"] == 1' \
+    'd["assumed"] == ["seq", "batch"]' \
     'd["signatures"] == 3 and len(d["per_layer"]) == 34' \
     'abs(d["flops_per_token_train"] - 3 * d["flops_per_token_fwd"]) < 0.03 * d["flops_per_token_train"]' \
-    'abs(d["flops_per_token_fwd"] - 2 * (d["params"] - d["params_embedding"])) < 0.1 * d["flops_per_token_fwd"]' \
-    'd["activation_bytes_per_layer"] == 2048 * (12 * 4096 + 4 * 4096 // 4 + 6 * 14336)' \
+    'abs(d["flops_per_token_fwd"] - 2 * (d["params"] - d["params_embedding"]) - 4 * 4096 * 4096 * 32) < 0.001 * d["flops_per_token_fwd"]' \
+    'd["activation_bytes_per_layer"] == 4096 * (12 * 4096 + 4 * 4096 // 4 + 6 * 14336)' \
     'd["first_layer_ops"][0]["name"] == "model.layers.0.input_layernorm"' \
     'sum(o["params"] for o in d["first_layer_ops"]) == d["per_layer"][1]["params"]'
 
@@ -109,6 +113,7 @@ check gpt3-unfused <"$tmp/g3.json" \
 json gpt3-175b --seq 1024 --batch 2 >"$tmp/g3f.json" || bad "inspect gpt3-175b --batch 2 failed"
 check gpt3-flash <"$tmp/g3f.json" \
     'abs(d["activation_bytes_per_layer"] - 34 * 1024 * 2 * 12288) < 0.02 * d["activation_bytes_per_layer"]' \
+    'd["assumed"] == []' \
     'd["batch"] == 2 and d["seq"] == 1024'
 
 json deepseek-v3 >"$tmp/ds.json" || bad "inspect deepseek-v3 failed"
@@ -119,12 +124,13 @@ check deepseek-v3 <"$tmp/ds.json" \
 
 json gpt2 --dtype fp32 >"$tmp/g2.json" || bad "inspect gpt2 failed"
 check gpt2 <"$tmp/g2.json" \
-    'd["seq"] == 1024 and d["dtype"] == "fp32"' \
+    'd["seq"] == 1024 and d["dtype"] == "fp32" and d["assumed"] == ["seq", "batch"]' \
     'abs(d["params"] - 124.44e6) < 0.005 * 124.44e6'
 
 json tiny-gpt.graph.json >"$tmp/tiny.json" || bad "inspect tiny-gpt failed"
 check tiny-gpt <"$tmp/tiny.json" \
     'd["params"] == 6816 and d["flops_fwd"] == 255232 and d["flops_bwd"] == 514560' \
+    'd["assumed"] == []' \
     'd["flops_per_token_fwd"] == 255232 / 16' \
     'd["activation_bytes_per_layer"] == 8192 and d["layers"] == 2'
 
@@ -142,7 +148,7 @@ if cmp -s "$tmp/l8.json" "$tmp/l8c.json"; then ok; else bad "--json output is no
 # The text report has its sections.
 "$LOOM" inspect mixtral-8x7b >"$tmp/text" 2>&1 || bad "inspect mixtral-8x7b failed"
 text=$(<"$tmp/text")
-for needle in "parameters    46.70 B total" "FLOPs/token" "activations" "1-32 (x32)" \
+for needle in "assumed: seq 4096, batch 1 (loom's defaults" "parameters    46.70 B total" "FLOPs/token" "activations" "1-32 (x32)" \
               "model.layers.0.block_sparse_moe.experts.w1" "ech,ehf->ecf"; do
     if [[ "$text" == *"$needle"* ]]; then ok; else bad "text report lacks '$needle'"; fi
 done

@@ -69,9 +69,26 @@ has "$tmp/out" "per token"
 run 0 plan gpt2 --cluster dgx-h100-x1 --mode infer --objective throughput --latency-bound 0.5 --gbs 64
 has "$tmp/out" "objective throughput"
 
-# a time limit returns the best plan found so far
-run 0 plan llama-3-70b --cluster dgx-h100-x8 --gbs 256 --time-limit 0.001
+# An NVLink domain of 72 (GB200 NVL72) is named, with the largest TP and EP
+# groups of the plan, read here from the plan file's stages; DeepSeek-V3 on
+# H800 (the machine it was trained on) plans, on 8-GPU nodes without the line
+run 0 plan deepseek-v3 --cluster gb200-nvl72-x4 -o "$tmp/nvl.json"
+want=$(python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["stages"]; print("largest here: tp %d, ep %d" % (max(x["tensor_parallel"] for x in s), max(x["expert_parallel"] for x in s)))' "$tmp/nvl.json")
+has "$tmp/out" "nvlink      72 GPUs share one NVLink domain (a node here)"
+has "$tmp/out" "$want"
+run 0 plan deepseek-v3 --cluster dgx-h800-x256
+has "$tmp/out" "loom plan: deepseek-v3 on dgx-h800-x256 (2048 x H800-SXM5-80GB)"
+if grep -q "nvlink   " "$tmp/out"; then bad "an 8-GPU node got the NVLink-domain line"; else ok; fi
+
+# a time limit returns the best plan found so far: this search finds its
+# first plan in about 0.05 s and completes in about 0.9 s (-O2, one core)
+run 0 plan llama-3-70b --cluster dgx-h100-x128 --gbs 2048 --seq 8192 --time-limit 0.5
 has "$tmp/out" "(time-limit)"
+# ... and is a deadline before the first plan too: 1 ms runs out while the
+# model is read; no plan, exit 1, it says so and writes nothing
+run 1 plan llama-3-70b --cluster dgx-h100-x8 --gbs 256 --time-limit 0.001 -o "$tmp/tl.json"
+has "$tmp/err" "stopped by --time-limit 0.001 s before it found a plan"
+nofile "$tmp/tl.json"
 
 # Ctrl-C: the best plan so far, or a clean message if none was found yet
 "$LOOM" plan llama-3-70b --cluster dgx-h100-x128 --gbs 2048 --seq 8192 >"$tmp/out" 2>"$tmp/err" &

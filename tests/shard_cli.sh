@@ -51,6 +51,15 @@ has "$tmp/out" "optimal" "15 ops ->" \
     "[h f@1]" "[f@1 h]"
 cp "$tmp/out" "$tmp/text"
 
+# ---- the shared defaults: seq 4096 as loom plan (GPT-2: its 1024 positions),
+# batch 1, said in the text and listed in the JSON; a loom graph assumes nothing
+run 0 shard llama-3-8b --mesh 1x8
+has "$tmp/out" "assumed: seq 4096, batch 1" "batch 1 x seq 4096"
+run 0 shard gpt2 --mesh 2x4 --json
+if python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if (d["seq"], d["batch"], d["assumed"]) == (1024, 1, ["seq", "batch"]) else 1)' "$tmp/out"; then ok; else bad "shard gpt2 --json defaults: $(head -c 300 "$tmp/out")"; fi
+run 0 shard tiny-gpt.graph --mesh 1x2 --json
+if python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if d["assumed"] == [] and d["seq"] == 8 else 1)' "$tmp/out"; then ok; else bad "shard of a loom graph assumed something"; fi
+
 # ---- JSON ------------------------------------------------------------------------------------
 run 0 shard llama-3-8b --mesh 1x8 --seq 4096 --batch 1 --json
 cp "$tmp/out" "$tmp/j1"

@@ -238,6 +238,73 @@ static void bad_files(void)
              HEAD "\"nodes\": 1, \"gpus_per_node\": 8, \"gpu\": \"H100\", \"price_per_gpu_hour_usd\": -1}",
              LOOM_ERR_INVALID, "$.price_per_gpu_hour_usd", "-1", NULL);
     bad_file("array.json", "[1, 2]", LOOM_ERR_INVALID, "$", "an object", NULL);
+    /* faster than the GPU's memory (H100: 3,350 GB/s HBM3, datasheet): no
+     * link can carry it, whatever its kind */
+    bad_file("nic_hbm.json",
+             HEAD "\"nodes\": 2, \"gpus_per_node\": 8, \"gpu\": \"H100\",\n"
+                  " \"inter_node\": {\"bandwidth_GBps\": 3400}}",
+             LOOM_ERR_INVALID, "$.inter_node.bandwidth_GBps", "at most 3350", "found 3400");
+    bad_file("nvl_hbm.json",
+             HEAD "\"nodes\": 1, \"gpus_per_node\": 8, \"gpu\": \"A100-40GB\",\n"
+                  " \"intra_node\": {\"bandwidth_GBps\": 1600}}",
+             LOOM_ERR_INVALID, "$.intra_node.bandwidth_GBps", "at most 1555", "A100-SXM4-40GB");
+    bad_file("inline_nvl.json",
+             HEAD "\"nodes\": 1, \"gpus_per_node\": 2, \"gpu\": {\"name\": \"X\",\n"
+                  " \"peak_tflops\": {\"bf16\": 100}, \"hbm_GBps\": 1000, \"hbm_GB\": 16,"
+                  " \"nvlink_GBps\": 1001}}",
+             LOOM_ERR_INVALID, "$.gpu.nvlink_GBps", "at most hbm_GBps = 1000", "found 1001");
+    /* exactly the HBM bandwidth is the bound, not beyond it */
+    char path[256];
+    loom_cluster c;
+    loom_error err = {0};
+    put("at_hbm.json",
+        HEAD "\"nodes\": 2, \"gpus_per_node\": 8, \"gpu\": \"H100\",\n"
+             " \"inter_node\": {\"bandwidth_GBps\": 3350}}", path, sizeof path);
+    CHECK_INT_EQ(loom_cluster_load(path, &c, &err), LOOM_OK);
+    CHECK(!c.intra_given);
+    CHECK_NEAR_REL(c.intra.bandwidth_Bps, 450e9, 1e-12);   /* the H100's NVLink */
+    /* a domain that is not whole trays, or does not tile the machine */
+    bad_file("dom_tray.json",
+             HEAD "\"nodes\": 72, \"gpus_per_node\": 4, \"nvlink_domain_gpus\": 70, "
+                  "\"gpu\": \"GB200\", \"inter_node\": {\"bandwidth_GBps\": 50}}",
+             LOOM_ERR_INVALID, "$.nvlink_domain_gpus", "multiple of gpus_per_node = 4", "found 70");
+    bad_file("dom_tile.json",
+             HEAD "\"nodes\": 20, \"gpus_per_node\": 4, \"nvlink_domain_gpus\": 72, "
+                  "\"gpu\": \"GB200\", \"inter_node\": {\"bandwidth_GBps\": 50}}",
+             LOOM_ERR_INVALID, "$.nvlink_domain_gpus", "divides the 80 GPUs", NULL);
+}
+
+/* GB200 NVL72 written as what it is, 18 trays of 4 GPUs per rack sharing one
+ * NVLink domain of 72, is the preset gb200-nvl72-x4: 4 domains of 72 GPUs,
+ * NVLink 5 (900 GB/s per direction) inside, the NIC across. */
+static void nvlink_domains(void)
+{
+    char path[256];
+    loom_cluster trays, preset;
+    loom_error err = {0};
+    put("nvl72.json",
+        HEAD "\"nodes\": 72, \"gpus_per_node\": 4, \"nvlink_domain_gpus\": 72, "
+             "\"gpu\": \"GB200\", \"inter_node\": {\"bandwidth_GBps\": 50}}",
+        path, sizeof path);
+    CHECK_INT_EQ(loom_cluster_load(path, &trays, &err), LOOM_OK);
+    CHECK_INT_EQ(loom_cluster_load("gb200-nvl72-x4", &preset, &err), LOOM_OK);
+    CHECK_INT_EQ(trays.nodes, 4);
+    CHECK_INT_EQ(trays.gpus_per_node, 72);
+    CHECK_INT_EQ(loom_cluster_gpus(&trays), 288);
+    CHECK_INT_EQ(preset.nodes, trays.nodes);
+    CHECK_INT_EQ(preset.gpus_per_node, trays.gpus_per_node);
+    CHECK_NEAR_REL(trays.intra.bandwidth_Bps, 900e9, 1e-12);
+    CHECK_NEAR_REL(trays.intra.bandwidth_Bps, preset.intra.bandwidth_Bps, 1e-12);
+    CHECK_NEAR_REL(trays.inter.bandwidth_Bps, preset.inter.bandwidth_Bps, 1e-12);
+    CHECK(strcmp(trays.gpu.name, preset.gpu.name) == 0);
+    /* a domain no larger than the node changes nothing */
+    put("dom8.json",
+        HEAD "\"nodes\": 2, \"gpus_per_node\": 8, \"nvlink_domain_gpus\": 8, "
+             "\"gpu\": \"H100\", \"inter_node\": {\"bandwidth_GBps\": 50}}",
+        path, sizeof path);
+    CHECK_INT_EQ(loom_cluster_load(path, &trays, &err), LOOM_OK);
+    CHECK_INT_EQ(trays.nodes, 2);
+    CHECK_INT_EQ(trays.gpus_per_node, 8);
 }
 
 static void calib_files(void)
@@ -314,6 +381,7 @@ int main(void)
     devices();
     presets();
     files();
+    nvlink_domains();
     bad_files();
     calib_files();
     check_tmpdir_remove(dir);

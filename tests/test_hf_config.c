@@ -380,11 +380,28 @@ static void test_variants_and_errors(void)
     expect_fail(LLAMA(", \"num_attention_heads\": 4.5"), "$.num_attention_heads", "integer");
     expect_fail(LLAMA(", \"num_attention_heads\": 1e30"), "$.num_attention_heads", "expected an integer in");
     expect_fail(LLAMA(", \"num_attention_heads\": \"4\""), "$.num_attention_heads", "found a string");
-    /* sizes each in range but whose product overflows a tensor */
+    /* one size out of its bound (base/limits.h) is named by its field */
     expect_fail("{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 1099511627776, "
                 "\"num_hidden_layers\": 1, \"intermediate_size\": 8, \"vocab_size\": 1099511627776, "
                 "\"num_attention_heads\": 1}",
-                "overflows", NULL);
+                "$.hidden_size", "expected an integer in [1, 1048576], found 1099511627776");
+    expect_fail("{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 64, "
+                "\"num_hidden_layers\": 2, \"intermediate_size\": 128, \"vocab_size\": 16777217, "
+                "\"num_attention_heads\": 4}",
+                "$.vocab_size", "[1, 16777216]");
+    /* sizes each in range whose product passes 2^50 parameters: 100 layers x
+     * (q, k, v, o of one 2^20 head = 4 x 2^40, MLP 3 x 2^20 x 2^22 = 12 x 2^40)
+     * = 1.759e15, plus 2 x 2^24 x 2^20 = 3.5e13: 1.79e15 */
+    expect_fail("{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 1048576, "
+                "\"num_hidden_layers\": 100, \"intermediate_size\": 4194304, "
+                "\"vocab_size\": 16777216, \"num_attention_heads\": 1}",
+                "$: the config describes about 1.79e+15 parameters", "hidden 1048576");
+    /* ... and through the experts: 2 layers x 3 x 4096 x 2^22 x 65536 = 6.755e15
+     * (+ 2 x 3 x 4096 x 2^22 counted for a dense MLP, + attention: 6.76e15) */
+    expect_fail("{\"architectures\": [\"MixtralForCausalLM\"], \"hidden_size\": 4096, "
+                "\"num_hidden_layers\": 2, \"intermediate_size\": 4194304, \"vocab_size\": 100, "
+                "\"num_attention_heads\": 32, \"num_local_experts\": 65536, \"num_experts_per_tok\": 2}",
+                "about 6.76e+15 parameters", "65536 experts of 4194304");
     expect_fail("{\"architectures\": [\"MixtralForCausalLM\"], \"hidden_size\": 64, "
                 "\"num_hidden_layers\": 2, \"intermediate_size\": 128, \"vocab_size\": 100, "
                 "\"num_attention_heads\": 4, \"num_local_experts\": 2, \"num_experts_per_tok\": 3}",

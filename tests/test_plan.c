@@ -288,6 +288,26 @@ static char *replace(const char *text, const char *from, const char *to)
     return out;
 }
 
+/* "assumed" (the inputs loom's defaults chose) round-trips, in a fixed order,
+ * and is left out when nothing was assumed. */
+static void test_assumed(void)
+{
+    loom_plan *p = small_plan();
+    loom_error err = {0};
+    char *none = loom_plan_to_json(p, 0);
+    CHECK(none && !strstr(none, "assumed"));
+    p->assumed = LOOM_PLAN_ASSUMED_ZERO | LOOM_PLAN_ASSUMED_SEQ;
+    char *text = loom_plan_to_json(p, 0);
+    CHECK(text && strstr(text, "\"assumed\":\t[\"seq\", \"zero\"]"));
+    loom_plan *q = NULL;
+    CHECK_INT_EQ(loom_plan_parse("as.json", text, strlen(text), &q, &err), LOOM_OK);
+    if (q) CHECK_INT_EQ(q->assumed, LOOM_PLAN_ASSUMED_ZERO | LOOM_PLAN_ASSUMED_SEQ);
+    loom_plan_destroy(q);
+    loom_plan_destroy(p);
+    free(none);
+    free(text);
+}
+
 static void test_reader_errors(void)
 {
     loom_plan *p = small_plan();
@@ -313,6 +333,8 @@ static void test_reader_errors(void)
          "expected an integer"},
         {"\"step_time_s\":\t2.5", "\"step_time_s\":\t2.5, \"step_time_s\": 3", "step_time_s",
          "duplicate"},
+        {"\"space\":\t\"full\"", "\"space\":\t\"full\", \"assumed\": [\"seq\", \"mbs\"]",
+         "$.inputs.assumed[1]", "expected \"seq\", \"gbs\" or \"zero\""},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *bad = replace(good, cases[i].from, cases[i].to);
@@ -567,6 +589,7 @@ int main(void)
     test_small_plan();
     test_validator();
     test_rank_memory();
+    test_assumed();
     test_reader_errors();
     test_gpt2_one_gpu();
     test_llama8b_vs_megatron();

@@ -111,53 +111,130 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-void loom_cli_suggest(const char *arg, const char *kind, const char *const *extra, char *out,
-                      size_t n)
+/* The bundled names of `kind` (examples/<kind>/NAME.json in the source tree,
+ * else the installed data dir), without ".json", loom graphs left out, into
+ * names[0..cap); returns how many. */
+static int bundled_names(const char *kind, char (*names)[LOOM_NAME_MAX], int cap)
 {
-    char names[128][LOOM_NAME_MAX];
-    const char *list[160];
     int k = 0;
-    DIR *d;
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/examples/%s", LOOM_SOURCE_DIR, kind);
-    d = opendir(dir);
+    DIR *d = opendir(dir);
     if (!d) {
         snprintf(dir, sizeof dir, "%s/%s", LOOM_DATA_DIR, kind);
         d = opendir(dir);
     }
     struct dirent *de;
-    while (d && k < 128 && (de = readdir(d))) {
+    while (d && k < cap && (de = readdir(d))) {
         size_t len = strlen(de->d_name);
         if (len <= 5 || strcmp(de->d_name + len - 5, ".json") != 0 || len - 5 >= LOOM_NAME_MAX ||
             strstr(de->d_name, ".graph."))
             continue;
         snprintf(names[k], LOOM_NAME_MAX, "%.*s", (int)(len - 5), de->d_name);
-        list[k] = names[k];
         k++;
     }
     if (d) closedir(d);
-    for (; extra && *extra && k < 160; extra++) list[k++] = *extra;
-    qsort(list, (size_t)k, sizeof list[0], cmp_str);
-    /* the nearest names: distance within a third of the length (at least 2) */
+    return k;
+}
+
+/* Whether hay contains needle, case ignored. */
+static bool contains_nocase(const char *hay, const char *needle)
+{
+    size_t n = strlen(needle);
+    for (; *hay; hay++)
+        if (strncasecmp(hay, needle, n) == 0) return true;
+    return n == 0;
+}
+
+/* "did you mean A or B? " for the candidates nearest to arg (edit distance,
+ * case ignored, within a third of arg's length and at least 2), appended at
+ * out + *used; failing that, those that contain `stem` (case ignored, at
+ * least 3 characters; NULL: none); nothing when none qualifies. A name is
+ * offered once. */
+static void did_you_mean(const char *arg, const char *stem, const char *const *cand, int k,
+                         char *out, size_t n, size_t *used)
+{
     int best = 1 << 30;
     for (int i = 0; i < k; i++) {
-        int dd = edit_distance(arg, list[i]);
+        int dd = edit_distance(arg, cand[i]);
         if (dd < best) best = dd;
     }
     int lim = (int)strlen(arg) / 3 > 2 ? (int)strlen(arg) / 3 : 2;
+    bool by_stem = best > lim;
+    if (by_stem && (!stem || strlen(stem) < 3)) return;
+    int shown = 0;
+    for (int i = 0; i < k && *used < n; i++) {
+        bool pick = by_stem ? contains_nocase(cand[i], stem) : edit_distance(arg, cand[i]) == best;
+        for (int j = 0; pick && j < i; j++)
+            if (strcasecmp(cand[j], cand[i]) == 0) pick = false;   /* shown already */
+        if (pick)
+            *used += (size_t)snprintf(out + *used, n - *used, "%s%s",
+                                      shown++ ? " or " : "did you mean ", cand[i]);
+    }
+    if (shown && *used < n) *used += (size_t)snprintf(out + *used, n - *used, "? ");
+}
+
+void loom_cli_suggest(const char *arg, const char *kind, const char *const *extra, char *out,
+                      size_t n)
+{
+    char names[128][LOOM_NAME_MAX];
+    const char *list[160];
+    int k = bundled_names(kind, names, 128);
+    for (int i = 0; i < k; i++) list[i] = names[i];
+    for (; extra && *extra && k < 160; extra++) list[k++] = *extra;
+    qsort(list, (size_t)k, sizeof list[0], cmp_str);
     size_t used = 0;
     out[0] = '\0';
-    if (best <= lim) {
-        used += (size_t)snprintf(out + used, n - used, "did you mean ");
-        int shown = 0;
-        for (int i = 0; i < k && used < n; i++)
-            if (edit_distance(arg, list[i]) == best)
-                used += (size_t)snprintf(out + used, n - used, "%s%s", shown++ ? " or " : "", list[i]);
-        if (used < n) used += (size_t)snprintf(out + used, n - used, "? ");
-    }
+    did_you_mean(arg, NULL, list, k, out, n, &used);
     if (used < n) used += (size_t)snprintf(out + used, n - used, "known: ");
     for (int i = 0; i < k && used < n; i++)
         used += (size_t)snprintf(out + used, n - used, "%s%s", i ? ", " : "", list[i]);
+}
+
+const char *loom_cli_cluster_arg(const char *who, const char *arg, char *buf, size_t n)
+{
+    loom_cluster c;
+    loom_error err = {0};
+    if (!arg || !*arg) return arg;   /* loom_cluster_load says what is missing */
+    if (loom_cluster_preset(arg, &c, &err) == LOOM_OK) return arg;
+    if (loom_cli_find_data(arg, "clusters", buf, n)) return buf;
+    /* a preset's name with a bad node count: its own message says what N may be */
+    if (loom_cluster_is_preset_name(arg)) return arg;
+    /* Candidates: each preset with the node count the user wrote (digits
+     * ending arg after "-", "x" or "-x": "dgx-h10-16" -> dgx-h100-x16), else
+     * one node, and the bundled cluster files. The stem, arg without its node
+     * count ("h800" of "h800-x256"), finds names that contain it. */
+    size_t len = strlen(arg);
+    const char *digits = arg + len;
+    while (digits > arg && digits[-1] >= '0' && digits[-1] <= '9') digits--;
+    const char *cut = digits;
+    if (cut > arg && (cut[-1] == 'x' || cut[-1] == 'X')) cut--;
+    if (cut > arg && cut[-1] == '-') cut--;
+    if (cut == digits || !*digits || strlen(digits) > 7) digits = "1", cut = arg + len;
+    char stem[LOOM_NAME_MAX];
+    snprintf(stem, sizeof stem, "%.*s", (int)(cut - arg), arg);
+    char presets[32][LOOM_NAME_MAX], files[64][LOOM_NAME_MAX];
+    const char *cand[96];
+    int np = 0, nf = bundled_names("clusters", files, 64), k = 0;
+    for (size_t i = 0; i < loom_cluster_preset_count() && np < 32; i++, np++)
+        snprintf(presets[np], LOOM_NAME_MAX, "%s-x%s", loom_cluster_preset_prefix(i), digits);
+    for (int i = 0; i < np; i++) cand[k++] = presets[i];
+    for (int i = 0; i < nf; i++) cand[k++] = files[i];
+    char hint[3072];
+    size_t used = 0;
+    hint[0] = '\0';
+    did_you_mean(arg, stem, cand, k, hint, sizeof hint, &used);
+    if (used < sizeof hint) used += (size_t)snprintf(hint + used, sizeof hint - used, "presets: ");
+    for (size_t i = 0; i < loom_cluster_preset_count() && used < sizeof hint; i++)
+        used += (size_t)snprintf(hint + used, sizeof hint - used, "%s%s-xN", i ? ", " : "",
+                                 loom_cluster_preset_prefix(i));
+    qsort(cand + np, (size_t)nf, sizeof cand[0], cmp_str);
+    for (int i = 0; i < nf && used < sizeof hint; i++)
+        used += (size_t)snprintf(hint + used, sizeof hint - used, "%s%s", i ? ", " : "; bundled files: ",
+                                 cand[np + i]);
+    fprintf(stderr, "%s: cluster '%s': not a preset, a file or a bundled cluster; %s\n", who, arg,
+            hint);
+    return NULL;
 }
 
 int loom_cli_no_model(const char *who, const char *arg)
@@ -206,21 +283,31 @@ int loom_cli_check_outputs(const char *cmd, const loom_cli_path *inputs, int n_i
 #define INTER_MIN_BPS 1e9
 #define INTER_MAX_BPS 1.0e11
 
-int loom_cli_warn_inputs(const char *cmd, const loom_cluster *c, int64_t max_positions,
-                         int64_t gbs, int64_t seq, bool inference)
+int loom_cli_warn_inputs(const char *cmd, const char *cluster_file, const loom_cluster *c,
+                         int64_t max_positions, int64_t gbs, int64_t seq, bool inference)
 {
     int n = 0;
     double intra = c->intra.bandwidth_Bps, inter = c->inter.bandwidth_Bps;
+    /* where the value came from: the file and its field, or the preset */
+    char at[4200];
     if (c->gpus_per_node > 1 && (intra < INTRA_MIN_BPS || intra > INTRA_MAX_BPS)) {
-        fprintf(stderr, "loom %s: warning: %s: intra-node bandwidth %.4g GB/s per GPU is outside "
-                        "what NVLink, xGMI or PCIe give (%.0f-%.0f GB/s)\n",
-                cmd, c->name, intra / 1e9, INTRA_MIN_BPS / 1e9, INTRA_MAX_BPS / 1e9);
+        if (cluster_file)
+            snprintf(at, sizeof at, "%s: %s", cluster_file,
+                     c->intra_given ? "$.intra_node.bandwidth_GBps"
+                                    : "$.gpu.nvlink_GBps (the intra-node default)");
+        else snprintf(at, sizeof at, "cluster %s: intra-node bandwidth", c->name);
+        fprintf(stderr, "loom %s: warning: %s: %.4g GB/s per GPU is outside what NVLink, xGMI or "
+                        "PCIe give (%.0f-%.0f GB/s)\n",
+                cmd, at, intra / 1e9, INTRA_MIN_BPS / 1e9, INTRA_MAX_BPS / 1e9);
         n++;
     }
     if (c->nodes > 1 && (inter < INTER_MIN_BPS || inter > INTER_MAX_BPS)) {
-        fprintf(stderr, "loom %s: warning: %s: inter-node bandwidth %.4g GB/s per GPU is outside "
-                        "what a NIC gives (%.0f-%.0f GB/s)%s\n",
-                cmd, c->name, inter / 1e9, INTER_MIN_BPS / 1e9, INTER_MAX_BPS / 1e9,
+        if (cluster_file)
+            snprintf(at, sizeof at, "%s: $.inter_node.bandwidth_GBps", cluster_file);
+        else snprintf(at, sizeof at, "cluster %s: inter-node bandwidth", c->name);
+        fprintf(stderr, "loom %s: warning: %s: %.4g GB/s per GPU is outside what a NIC gives "
+                        "(%.0f-%.0f GB/s)%s\n",
+                cmd, at, inter / 1e9, INTER_MIN_BPS / 1e9, INTER_MAX_BPS / 1e9,
                 inter > INTER_MAX_BPS ? "; a NIC's Gb/s written as GB/s? 400 Gb/s is 50 GB/s" : "");
         n++;
     }

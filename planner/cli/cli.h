@@ -67,11 +67,12 @@ int64_t loom_cli_default_seq(const char *model_path);
 
 /* Warnings on stderr ("loom CMD: warning: …") for inputs that are legal but
  * probably a mistake: a link bandwidth outside what its kind of link has (a
- * NIC given in Gb/s as GB/s), a training batch too small to feed the
- * cluster, a sequence beyond the model's declared positions (max_positions
- * 0: unknown). Returns how many it printed. */
-int loom_cli_warn_inputs(const char *cmd, const loom_cluster *c, int64_t max_positions,
-                         int64_t gbs, int64_t seq, bool inference);
+ * NIC given in Gb/s as GB/s; named by cluster_file and its JSON field, or by
+ * the preset when cluster_file is NULL), a training batch too small to feed
+ * the cluster, a sequence beyond the model's declared positions
+ * (max_positions 0: unknown). Returns how many it printed. */
+int loom_cli_warn_inputs(const char *cmd, const char *cluster_file, const loom_cluster *c,
+                         int64_t max_positions, int64_t gbs, int64_t seq, bool inference);
 
 /* Whether LOOM_DETERMINISTIC asks for byte-identical output (search times
  * written as 0, as --no-timings): set, non-empty and not "0". The one rule
@@ -106,6 +107,15 @@ bool loom_cli_find_data(const char *arg, const char *kind, char *out, size_t n);
  * NULL: cluster presets). */
 void loom_cli_suggest(const char *arg, const char *kind, const char *const *extra, char *out,
                       size_t n);
+
+/* Resolves a --cluster argument to what loom_cluster_load takes: a valid
+ * preset name as given (case-insensitive), an existing file, or a bundled
+ * cluster file (examples/clusters/, ".json" optional, case-insensitive), in
+ * buf. NULL when it is none of these, after printing "<who>: cluster 'ARG':
+ * not a preset, a file or a bundled cluster; did you mean dgx-h100-x16?
+ * presets: …; bundled files: …". A preset's name with a bad node count is
+ * returned as is, for loom_cluster_load's own message. */
+const char *loom_cli_cluster_arg(const char *who, const char *arg, char *buf, size_t n);
 
 /* Prints "<who>: ARG: no such file, and no bundled model of that name; did
  * you mean …? known: …" on stderr and returns LOOM_EXIT_FAIL. */

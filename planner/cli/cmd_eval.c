@@ -248,14 +248,17 @@ static void print_text(const eval_args *a, const loom_cluster *c, const loom_gra
 {
     const loom_parallel *p = &a->p;
     const loom_step_breakdown *b = &r->breakdown;
+    char zero[32];
+    if (p->dist_opt) snprintf(zero, sizeof zero, "distributed optimizer");
+    else if (p->zero) snprintf(zero, sizeof zero, "ZeRO-%d", p->zero);
+    else snprintf(zero, sizeof zero, "no ZeRO");
     printf("%s on %s (%lld × %s)\n", loom_graph_name(g), c->name, (long long)r->gpus, c->gpu.name);
     printf("config: tp %lld × pp %lld × dp %lld (cp %lld, ep %lld); mbs %lld, gbs %lld → %lld "
            "micro-batches; seq %lld, %s%s, recompute %s, vpp %lld, %s\n",
            (long long)p->tp, (long long)p->pp, (long long)p->dp, (long long)p->cp, (long long)p->ep,
            (long long)p->mbs, (long long)p->gbs, (long long)r->microbatches, (long long)p->seq,
            loom_dtype_name(p->dtype), p->sp ? ", SP" : "", loom_recompute_name(p->recompute),
-           (long long)p->vpp, p->dist_opt ? "distributed optimizer" : p->zero ? "ZeRO" : "no ZeRO");
-    if (p->zero) printf("        ZeRO stage %d\n", p->zero);
+           (long long)p->vpp, zero);
     printf("\nstep time            %10.4f s\n", r->step_time_s);
     const struct { const char *name; double s; } parts[] = {
         {"compute", b->compute_s},     {"tensor-parallel comm", b->tp_comm_s},
@@ -327,6 +330,15 @@ static int print_json(const eval_args *a, const loom_cluster *c, const loom_grap
     cJSON_AddStringToObject(cfg, "framework", loom_framework_name(p->framework));
     cJSON_AddStringToObject(cfg, "dtype", loom_dtype_name(p->dtype));
     cJSON_AddBoolToObject(cfg, "flash_attention", p->flash);
+    /* the inputs loom's shared defaults chose, as the text's "assumed:" line */
+    cJSON *as = cJSON_AddArrayToObject(o, "assumed");
+    if (!a->from_megatron) {
+        if (!a->seq_given) cJSON_AddItemToArray(as, cJSON_CreateString("seq"));
+        if (!a->gbs_given) cJSON_AddItemToArray(as, cJSON_CreateString("gbs"));
+        if (!a->zero_given && !a->dist_opt_given) cJSON_AddItemToArray(as, cJSON_CreateString("zero"));
+        if (!a->attn_given && p->framework != LOOM_FRAMEWORK_MEGATRON)
+            cJSON_AddItemToArray(as, cJSON_CreateString("attention_kernel"));
+    }
     cJSON_AddNumberToObject(o, "microbatches", (double)r->microbatches);
     cJSON_AddNumberToObject(o, "step_time_s", r->step_time_s);
     cJSON_AddNumberToObject(o, "tokens_per_s", r->tokens_per_s);
@@ -403,11 +415,9 @@ int loom_cmd_eval(int argc, char **argv)
 
     loom_error err = {0};
     loom_cluster cluster;
-    char path[4096];
-    const char *cl = loom_cli_find_data(a.cluster, "clusters", path, sizeof path) &&
-                             !loom_cluster_is_preset_name(a.cluster)
-                         ? path
-                         : a.cluster;
+    char path[4096], cluster_path[4096];
+    const char *cl = loom_cli_cluster_arg("loom eval", a.cluster, cluster_path, sizeof cluster_path);
+    if (!cl) return LOOM_EXIT_FAIL;
     if (loom_cluster_load(cl, &cluster, &err)) return loom_cli_fail(&err);
     if (a.memory_headroom >= 0) cluster.memory_headroom = a.memory_headroom;
     if (!a.dp_given) {
@@ -464,8 +474,8 @@ int loom_cmd_eval(int argc, char **argv)
         rc = loom_cli_fail(&err);
     } else {
         rc = LOOM_EXIT_OK;
-        loom_cli_warn_inputs("eval", &cluster, loom_graph_info_c(g)->max_positions, a.p.gbs,
-                             a.p.seq, false);
+        loom_cli_warn_inputs("eval", loom_cluster_is_preset_name(cl) ? NULL : cl, &cluster,
+                             loom_graph_info_c(g)->max_positions, a.p.gbs, a.p.seq, false);
         if (a.json) rc = print_json(&a, &cluster, g, &r);
         else {
             if (!a.from_megatron) print_assumed(&a);

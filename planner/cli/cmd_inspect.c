@@ -10,6 +10,11 @@
  * divided by batch · seq, so they include the attention's s-dependent term
  * (4·s·h per layer forward in Korthikanti et al.'s count), not just 2·params.
  * Activation bytes are those of one micro-batch of `batch` sequences.
+ *
+ * The sequence defaults to loom plan's and loom eval's (LOOM_CLI_DEFAULT_SEQ,
+ * capped at a learned position table), the batch to one sequence; what was
+ * assumed is printed first ("assumed: seq 4096, batch 1 …") and listed in
+ * the JSON's "assumed". A loom graph fixes its own shapes: nothing assumed.
  */
 #include <cJSON.h>
 #include <inttypes.h>
@@ -47,9 +52,9 @@ static const char *supported(void) { return loom_model_supported(); }
 static const loom_cli_option inspect_opts[] = {
     {.name = "--seq", .kind = LOOM_CLI_SIZE, .field = F(o.seq), .given = F(seq_opt), .lo = 1,
      .hi = LOOM_MODEL_MAX_SEQ, .metavar = "N", .help = "sequence length",
-     .def = "2048, capped at n_positions (GPT-2)"},
+     .def = "4096 as loom plan and loom eval, capped at n_positions (GPT-2)"},
     {.name = "--batch", .kind = LOOM_CLI_INT, .field = F(o.batch), .given = F(batch_opt), .lo = 1,
-     .hi = LOOM_MODEL_MAX_BATCH, .metavar = "N", .help = "sequences per micro-batch"},
+     .hi = LOOM_MODEL_MAX_BATCH, .metavar = "N", .help = "sequences per micro-batch", .def = "1"},
     {.name = "--dtype", .kind = LOOM_CLI_ENUM, .field = F(o.dtype), .given = F(dtype_opt),
      .choices = dtype_choices, .metavar = "T", .help = "weight and activation dtype"},
     {.name = "--unfused-attention", .kind = LOOM_CLI_FLAG, .field = F(unfused),
@@ -282,7 +287,8 @@ static cJSON *tensor_json(const loom_tensor *t)
 }
 
 static int print_json(const char *path, const loom_graph *g, const loom_graph_totals *tot,
-                      const uint64_t *sig, int32_t n_sigs, int64_t tokens, int64_t act_max)
+                      const uint64_t *sig, int32_t n_sigs, int64_t tokens, int64_t act_max,
+                      bool seq_assumed, bool batch_assumed)
 {
     const loom_model_info *m = loom_graph_info_c(g);
     int32_t nl = loom_graph_layer_count(g), fb = first_block(g);
@@ -292,6 +298,9 @@ static int print_json(const char *path, const loom_graph *g, const loom_graph_to
     if (m->arch[0]) cJSON_AddStringToObject(o, "arch", m->arch);
     cJSON_AddNumberToObject(o, "seq", (double)m->seq);
     cJSON_AddNumberToObject(o, "batch", (double)m->batch);
+    cJSON *as = cJSON_AddArrayToObject(o, "assumed");
+    if (seq_assumed) cJSON_AddItemToArray(as, cJSON_CreateString("seq"));
+    if (batch_assumed) cJSON_AddItemToArray(as, cJSON_CreateString("batch"));
     cJSON_AddStringToObject(o, "dtype", loom_dtype_name(m->dtype));
     cJSON_AddBoolToObject(o, "flash_attention", m->flash_attention);
     cJSON_AddNumberToObject(o, "params", (double)tot->params);
@@ -375,7 +384,6 @@ int loom_cmd_inspect(int argc, char **argv)
     int prc = loom_cli_parse(&loom_cli_spec_inspect, argc, argv, &args);
     if (prc != LOOM_CLI_RUN) return prc;
     loom_model_opts o = args.o;
-    if (!args.seq_opt) o.seq = 0;   /* the model's default: 2048, or n_positions when smaller (GPT-2) */
     if (args.unfused) o.flash_attention = false;
     const char *model = args.model;
     bool json = args.json, seq_opt = args.seq_opt, batch_opt = args.batch_opt,
@@ -386,11 +394,20 @@ int loom_cmd_inspect(int argc, char **argv)
         return loom_cli_no_model("loom", model);
     }
 
+    /* the shared default sequence (cli.h), as loom plan and loom eval */
+    if (!seq_opt) o.seq = loom_cli_default_seq(path);
     loom_error err = {0};
     loom_graph *g = NULL;
-    if (loom_model_load(path, &o, &g, &err)) return loom_cli_fail(&err);
+    loom_model_source *src = NULL;
+    if (loom_model_open(path, &src, &err) || loom_model_source_build(src, &o, &g, &err)) {
+        loom_model_source_destroy(src);
+        return loom_cli_fail(&err);
+    }
+    bool fixed = loom_model_source_fixed_shapes(src);   /* a loom graph: its own shapes */
+    loom_model_source_destroy(src);
     loom_cli_print_warnings(g);
     const loom_model_info *m = loom_graph_info_c(g);
+    bool seq_assumed = !fixed && !seq_opt, batch_assumed = !fixed && !batch_opt;
     /* A loom graph carries its own shapes; say so rather than ignore the options silently. */
     if ((seq_opt && m->seq != o.seq) || (batch_opt && m->batch != o.batch) ||
         (dtype_opt && m->dtype != o.dtype))
@@ -430,8 +447,19 @@ int loom_cmd_inspect(int argc, char **argv)
     int32_t n_sigs = distinct_signatures(sig, nl);
     int64_t tokens = m->seq * m->batch;
     int rc = LOOM_EXIT_OK;
-    if (json) rc = print_json(path, g, &tot, sig, n_sigs, tokens, act_max);
-    else print_text(path, g, &tot, runs, n_runs, n_sigs, tokens, act_max);
+    if (json) {
+        rc = print_json(path, g, &tot, sig, n_sigs, tokens, act_max, seq_assumed, batch_assumed);
+    } else {
+        char buf[64] = "";
+        size_t n = 0;
+        if (seq_assumed) n += (size_t)snprintf(buf, sizeof buf, "seq %lld", (long long)m->seq);
+        if (batch_assumed)
+            snprintf(buf + n, sizeof buf - n, "%sbatch %lld", n ? ", " : "", (long long)m->batch);
+        if (buf[0])
+            printf("assumed: %s (loom's defaults; the sequence is loom plan's and loom eval's; "
+                   "--seq, --batch to change)\n", buf);
+        print_text(path, g, &tot, runs, n_runs, n_sigs, tokens, act_max);
+    }
     free(sig);
     free(runs);
     loom_graph_destroy(g);

@@ -11,10 +11,17 @@
  * the write in progress, loom_fileio_unlink_inflight) or had written, so
  * nothing partial is left.
  *
+ * --time-limit S is a wall-clock deadline S seconds after the search is
+ * started (a SIGALRM timer that raises the same stop flag): the search's own
+ * limit only acts once it has a plan to return, but a first plan can take
+ * longer than S. Past the deadline the best plan so far is the result
+ * (search.status "time-limit"); with none, loom says so and exits 1.
+ *
  * Exit codes: 0 planned, 1 bad input or failure, 2 usage, 3 no plan fits.
  */
 #include <signal.h>
 #include <stdio.h>
+#include <sys/time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -89,7 +96,7 @@ static const loom_cli_option plan_opts[] = {
     {.name = "--calib", .kind = LOOM_CLI_STR, .field = F(req.calib_path), .metavar = "FILE",
      .help = "calibrated efficiencies (loom calibrate)"},
     {.name = "--time-limit", .kind = LOOM_CLI_NUM, .field = F(req.search.time_limit_s), .min = 1e-3,
-     .max = 1e7, .metavar = "S", .help = "stop the search after S seconds with the best so far",
+     .max = 1e7, .metavar = "S", .help = "stop the search S seconds after it starts, with the best\nplan so far (none yet: exit 1)",
      .def = "none"},
     /* 0 in the request: the search's own default (loom_search_options_init) */
     {.name = "--max-mbs", .kind = LOOM_CLI_INT, .field = F(req.search.max_micro_batch), .lo = 1,
@@ -156,6 +163,42 @@ static volatile sig_atomic_t stop_flag;
 #define MAX_OUTPUTS 3
 static char out_path[MAX_OUTPUTS][4096];
 static volatile sig_atomic_t out_written[MAX_OUTPUTS], n_outputs;
+
+/* Set by SIGALRM when --time-limit's deadline passes (also raises stop_flag). */
+static volatile sig_atomic_t deadline_hit;
+
+static void on_deadline(int sig)
+{
+    (void)sig;
+    deadline_hit = 1;
+    stop_flag = 1;
+}
+
+/* Arms a one-shot real-time timer for limit_s seconds (0: none); old gets
+ * the previous SIGALRM action for disarm_deadline. SA_RESTART: file reads
+ * under way when it fires carry on. */
+static void arm_deadline(double limit_s, struct sigaction *old)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_deadline;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGALRM, &sa, old);
+    if (limit_s <= 0) return;
+    struct itimerval it = {{0, 0}, {0, 0}};
+    it.it_value.tv_sec = (time_t)limit_s;
+    it.it_value.tv_usec = (suseconds_t)((limit_s - (double)it.it_value.tv_sec) * 1e6);
+    if (it.it_value.tv_sec == 0 && it.it_value.tv_usec == 0) it.it_value.tv_usec = 1;
+    setitimer(ITIMER_REAL, &it, NULL);
+}
+
+static void disarm_deadline(const struct sigaction *old)
+{
+    struct itimerval off = {{0, 0}, {0, 0}};
+    setitimer(ITIMER_REAL, &off, NULL);
+    sigaction(SIGALRM, old, NULL);
+}
 
 /* The signals that stop a search: Ctrl-C, kill's default, a closed terminal. */
 static const int stop_signals[] = {SIGINT, SIGTERM, SIGHUP};
@@ -224,19 +267,27 @@ static const char *gib(int64_t bytes, char *buf, size_t n)
     return buf;
 }
 
-/* What was assumed rather than given: the shared defaults (cli.h). */
+/* Which inputs were assumed rather than given (the shared defaults, cli.h):
+ * LOOM_PLAN_ASSUMED_* bits, for the header line and the plan's "assumed". */
+static unsigned assumed_inputs(const plan_args *a, const loom_plan_request *req)
+{
+    return (a->seq_given ? 0u : LOOM_PLAN_ASSUMED_SEQ) | (a->gbs_given ? 0u : LOOM_PLAN_ASSUMED_GBS) |
+           (a->zero_given || a->search_zero || req->problem.inference ? 0u : LOOM_PLAN_ASSUMED_ZERO);
+}
+
 static void print_assumed(const plan_args *a, const loom_plan_request *req)
 {
     char buf[256] = "";
     size_t n = 0;
-    if (!a->seq_given)
+    unsigned as = assumed_inputs(a, req);
+    if (as & LOOM_PLAN_ASSUMED_SEQ)
         n += (size_t)snprintf(buf + n, sizeof buf - n, "%sseq %lld", n ? ", " : "",
                               (long long)req->problem.seq);
-    if (!a->gbs_given)
+    if (as & LOOM_PLAN_ASSUMED_GBS)
         n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s %lld", n ? ", " : "",
                               req->problem.inference ? "sequences" : "gbs",
                               (long long)req->problem.gbs);
-    if (!a->zero_given && !a->search_zero && !req->problem.inference)
+    if (as & LOOM_PLAN_ASSUMED_ZERO)
         n += (size_t)snprintf(buf + n, sizeof buf - n, "%sZeRO-%d", n ? ", " : "",
                               req->search.zero);
     if (n)
@@ -332,9 +383,8 @@ int loom_cmd_plan(int argc, char **argv)
     if (!loom_cli_find_data(model, "models", model_path, sizeof model_path)) {
         return loom_cli_no_model("loom plan", model);
     }
-    if (!loom_cluster_is_preset_name(cluster) &&
-        loom_cli_find_data(cluster, "clusters", cluster_path, sizeof cluster_path))
-        cluster = cluster_path;
+    cluster = loom_cli_cluster_arg("loom plan", cluster, cluster_path, sizeof cluster_path);
+    if (!cluster) return LOOM_EXIT_FAIL;
     if (!args.seq_given) req.problem.seq = loom_cli_default_seq(model_path);
     req.model_path = model_path;
     req.model_label = model;
@@ -356,14 +406,26 @@ int loom_cmd_plan(int argc, char **argv)
     req.search.stop = &stop_flag;
     int o_req = add_output(req.profile_requests_path), o_plan = add_output(out),
         o_svg = add_output(svg);
-    struct sigaction old[N_STOP_SIGNALS];
+    struct sigaction old[N_STOP_SIGNALS], old_alarm;
     catch_stop_signals(old);
 
     loom_plan *plan = NULL;
     loom_plan_diag dg;
     loom_error err = {0};
+    double limit_s = req.search.time_limit_s;
+    arm_deadline(limit_s, &old_alarm);
     loom_status st = loom_plan_run(&req, &plan, &dg, &err);
+    disarm_deadline(&old_alarm);
     if (ps.shown) fprintf(stderr, "\r\033[K");
+    if (st == LOOM_ERR_LIMIT && deadline_hit && !interrupted) {
+        restore_signals(old);
+        fprintf(stderr, "loom plan: the search was stopped by --time-limit %g s before it found "
+                        "a plan (%.2f s in); nothing written; give it more time\n",
+                limit_s, since(ps.start_s));
+        return LOOM_EXIT_FAIL;
+    }
+    if (st == LOOM_OK && deadline_hit && !interrupted)
+        snprintf(plan->search_status, sizeof plan->search_status, "time-limit");
     if (st == LOOM_ERR_INFEASIBLE) {
         restore_signals(old);
         return cannot_fit(&req, &dg, &err);
@@ -374,7 +436,8 @@ int loom_cmd_plan(int argc, char **argv)
         loom_cluster cl;
         loom_error e2 = {0};
         if (loom_cluster_load(cluster, &cl, &e2) == LOOM_OK)
-            loom_cli_warn_inputs(cmd, &cl, plan->model_info.max_positions, plan->gbs, plan->seq,
+            loom_cli_warn_inputs(cmd, loom_cluster_is_preset_name(cluster) ? NULL : cluster, &cl,
+                                 plan->model_info.max_positions, plan->gbs, plan->seq,
                                  req.problem.inference);
     }
     if (interrupted)
@@ -382,6 +445,7 @@ int loom_cmd_plan(int argc, char **argv)
 
     int flags = no_timings ? LOOM_PLAN_JSON_NO_TIMINGS : 0;
     if (no_timings) plan->search_time_s = 0;
+    plan->assumed = assumed_inputs(&args, &req);
     if (out && (st = loom_plan_write(plan, out, flags, &err))) goto fail;
     if (o_plan >= 0) out_written[o_plan] = 1;
     if (svg && (st = loom_plan_svg_write(plan, svg, &err))) goto fail;

@@ -40,6 +40,8 @@ typedef struct {
     int64_t layer, micro_batches;
     double budget_gib, time_limit_s;
     bool inference, megatron, debug, json, layer_set, unfused;
+    bool seq_given, batch_given;
+    bool fixed_shapes;   /* a loom graph file: its own seq and batch, nothing assumed */
 } shard_args;
 
 static bool parse_mesh(const char *v, loom_mesh_shape *m)
@@ -83,10 +85,11 @@ static const loom_cli_option shard_opts[] = {
      .help = "logical mesh, e.g. 1x8, 2x4, 4x8 (required)"},
     {.name = "--cluster", .kind = LOOM_CLI_STR, .field = F(cluster), .metavar = "C",
      .help = "cluster preset or file", .def = "dgx-h100-xN, N nodes enough for the mesh"},
-    {.name = "--batch", .kind = LOOM_CLI_INT, .field = F(mo.batch), .lo = 1,
-     .hi = LOOM_MODEL_MAX_BATCH, .metavar = "N", .help = "micro-batch size"},
-    {.name = "--seq", .kind = LOOM_CLI_SIZE, .field = F(mo.seq), .lo = 1, .hi = LOOM_MODEL_MAX_SEQ,
-     .metavar = "N", .help = "sequence length"},
+    {.name = "--batch", .kind = LOOM_CLI_INT, .field = F(mo.batch), .given = F(batch_given),
+     .lo = 1, .hi = LOOM_MODEL_MAX_BATCH, .metavar = "N", .help = "micro-batch size"},
+    {.name = "--seq", .kind = LOOM_CLI_SIZE, .field = F(mo.seq), .given = F(seq_given), .lo = 1,
+     .hi = LOOM_MODEL_MAX_SEQ, .metavar = "N", .help = "sequence length",
+     .def = "4096 as loom plan, capped at n_positions (GPT-2)"},
     {.name = "--dtype", .kind = LOOM_CLI_ENUM, .field = F(mo.dtype), .choices = dtype_choices,
      .metavar = "T", .help = "bf16, fp16, fp32 or fp8"},
     {.name = "--unfused-attention", .kind = LOOM_CLI_FLAG, .field = F(unfused),
@@ -143,15 +146,15 @@ static int parse_args(int argc, char **argv, shard_args *a)
     return LOOM_CLI_RUN;
 }
 
-/* The cluster: the named one, or the smallest DGX H100 preset holding the mesh. */
-static loom_status load_cluster(const shard_args *a, loom_cluster *c, loom_error *err)
+/* The cluster: the named one (resolved by loom_cli_cluster_arg), or the
+ * smallest DGX H100 preset holding the mesh. */
+static loom_status load_cluster(const shard_args *a, const char *named, loom_cluster *c,
+                                loom_error *err)
 {
-    char name[4096];
+    char name[64];
     int64_t gpus = a->mesh.n0 * a->mesh.n1;
-    if (!a->cluster) snprintf(name, sizeof name, "dgx-h100-x%lld", (long long)((gpus + 7) / 8));
-    else if (!loom_cli_find_data(a->cluster, "clusters", name, sizeof name))
-        snprintf(name, sizeof name, "%s", a->cluster);
-    loom_status s = loom_cluster_load(name, c, err);
+    snprintf(name, sizeof name, "dgx-h100-x%lld", (long long)((gpus + 7) / 8));
+    loom_status s = loom_cluster_load(named ? named : name, c, err);
     if (s) return s;
     if (gpus > loom_cluster_gpus(c))
         return loom_error_set(err, LOOM_ERR_INVALID,
@@ -195,6 +198,15 @@ static void print_text(const shard_args *a, const char *path, const loom_graph *
     const loom_model_info *m = loom_graph_info_c(g);
     int32_t first, count;
     loom_graph_layer_ops(g, layer, &first, &count);
+    char as[64] = "";
+    size_t n = 0;
+    if (!a->seq_given && !a->fixed_shapes)
+        n += (size_t)snprintf(as, sizeof as, "seq %lld", (long long)m->seq);
+    if (!a->batch_given && !a->fixed_shapes)
+        snprintf(as + n, sizeof as - n, "%sbatch %lld", n ? ", " : "", (long long)m->batch);
+    if (as[0])
+        printf("assumed: %s (loom's defaults; the sequence is loom plan's and loom eval's; "
+               "--seq, --batch to change)\n", as);
     printf("model    %s (%s): batch %lld x seq %lld, %s\n", loom_graph_name(g), path,
            (long long)m->batch, (long long)m->seq, loom_dtype_name(m->dtype));
     printf("cluster  %s: %lld x %lld %s\n", c->name, (long long)c->nodes, (long long)c->gpus_per_node,
@@ -274,6 +286,12 @@ static int print_json(const shard_args *a, const char *path, const loom_graph *g
     cJSON_AddStringToObject(o, "model", loom_graph_name(g));
     cJSON_AddStringToObject(o, "file", path);
     cJSON_AddStringToObject(o, "cluster", c->name);
+    const loom_model_info *m = loom_graph_info_c(g);
+    cJSON_AddNumberToObject(o, "seq", (double)m->seq);
+    cJSON_AddNumberToObject(o, "batch", (double)m->batch);
+    cJSON *as = cJSON_AddArrayToObject(o, "assumed");
+    if (!a->seq_given && !a->fixed_shapes) cJSON_AddItemToArray(as, cJSON_CreateString("seq"));
+    if (!a->batch_given && !a->fixed_shapes) cJSON_AddItemToArray(as, cJSON_CreateString("batch"));
     cJSON *mesh = cJSON_AddArrayToObject(o, "mesh");
     cJSON_AddItemToArray(mesh, cJSON_CreateNumber((double)a->mesh.n0));
     cJSON_AddItemToArray(mesh, cJSON_CreateNumber((double)a->mesh.n1));
@@ -342,12 +360,26 @@ int loom_cmd_shard(int argc, char **argv)
     if (!loom_cli_find_data(a.model, "models", path, sizeof path)) {
         return loom_cli_no_model("loom", a.model);
     }
+    /* the shared default sequence (cli.h), as loom plan, eval and inspect */
+    if (!a.seq_given) a.mo.seq = loom_cli_default_seq(path);
+    {
+        loom_model_source *src = NULL;
+        loom_error e0 = {0};
+        if (loom_model_open(path, &src, &e0) == LOOM_OK)
+            a.fixed_shapes = loom_model_source_fixed_shapes(src);
+        loom_model_source_destroy(src);
+    }
+    char cluster_path[4096];
+    const char *named = NULL;
+    if (a.cluster &&
+        !(named = loom_cli_cluster_arg("loom shard", a.cluster, cluster_path, sizeof cluster_path)))
+        return LOOM_EXIT_FAIL;
     loom_error err = {0};
     loom_cluster cluster;
     loom_graph *g = NULL;
     loom_cost_model *cm = NULL;
     loom_intra_result r = {0};
-    if (load_cluster(&a, &cluster, &err) || loom_model_load(path, &a.mo, &g, &err) ||
+    if (load_cluster(&a, named, &cluster, &err) || loom_model_load(path, &a.mo, &g, &err) ||
         loom_cost_model_create(&cluster, NULL, NULL, &cm, &err)) {
         rc = loom_cli_fail(&err);
         goto done;

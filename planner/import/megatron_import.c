@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "base/fileio.h"
+#include "base/limits.h"
 #include "planner/export/megatron_args.h"
 #include "planner/import/megatron_cmdline.h"
 #include "planner/import/megatron_split.h"
@@ -267,36 +268,35 @@ static loom_status read_shape(const ctx *c, loom_megatron_launch *out)
 {
     loom_model_info *m = &out->config.model;
     loom_megatron_shape *sh = &out->shape;
-    const int64_t big = (int64_t)1 << 40;
     loom_status s;
     int64_t layers = 0, enc_layers = 0, dec_layers = 0, qg = 1, shared = 0, seq = 0, enc_seq = 0;
     const char *norm = NULL, *pos = NULL, *freq = NULL;
-    if ((s = get_int(c, "--num-layers", 0, 1, 100000, &layers)) ||
-        (s = get_int(c, "--encoder-num-layers", 0, 1, 100000, &enc_layers)) ||
-        (s = get_int(c, "--decoder-num-layers", 0, 1, 100000, &dec_layers)) ||
-        (s = get_int(c, "--hidden-size", 0, 1, big, &m->hidden)) ||
-        (s = get_int(c, "--num-attention-heads", 0, 1, big, &m->heads)) ||
-        (s = get_int(c, "--num-query-groups", 1, 1, big, &qg)) ||
-        (s = get_int(c, "--kv-channels", 0, 1, big, &m->head_dim)) ||
-        (s = get_int(c, "--ffn-hidden-size", 0, 1, big, &m->ffn)) ||
-        (s = get_int(c, "--vocab-size", 0, 1, big, &m->vocab)) ||
-        (s = get_int(c, "--padded-vocab-size", m->vocab, 1, big, &m->vocab)) ||
-        (s = get_int(c, "--max-position-embeddings", 0, 1, big, &m->max_positions)) ||
-        (s = get_int(c, "--seq-length", 0, 1, big, &seq)) ||
-        (s = get_int(c, "--encoder-seq-length", 0, 1, big, &enc_seq)) ||
-        (s = get_int(c, "--num-experts", 0, 0, 1 << 20, &m->experts)) ||
-        (s = get_int(c, "--moe-router-topk", 2, 1, 1 << 20, &m->experts_topk)) ||
-        (s = get_int(c, "--moe-shared-expert-intermediate-size", 0, 1, big, &shared)) ||
+    if ((s = get_int(c, "--num-layers", 0, 1, LOOM_MAX_LAYERS, &layers)) ||
+        (s = get_int(c, "--encoder-num-layers", 0, 1, LOOM_MAX_LAYERS, &enc_layers)) ||
+        (s = get_int(c, "--decoder-num-layers", 0, 1, LOOM_MAX_LAYERS, &dec_layers)) ||
+        (s = get_int(c, "--hidden-size", 0, 1, LOOM_MAX_WIDTH, &m->hidden)) ||
+        (s = get_int(c, "--num-attention-heads", 0, 1, LOOM_MAX_WIDTH, &m->heads)) ||
+        (s = get_int(c, "--num-query-groups", 1, 1, LOOM_MAX_WIDTH, &qg)) ||
+        (s = get_int(c, "--kv-channels", 0, 1, LOOM_MAX_WIDTH, &m->head_dim)) ||
+        (s = get_int(c, "--ffn-hidden-size", 0, 1, LOOM_MAX_FFN, &m->ffn)) ||
+        (s = get_int(c, "--vocab-size", 0, 1, LOOM_MAX_VOCAB, &m->vocab)) ||
+        (s = get_int(c, "--padded-vocab-size", m->vocab, 1, LOOM_MAX_VOCAB, &m->vocab)) ||
+        (s = get_int(c, "--max-position-embeddings", 0, 1, LOOM_MAX_SEQ, &m->max_positions)) ||
+        (s = get_int(c, "--seq-length", 0, 1, LOOM_MAX_SEQ, &seq)) ||
+        (s = get_int(c, "--encoder-seq-length", 0, 1, LOOM_MAX_SEQ, &enc_seq)) ||
+        (s = get_int(c, "--num-experts", 0, 0, LOOM_MAX_EXPERTS, &m->experts)) ||
+        (s = get_int(c, "--moe-router-topk", 2, 1, LOOM_MAX_EXPERTS, &m->experts_topk)) ||
+        (s = get_int(c, "--moe-shared-expert-intermediate-size", 0, 1, LOOM_MAX_FFN, &shared)) ||
         (s = get_str(c, "--moe-layer-freq", NULL, &freq)) ||
         (s = get_str(c, "--normalization", "LayerNorm", &norm)) ||
         (s = get_str(c, "--position-embedding-type", "learned_absolute", &pos)) ||
         (s = get_num(c, "--hidden-dropout", 0.1, &sh->hidden_dropout)) ||
         (s = get_num(c, "--attention-dropout", 0.1, &sh->attention_dropout)) ||
-        (s = get_int(c, "--q-lora-rank", 0, 1, big, &sh->q_lora)) ||
-        (s = get_int(c, "--kv-lora-rank", 32, 1, big, &sh->kv_lora)) ||
-        (s = get_int(c, "--qk-head-dim", 128, 1, big, &sh->qk_head)) ||
-        (s = get_int(c, "--qk-pos-emb-head-dim", 64, 1, big, &sh->qk_pos)) ||
-        (s = get_int(c, "--v-head-dim", 128, 1, big, &sh->v_head)))
+        (s = get_int(c, "--q-lora-rank", 0, 1, LOOM_MAX_WIDTH, &sh->q_lora)) ||
+        (s = get_int(c, "--kv-lora-rank", 32, 1, LOOM_MAX_WIDTH, &sh->kv_lora)) ||
+        (s = get_int(c, "--qk-head-dim", 128, 1, LOOM_MAX_WIDTH, &sh->qk_head)) ||
+        (s = get_int(c, "--qk-pos-emb-head-dim", 64, 1, LOOM_MAX_WIDTH, &sh->qk_pos)) ||
+        (s = get_int(c, "--v-head-dim", 128, 1, LOOM_MAX_WIDTH, &sh->v_head)))
         return s;
     if (layers && enc_layers)
         return failf(c, line_of(c, "--encoder-num-layers"),
@@ -333,7 +333,7 @@ static loom_status read_shape(const ctx *c, loom_megatron_launch *out)
         return failf(c, line_of(c, "--normalization"),
                      "--normalization must be LayerNorm or RMSNorm, found '%s'", norm);
     if (m->experts > 0) {
-        if ((s = get_int(c, "--moe-ffn-hidden-size", m->ffn, 1, big, &m->moe_ffn))) return s;
+        if ((s = get_int(c, "--moe-ffn-hidden-size", m->ffn, 1, LOOM_MAX_FFN, &m->moe_ffn))) return s;
         if (m->experts_topk > m->experts)
             return failf(c, line_of(c, "--moe-router-topk"),
                          "--moe-router-topk %lld exceeds --num-experts %lld",

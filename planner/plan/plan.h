@@ -97,6 +97,12 @@ typedef struct {
     loom_plan_op *ops;               /* [n_ops], layer order */
 } loom_plan_stage;
 
+/* The inputs a plan can have taken from loom's shared defaults (the CLI's
+ * LOOM_CLI_DEFAULT_*) rather than from the user, as "assumed" names them. */
+#define LOOM_PLAN_ASSUMED_SEQ  1u
+#define LOOM_PLAN_ASSUMED_GBS  2u
+#define LOOM_PLAN_ASSUMED_ZERO 4u
+
 typedef struct {
     /* inputs */
     char model[LOOM_PLAN_TEXT_MAX];       /* as given: path or bundled name */
@@ -109,6 +115,8 @@ typedef struct {
     loom_objective objective;
     char space[16];                       /* "full" | "megatron" */
     double latency_bound_s;               /* inference throughput bound (0 = none) */
+    unsigned assumed;                     /* LOOM_PLAN_ASSUMED_*: inputs loom's defaults
+                                             chose, not the user (0: all given) */
 
     /* model shape and the cluster, for exporters and the validator */
     loom_model_info model_info;

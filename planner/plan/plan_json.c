@@ -117,6 +117,15 @@ static void write_stage(cJSON *arr, const loom_plan_stage *s, int flags)
     num(t, "stage", s->time_s);
 }
 
+/* "assumed": the inputs taken from loom's defaults (plan.h), in this order. */
+static const struct {
+    unsigned bit;
+    const char *name;
+} assumed_names[] = {{LOOM_PLAN_ASSUMED_SEQ, "seq"},
+                     {LOOM_PLAN_ASSUMED_GBS, "gbs"},
+                     {LOOM_PLAN_ASSUMED_ZERO, "zero"}};
+#define N_ASSUMED (int)(sizeof assumed_names / sizeof assumed_names[0])
+
 char *loom_plan_to_json(const loom_plan *p, int flags)
 {
     cJSON *root = cJSON_CreateObject();
@@ -133,6 +142,12 @@ char *loom_plan_to_json(const loom_plan *p, int flags)
     str(in, "objective", loom_problem_objective_name(p->objective));
     str(in, "space", p->space);
     if (p->latency_bound_s > 0) num(in, "latency_bound_s", p->latency_bound_s);
+    if (p->assumed) {   /* which of the inputs were loom's defaults */
+        cJSON *as = cJSON_AddArrayToObject(in, "assumed");
+        for (int i = 0; i < N_ASSUMED; i++)
+            if (p->assumed & assumed_names[i].bit)
+                cJSON_AddItemToArray(as, cJSON_CreateString(assumed_names[i].name));
+    }
 
     const loom_model_info *mi = &p->model_info;
     cJSON *mo = cJSON_AddObjectToObject(root, "model");
@@ -409,7 +424,8 @@ static loom_status read_stage(const loom_jctx *c, const cJSON *o, const char *pa
 static loom_status read_inputs(const loom_jctx *c, const cJSON *root, loom_plan *p)
 {
     static const char *const keys[] = {"model", "cluster", "mode", "gbs", "seq", "dtype",
-                                       "objective", "space", "latency_bound_s", NULL};
+                                       "objective", "space", "latency_bound_s", "assumed",
+                                       NULL};
     loom_status s;
     const cJSON *o;
     TRY(loom_json_get_object(c, root, "$", "inputs", true, &o));
@@ -431,6 +447,20 @@ static loom_status read_inputs(const loom_jctx *c, const cJSON *root, loom_plan 
                                     "or throughput, found \"%s\"", v);
     TRY(copy_str(c, o, P, "space", true, p->space, sizeof p->space));
     TRY(loom_json_get_num(c, o, P, "latency_bound_s", false, 0, 1e9, &p->latency_bound_s));
+    const cJSON *as = NULL;
+    TRY(loom_json_get_array(c, o, P, "assumed", false, &as));
+    int idx = 0;
+    for (const cJSON *e = as ? as->child : NULL; e; e = e->next, idx++) {
+        int i = 0;
+        while (i < N_ASSUMED && !(cJSON_IsString(e) && !strcmp(e->valuestring, assumed_names[i].name)))
+            i++;
+        if (i == N_ASSUMED) {
+            char sub[64];
+            snprintf(sub, sizeof sub, "%s.assumed[%d]", P, idx);
+            return loom_json_fail(c, sub, "expected \"seq\", \"gbs\" or \"zero\"");
+        }
+        p->assumed |= assumed_names[i].bit;
+    }
     return LOOM_OK;
 }
 

@@ -60,6 +60,22 @@ static void table(FILE *f, const loom_plan *p)
     if (p->energy_per_step_j >= 0)
         fprintf(f, "  energy      %.4g kJ per step, %.4g J per token\n", p->energy_per_step_j / 1e3,
                 p->energy_per_token_j);
+    /* An NVLink domain larger than an 8-GPU board (GB200 NVL72): say where a
+     * group's collectives run and how large this plan's groups are, since the
+     * domain is what allows a TP or EP group beyond 8. */
+    if (p->gpus_per_node > 8) {
+        int64_t tp = 1, ep = 1;
+        for (int32_t i = 0; i < p->n_stages; i++) {
+            loom_plan_roles ro;
+            loom_plan_stage_roles(&p->stages[i], &ro);
+            if (ro.tp > tp) tp = ro.tp;
+            if (ro.ep > ep) ep = ro.ep;
+        }
+        fprintf(f, "  nvlink      %lld GPUs share one NVLink domain (a node here): a TP or EP group "
+                   "inside it runs on NVLink, one across domains on the NICs; largest here: tp "
+                   "%lld, ep %lld\n",
+                (long long)p->gpus_per_node, (long long)tp, (long long)ep);
+    }
     fprintf(f, "\n  %-5s %-4s %-13s %-13s %-5s %-13s %-4s %-4s %-4s %-4s %-3s %-9s %-9s %s\n",
             "stage", "rank", "layers", "GPUs (rep. 0)", "nodes", "parallel", "tp", "cp", "dp",
             "ep", "sp", "recompute", "time/mb", "memory/GPU");
