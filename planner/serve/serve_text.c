@@ -145,8 +145,13 @@ static void text(FILE *f, const loom_serve_plan *p, const char *model)
     const loom_serve_option *b = &p->best;
     const loom_serve_deploy *d = &b->dep;
     loom_serve_deploy_label(&p->ctx, d, buf, sizeof buf);
-    fprintf(f, "\n  chosen      %s: %s on %lld GPUs\n", d->disagg ? "disaggregated" : "aggregated",
+    fprintf(f, "\n  chosen      %s: %s on %lld GPUs", d->disagg ? "disaggregated" : "aggregated",
             buf, (long long)d->gpus);
+    if (d->gpus < loom_cluster_gpus(c))
+        fprintf(f, " (of %lld%s)", (long long)loom_cluster_gpus(c),
+                r->objective == LOOM_SERVE_OBJ_GPUS ? ""
+                                                    : ": a larger one would do less per GPU");
+    fputc('\n', f);
     if (d->disagg) {
         pool_line(f, p, "prefill", d->prefill, d->n_prefill);
         pool_line(f, p, "decode", d->decode, d->n_decode);
