@@ -69,15 +69,21 @@ static void pool_line(FILE *f, const loom_serve_plan *p, const char *role, int32
             (long long)e->max_batched_tokens);
 }
 
-static void figures(FILE *f, const loom_serve_option *o)
+static bool has_slo(const loom_serve_plan *p)
+{
+    return p->req.slo.ttft_s > 0 || p->req.slo.tpot_s > 0;
+}
+
+static void figures(FILE *f, const loom_serve_plan *p, const loom_serve_option *o)
 {
     const loom_serve_point *pt = &o->sim;
     double g = (double)o->dep.gpus;
     fprintf(f, "  predicted   %s at %.3g requests/s", pt->simulated ? "simulated" : "steady state",
             pt->rate_rps);
     if (pt->concurrency > 0) fprintf(f, " (%lld clients)", (long long)pt->concurrency);
-    fprintf(f, ", %.3g per GPU; %.1f%% of requests within the SLOs\n", pt->rate_rps / g,
-            100 * pt->attainment);
+    fprintf(f, ", %.3g per GPU", pt->rate_rps / g);
+    if (has_slo(p)) fprintf(f, "; %.1f%% of requests within the SLOs", 100 * pt->attainment);
+    fputc('\n', f);
     fprintf(f, "                         mean        p50        p90        p99\n");
     fprintf(f, "    TTFT (ms)      %10.1f %10.1f %10.1f %10.1f\n", pt->ttft.mean * 1e3,
             pt->ttft.p50 * 1e3, pt->ttft.p90 * 1e3, pt->ttft.p99 * 1e3);
@@ -90,6 +96,14 @@ static void figures(FILE *f, const loom_serve_option *o)
             pt->tpot.mean > 0 ? 1 / pt->tpot.mean : 0);
 }
 
+/* printf pads by bytes; "×" is two: the width that shows w columns. */
+static int pad(const char *s, int w)
+{
+    for (; *s; s++)
+        if (((unsigned char)*s & 0xC0) == 0x80) w++;
+    return w;
+}
+
 static void compared(FILE *f, const loom_serve_plan *p)
 {
     fprintf(f, "\n  compared by simulation (the best of each kind by the steady-state estimate):\n");
@@ -100,11 +114,12 @@ static void compared(FILE *f, const loom_serve_plan *p)
         char lab[256];
         loom_serve_deploy_label(&p->ctx, &o->dep, lab, sizeof lab);
         const loom_serve_point *pt = &o->sim;
-        fprintf(f, "    %-46s %5lld %8.3g %7.0f ms %6.1f ms %9.1f %9.1f %6.1f%%%s\n", lab,
+        char in[16] = "-";
+        if (has_slo(p)) snprintf(in, sizeof in, "%.1f%%", 100 * pt->attainment);
+        fprintf(f, "    %-*s %5lld %8.3g %7.0f ms %6.1f ms %9.1f %9.1f %7s%s\n", pad(lab, 46), lab,
                 (long long)o->dep.gpus, pt->rate_rps, pt->ttft.p99 * 1e3, pt->tpot.p99 * 1e3,
                 pt->output_tokens_per_s / (double)o->dep.gpus,
-                pt->tpot.mean > 0 ? 1 / pt->tpot.mean : 0, 100 * pt->attainment,
-                o->feasible ? "" : "  (misses)");
+                pt->tpot.mean > 0 ? 1 / pt->tpot.mean : 0, in, o->feasible ? "" : "  (misses)");
     }
 }
 
@@ -161,7 +176,7 @@ static void text(FILE *f, const loom_serve_plan *p, const char *model)
     } else {
         pool_line(f, p, "instances", d->agg, d->replicas);
     }
-    figures(f, b);
+    figures(f, p, b);
     compared(f, p);
     front(f, p, 0);
     front(f, p, 1);
