@@ -3,7 +3,8 @@
 # must-shows checked against `loom eval --mode serve` run independently:
 #   (a) Llama-3-70B on 8 H100 at 64 concurrent clients: the plan's output
 #       tokens/s is within 5% of the best tp × pp × dp = 8 deployment found by
-#       evaluating every one of them (brute force below);
+#       evaluating every one of them (brute force below); the same for 8B,
+#       Mixtral, DeepSeek-V3 FP8 on 8 H200 and Llama-3.1-405B FP8 on 16 H100;
 #   (b) disaggregation is chosen for ISL 8192 / OSL 256 / TPOT ≤ 30 ms and
 #       not for ISL 128 / OSL 512 (both plans' figures printed);
 #   (c) capacity planning, Llama-3-70B at 20 requests/s, ISL 2000, OSL 200,
@@ -39,46 +40,56 @@ expect_fail plan 3 llama-3-70b --cluster dgx-h100-x1 "${S[@]}" --isl 2000 --osl 
 py() { python3 - "$@"; }
 
 # ---- (a) 64 concurrent clients: the plan against a brute force over loom eval ----
-A=(--cluster dgx-h100-x1 --isl 1024 --osl 256 --concurrency 64)
-best=0; best_cfg=""
-for tp in 1 2 4 8; do for pp in 1 2 4 8; do
-    dp=$((8 / tp / pp)); [ $((tp * pp * dp)) -eq 8 ] || continue
-    "$LOOM" eval llama-3-70b --mode serve "${A[@]}" --tp $tp --pp $pp --dp $dp --json >"$tmp/e.json" 2>/dev/null || continue
-    t=$(py "$tmp/e.json" <<'PY'
-import json, sys; print(json.load(open(sys.argv[1]))["output_tokens_per_s"])
+# brute MODEL CLUSTER GPUS [eval/plan options]: every tp × pp × dp (and, for
+# MoE, ep = tp·dp) deployment of GPUS evaluated by loom eval; the plan with
+# --disagg off (and with auto) must reach 95% of the best output tokens/s.
+A=(--isl 1024 --osl 256 --concurrency 64)
+brute() {
+    local m=$1 c=$2 n=$3; shift 3
+    local d="$tmp/bf_$m"; mkdir -p "$d"
+    for tp in 1 2 4 8; do for pp in 1 2 4 8 16; do
+        local dp=$((n / tp / pp)); [ "$dp" -ge 1 ] && [ $((tp * pp * dp)) -eq "$n" ] || continue
+        for ep in 1 $((tp * dp)); do
+            "$LOOM" eval "$m" --cluster "$c" --mode serve "${A[@]}" --tp $tp --pp $pp --dp $dp --ep $ep "$@" \
+                --json >"$d/tp$tp.pp$pp.dp$dp.ep$ep.json" 2>/dev/null || rm -f "$d/tp$tp.pp$pp.dp$dp.ep$ep.json"
+            [ $((tp * dp)) -gt 1 ] || break
+        done
+    done; done
+    for mode in off auto; do
+        "$LOOM" plan "$m" --cluster "$c" "${S[@]}" "${A[@]}" "$@" --disagg $mode --json >"$d/plan_$mode.json" 2>"$tmp/err" ||
+            bad "(a) $m plan --disagg $mode: $(cat "$tmp/err")"
+    done
+    py "$d" "$m" "$n" <<'PY' && ok || bad "(a) $m: the plan is not within 5% of the brute force"
+import glob, json, os, sys
+d, m, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+runs = {os.path.basename(f)[:-5]: json.load(open(f))["output_tokens_per_s"]
+        for f in glob.glob(d + "/tp*.json")}
+cfg, best = max(runs.items(), key=lambda kv: kv[1])
+for mode in ["off", "auto"]:
+    o = json.load(open("%s/plan_%s.json" % (d, mode)))["serving"]
+    dep, p = o["deployment"], o["predicted"]
+    print("(a) %-15s brute force best %-20s %6.0f tok/s (%d runs); plan --disagg %-4s %s %s: %6.0f tok/s (%.1f%%)"
+          % (m, cfg, best, len(runs), mode, dep["kind"],
+             [(x["role"], x["instances"], x["tp"], x["pp"], x["ep"], x["attention_dp"]) for x in dep["pools"]],
+             p["output_tokens_per_s"], 100 * p["output_tokens_per_s"] / best))
+    assert p["source"] == "simulator" and dep["gpus"] <= n
+    assert p["output_tokens_per_s"] >= 0.95 * best
 PY
-)
-    if py "$t" "$best" <<'PY'
-import sys; sys.exit(0 if float(sys.argv[1]) > float(sys.argv[2]) else 1)
-PY
-    then best=$t; best_cfg="tp $tp pp $pp dp $dp"; fi
-done; done
-echo "(a) brute force over loom eval: best $best_cfg at $best output tokens/s"
-for mode in off auto; do
-    "$LOOM" plan llama-3-70b "${S[@]}" "${A[@]}" --disagg $mode --json >"$tmp/a_$mode.json" 2>"$tmp/err"
-    if [ $? -ne 0 ]; then bad "(a) plan --disagg $mode: $(cat "$tmp/err")"; continue; fi
-    py "$tmp/a_$mode.json" "$best" "$mode" <<'PY' && ok || bad "(a) plan --disagg $mode is not within 5% of the brute force"
-import json, sys
-o = json.load(open(sys.argv[1]))["serving"]
-best, mode = float(sys.argv[2]), sys.argv[3]
-d, p = o["deployment"], o["predicted"]
-print("(a) plan --disagg %s: %s %s at %.0f output tokens/s (%.1f%% of the brute force's best)"
-      % (mode, d["kind"], [(x["role"], x["instances"], x["tp"], x["pp"]) for x in d["pools"]],
-         p["output_tokens_per_s"], 100 * p["output_tokens_per_s"] / best))
-assert p["source"] == "simulator"
-assert p["output_tokens_per_s"] >= 0.95 * best
-assert d["gpus"] <= 8
-PY
-done
+}
+brute llama-3-70b dgx-h100-x1 8
+brute llama-3-8b dgx-h100-x1 8
+brute mixtral-8x7b dgx-h100-x1 8
+brute deepseek-v3 dgx-h200-x1 8 --weights fp8
+brute llama-3.1-405b dgx-h100-x2 16 --weights fp8
 # the aggregated plan's figures are loom eval's for the same deployment
-read -r tp pp dp < <(py "$tmp/a_off.json" <<'PY'
+read -r tp pp dp < <(py "$tmp/bf_llama-3-70b/plan_off.json" <<'PY'
 import json, sys
 x = json.load(open(sys.argv[1]))["serving"]["deployment"]["pools"][0]
 print(x["tp"], x["pp"], x["instances"])
 PY
 )
-"$LOOM" eval llama-3-70b --mode serve "${A[@]}" --tp "$tp" --pp "$pp" --dp "$dp" --json >"$tmp/e.json" 2>/dev/null
-py "$tmp/a_off.json" "$tmp/e.json" <<'PY' && ok || bad "(a) plan and loom eval differ for the same deployment"
+"$LOOM" eval llama-3-70b --cluster dgx-h100-x1 --mode serve "${A[@]}" --tp "$tp" --pp "$pp" --dp "$dp" --json >"$tmp/e.json" 2>/dev/null
+py "$tmp/bf_llama-3-70b/plan_off.json" "$tmp/e.json" <<'PY' && ok || bad "(a) plan and loom eval differ for the same deployment"
 import json, sys
 p = json.load(open(sys.argv[1]))["serving"]["predicted"]
 e = json.load(open(sys.argv[2]))

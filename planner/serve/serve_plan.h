@@ -9,7 +9,8 @@
  * under one objective:
  *   goodput     the highest Poisson request rate at which at least the SLO
  *               share of requests meets both bounds, per GPU;
- *   throughput  output tokens/s per GPU: at the given concurrency, or at
+ *   throughput  output tokens/s: of the given clients on the cluster (per
+ *               GPU of the cluster), or per GPU of the deployment at
  *               the highest rate whose mean TTFT and TPOT meet the bounds;
  *   latency     the lowest mean end-to-end latency at the given load (one
  *               client when none is given), within the SLOs;

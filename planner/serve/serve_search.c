@@ -6,7 +6,9 @@
  * 2. Candidates. Aggregated: each shape, with as many replicas as the
  *    cluster holds (under `gpus`: as many as the rate needs). Disaggregated:
  *    each (prefill shape, decode shape) pair, with the pool sizes (n_p, n_d)
- *    that maximise min(n_p · λ_p, n_d · λ_d) / GPUs within the cluster —
+ *    that maximise min(n_p · λ_p, n_d · λ_d) / GPUs within the cluster when
+ *    the objective finds a rate (at a given load: min(n_p · λ_p, n_d · λ_d)
+ *    itself, the most the cluster carries) —
  *    λ_p the prefill rate whose TTFT fits what the KV transfer and the
  *    decode's first iteration leave of the bound, λ_d the decode rate whose
  *    TPOT meets its bound — ties going to the larger deployment (under
@@ -80,6 +82,11 @@ static bool rate_objective(const loom_serve_plan *p)
 
 /* ---- scores ------------------------------------------------------------------- */
 
+static double s_gpus(const loom_serve_plan *p)
+{
+    return (double)loom_cluster_gpus(p->req.space.cluster);
+}
+
 /* The objective's value of a point (higher is better) and whether it counts. */
 static void score(const loom_serve_plan *p, loom_serve_option *o, const loom_serve_point *pt)
 {
@@ -93,11 +100,16 @@ static void score(const loom_serve_plan *p, loom_serve_option *o, const loom_ser
         o->score = pt->rate_rps / g;
         break;
     case LOOM_SERVE_OBJ_THROUGHPUT:
-        if (p->req.work.load == LOOM_LOAD_OFFLINE)
+        if (p->req.work.load == LOOM_LOAD_OFFLINE) {
             o->feasible = pt->rate_rps > 0 && loom_serve_point_meets_means(slo, pt);
-        else
+            o->score = pt->output_tokens_per_s / g;
+        } else {
+            /* the clients are given: what they get from the cluster, per
+             * GPU of the cluster (a smaller deployment would win per own
+             * GPU by leaving the rest idle); among equals the smaller */
             o->feasible = sim ? loom_serve_point_meets(slo, pt) : loom_serve_point_meets_means(slo, pt);
-        o->score = pt->output_tokens_per_s / g;
+            o->score = pt->output_tokens_per_s / (double)s_gpus(p) * (1 - 1e-9 * g);
+        }
         break;
     case LOOM_SERVE_OBJ_LATENCY:
         o->feasible = sim ? loom_serve_point_meets(slo, pt) : loom_serve_point_meets_means(slo, pt);
@@ -214,6 +226,9 @@ static bool size_pools(const search_t *s, int32_t i, int32_t j, loom_serve_deplo
         *best = d;
         return d.gpus <= N;
     }
+    /* a rate to find: the best rate per GPU; a load given: the most the
+     * cluster carries (then the fewest GPUs) */
+    bool per_gpu = rate_objective(p);
     double best_score = -1, best_rate = 0;
     for (int64_t np = 1; np * gp + gd <= N; np++) {
         /* the decode pool that balances np prefill instances, on either link */
@@ -238,7 +253,7 @@ static bool size_pools(const search_t *s, int32_t i, int32_t j, loom_serve_deplo
             loom_serve_deploy_finish(&p->ctx, &t);
             double lp = prefill_rate(s, i, j, t.kv_transfer_s);
             double a = (double)np * lp, b = (double)nd * ld, rate = a < b ? a : b;
-            double sc = rate / (double)t.gpus;
+            double sc = per_gpu ? rate / (double)t.gpus : rate * (1 - 1e-9 * (double)t.gpus);
             if (sc > best_score * (1 + 1e-9) || (sc >= best_score * (1 - 1e-9) && rate > best_rate)) {
                 best_score = sc;
                 best_rate = rate;

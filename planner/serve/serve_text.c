@@ -31,7 +31,7 @@ static void what_text(const loom_serve_plan *p, char *buf, size_t n)
         break;
     case LOOM_SERVE_OBJ_THROUGHPUT:
         if (r->work.load == LOOM_LOAD_CONCURRENCY)
-            snprintf(buf, n, "throughput: output tokens/s per GPU at %lld concurrent clients",
+            snprintf(buf, n, "throughput: output tokens/s of %lld concurrent clients on the cluster",
                      (long long)r->work.concurrency);
         else
             snprintf(buf, n, "throughput: output tokens/s per GPU at the highest rate whose mean "
@@ -80,9 +80,15 @@ static void figures(FILE *f, const loom_serve_plan *p, const loom_serve_option *
     double g = (double)o->dep.gpus;
     fprintf(f, "  predicted   %s at %.3g requests/s", pt->simulated ? "simulated" : "steady state",
             pt->rate_rps);
-    if (pt->concurrency > 0) fprintf(f, " (%lld clients)", (long long)pt->concurrency);
+    if (pt->concurrency > 0)
+        fprintf(f, " (%lld client%s)", (long long)pt->concurrency, pt->concurrency > 1 ? "s" : "");
     fprintf(f, ", %.3g per GPU", pt->rate_rps / g);
-    if (has_slo(p)) fprintf(f, "; %.1f%% of requests within the SLOs", 100 * pt->attainment);
+    bool means = p->req.objective == LOOM_SERVE_OBJ_THROUGHPUT && p->req.work.load == LOOM_LOAD_OFFLINE;
+    if (has_slo(p) && means)
+        fprintf(f, "; mean TTFT and TPOT within the SLOs (%.1f%% of requests within both)",
+                100 * pt->attainment);
+    else if (has_slo(p))
+        fprintf(f, "; %.1f%% of requests within the SLOs", 100 * pt->attainment);
     fputc('\n', f);
     fprintf(f, "                         mean        p50        p90        p99\n");
     fprintf(f, "    TTFT (ms)      %10.1f %10.1f %10.1f %10.1f\n", pt->ttft.mean * 1e3,
