@@ -64,20 +64,15 @@ bool loom_serve_point_meets(const loom_serve_slo *slo, const loom_serve_point *p
 
 static loom_serve_dist flat(double v) { return (loom_serve_dist){v, v, v, v}; }
 
-#define ROLE_AGG LOOM_SERVE_ROLE_AGG
-#define ROLE_PREFILL LOOM_SERVE_ROLE_PREFILL
-#define ROLE_DECODE LOOM_SERVE_ROLE_DECODE
-typedef loom_serve_role role_t;
-
 /* The workload one instance of a pool sees. */
-static loom_serve_workload instance_work(const loom_serve_ctx *ctx, role_t role, double rate)
+static loom_serve_workload instance_work(const loom_serve_ctx *ctx, loom_serve_role role, double rate)
 {
     loom_serve_workload w = ctx->work;
     w.load = LOOM_LOAD_QPS;
     w.rate = rate;
     w.num_requests = 0;
-    w.prompt_cached = role == ROLE_DECODE;
-    if (role == ROLE_PREFILL) {   /* the prefill instance's output is the first token */
+    w.prompt_cached = role == LOOM_SERVE_ROLE_DECODE;
+    if (role == LOOM_SERVE_ROLE_PREFILL) {   /* the prefill instance's output is the first token */
         w.osl = 1;
         w.osl_dist = LOOM_LEN_FIXED;
         w.osl_spread = 0;
@@ -92,7 +87,7 @@ static loom_status agg_steady(const loom_serve_ctx *ctx, const loom_serve_deploy
 {
     const loom_serve_cand *c = cand(ctx, d->agg);
     double r = (double)d->replicas;
-    loom_serve_workload w = instance_work(ctx, ROLE_AGG, l->rate / r);
+    loom_serve_workload w = instance_work(ctx, LOOM_SERVE_ROLE_AGG, l->rate / r);
     if (l->kind == LOOM_LOAD_CONCURRENCY) {
         w.load = LOOM_LOAD_CONCURRENCY;
         w.concurrency = (l->concurrency + d->replicas - 1) / d->replicas;
@@ -142,8 +137,8 @@ static loom_status disagg_rate_steady(const loom_serve_ctx *ctx, const loom_serv
 {
     double lp = rate / (double)d->n_prefill, ld = rate / (double)d->n_decode;
     loom_serve_steady_result p, q;
-    loom_status s = loom_serve_role_steady(ctx, d->prefill, ROLE_PREFILL, lp, &p, err);
-    if (!s) s = loom_serve_role_steady(ctx, d->decode, ROLE_DECODE, ld, &q, err);
+    loom_status s = loom_serve_role_steady(ctx, d->prefill, LOOM_SERVE_ROLE_PREFILL, lp, &p, err);
+    if (!s) s = loom_serve_role_steady(ctx, d->decode, LOOM_SERVE_ROLE_DECODE, ld, &q, err);
     if (s) return s;
     double wait = kv_wait_s(d, lp);
     memset(out, 0, sizeof *out);
@@ -165,8 +160,8 @@ static loom_status disagg_cap(const loom_serve_ctx *ctx, const loom_serve_deploy
                               loom_error *err)
 {
     loom_serve_steady_result p, q;
-    loom_status s = loom_serve_role_steady(ctx, d->prefill, ROLE_PREFILL, 1e-3, &p, err);
-    if (!s) s = loom_serve_role_steady(ctx, d->decode, ROLE_DECODE, 1e-3, &q, err);
+    loom_status s = loom_serve_role_steady(ctx, d->prefill, LOOM_SERVE_ROLE_PREFILL, 1e-3, &p, err);
+    if (!s) s = loom_serve_role_steady(ctx, d->decode, LOOM_SERVE_ROLE_DECODE, 1e-3, &q, err);
     if (s) return s;
     double a = p.capacity_rps * (double)d->n_prefill, b = q.capacity_rps * (double)d->n_decode;
     double x = 0.98 / d->kv_transfer_s * (double)d->n_prefill;
@@ -325,7 +320,7 @@ done:
     return s;
 }
 
-static loom_status pool_simulate(loom_serve_ctx *ctx, int32_t i, role_t role, double rate,
+static loom_status pool_simulate(loom_serve_ctx *ctx, int32_t i, loom_serve_role role, double rate,
                                  run_t *r, loom_error *err)
 {
     loom_serve_workload w = instance_work(ctx, role, rate);
@@ -343,8 +338,8 @@ static loom_status disagg_simulate(loom_serve_ctx *ctx, const loom_serve_deploy 
     double *ttft = NULL, *tpot = NULL, *e2e = NULL;
     loom_status s;
     if (!r) return loom_error_set(err, LOOM_ERR_NOMEM, "serving plan: out of memory");
-    if ((s = pool_simulate(ctx, d->prefill, ROLE_PREFILL, lp, &r[0], err))) goto done;
-    if ((s = pool_simulate(ctx, d->decode, ROLE_DECODE, ld, &r[1], err))) goto done;
+    if ((s = pool_simulate(ctx, d->prefill, LOOM_SERVE_ROLE_PREFILL, lp, &r[0], err))) goto done;
+    if ((s = pool_simulate(ctx, d->decode, LOOM_SERVE_ROLE_DECODE, ld, &r[1], err))) goto done;
     int64_t n = r[0].rec.n < r[1].rec.n ? r[0].rec.n : r[1].rec.n;
     ttft = malloc((size_t)n * sizeof *ttft);
     tpot = malloc((size_t)n * sizeof *tpot);

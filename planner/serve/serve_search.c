@@ -442,6 +442,27 @@ static loom_status nothing_meets(const search_t *s, loom_error *err)
     const loom_serve_option *c = p->n_checked > 0 ? &p->checked[0] : NULL;
     char lab[256] = "none";
     if (c) loom_serve_deploy_label(&p->ctx, &c->dep, lab, sizeof lab);
+    if (!c) {   /* nothing came close enough to simulate: the fastest instance unloaded */
+        double best_tpot = INFINITY, ttft = 0;
+        int32_t at = 0;
+        for (int32_t i = 0; i < p->space.n; i++) {
+            loom_serve_steady_result st;
+            loom_error ignore = {0};
+            if (loom_serve_role_steady(&p->ctx, i, LOOM_SERVE_ROLE_AGG, 1e-3, &st, &ignore)) continue;
+            if (st.m.tpot.mean < best_tpot) {
+                best_tpot = st.m.tpot.mean;
+                ttft = st.m.ttft.mean;
+                at = i;
+            }
+        }
+        loom_serve_inst_label(&p->space.cand[at].inst, lab, sizeof lab);
+        return loom_error_set(err, LOOM_ERR_INFEASIBLE,
+                              "no deployment on %s meets %s for %.0f%% of requests at any load: "
+                              "the fastest instance, %s, takes %.3g ms per output token and %.3g "
+                              "ms to the first with no other load",
+                              p->req.space.cluster->name, slo[0] ? slo : "the SLOs",
+                              100 * p->req.slo.attainment, lab, best_tpot * 1e3, ttft * 1e3);
+    }
     if (p->req.objective == LOOM_SERVE_OBJ_GPUS)
         return loom_error_set(err, LOOM_ERR_INFEASIBLE,
                               "no deployment on %s (%lld GPUs) serves %g requests/s with %.0f%% "
