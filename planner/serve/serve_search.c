@@ -442,6 +442,24 @@ static loom_status nothing_meets(const search_t *s, loom_error *err)
     const loom_serve_option *c = p->n_checked > 0 ? &p->checked[0] : NULL;
     char lab[256] = "none";
     if (c) loom_serve_deploy_label(&p->ctx, &c->dep, lab, sizeof lab);
+    if (!c && p->req.objective == LOOM_SERVE_OBJ_GPUS) {
+        /* no deployment fits the cluster: what the best shape per GPU would need */
+        double best = 0;
+        int32_t at = 0;
+        for (int32_t i = 0; i < p->space.n; i++) {
+            double r = s->stats[i].agg_rate_rps / (double)p->space.cand[i].gpus;
+            if (r > best) best = r, at = i;
+        }
+        loom_serve_inst_label(&p->space.cand[at].inst, lab, sizeof lab);
+        if (best > 0)
+            return loom_error_set(err, LOOM_ERR_INFEASIBLE,
+                                  "no deployment on %s (%lld GPUs) serves %g requests/s with %.0f%% "
+                                  "of requests within %s: instances of %s carry %.3g requests/s per "
+                                  "GPU within them (steady state), about %.0f GPUs",
+                                  p->req.space.cluster->name, (long long)s->gpus_total,
+                                  p->load.rate, 100 * p->req.slo.attainment,
+                                  slo[0] ? slo : "the SLOs", lab, best, ceil(p->load.rate / best));
+    }
     if (!c) {   /* nothing came close enough to simulate: the fastest instance unloaded */
         double best_tpot = INFINITY, ttft = 0;
         int32_t at = 0;
