@@ -202,7 +202,6 @@ for kind in ["aggregated", "disaggregated"]:
         assert b["tokens_per_s_per_gpu"] > a["tokens_per_s_per_gpu"]
 assert o["search"]["algorithm"] == "serve"
 PY
-NEVER="$tmp/never.json" expect_fail export 1 "$tmp/j2.json" --to vllm -o "$tmp/never.json" -- "a serving plan (loom plan --mode serve)"
 
 # ---- the asked concurrency beyond what an instance runs at once: said on stderr ----
 "$LOOM" plan llama-3-70b --cluster dgx-h100-x1 "${S[@]}" --isl 4096 --osl 1024 --concurrency 2000 --disagg off >"$tmp/out" 2>"$tmp/err"

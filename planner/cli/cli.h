@@ -34,6 +34,10 @@ int loom_cmd_calibrate(int argc, char **argv);
 int loom_cmd_shard(int argc, char **argv);
 int loom_cmd_plan(int argc, char **argv);
 int loom_cmd_plan_serve(int argc, char **argv);   /* plan --mode serve (cmd_plan_serve.c) */
+/* export of a serving plan (cmd_export_serve.c): to vLLM or SGLang (sglang
+ * true), one pool (NULL: an aggregated plan's only one) to out_path or stdout */
+int loom_cmd_export_serve(const char *plan_path, const char *out_path, bool sglang,
+                          const char *pool);
 int loom_cmd_export(int argc, char **argv);
 int loom_cmd_compare(int argc, char **argv);
 int loom_cmd_compare_merge(int argc, char **argv);

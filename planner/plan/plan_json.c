@@ -571,8 +571,8 @@ static loom_status read_root(const loom_jctx *c, const cJSON *root, loom_plan *p
                               fmt);
     if (cJSON_GetObjectItemCaseSensitive(root, "serving"))   /* docs/plan-format.md, serving plans */
         return loom_json_fail(c, "$.serving", "a serving plan (loom plan --mode serve): it has no "
-                              "stages to read; loom export and loom inspect read placement plans "
-                              "(--mode train or infer)");
+                              "stages to read as a placement plan (loom export --to vllm or "
+                              "--to sglang reads its deployment)");
     TRY(loom_json_check_keys(c, root, "$", keys));
     TRY(read_inputs(c, root, p));
     TRY(read_hardware_schedule(c, root, p));

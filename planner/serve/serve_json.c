@@ -166,6 +166,7 @@ char *loom_serve_plan_to_json(const loom_serve_plan *p, const char *model_label,
     cJSON *w = cJSON_AddObjectToObject(sv, "workload");
     num(w, "isl", (double)r->work.isl);
     num(w, "osl", (double)r->work.osl);
+    num(w, "max_tokens", (double)r->space.seq_tokens);
     str(w, "lengths", len_dist_name(r->work.isl_dist));
     num(w, "spread", r->work.isl_spread);
     const char *load = r->work.load == LOOM_LOAD_QPS           ? "qps"
