@@ -29,7 +29,7 @@ has "$tmp/err" "missing PLAN"
 run 2 export $G/llama-3-70b-pp4.plan.json
 has "$tmp/err" "missing --to"
 run 2 export $G/llama-3-70b-pp4.plan.json --to slurm
-has "$tmp/err" "--to expects megatron, vllm, deepspeed or torchtitan, got 'slurm'"
+has "$tmp/err" "--to expects megatron, vllm, deepspeed, torchtitan or sglang, got 'slurm'"
 run 2 export $G/llama-3-70b-pp4.plan.json --to megatron --frobnicate
 has "$tmp/err" "unknown option '--frobnicate'"
 run 0 export --help

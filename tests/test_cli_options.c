@@ -255,7 +255,7 @@ static void commands(void)
 {
     const loom_cli_spec *specs[] = {&loom_cli_spec_inspect, &loom_cli_spec_plan,
                                     &loom_cli_spec_export,  &loom_cli_spec_shard,
-                                    &loom_cli_spec_eval,    &loom_cli_spec_eval_serve, &loom_cli_spec_calibrate_serve, &loom_cli_spec_calibrate,
+                                    &loom_cli_spec_eval,    &loom_cli_spec_eval_serve, &loom_cli_spec_plan_serve, &loom_cli_spec_calibrate_serve, &loom_cli_spec_calibrate,
                                     &loom_cli_spec_compare, &loom_cli_spec_compare_merge};
     for (size_t k = 0; k < sizeof specs / sizeof specs[0]; k++) {
         const loom_cli_spec *s = specs[k];

@@ -4,8 +4,8 @@
 # (definite, indirect or possible; memory still reachable at exit from
 # library globals is not a leak). Error paths leak easily, so one bad input
 # per reader is run too (the first sidecar case of each prefix in
-# tests/bad_input/, see bad_input.sh), plus `loom inspect` and a plan with
-# --svg/--json/requests output.
+# tests/bad_input/, see bad_input.sh), plus `loom inspect`, a plan with
+# --svg/--json/requests output and two serving plans (--mode serve).
 #
 # Skips (77) without valgrind, and for a binary built with AddressSanitizer
 # (the sanitizer build checks leaks with LeakSanitizer instead).
@@ -46,6 +46,10 @@ memcheck 0 plan -o "$tmp/plan.json"                     # the README example (ma
 memcheck 0 plan gpt2 --cluster dgx-h100-x1 --gbs 16 --seq 1024 --svg "$tmp/p.svg" --json \
     --emit-profile-requests "$tmp/req.json"
 memcheck 0 inspect mixtral-8x7b --json
+# the serving planner: both kinds simulated, -o; and a plan nothing meets
+memcheck 0 plan llama-3-8b --cluster dgx-h100-x1 --mode serve --isl 512 --osl 128 --ttft 0.5 \
+    --tpot 0.02 -o "$tmp/serve.plan.json"
+memcheck 3 plan llama-3-8b --cluster dgx-h100-x1 --mode serve --isl 512 --osl 128 --tpot 0.001
 
 # One bad input per reader (file prefix), from the bad-input corpus.
 declare -A seen

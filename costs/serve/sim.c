@@ -113,6 +113,7 @@ static loom_serve_dist dist_of(double *v, int64_t n)
 typedef struct {
     const loom_serve_model *m;
     const loom_serve_engine *e;
+    bool cached;        /* prompts arrive in the KV cache (workload prompt_cached) */
     req_t *r;
     int64_t n;
     int64_t *wait;      /* ring buffer of request ids */
@@ -230,6 +231,7 @@ static void admit(engine_t *s, int64_t *budget)
         req_t *q = &s->r[id];
         int64_t left = q->prompt - q->prefilled;
         int64_t c = left < *budget ? left : *budget;
+        int64_t tokens = c > 0 ? c : 1;   /* a cached prompt decodes at once */
         bool whole_budget = *budget == e->max_batched_tokens;
         if (!e->chunked_prefill && c < left && !whole_budget) break;
         int64_t need, total;
@@ -252,7 +254,7 @@ static void admit(engine_t *s, int64_t *budget)
         s->run[s->n_run++] = id;
         s->sel[s->n_sel] = id;
         s->chunk[s->n_sel++] = c;
-        *budget -= c;
+        *budget -= tokens;
     }
 }
 
@@ -263,7 +265,10 @@ static void schedule(engine_t *s)
     int64_t budget = e->max_batched_tokens;
     s->n_sel = 0;
     bool prefill_only = false;
-    if (!e->mixed_batches) {
+    /* with cached prompts there is no prefill batch to alternate with:
+     * admission joins the decodes */
+    bool mixed = e->mixed_batches || s->cached;
+    if (!mixed) {
         /* SGLang: a prefill batch when a chunk is pending or a request can
          * be admitted */
         bool pending = false;
@@ -295,7 +300,7 @@ static void schedule(engine_t *s)
         s->chunk[s->n_sel++] = 0;
         budget--;
     }
-    if (!e->mixed_batches && s->n_sel > 0) goto keep;
+    if (!mixed && s->n_sel > 0) goto keep;
     for (int64_t i = 0; i < s->n_run && budget > 0; i++) {
         req_t *q = &s->r[s->run[i]];
         if (q->prefilled >= q->prompt) continue;
@@ -316,11 +321,11 @@ keep:;
 }
 
 static loom_status run(const loom_serve_model *m, const loom_serve_workload *w,
-                       loom_serve_sim_result *out, loom_error *err)
+                       loom_serve_sim_record *rec, loom_serve_sim_result *out, loom_error *err)
 {
     loom_status st = LOOM_OK;
     const loom_serve_memory *mem = loom_serve_model_memory(m);
-    engine_t s = {.m = m, .e = loom_serve_model_engine(m)};
+    engine_t s = {.m = m, .e = loom_serve_model_engine(m), .cached = w->prompt_cached};
     s.bs = s.e->block_size;
     s.total_blocks = s.free_blocks = mem->kv_capacity_tokens / s.bs;
     s.n = loom_serve_workload_requests(w);
@@ -347,6 +352,7 @@ static loom_status run(const loom_serve_model *m, const loom_serve_workload *w,
         q->isl = loom_serve_draw_len(&rng, w->isl, w->isl_dist, w->isl_spread);
         q->osl = loom_serve_draw_len(&rng, w->osl, w->osl_dist, w->osl_spread);
         q->prompt = q->isl;
+        if (w->prompt_cached) q->prefilled = q->prompt;
         if (w->load == LOOM_LOAD_QPS) {
             if (i > 0) t += -log(loom_serve_rng_uniform(&rng)) / w->rate;
             q->arrival = t;
@@ -462,8 +468,11 @@ static loom_status run(const loom_serve_model *m, const loom_serve_workload *w,
             ttft[done_n] = q->first - q->arrival;
             e2e[done_n] = q->finish - q->arrival;
             tpot[done_n] = q->osl > 1 ? (q->finish - q->first) / (double)(q->osl - 1) : 0;
+            if (rec && id < rec->cap) {
+                rec->ttft_s[id] = ttft[done_n];
+                rec->tpot_s[id] = tpot[done_n];
+            }
             done_n++;
-            (void)id;
             if (w->load == LOOM_LOAD_CONCURRENCY && issued < n) {
                 req_t *nq = &s.r[issued++];
                 nq->arrival = seen;
@@ -498,6 +507,7 @@ static loom_status run(const loom_serve_model *m, const loom_serve_workload *w,
     mt->saturated = w->load == LOOM_LOAD_QPS && mt->requests_per_s < 0.95 * w->rate &&
                     mt->ttft.p50 > 10 * (mt->tpot.mean > 0 ? mt->tpot.mean : 1e-3) * 10;
     out->iterations = iters;
+    if (rec) rec->n = n < rec->cap ? n : rec->cap;
 done:
     free(s.r);
     free(s.wait);
@@ -514,7 +524,15 @@ done:
 loom_status loom_serve_simulate(const loom_serve_model *m, const loom_serve_workload *w,
                                 loom_serve_sim_result *out, loom_error *err)
 {
+    return loom_serve_simulate_record(m, w, NULL, out, err);
+}
+
+loom_status loom_serve_simulate_record(const loom_serve_model *m, const loom_serve_workload *w,
+                                       loom_serve_sim_record *rec, loom_serve_sim_result *out,
+                                       loom_error *err)
+{
     memset(out, 0, sizeof *out);
+    if (rec) rec->n = 0;
     const loom_serve_shape *sh = loom_serve_model_shape(m);
     loom_status s = loom_serve_workload_check(w, sh->max_positions, err);
     if (s) return s;
@@ -524,7 +542,7 @@ loom_status loom_serve_simulate(const loom_serve_model *m, const loom_serve_work
     one.num_requests = (loom_serve_workload_requests(w) + rep - 1) / rep;
     if (w->load == LOOM_LOAD_QPS) one.rate = w->rate / (double)rep;
     if (w->load == LOOM_LOAD_CONCURRENCY) one.concurrency = (w->concurrency + rep - 1) / rep;
-    if ((s = run(m, &one, out, err))) return s;
+    if ((s = run(m, &one, rec, out, err))) return s;
     out->m.requests_per_s *= (double)rep;
     out->m.output_tokens_per_s *= (double)rep;
     out->m.input_tokens_per_s *= (double)rep;

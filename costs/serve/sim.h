@@ -45,4 +45,18 @@ typedef struct {
 loom_status loom_serve_simulate(const loom_serve_model *m, const loom_serve_workload *w,
                                 loom_serve_sim_result *out, loom_error *err);
 
+/* Per-request times of the simulated replica, for SLO attainment (the share
+ * of requests meeting both a TTFT and a TPOT bound needs each request's pair,
+ * not the percentiles). Entry i is the replica's request i in arrival order. */
+typedef struct {
+    double *ttft_s, *tpot_s;   /* caller's arrays of cap entries */
+    int64_t cap;
+    int64_t n;                 /* set by the call: entries written, min(cap, requests) */
+} loom_serve_sim_record;
+
+/* loom_serve_simulate that also fills rec (may be NULL). */
+loom_status loom_serve_simulate_record(const loom_serve_model *m, const loom_serve_workload *w,
+                                       loom_serve_sim_record *rec, loom_serve_sim_result *out,
+                                       loom_error *err);
+
 #endif

@@ -29,6 +29,10 @@
  * the prompt's chunks, ceil(I / (budget − B)) iterations carrying B decodes
  * (one prefill iteration for the alternating engine), plus an M/D/1 wait
  * ρ/(2(1 − ρ)) · S for the prefill server of service S and load ρ = λ·S.
+ * Cached prompts (the decode instance of a disaggregated deployment,
+ * workload prompt_cached): no prefill rides in the rounds, T(B) = iter(decodes
+ * B); a request's first token is the next decode iteration, so TTFT = T/2 + T
+ * with no prefill queue, and the budget bounds B alone.
  * A finite run of N requests lasts (N − 1)/λ + E2E (rate), N/C cycles
  * (clients), or the fill plus N/B rounds of O (offline); throughput is
  * N·O over it.
@@ -42,6 +46,7 @@ typedef struct {
     const loom_serve_model *m;
     const loom_serve_engine *e;
     double isl, osl;
+    bool cached;   /* prompts arrive in the KV cache: decode only */
 } ctx_t;
 
 /* One decode round of n whole sequences, prefill amortised (see above). */
@@ -51,6 +56,7 @@ static double round_int(const ctx_t *c, int64_t n)
     const loom_serve_engine *e = c->e;
     loom_serve_batch d = {.n_decode = n, .decode_ctx = b * (I + O / 2), .n_sampled = n};
     double t_dec = loom_serve_iter_time(c->m, &d, NULL);
+    if (c->cached) return t_dec;
     /* P prompt tokens per round, in iterations of q tokens */
     double P = b * I / O;
     double room = (double)e->max_batched_tokens - (e->mixed_batches ? b : 0);
@@ -105,6 +111,7 @@ static double chunk_s(const ctx_t *c, double b, double q, double prefix)
 /* Time from a prompt's first scheduled iteration to its first token. */
 static double prefill_service_s(const ctx_t *c, double b)
 {
+    if (c->cached) return round_s(c, b);   /* the next decode iteration */
     double room = (double)c->e->max_batched_tokens - (c->e->mixed_batches ? b : 0);
     if (room < 1) room = 1;
     double left = c->isl, prefix = 0, t = 0;
@@ -125,7 +132,7 @@ loom_status loom_serve_steady(const loom_serve_model *m, const loom_serve_worklo
     const loom_serve_memory *mem = loom_serve_model_memory(m);
     loom_status s = loom_serve_workload_check(w, sh->max_positions, err);
     if (s) return s;
-    ctx_t c = {m, loom_serve_model_engine(m), (double)w->isl, (double)w->osl};
+    ctx_t c = {m, loom_serve_model_engine(m), (double)w->isl, (double)w->osl, w->prompt_cached};
     const loom_serve_engine *e = c.e;
     double rep = (double)sh->par.replicas;
     double N = ceil((double)loom_serve_workload_requests(w) / rep);
@@ -139,8 +146,9 @@ loom_status loom_serve_steady(const loom_serve_model *m, const loom_serve_worklo
     double bmax = (double)e->max_num_seqs;
     double kvb = (double)mem->kv_capacity_tokens / per_seq;
     if (kvb < bmax) bmax = kvb;
-    double budget_b = e->mixed_batches ? (double)e->max_batched_tokens * O / (O + I)
-                                       : (double)e->max_batched_tokens;
+    double budget_b = e->mixed_batches && !c.cached
+                          ? (double)e->max_batched_tokens * O / (O + I)
+                          : (double)e->max_batched_tokens;
     if (budget_b < bmax) bmax = budget_b;
     if (bmax < 1) bmax = 1;
     out->batch_max = bmax;
@@ -171,7 +179,7 @@ loom_status loom_serve_steady(const loom_serve_model *m, const loom_serve_worklo
         }
         T = seen_s(&c, b);
         double S = prefill_service_s(&c, b);
-        double rho = lam * S, rf = lam * F;
+        double rho = c.cached ? 0 : lam * S, rf = lam * F;
         double wait = rho < 0.98 ? rho / (2 * (1 - rho)) * S : 0;
         wait += rf < 0.98 ? rf / (2 * (1 - rf)) * F : 0;
         ttft = F + T / 2 + S + wait;
@@ -206,7 +214,7 @@ loom_status loom_serve_steady(const loom_serve_model *m, const loom_serve_worklo
         loom_serve_batch p = {.n_prefill = (int64_t)(fill_tokens / iters),
                               .prefill_pairs = fill_tokens / iters / I * I * (I + 1) / 2,
                               .n_sampled = (int64_t)(b / iters) + 1};
-        double fill = iters * loom_serve_iter_time(m, &p, NULL);
+        double fill = c.cached ? 0 : iters * loom_serve_iter_time(m, &p, NULL);
         loom_serve_batch d = {.n_decode = (int64_t)ceil(b), .decode_ctx = ceil(b) * (I + O / 2),
                               .n_sampled = (int64_t)ceil(b)};
         if (N <= bmax) {

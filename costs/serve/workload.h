@@ -8,6 +8,11 @@
  * rate, a fixed number of clients each sending its next request when the
  * last one finishes (concurrency), or every request at time zero (offline,
  * and a static batch, which is offline with as many requests as the batch).
+ * A workload can also be the decode half of a prefill/decode-disaggregated
+ * deployment (prompt_cached): every request arrives with its prompt's KV
+ * cache already transferred from a prefill instance, so the engine only
+ * decodes (DistServe, Zhong et al., OSDI'24; vLLM's and SGLang's P/D
+ * disaggregation run the decode instance this way).
  *
  * Metrics follow vLLM's benchmark_serving.py, which SGLang's bench_serving
  * and TensorRT-LLM's benchmarks copy:
@@ -49,6 +54,8 @@ typedef struct {
     int64_t num_requests;         /* requests in the run (0 = a default: 10 × concurrency,
                                      at least 200; QPS: 60 s of arrivals, at least 200) */
     uint64_t seed;
+    bool prompt_cached;           /* the prompt's KV arrives with the request: no prefill;
+                                     TTFT is arrival to the first decoded token */
 } loom_serve_workload;
 
 /* isl 1024, osl 128, fixed lengths, offline, 0 requests (default), seed 0. */

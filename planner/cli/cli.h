@@ -33,6 +33,11 @@ bool loom_cli_find_model_id(const char *id, char *path, size_t n);
 int loom_cmd_calibrate(int argc, char **argv);
 int loom_cmd_shard(int argc, char **argv);
 int loom_cmd_plan(int argc, char **argv);
+int loom_cmd_plan_serve(int argc, char **argv);   /* plan --mode serve (cmd_plan_serve.c) */
+/* export of a serving plan (cmd_export_serve.c): to vLLM or SGLang (sglang
+ * true), one pool (NULL: an aggregated plan's only one) to out_path or stdout */
+int loom_cmd_export_serve(const char *plan_path, const char *out_path, bool sglang,
+                          const char *pool);
 int loom_cmd_export(int argc, char **argv);
 int loom_cmd_compare(int argc, char **argv);
 int loom_cmd_compare_merge(int argc, char **argv);
@@ -40,7 +45,8 @@ int loom_cmd_compare_merge(int argc, char **argv);
 /* Each command's option table (options.h), for its --help and for tests. */
 extern const loom_cli_spec loom_cli_spec_inspect, loom_cli_spec_eval, loom_cli_spec_calibrate,
     loom_cli_spec_shard, loom_cli_spec_plan, loom_cli_spec_export, loom_cli_spec_compare,
-    loom_cli_spec_compare_merge, loom_cli_spec_eval_serve, loom_cli_spec_calibrate_serve;
+    loom_cli_spec_compare_merge, loom_cli_spec_eval_serve, loom_cli_spec_calibrate_serve,
+    loom_cli_spec_plan_serve;
 
 /* Prints "loom: MESSAGE" to stderr and returns the exit code for err. */
 int loom_cli_fail(const loom_error *err);

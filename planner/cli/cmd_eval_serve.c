@@ -39,7 +39,7 @@ typedef struct {
     bool offline;
     int weights, kv_dtype, engine;
     int64_t max_num_seqs, max_batched_tokens, block_size;
-    double mem_fraction;
+    double mem_fraction, slo_ttft, slo_tpot;
     bool steady_only, json;
     bool tp_given, pp_given, ep_given, dp_given, isl_given, osl_given, qps_given, conc_given,
         engine_given, weights_given, kv_given;
@@ -133,6 +133,11 @@ static const loom_cli_option serve_opts[] = {
      .metavar = "N", .help = "KV tokens per block", .def = "the engine's"},
     {.name = "--mem-fraction", .kind = LOOM_CLI_NUM, .field = F(mem_fraction), .min = 0,
      .max = 1, .metavar = "F", .help = "engine memory fraction", .def = "the engine's"},
+    {.name = "--ttft", .kind = LOOM_CLI_NUM, .field = F(slo_ttft), .min = 1e-6, .max = 1e6,
+     .metavar = "S", .help = "SLO: report the share of requests whose TTFT (seconds) and\n"
+                             "TPOT (--tpot) are within bounds", .def = "none"},
+    {.name = "--tpot", .kind = LOOM_CLI_NUM, .field = F(slo_tpot), .min = 1e-6, .max = 1e3,
+     .metavar = "S", .help = "SLO: time per output token, seconds", .def = "none"},
     {.name = "--steady", .kind = LOOM_CLI_FLAG, .field = F(steady_only),
      .help = "the steady-state estimate only (no simulation)"},
     {.name = "--calib", .kind = LOOM_CLI_STR, .field = F(calib), .metavar = "FILE",
@@ -240,6 +245,8 @@ typedef struct {
     const loom_serve_steady_result *st;
     const loom_serve_sim_result *sim;   /* NULL: steady only */
     const char *load_text;
+    double slo_ttft_s, slo_tpot_s;      /* 0: not given */
+    double attainment;                  /* simulated share within both; < 0: not asked */
 } report;
 
 static void print_text(const report *r)
@@ -269,6 +276,12 @@ static void print_text(const report *r)
     print_dist("time per output token", &mt->tpot, 1e3, "ms");
     print_dist("inter-token latency", &mt->itl, 1e3, "ms");
     print_dist("end-to-end", &mt->e2e, 1, "s");
+    if (r->attainment >= 0) {
+        printf("within the SLOs       %9.1f%% of requests (", 100 * r->attainment);
+        if (r->slo_ttft_s > 0) printf("TTFT ≤ %g ms%s", r->slo_ttft_s * 1e3, r->slo_tpot_s > 0 ? ", " : "");
+        if (r->slo_tpot_s > 0) printf("TPOT ≤ %g ms", r->slo_tpot_s * 1e3);
+        printf(")\n");
+    }
     printf("\nthroughput           %10.0f output tokens/s (%.0f per GPU), %.2f requests/s\n",
            mt->output_tokens_per_s, mt->output_tokens_per_s / (double)(s->gpus * p->replicas),
            mt->requests_per_s);
@@ -350,6 +363,7 @@ static int print_json(const report *r)
     cJSON_AddNumberToObject(o, "output_tokens_per_s", mt->output_tokens_per_s);
     cJSON_AddNumberToObject(o, "requests_per_s", mt->requests_per_s);
     cJSON_AddNumberToObject(o, "input_tokens_per_s", mt->input_tokens_per_s);
+    if (r->attainment >= 0) cJSON_AddNumberToObject(o, "slo_attainment", r->attainment);
     cJSON_AddNumberToObject(o, "kv_capacity_tokens", (double)mem->kv_capacity_tokens);
     cJSON_AddNumberToObject(o, "max_concurrency", (double)mem->max_concurrency);
     cJSON_AddNumberToObject(o, "kv_bytes_per_token", mem->kv_bytes_per_token);
@@ -408,6 +422,34 @@ static int print_json(const report *r)
     fputs(text, stdout);
     free(text);
     return LOOM_EXIT_OK;
+}
+
+/* The simulation with each request's times: the share of requests within
+ * both SLO bounds of a (the first replica's requests, as simulated). */
+static int simulate_slo(const loom_serve_model *m, const loom_serve_workload *w,
+                        const serve_args *a, loom_serve_sim_result *sim, double *attainment)
+{
+    int64_t rep = loom_serve_model_shape(m)->par.replicas;
+    int64_t n = (loom_serve_workload_requests(w) + rep - 1) / rep;
+    loom_serve_sim_record rec = {.ttft_s = malloc((size_t)n * sizeof(double)),
+                                 .tpot_s = malloc((size_t)n * sizeof(double)), .cap = n};
+    loom_error err = {0};
+    int rc = LOOM_EXIT_OK;
+    if (!rec.ttft_s || !rec.tpot_s) {
+        fprintf(stderr, "loom eval: out of memory\n");
+        rc = LOOM_EXIT_FAIL;
+    } else if (loom_serve_simulate_record(m, w, &rec, sim, &err)) {
+        rc = loom_cli_fail(&err);
+    } else {
+        int64_t met = 0;
+        for (int64_t i = 0; i < rec.n; i++)
+            met += (a->slo_ttft <= 0 || rec.ttft_s[i] <= a->slo_ttft) &&
+                   (a->slo_tpot <= 0 || rec.tpot_s[i] <= a->slo_tpot);
+        *attainment = rec.n > 0 ? (double)met / (double)rec.n : 0;
+    }
+    free(rec.ttft_s);
+    free(rec.tpot_s);
+    return rc;
 }
 
 /* The line's deployment into a; the options given on the command line win. */
@@ -545,6 +587,7 @@ int loom_cmd_eval_serve(int argc, char **argv)
     loom_serve_model *m = NULL;
     loom_serve_steady_result st;
     loom_serve_sim_result *sim = NULL;
+    double attainment = -1;
     if (loom_serve_model_create(&o, &m, &err)) {
         rc = loom_cli_fail(&err);
         goto done;
@@ -573,12 +616,15 @@ int loom_cmd_eval_serve(int argc, char **argv)
             rc = LOOM_EXIT_FAIL;
             goto done;
         }
-        if (loom_serve_simulate(m, &w, sim, &err)) {
+        if ((a.slo_ttft > 0 || a.slo_tpot > 0) &&
+            (rc = simulate_slo(m, &w, &a, sim, &attainment)) != LOOM_EXIT_OK)
+            goto done;
+        if (attainment < 0 && loom_serve_simulate(m, &w, sim, &err)) {
             rc = loom_cli_fail(&err);
             goto done;
         }
     }
-    report r = {&cluster, g, m, &w, &st, sim, load_text};
+    report r = {&cluster, g, m, &w, &st, sim, load_text, a.slo_ttft, a.slo_tpot, attainment};
     rc = LOOM_EXIT_OK;
     if (a.json) rc = print_json(&r);
     else print_text(&r);

@@ -16,7 +16,8 @@
  * where the format has comments, into the file.
  *
  * Output goes to stdout, or with -o atomically to FILE (fileio.h): a failed
- * export never leaves a file behind.
+ * export never leaves a file behind. A serving plan (loom plan --mode serve)
+ * goes to cmd_export_serve.c instead: --to vllm or sglang, --pool.
  */
 #include <cJSON.h>
 #include <stdio.h>
@@ -28,10 +29,11 @@
 #include "planner/cli/cli.h"
 #include "planner/export/export.h"
 #include "planner/export/export_nearest.h"
+#include "planner/export/export_serve.h"
 #include "planner/plan/plan.h"
 
 typedef struct {
-    const char *plan_path, *out_path;
+    const char *plan_path, *out_path, *pool;
     loom_export_target to;
     bool to_given, nearest;
     loom_export_nearest_opts nopts;
@@ -44,10 +46,14 @@ static void export_args_init(void *p)
     loom_export_nearest_opts_init(&a->nopts);
 }
 
+/* SGLang runs serving plans only (cmd_export_serve.c): no placement-plan
+ * target of export.h, so it takes the value after them. */
+#define TARGET_SGLANG LOOM_EXPORT_TARGET_COUNT
 static const loom_cli_choice target_choices[] = {
 #define LOOM_X(n, s) {s, LOOM_EXPORT_##n, false},
     LOOM_EXPORT_TARGET_LIST(LOOM_X)
 #undef LOOM_X
+    {"sglang", TARGET_SGLANG, false},
     {NULL, 0, false}};
 
 #define F(m) LOOM_CLI_FIELD(export_args, m)
@@ -67,16 +73,22 @@ static const loom_cli_option export_opts[] = {
      .help = "calibration for --nearest", .def = "the device's shipped one"},
     {.name = "--profile", .kind = LOOM_CLI_STR, .field = F(nopts.profile_path), .metavar = "DB",
      .help = "profile db for --nearest"},
+    {.name = "--pool", .kind = LOOM_CLI_STR, .field = F(pool), .metavar = "P",
+     .help = "a disaggregated serving plan (loom plan --mode serve): the pool to\n"
+             "export, prefill or decode", .def = LOOM_CLI_NO_DEFAULT},
 };
 
 const loom_cli_spec loom_cli_spec_export = {
     .cmd = "export",
     .usage = "usage: loom export PLAN --to megatron|vllm|deepspeed|torchtitan [-o FILE] [--nearest]\n"
-             "                   [--calib FILE] [--profile DB]\n",
+             "                   [--calib FILE] [--profile DB]\n"
+             "       loom export SERVING_PLAN --to vllm|sglang [--pool prefill|decode] [-o FILE]\n",
     .about = "Writes the configuration a runtime needs to run a loom-plan/1 file:\n"
              "  megatron    a bash launch script: torchrun ... pretrain_gpt.py "
              "--tensor-model-parallel-size ...\n"
              "  vllm        a YAML file for `vllm serve MODEL --config FILE` (serving plans)\n"
+             "  sglang      a bash script running sglang.launch_server (plans of\n"
+             "              loom plan --mode serve; vllm takes those too, one pool per file)\n"
              "  deepspeed   a DeepSpeed JSON config\n"
              "  torchtitan  a Python job config: torchrun -m torchtitan.train --module F --config loom_job\n",
     .epilogue = "A plan the runtime cannot run (different tensor-parallel sizes per stage, 2-D tensor\n"
@@ -148,7 +160,7 @@ int loom_cmd_export(int argc, char **argv)
     bool nearest = args.nearest;
     if (!plan_path) return loom_cli_usage_error("export", "missing PLAN (a loom-plan/1 file)");
     if (!args.to_given)
-        return loom_cli_usage_error("export", "missing --to megatron|vllm|deepspeed|torchtitan");
+        return loom_cli_usage_error("export", "missing --to megatron|vllm|deepspeed|torchtitan|sglang");
     loom_export_target t = args.to;
 
     const loom_cli_path ins[] = {
@@ -156,6 +168,22 @@ int loom_cmd_export(int argc, char **argv)
     const loom_cli_path outs[] = {{"-o", out_path}};
     int bad = loom_cli_check_outputs("export", ins, 3, outs, 1);
     if (bad) return bad;
+    if (loom_serve_export_is_serving(plan_path)) {
+        if (nearest)
+            return loom_cli_usage_error("export", "--nearest replans placement plans; a serving "
+                                        "plan is planned in the engines' own space already");
+        if (t != LOOM_EXPORT_VLLM && t != TARGET_SGLANG)
+            return loom_cli_usage_error("export", "%s is a serving plan (loom plan --mode serve): "
+                                        "export it --to vllm or --to sglang", plan_path);
+        return loom_cmd_export_serve(plan_path, out_path, t == TARGET_SGLANG, args.pool);
+    }
+    if (args.pool)
+        return loom_cli_usage_error("export", "--pool is for disaggregated serving plans (loom "
+                                    "plan --mode serve); %s is a placement plan", plan_path);
+    if (t == TARGET_SGLANG)
+        return loom_cli_usage_error("export", "--to sglang exports serving deployments (loom plan "
+                                    "--mode serve -o); %s is a placement plan: --to vllm",
+                                    plan_path);
 
     loom_error err = {0};
     loom_plan *plan = NULL;

@@ -55,8 +55,12 @@ static void plan_args_init(void *p)
     a->objective = a->req.problem.objective;
 }
 
-static const loom_cli_choice mode_choices[] = {
-    {"train", LOOM_PLAN_TRAIN, false}, {"infer", LOOM_PLAN_INFER, false}, {NULL, 0, false}};
+/* "serve" never reaches this table's parser: loom_cmd_plan hands it to
+ * cmd_plan_serve.c first; it is listed so that the help and errors name it. */
+static const loom_cli_choice mode_choices[] = {{"train", LOOM_PLAN_TRAIN, false},
+                                               {"infer", LOOM_PLAN_INFER, false},
+                                               {"serve", LOOM_PLAN_INFER, false},
+                                               {NULL, 0, false}};
 static const loom_cli_choice objective_choices[] = {
     {"time", LOOM_OBJ_TIME, false},       {"cost", LOOM_OBJ_COST, false},
     {"energy", LOOM_OBJ_ENERGY, false},   {"latency", LOOM_OBJ_LATENCY, false},
@@ -77,7 +81,8 @@ static const loom_cli_option plan_opts[] = {
     {.name = "--seq", .kind = LOOM_CLI_SIZE, .field = F(req.problem.seq), .given = F(seq_given), .lo = 1, .hi = (int64_t)1 << 24,
      .metavar = "N", .help = "tokens per sequence / inference context"},
     {.name = "--mode", .kind = LOOM_CLI_ENUM, .field = F(mode), .choices = mode_choices,
-     .help = "plan for training or for inference (serving)"},
+     .help = "train; infer: one decode step of --gbs sequences;\n"
+             "serve: a serving deployment under SLOs (loom plan --mode serve -h)"},
     {.name = "--objective", .kind = LOOM_CLI_ENUM, .field = F(objective),
      .given = F(objective_given), .choices = objective_choices, .metavar = "O",
      .help = "train: time|cost|energy (default time);\ninfer: latency|throughput (default latency)",
@@ -350,8 +355,19 @@ static int cannot_fit(const loom_plan_request *req, const loom_plan_diag *dg, co
     return LOOM_EXIT_INFEASIBLE;
 }
 
+/* --mode serve belongs to the serving deployment planner (cmd_plan_serve.c). */
+static bool wants_serve(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--mode=serve") ||
+            (!strcmp(argv[i], "--mode") && i + 1 < argc && !strcmp(argv[i + 1], "serve")))
+            return true;
+    return false;
+}
+
 int loom_cmd_plan(int argc, char **argv)
 {
+    if (wants_serve(argc, argv)) return loom_cmd_plan_serve(argc, argv);
     const char *cmd = "plan";
     plan_args args;
     int rc = loom_cli_parse(&loom_cli_spec_plan, argc, argv, &args);
@@ -365,6 +381,10 @@ int loom_cmd_plan(int argc, char **argv)
     const char *model = args.model, *cluster = args.cluster, *out = args.out, *svg = args.svg;
     bool json = args.json, no_timings = args.no_timings;
     req.problem.inference = args.mode == LOOM_PLAN_INFER;
+    if (req.problem.inference)
+        fprintf(stderr, "loom plan: note: --mode infer prices one decode step of --gbs sequences "
+                "with the training planner (micro-batches capped by --max-mbs); --mode serve plans "
+                "a serving deployment under SLOs (loom plan --mode serve -h)\n");
     if (req.problem.inference) req.problem.objective = LOOM_OBJ_LATENCY;
     if (args.objective_given) req.problem.objective = args.objective;
     bool infer_obj = req.problem.objective == LOOM_OBJ_LATENCY ||

@@ -599,6 +599,10 @@ static loom_status read_root(const loom_jctx *c, const cJSON *root, loom_plan *p
     if (strcmp(fmt, LOOM_PLAN_FORMAT) != 0)
         return loom_json_fail(c, "$.format", "expected \"%s\", found \"%s\"", LOOM_PLAN_FORMAT,
                               fmt);
+    if (cJSON_GetObjectItemCaseSensitive(root, "serving"))   /* docs/plan-format.md, serving plans */
+        return loom_json_fail(c, "$.serving", "a serving plan (loom plan --mode serve): it has no "
+                              "stages to read as a placement plan (loom export --to vllm or "
+                              "--to sglang reads its deployment)");
     TRY(loom_json_check_keys(c, root, "$", keys));
     TRY(read_inputs(c, root, p));
     TRY(read_hardware_schedule(c, root, p));
