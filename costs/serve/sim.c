@@ -413,6 +413,7 @@ static loom_status run(const loom_serve_model *m, const loom_serve_workload *w,
                 b.n_sampled++;
             } else {
                 b.n_prefill += c;
+                b.n_prefill_seqs++;
                 b.prefill_pairs += (double)c * ((double)q->prefilled + ((double)c + 1) / 2);
                 b.prefill_prefix += (double)q->prefilled;
                 if (q->prefilled + c == q->prompt) b.n_sampled++;

@@ -65,7 +65,7 @@ static double round_int(const ctx_t *c, int64_t n)
     if (q > room) q = room;
     loom_serve_batch p = {.n_prefill = (int64_t)llround(q), .prefill_pairs = q * (I + 1) / 2,
                           .prefill_prefix = q < I ? (I - q) / 2 : 0,
-                          .n_sampled = (int64_t)ceil(q / I)};
+                          .n_sampled = (int64_t)ceil(q / I), .n_prefill_seqs = (int64_t)ceil(q / I)};
     if (e->mixed_batches) {
         p.n_decode = d.n_decode;
         p.decode_ctx = d.decode_ctx;
@@ -102,6 +102,7 @@ static double chunk_s(const ctx_t *c, double b, double q, double prefix)
         d.n_sampled = d.n_decode;
     }
     d.n_prefill = (int64_t)q;
+    d.n_prefill_seqs = 1;
     d.prefill_pairs = q * (prefix + (q + 1) / 2);
     d.prefill_prefix = prefix;
     d.n_sampled += 1;
@@ -213,7 +214,8 @@ loom_status loom_serve_steady(const loom_serve_model *m, const loom_serve_worklo
         double iters = ceil(fill_tokens / budget);
         loom_serve_batch p = {.n_prefill = (int64_t)(fill_tokens / iters),
                               .prefill_pairs = fill_tokens / iters / I * I * (I + 1) / 2,
-                              .n_sampled = (int64_t)(b / iters) + 1};
+                              .n_sampled = (int64_t)(b / iters) + 1,
+                              .n_prefill_seqs = (int64_t)(b / iters) + 1};
         double fill = c.cached ? 0 : iters * loom_serve_iter_time(m, &p, NULL);
         loom_serve_batch d = {.n_decode = (int64_t)ceil(b), .decode_ctx = ceil(b) * (I + O / 2),
                               .n_sampled = (int64_t)ceil(b)};

@@ -117,10 +117,19 @@ double loom_serve_iter_time(const loom_serve_model *m, const loom_serve_batch *b
         if (bd) *bd = it;
         return 0;
     }
-    /* one micro-batch on one attention-DP rank */
-    double share = 1.0 / (double)(p->pp * p->attn_dp);
+    /* one micro-batch on one attention-DP rank: the running sequences are
+     * spread over pp · dp of them, but a sequence is never split, so with
+     * fewer sequences than that each one is a micro-batch of its own */
+    double ways = (double)(p->pp * p->attn_dp);
+    double dec_share = 1.0 / fmin(ways, fmax((double)b->n_decode, 1));
+    double pre_seqs = b->n_prefill_seqs > 0 ? (double)b->n_prefill_seqs : ways;
+    double pre_share = 1.0 / fmin(ways, pre_seqs);
+    double share = (double)n_all > 0
+                       ? ((double)b->n_decode * dec_share + (double)b->n_prefill * pre_share) /
+                             (double)n_all
+                       : 1.0 / ways;
     double n = (double)n_all * share;
-    double n_group = (double)n_all / (double)p->pp;   /* tokens reaching the experts */
+    double n_group = n * (double)p->attn_dp;   /* tokens reaching the experts */
 
     for (int32_t i = 0; i < s->n_gemm; i++) {
         const loom_serve_gemm *g = &s->gemm[i];
@@ -140,19 +149,19 @@ double loom_serve_iter_time(const loom_serve_model *m, const loom_serve_batch *b
         it.gemm_s += g->count * maxd(tc_s(m, f, peak, sc->gemm_eff), mem_s(m, w + a));
     }
     /* the LM head for the sampled tokens */
-    double ns = (double)b->n_sampled * share;
+    double ns = (double)b->n_sampled / fmin(ways, fmax((double)b->n_sampled, 1));
     if (ns > 0)
         it.gemm_s += maxd(tc_s(m, s->head_flops_per_token * ns, m->peak_bf16, sc->gemm_eff),
                           mem_s(m, s->head_weight_bytes + ns * 4.0 * (double)s->vocab / (double)p->tp));
     /* attention: decode streams the KV; prefill computes causal pairs */
-    double ctx = b->decode_ctx * share;
+    double ctx = b->decode_ctx * dec_share;
     if (ctx > 0)
         it.attn_s += maxd(s->attn_decode_flops_per_ctx * ctx / (m->peak_bf16 * sc->attn_eff),
                           mem_s(m, s->kv_bytes_per_token * ctx));
     if (b->n_prefill > 0) {
-        double pairs = b->prefill_pairs * share, prefix = b->prefill_prefix * share;
+        double pairs = b->prefill_pairs * pre_share, prefix = b->prefill_prefix * pre_share;
         it.attn_s += maxd(s->attn_prefill_flops_per_pair * pairs / (m->peak_bf16 * sc->attn_eff),
-                          mem_s(m, s->kv_bytes_per_token * (prefix + (double)b->n_prefill * share)));
+                          mem_s(m, s->kv_bytes_per_token * (prefix + (double)b->n_prefill * pre_share)));
     }
     it.other_s = mem_s(m, s->other_bytes_per_token * n);
     bool graphed = n <= (double)m->engine.cuda_graph_max_bs &&
@@ -189,7 +198,7 @@ double loom_serve_decode_time(const loom_serve_model *m, int64_t n, double ctx)
 
 double loom_serve_prefill_time(const loom_serve_model *m, int64_t n)
 {
-    loom_serve_batch b = {.n_prefill = n,
+    loom_serve_batch b = {.n_prefill = n, .n_prefill_seqs = 1,
                           .prefill_pairs = (double)n * ((double)n + 1) / 2,
                           .n_sampled = 1};
     return loom_serve_iter_time(m, &b, NULL);

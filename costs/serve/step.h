@@ -23,6 +23,9 @@
  * all stages while the GPUs work on the other micro-batches. The iteration
  * here is that pass for one micro-batch of 1/pp of the running batch; its
  * time is the sequence's inter-token interval, and pp of them run at once.
+ * A sequence lives in one micro-batch (and one attention-DP rank): with
+ * fewer sequences than pp · dp, each carries its whole share, so a lone
+ * prompt's chunk is not spread over micro-batches it cannot be split into.
  *
  * Units: seconds.
  */
@@ -43,6 +46,8 @@ typedef struct {
     int64_t n_decode;        /* decoding sequences (one token each) */
     double decode_ctx;       /* Σ cached tokens of the decoding sequences */
     int64_t n_prefill;       /* prefill tokens */
+    int64_t n_prefill_seqs;  /* requests those tokens belong to (0 = as many as needed to
+                                fill every micro-batch) */
     double prefill_pairs;    /* Σ over chunks of q · (prefix + (q + 1) / 2): causal pairs */
     double prefill_prefix;   /* Σ over chunks of the prefix already cached */
     int64_t n_sampled;       /* sequences sampling a token (decodes + prompts completed) */
