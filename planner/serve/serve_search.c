@@ -14,9 +14,8 @@
  *    TPOT meets its bound — ties going to the larger deployment (under
  *    `gpus`: n = ⌈rate / λ⌉ each). The pairing considers both links: NVLink
  *    when the deployment fits one node, the NIC otherwise. Prefill shapes
- *    have no pipeline stages: the cost model prices pp as micro-batches in
- *    flight (costs/serve/step.h), which shortens decode intervals rightly
- *    but would price one prompt's prefill at 1/pp of its latency.
+ *    may have pipeline stages: a lone prompt passes through them one after
+ *    the other (costs/serve/step.h).
  * 3. Ranking. Each candidate's steady-state figures at the objective's
  *    operating point give its score (serve_plan.h); infeasible ones sink.
  * 4. Re-check. The best `recheck` of each kind are simulated: goodput and
@@ -208,7 +207,7 @@ static bool size_pools(const search_t *s, int32_t i, int32_t j, loom_serve_deplo
     const loom_serve_plan *p = s->p;
     int64_t gp = p->space.cand[i].gpus, gd = p->space.cand[j].gpus, N = s->gpus_total;
     double ld = s->stats[j].decode_rate_rps;
-    if (!(ld > 0) || p->space.cand[i].inst.pp > 1) return false;
+    if (!(ld > 0)) return false;
     loom_serve_deploy d = {.disagg = true, .agg = -1, .prefill = i, .decode = j,
                            .n_prefill = 1, .n_decode = 1};
     if (p->req.objective == LOOM_SERVE_OBJ_GPUS) {
