@@ -90,7 +90,6 @@ static int32_t best_prefill(const loom_serve_ctx *ctx, const loom_serve_pool_sta
     int32_t best = -1;
     double best_cost = INFINITY;
     for (int32_t i = 0; i < ctx->space->n; i++) {
-        if (ctx->space->cand[i].inst.pp > 1) continue;   /* as the search (serve_search.c) */
         int64_t gp = ctx->space->cand[i].gpus, gd = ctx->space->cand[j].gpus;
         /* the link of a large deployment: the NIC unless the cluster is one node */
         const loom_link *link = loom_cluster_gpus(c) <= c->gpus_per_node ? &c->intra : &c->inter;
