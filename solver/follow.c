@@ -21,8 +21,9 @@
  *     rmsnorm    fwd 4 B/row, bwd 4 B/row
  *     softmax    fwd max + sum 8 B/row, bwd Σ p·dp 4 B/row
  *     loss       fwd max, sum, target logit: three all-reduces of 4 B/row
- *                (Megatron's vocab-parallel cross entropy, and costs/eval.c),
- *                bwd local
+ *                (Megatron's vocab-parallel cross entropy, and costs/eval.c;
+ *                one of 12 B/row in a decode step, whose graph keeps the
+ *                op), bwd local
  *     top-k      fwd all-gather of the router logits
  *
  * Units: seconds, bytes per GPU.
@@ -97,8 +98,8 @@ static bool view_map(const loom_mesh_ctx *mc, const loom_tensor *src, const loom
 }
 
 /* Bytes per row of the statistics a split reduction exchanges, fwd / bwd. */
-static void reduction_bytes(const loom_op *o, double *fwd, double *bwd, int *fwd_calls,
-                            bool *gather)
+static void reduction_bytes(const loom_op *o, bool train, double *fwd, double *bwd,
+                            int *fwd_calls, bool *gather)
 {
     *fwd = *bwd = 0;
     *fwd_calls = 1;
@@ -108,7 +109,9 @@ static void reduction_bytes(const loom_op *o, double *fwd, double *bwd, int *fwd
         *fwd = *bwd = strcmp(o->fn, "rmsnorm") ? 8 : 4;
         break;
     case LOOM_OP_SOFTMAX: *fwd = 8, *bwd = 4; break;
-    case LOOM_OP_CROSS_ENTROPY: *fwd = 4, *fwd_calls = 3; break;
+    case LOOM_OP_CROSS_ENTROPY:
+        *fwd = train ? 4 : 12, *fwd_calls = train ? 3 : 1;
+        break;
     case LOOM_OP_MOE_ROUTE: *gather = true; break;
     default: break;
     }
@@ -161,7 +164,7 @@ loom_status loom_strategy_follow(const loom_strategy_ctx *c, int32_t op, int k,
     double fb, bb;
     int fwd_calls;
     bool gather;
-    reduction_bytes(o, &fb, &bb, &fwd_calls, &gather);
+    reduction_bytes(o, c->train, &fb, &bb, &fwd_calls, &gather);
     if (red && !view) {
         int64_t rows = loom_tensor_numel(x0) / x0->dims[x0->ndim - 1].size;
         double local_rows = (double)rows /
