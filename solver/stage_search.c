@@ -687,13 +687,16 @@ static int mesh_spaces(const loom_search *s, int64_t n0, int64_t n1,
 {
     int n = 0;
     bool train = !s->pb.inference;
+    int64_t seq = s->seq_tokens;
+    /* overlap runs on sequence parallelism, which splits the sequence over
+     * the TP ranks (and the CP ranks): loom_parallel_check's rules */
     bool overlap = train && n1 > 1 && !s->opt.no_tp_comm_overlap;
     int64_t pin = s->opt.pin_cp;   /* > 1: only that context-parallel size */
     if (!s->opt.megatron_only && pin <= 1) out[n++] = (loom_search_space){false, false, false};
-    if (pin <= 1) out[n++] = (loom_search_space){true, false, overlap};
-    if (train && n0 > 1 && s->pb.flash_attention && s->seq_tokens % (2 * n0) == 0 &&
+    if (pin <= 1) out[n++] = (loom_search_space){true, false, overlap && seq % n1 == 0};
+    if (train && n0 > 1 && s->pb.flash_attention && seq % (2 * n0) == 0 &&
         !s->opt.no_context_parallel && (pin == 0 || pin == n0))
-        out[n++] = (loom_search_space){true, true, overlap};
+        out[n++] = (loom_search_space){true, true, overlap && seq % (n0 * n1) == 0};
     return n;
 }
 
