@@ -8,10 +8,13 @@
  * Placement. Megatron orders ranks tp-cp-ep-dp-pp, tensor parallel fastest:
  * a TP group is tp consecutive GPUs (inside a node when tp <= GPUs per node),
  * the context-parallel group strides by tp, the data-parallel group (which
- * also spans cp, for the weights) strides by tp, the expert-parallel group
- * by tp·cp, and pipeline neighbours are tp·cp·dp apart. Each group's
- * collectives use the intra- or inter-node link accordingly
- * (loom_group_collective_time_s).
+ * also spans cp, for the weights) strides by tp, and pipeline neighbours
+ * are tp·cp·dp apart. Expert layers have their own rank generator
+ * (Megatron-Core's MoE parallel folding: the same order without cp, over
+ * the same tp·cp·dp ranks of a stage): the expert-parallel group strides by
+ * tp, the expert data-parallel group by tp·ep (with cp = 1 both as
+ * before folding). Each group's collectives use the intra- or inter-node
+ * link accordingly (loom_group_collective_time_s).
  *
  * Stages. The L transformer blocks are split evenly over pp ranks (or
  * first/last stage sizes as given); with v virtual stages into pp·v chunks,
@@ -566,9 +569,9 @@ loom_status loom_eval_megatron_ex(const loom_graph *g, const loom_cost_model *cm
     x.tp = axis_group(c, p->tp, 1);
     x.etp = axis_group(c, p->etp > 0 ? p->etp : p->tp, 1);
     x.cp = axis_group(c, p->cp, p->tp);
-    x.ep = axis_group(c, p->ep, p->tp * p->cp);
+    x.ep = axis_group(c, p->ep, p->tp);
     x.dp = axis_group(c, p->dp * p->cp, p->tp);
-    x.edp = axis_group(c, p->dp * p->cp / p->ep, p->tp * p->cp * p->ep);
+    x.edp = axis_group(c, p->dp * p->cp / p->ep, p->tp * p->ep);
 
     layer_cost *lc = calloc((size_t)n_layers, sizeof *lc);
     int32_t *rank = calloc((size_t)n_layers, sizeof *rank);

@@ -40,6 +40,7 @@ struct loom_graph {
     int32_t n_layers;
     int32_t *layer_first, *layer_count;   /* built by finalize */
     int32_t *saved_by;                    /* tensor id -> first op saving it, -1 */
+    uint64_t fingerprint;                 /* set by finalize (loom_graph_fingerprint) */
     bool finalized;
     char warnings[LOOM_GRAPH_MAX_WARNINGS][LOOM_GRAPH_WARNING_MAX];
     int32_t n_warnings;
@@ -533,6 +534,8 @@ loom_status loom_graph_einsum(loom_graph *g, const char *name, int32_t layer,
 
 /* ---- finalize --------------------------------------------------------------- */
 
+static uint64_t fnv(uint64_t h, const void *p, size_t n);
+
 loom_status loom_graph_finalize(loom_graph *g, loom_error *err)
 {
     if (g->n_ops == 0) return loom_error_set(err, LOOM_ERR_INVALID, "graph %s has no ops", g->name);
@@ -604,7 +607,19 @@ loom_status loom_graph_finalize(loom_graph *g, loom_error *err)
     loom_status s = loom_graph_check_dag(g, err);
     if (s) return s;
     g->finalized = true;
+    int64_t counts[3] = {g->n_ops, g->n_tensors, g->n_layers};
+    g->fingerprint = fnv(14695981039346656037ull, counts, sizeof counts);
+    for (int32_t l = 0; l < g->n_layers; l++) {
+        uint64_t sig = loom_graph_layer_signature(g, l);
+        g->fingerprint = fnv(g->fingerprint, &sig, sizeof sig);
+    }
     return LOOM_OK;
+}
+
+uint64_t loom_graph_fingerprint(const loom_graph *g)
+{
+    LOOM_ASSERT(g->finalized);
+    return g->fingerprint;
 }
 
 int64_t loom_op_saved_bytes(const loom_graph *g, int32_t id)

@@ -258,6 +258,11 @@ loom_status loom_graph_finalize(loom_graph *g, loom_error *err);
  * and wiring relative to the layer. Identical layers hash equal. */
 uint64_t loom_graph_layer_signature(const loom_graph *g, int32_t layer);
 
+/* Of a finalized graph: a hash of its op, tensor and layer counts and of
+ * every layer's signature, computed once by finalize, so that a cache can
+ * tell a graph rebuilt at the same address with other shapes apart. */
+uint64_t loom_graph_fingerprint(const loom_graph *g);
+
 /* ---- totals --------------------------------------------------------------- */
 
 typedef struct {

@@ -20,8 +20,10 @@
  *     layernorm  fwd mean + variance 8 B/row, bwd two sums 8 B/row
  *     rmsnorm    fwd 4 B/row, bwd 4 B/row
  *     softmax    fwd max + sum 8 B/row, bwd Σ p·dp 4 B/row
- *     loss       fwd max, sum, target logit 12 B/row (Megatron's
- *                vocab-parallel cross entropy), bwd local
+ *     loss       fwd max, sum, target logit: three all-reduces of 4 B/row
+ *                (Megatron's vocab-parallel cross entropy, and costs/eval.c;
+ *                one of 12 B/row in a decode step, whose graph keeps the
+ *                op), bwd local
  *     top-k      fwd all-gather of the router logits
  *
  * Units: seconds, bytes per GPU.
@@ -96,16 +98,20 @@ static bool view_map(const loom_mesh_ctx *mc, const loom_tensor *src, const loom
 }
 
 /* Bytes per row of the statistics a split reduction exchanges, fwd / bwd. */
-static void reduction_bytes(const loom_op *o, double *fwd, double *bwd, bool *gather)
+static void reduction_bytes(const loom_op *o, bool train, double *fwd, double *bwd,
+                            int *fwd_calls, bool *gather)
 {
     *fwd = *bwd = 0;
+    *fwd_calls = 1;
     *gather = false;
     switch (o->kind) {
     case LOOM_OP_NORM:
         *fwd = *bwd = strcmp(o->fn, "rmsnorm") ? 8 : 4;
         break;
     case LOOM_OP_SOFTMAX: *fwd = 8, *bwd = 4; break;
-    case LOOM_OP_CROSS_ENTROPY: *fwd = 12; break;
+    case LOOM_OP_CROSS_ENTROPY:
+        *fwd = train ? 4 : 12, *fwd_calls = train ? 3 : 1;
+        break;
     case LOOM_OP_MOE_ROUTE: *gather = true; break;
     default: break;
     }
@@ -156,8 +162,9 @@ loom_status loom_strategy_follow(const loom_strategy_ctx *c, int32_t op, int k,
     const loom_tensor *x0 = loom_graph_tensor(g, o->in[0]);
     unsigned red = x0->ndim ? s->in[0].ax[x0->ndim - 1] : 0;
     double fb, bb;
+    int fwd_calls;
     bool gather;
-    reduction_bytes(o, &fb, &bb, &gather);
+    reduction_bytes(o, c->train, &fb, &bb, &fwd_calls, &gather);
     if (red && !view) {
         int64_t rows = loom_tensor_numel(x0) / x0->dims[x0->ndim - 1].size;
         double local_rows = (double)rows /
@@ -168,7 +175,8 @@ loom_status loom_strategy_follow(const loom_strategy_ctx *c, int32_t op, int k,
             loom_strategy_add_event(s->fwd, &s->n_fwd, LOOM_COLL_ALL_GATHER, red,
                                     loom_spec_bytes(&full, x0, mc));
         }
-        loom_strategy_add_event(s->fwd, &s->n_fwd, LOOM_COLL_ALL_REDUCE, red, fb * local_rows);
+        for (int i = 0; i < fwd_calls; i++)
+            loom_strategy_add_event(s->fwd, &s->n_fwd, LOOM_COLL_ALL_REDUCE, red, fb * local_rows);
         loom_strategy_add_event(s->bwd, &s->n_bwd, LOOM_COLL_ALL_REDUCE, red, bb * local_rows);
     }
 

@@ -105,8 +105,9 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
 
 static uint64_t opts_hash(const loom_intra_opts *o)
 {
-    int64_t v[7] = {o->train, o->megatron_only, o->micro_batches, o->zero_stage,
-                    o->dp_degree_outside, o->act_multiplier, 0};
+    int64_t v[8] = {o->train, o->megatron_only, o->micro_batches, o->zero_stage,
+                    o->dp_degree_outside, o->act_multiplier,
+                    o->megatron_only && o->megatron_cp, o->megatron_only && o->tp_comm_overlap};
     return fnv(14695981039346656037ull, v, sizeof v);
 }
 
@@ -248,17 +249,9 @@ typedef struct {
     bool owned;
 } graph_memo;
 
-/* Counts plus the signatures of the first, second, middle and last layers:
- * O(a few layers), and any change of batch, sequence or sizes shows. */
-static uint64_t graph_fingerprint(const loom_graph *g)
-{
-    int32_t L = loom_graph_layer_count(g);
-    uint64_t v[7] = {(uint64_t)loom_graph_num_ops(g), (uint64_t)loom_graph_num_tensors(g),
-                     (uint64_t)L, 0, 0, 0, 0};
-    int32_t pick[4] = {0, L > 1 ? 1 : 0, L / 2, L - 1};
-    for (int i = 0; i < 4; i++) v[3 + i] = loom_graph_layer_signature(g, pick[i]);
-    return fnv(14695981039346656037ull, v, sizeof v);
-}
+/* Computed once by loom_graph_finalize: O(1) here, and any change of batch,
+ * sequence or sizes shows. */
+static uint64_t graph_fingerprint(const loom_graph *g) { return loom_graph_fingerprint(g); }
 
 static loom_status memo_get(loom_intra_cache *c, const loom_graph *g, graph_memo *m, loom_error *err)
 {
@@ -334,7 +327,7 @@ static uint64_t cost_model_fingerprint(const loom_cost_model *cm)
     return fnv(h, c->gpu.name, strlen(c->gpu.name));
 }
 
-static void fill_op(const loom_mesh_ctx *m, const loom_strategy *s, double act_bytes, intra_op *d)
+static void fill_op(const loom_strategy *s, double act_bytes, intra_op *d)
 {
     memset(d, 0, sizeof *d);
     snprintf(d->strategy, sizeof d->strategy, "%s", s->name);
@@ -348,11 +341,11 @@ static void fill_op(const loom_mesh_ctx *m, const loom_strategy *s, double act_b
                                    .comm_bytes_fwd = (int64_t)llround(s->comm_bytes_fwd),
                                    .param_count = s->param_count,
                                    .param_count_local = s->param_count_local,
+                                   .other_sync_s = s->other_sync_s,
                                    .act_bytes = (int64_t)llround(act_bytes),
-                                   .fwd_compute_s = s->compute_s - s->bwd_compute_s};
-    for (int i = 0; i < s->n_fwd; i++)
-        d->cost.fwd_comm_s += loom_mesh_coll_s(m, s->fwd[i].kind, s->fwd[i].axes, s->fwd[i].bytes);
-    d->cost.fwd_comm_s += s->ring_fwd_s;
+                                   .fwd_compute_s = s->compute_s - s->bwd_compute_s,
+                                   .fwd_comm_s = s->fwd_comm_s};
+    memcpy(d->cost.dp_params, s->dp_params, sizeof s->dp_params);
 }
 
 /* Builds and solves layer l's ILP with the given per-layer budget. */
@@ -403,7 +396,7 @@ static loom_status solve_layer(run_ctx *r, int32_t l, double budget, loom_intra_
             goto fail;
         }
         for (int32_t i = 0; i < count; i++) {
-            fill_op(&r->sctx.mesh, loom_layer_problem_strategy(p, i, sol.choice),
+            fill_op(loom_layer_problem_strategy(p, i, sol.choice),
                     loom_layer_problem_act_bytes(p, i, sol.choice), &L->ops[i]);
             loom_layer_problem_op_reshard(p, i, sol.choice, &L->ops[i].cost.reshard_fwd_s,
                                           &L->ops[i].cost.reshard_bwd_s);
@@ -574,6 +567,8 @@ static loom_status tied_weights(const run_ctx *r, loom_intra_result *out, loom_e
             out->param_count_local_per_gpu -= (int64_t)llround(f * (double)c->param_count_local);
             out->param_bytes_per_gpu -= (int64_t)llround(tied_bytes);
             out->grad_sync_s -= f * c->grad_sync_s;
+            out->other_sync_s -= f * c->other_sync_s;
+            for (int a = 0; a < 4; a++) out->dp_params_per_gpu[a] -= f * c->dp_params[a];
             out->objective_s -= f * c->grad_sync_s / (double)(r->o->micro_batches > 0 ? r->o->micro_batches : 1);
         }
     }
@@ -592,6 +587,8 @@ loom_status loom_intra_solve(const loom_graph *g, const loom_cost_model *cm, int
     if (s) return s;
     run_ctx r = {.g = g, .cm = cm, .o = o, .cache = o->cache, .cm_fp = cost_model_fingerprint(cm)};
     loom_strategy_ctx_init(&r.sctx, g, cm, mesh, o->train, o->megatron_only);
+    r.sctx.megatron_cp = o->megatron_only && o->megatron_cp;
+    r.sctx.tp_overlap = o->megatron_only && o->tp_comm_overlap;
     r.sctx.zero = o->zero_stage;
     r.sctx.micro_batches = o->micro_batches;
     layer_weights(o, &r.w);
@@ -657,6 +654,8 @@ loom_status loom_intra_solve(const loom_graph *g, const loom_cost_model *cm, int
         out->comm_bytes_fwd += (int64_t)llround(L->tot.comm_bytes_fwd);
         out->param_count_per_gpu += L->tot.param_count;
         out->param_count_local_per_gpu += L->tot.param_count_local;
+        for (int a = 0; a < 4; a++) out->dp_params_per_gpu[a] += L->tot.dp_params[a];
+        out->other_sync_s += L->tot.other_sync_s;
         out->param_bytes_per_gpu += (int64_t)llround(L->tot.param_bytes);
         out->act_bytes_per_gpu += (int64_t)llround(L->tot.act_bytes);
         out->memory_bytes_per_gpu += (int64_t)llround(L->tot.mem_bytes);

@@ -63,6 +63,10 @@ typedef struct {
                                       experts) on axis 0, tensor parallel (heads, kvh, f, v;
                                       every linear layer split, the embedding vocab-parallel;
                                       sequence parallel s in between) on axis 1 */
+    bool megatron_cp;              /* with megatron_only: axis 0 context parallel instead (the
+                                      sequence split in every op, ring attention) */
+    bool tp_comm_overlap;          /* with megatron_only: TP collectives beside their GEMMs
+                                      (Megatron's --tp-comm-overlap; strategy.h) */
     loom_intra_cache *cache;       /* NULL: no reuse across calls */
     const char *debug_lp_path;     /* non-NULL: write each layer's ILP (glp_write_lp) to
                                       "<path>.L<layer>.lp" */
@@ -85,6 +89,9 @@ typedef struct {
     int64_t param_count_per_gpu;   /* parameters (elements) on each GPU */
     int64_t param_count_local_per_gpu;   /* the same, each weight divided by its
                                             data-parallel copies in the mesh (strategy.h) */
+    double dp_params_per_gpu[4];   /* float parameters by the data-parallel mesh axes their
+                                      gradient is partial over (strategy.h dp_params) */
+    double other_sync_s;           /* per step: sync over the other partial axes */
     int64_t param_bytes_per_gpu;   /* those parameters in their dtype */
     int64_t act_bytes_per_gpu;     /* saved activations of one micro-batch */
     int64_t memory_bytes_per_gpu;  /* the budget's measure (see above) */
@@ -137,6 +144,8 @@ typedef struct {
     int64_t comm_bytes_fwd;
     int64_t param_count;    /* per GPU */
     int64_t param_count_local;   /* per GPU, divided by the data-parallel copies (strategy.h) */
+    double dp_params[4];    /* strategy.h */
+    double other_sync_s;
     int64_t act_bytes;      /* saved activations per GPU */
     double fwd_compute_s;   /* the forward parts of compute_s and comm_s */
     double fwd_comm_s;

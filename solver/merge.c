@@ -30,6 +30,7 @@ typedef struct {
     loom_spec *fspec;     /* fan-out choices */
     uint8_t *fpart;
     double *fwin;         /* fan-out: backward overlap window of each choice (overlap_window) */
+    double *ffwin;        /* fan-out: forward overlap window of each choice (fwd_window) */
     int32_t nk;           /* choices that survive pruning: keep[0..nk) */
     int32_t *keep;
 } lnode;
@@ -100,7 +101,8 @@ void loom_layer_problem_destroy(loom_layer_problem *p)
     for (int32_t i = 0; p->ops && i < p->n_ops; i++) free(p->ops[i].st);
     for (int32_t i = 0; i < p->n_nodes; i++) {
         lnode *n = &p->nodes[i];
-        free(n->fspec), free(n->fpart), free(n->fwin), free(n->cost), free(n->mem), free(n->keep);
+        free(n->fspec), free(n->fpart), free(n->fwin), free(n->ffwin), free(n->cost), free(n->mem);
+        free(n->keep);
     }
     for (int32_t i = 0; i < p->n_edges; i++) {
         ledge *e = &p->edges[i];
@@ -143,40 +145,43 @@ static loom_status derive(loom_layer_problem *p, int32_t rel, loom_error *err)
     return LOOM_OK;
 }
 
-/* One end of an edge: the distinct (spec, partial, window) classes of its
+/* One end of an edge: the distinct (spec, partial, windows) classes of its
  * node's choices. */
 typedef struct {
     int32_t n;
     loom_spec *spec;
     uint8_t *part;
     double *win;      /* consumer end: backward overlap window (overlap_window) */
+    double *fwin;     /* consumer end: forward overlap window (fwd_window) */
     int32_t *cls;     /* per choice */
 } end_classes;
 
 static void free_end(end_classes *e)
 {
-    free(e->spec), free(e->part), free(e->win), free(e->cls);
+    free(e->spec), free(e->part), free(e->win), free(e->fwin), free(e->cls);
 }
 
 static bool classify(end_classes *e, int32_t k, int nd, const loom_spec *const *specs,
-                     const uint8_t *parts, const double *wins)
+                     const uint8_t *parts, const double *wins, const double *fwins)
 {
     e->n = 0;
     if (k < 0) return false;
     e->spec = malloc((size_t)k * sizeof(loom_spec));
     e->part = malloc((size_t)k);
     e->win = malloc((size_t)k * sizeof(double));
+    e->fwin = malloc((size_t)k * sizeof(double));
     e->cls = malloc((size_t)k * sizeof(int32_t));
-    if (!e->spec || !e->part || !e->win || !e->cls) return false;
+    if (!e->spec || !e->part || !e->win || !e->fwin || !e->cls) return false;
     for (int32_t i = 0; i < k; i++) {
         int32_t c = 0;
         while (c < e->n && !(loom_spec_eq(&e->spec[c], specs[i], nd) && e->part[c] == parts[i] &&
-                             e->win[c] == wins[i]))
+                             e->win[c] == wins[i] && e->fwin[c] == fwins[i]))
             c++;
         if (c == e->n) {
             e->spec[c] = *specs[i];
             e->part[c] = parts[i];
             e->win[c] = wins[i];
+            e->fwin[c] = fwins[i];
             e->n++;
         }
         e->cls[i] = c;
@@ -184,13 +189,7 @@ static bool classify(end_classes *e, int32_t k, int nd, const loom_spec *const *
     return true;
 }
 
-/* A matmul with weights (einsum, embedding): its backward is a dgrad GEMM
- * then a wgrad GEMM. */
-static bool weighted_matmul(const loom_op *o)
-{
-    return (o->kind == LOOM_OP_EINSUM || o->kind == LOOM_OP_EMBEDDING) &&
-           o->n_w > (o->bias ? 1 : 0);
-}
+static bool weighted_matmul(const loom_op *o) { return loom_strategy_weighted_matmul(o); }
 
 /* How long a backward collective on the gradient of an input of op o
  * (strategy s) can run beside o's own backward GEMMs: half its backward
@@ -207,10 +206,30 @@ static double overlap_window(const loom_op *o, const loom_strategy *s)
     return weighted_matmul(o) ? 0.5 * s->bwd_compute_s : 0;
 }
 
-/* What a collective of comm_s adds beside a GEMM of gemm_s. */
-static double beside(double comm_s, double gemm_s)
+/* How long the forward gather of a sequence-parallel input of op o can run
+ * beside o's forward GEMM: with TP communication overlap (Megatron's
+ * --tp-comm-overlap: userbuffers pipeline the all-gather with the GEMM it
+ * feeds, costs/eval.c's `exposed`), its forward compute; 0 otherwise. */
+static double fwd_window(const loom_strategy_ctx *c, const loom_op *o, const loom_strategy *s)
 {
-    return comm_s > gemm_s ? comm_s - gemm_s : 0;
+    return c->tp_overlap && weighted_matmul(o) ? s->compute_s - s->bwd_compute_s : 0;
+}
+
+static double beside(double comm_s, double gemm_s) { return loom_strategy_beside(comm_s, gemm_s); }
+
+/* `to` only gathers, over the tensor-parallel axis 1, the tokens (dim "s",
+ * or "c" in expert buffers) that `from` splits: the gather of a
+ * sequence-parallel input that TP communication overlap hides. */
+static bool tp_token_gather(const loom_tensor *t, const loom_spec *from, const loom_spec *to)
+{
+    bool fewer = false;
+    for (int d = 0; d < t->ndim; d++) {
+        if (to->ax[d] == from->ax[d]) continue;
+        if ((to->ax[d] & ~from->ax[d]) || (from->ax[d] & ~to->ax[d]) != LOOM_AXIS1) return false;
+        if (strcmp(t->dims[d].name, "s") && strcmp(t->dims[d].name, "c")) return false;
+        fewer = true;
+    }
+    return fewer;
 }
 
 /* `to` only gathers the sequence (dim "s") that `from` splits: what a
@@ -237,23 +256,28 @@ static bool node_end(const loom_layer_problem *p, int32_t node, int32_t rel, boo
     const loom_spec **specs = malloc((size_t)n->k * sizeof *specs);
     uint8_t *parts = malloc((size_t)n->k);
     double *wins = malloc((size_t)n->k * sizeof(double));
-    bool ok = specs && parts && wins;
+    double *fwins = malloc((size_t)n->k * sizeof(double));
+    bool ok = specs && parts && wins && fwins;
     for (int32_t i = 0; ok && i < n->k; i++) {
         if (rel < 0) {
             specs[i] = &n->fspec[i];
             parts[i] = n->fpart[i];
             wins[i] = consumer && n->fwin ? n->fwin[i] : 0;
+            fwins[i] = consumer && n->ffwin ? n->ffwin[i] : 0;
         } else {
             const loom_strategy *s = &p->ops[rel].st[i];
+            const loom_op *o = loom_graph_op(p->c->g, p->first + rel);
             specs[i] = consumer ? &s->in[slot] : &s->out[slot];
             parts[i] = consumer ? s->in_partial[slot] : 0;
-            wins[i] = consumer ? overlap_window(loom_graph_op(p->c->g, p->first + rel), s) : 0;
+            wins[i] = consumer ? overlap_window(o, s) : 0;
+            fwins[i] = consumer ? fwd_window(p->c, o, s) : 0;
         }
     }
-    ok = ok && classify(e, n->k, nd, specs, parts, wins);
+    ok = ok && classify(e, n->k, nd, specs, parts, wins, fwins);
     free((void *)specs);
     free(parts);
     free(wins);
+    free(fwins);
     return ok;
 }
 
@@ -294,6 +318,11 @@ static loom_status add_edge(loom_layer_problem *p, int32_t tensor, int32_t src, 
         for (int32_t j = 0; j < b->n; j++) {
             size_t c = (size_t)i * (size_t)b->n + (size_t)j;
             loom_comm f = loom_reshard_fwd(m, t, &a->spec[i], &b->spec[j]);
+            /* with TP communication overlap the gather of a sequence-parallel
+             * input runs beside the GEMM it feeds (fwd_window) */
+            double fwd = b->fwin[j] > 0 && tp_token_gather(t, &a->spec[i], &b->spec[j])
+                             ? beside(f.time_s, b->fwin[j])
+                             : f.time_s;
             double bwd = 0;
             if (grad) {
                 bwd = beside(loom_reshard_bwd(m, t, &b->spec[j], b->part[j], &a->spec[i], a->part[i]).time_s,
@@ -301,7 +330,7 @@ static loom_status add_edge(loom_layer_problem *p, int32_t tensor, int32_t src, 
                 if (regather && seq_gather(t, &a->spec[i], &b->spec[j]))
                     bwd += beside(f.time_s, b->win[j]);
             }
-            e->fwd_s[c] = f.time_s;
+            e->fwd_s[c] = fwd;
             e->fwd_bytes[c] = f.bytes;
             e->bwd_s[c] = bwd;
         }
@@ -365,13 +394,16 @@ static loom_status add_fanout(loom_layer_problem *p, int32_t tensor, const use *
     f->cost = calloc((size_t)f->k + 1, sizeof(double));
     f->mem = calloc((size_t)f->k + 1, sizeof(double));
     f->fwin = calloc((size_t)f->k + 1, sizeof(double));
-    if (!f->cost || !f->mem || !f->fwin)
+    f->ffwin = calloc((size_t)f->k + 1, sizeof(double));
+    if (!f->cost || !f->mem || !f->fwin || !f->ffwin)
         return loom_error_set(err, LOOM_ERR_NOMEM, "out of memory (fan-out)");
     /* The reduction a choice defers to the producer edge runs beside the
      * backward of the first weighted matmul among the consumers that can
-     * read it (Megatron's fused QKV / fc1 GEMM: q_proj's, gate_proj's). */
+     * read it (Megatron's fused QKV / fc1 GEMM: q_proj's, gate_proj's);
+     * with TP communication overlap the gather it needs, beside that
+     * matmul's forward (as costs/eval.c's first column-parallel reader). */
     for (int32_t i = 0; i < f->k; i++) {
-        double w = -1;
+        double w = -1, fw = -1;
         for (int u = 0; u < n && w < 0; u++) {
             const lop *o = &p->ops[uses[u].cons];
             const loom_op *op = loom_graph_op(p->c->g, p->first + uses[u].cons);
@@ -381,11 +413,13 @@ static loom_status add_fanout(loom_layer_problem *p, int32_t tensor, const use *
                 if (!loom_spec_eq(&s->in[uses[u].slot], &f->fspec[i], t->ndim) ||
                     s->in_partial[uses[u].slot] != f->fpart[i])
                     continue;
-                double x = overlap_window(op, s);
+                double x = overlap_window(op, s), y = fwd_window(p->c, op, s);
                 if (w < 0 || x < w) w = x;
+                if (fw < 0 || y < fw) fw = y;
             }
         }
         f->fwin[i] = w > 0 ? w : 0;
+        f->ffwin[i] = fw > 0 ? fw : 0;
     }
     *node = p->n_nodes - 1;
     return LOOM_OK;
@@ -778,6 +812,8 @@ void loom_layer_problem_eval(const loom_layer_problem *p, const int32_t *x, loom
         out->param_count += s->param_count;
         out->param_count_local += s->param_count_local;
         out->param_bytes += s->param_bytes;
+        for (int a = 0; a < 4; a++) out->dp_params[a] += s->dp_params[a];
+        out->other_sync_s += s->other_sync_s;
         out->act_bytes += loom_layer_problem_act_bytes(p, i, x);
         out->mem_bytes += member_mem(&p->w, s);
     }

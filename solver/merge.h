@@ -105,6 +105,7 @@ typedef struct {
     double comm_bytes_fwd;     /* ops' forward collectives + forward resharding */
     int64_t param_count, param_count_local;
     double param_bytes, act_bytes, mem_bytes;
+    double dp_params[4], other_sync_s;   /* strategy.h */
 } loom_layer_totals;
 
 /* Totals of assignment x (consistent with the ILP objective). */

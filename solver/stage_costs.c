@@ -61,17 +61,42 @@ int64_t loom_search_state_bytes(const loom_search *s, int64_t n_params, int64_t 
     return ms.params_bytes + ms.grads_bytes + ms.optimizer_bytes;
 }
 
-double loom_search_replica_sync_s(const loom_search *s, double n, int64_t dp, int64_t stride,
-                                  int zero, int64_t micro_batches, int64_t blocks,
-                                  bool full_recompute)
+loom_group loom_search_dp_group(const loom_search *s, loom_mesh_shape mesh, unsigned axes,
+                                int64_t dp, int64_t replica_stride, int64_t first_gpu)
 {
-    if (s->pb.inference) return 0;
+    const int64_t g = s->c->gpus_per_node;
+    const int64_t n0 = axes & 1u ? mesh.n0 : 1, n1 = axes & 2u ? mesh.n1 : 1;
+    if (dp < 1) dp = 1;
+    /* members: first_gpu + i0·mesh.n1 + i1 + r·replica_stride (axis 1
+     * fastest, mesh.h); per mesh offset, the replicas r that land in the
+     * node of first_gpu form a range */
+    const int64_t lo = first_gpu / g * g, hi = lo + g;
+    int64_t per_node = 0;
+    for (int64_t i0 = 0; i0 < n0; i0++)
+        for (int64_t i1 = 0; i1 < n1; i1++) {
+            int64_t at = first_gpu + i0 * mesh.n1 + i1;
+            if (dp == 1 || replica_stride <= 0) {
+                per_node += at >= lo && at < hi;
+                continue;
+            }
+            /* r in [ceil((lo - at) / stride), ceil((hi - at) / stride)) ∩ [0, dp) */
+            int64_t r_lo = at >= lo ? 0 : (lo - at + replica_stride - 1) / replica_stride;
+            int64_t r_hi = at >= hi ? 0 : (hi - at + replica_stride - 1) / replica_stride;
+            if (r_hi > dp) r_hi = dp;
+            if (r_hi > r_lo) per_node += r_hi - r_lo;
+        }
+    return (loom_group){n0 * n1 * dp, per_node > 0 ? per_node : 1};
+}
+
+double loom_search_dp_sync_s(const loom_search *s, double n, loom_group grp, int zero,
+                             int64_t micro_batches, int64_t blocks, bool full_recompute)
+{
+    if (s->pb.inference || !(n > 0)) return 0;
     /* Megatron-LM's rule, as loom eval prices a Megatron configuration */
     loom_dp_sync_in in = {.params = n, .zero = zero, .framework = LOOM_FRAMEWORK_MEGATRON,
                           .full_recompute = full_recompute, .micro_batches = micro_batches,
-                          .blocks = blocks > 0 ? blocks : 1, .dp = dp};
-    return loom_dp_sync_time_s(s->c, s->cal, &in,
-                               loom_mesh_axis_group(s->c, (loom_mesh_shape){dp, stride}, 0));
+                          .blocks = blocks > 0 ? blocks : 1, .dp = grp.ranks};
+    return loom_dp_sync_time_s(s->c, s->cal, &in, grp);
 }
 
 /* ---- specs ------------------------------------------------------------------- */
@@ -168,6 +193,7 @@ static void tab_free(loom_layer_tab *t)
     free(t->time_s);
     free(t->rc_s);
     free(t->sync_s);
+    free(t->dp_params);
     free(t->kv_read_s);
     free(t->params);
     free(t->params_local);
@@ -187,7 +213,7 @@ void loom_search_tabs_free(loom_search *s)
     s->n_tabs = s->cap_tabs = 0;
 }
 
-static void intra_opts(const loom_search *s, bool megatron, loom_intra_opts *o)
+static void intra_opts(const loom_search *s, loom_search_space space, loom_intra_opts *o)
 {
     loom_intra_opts_init(o);
     o->train = !s->pb.inference;
@@ -197,7 +223,9 @@ static void intra_opts(const loom_search *s, bool megatron, loom_intra_opts *o)
      * serves every configuration; ZeRO-2/3 are only offered to one-stage
      * replicas) */
     o->zero_stage = loom_search_zero(s);
-    o->megatron_only = megatron;
+    o->megatron_only = space.megatron;
+    o->megatron_cp = space.cp;
+    o->tp_comm_overlap = space.tp_overlap;
     o->cache = s->cache;
 }
 
@@ -237,18 +265,20 @@ static loom_status build_tab(loom_search *s, const loom_graph *g, loom_layer_tab
     t->time_s = calloc((size_t)n, sizeof *t->time_s);
     t->rc_s = calloc((size_t)n, sizeof *t->rc_s);
     t->sync_s = calloc((size_t)n, sizeof *t->sync_s);
+    t->dp_params = calloc((size_t)n * 4, sizeof *t->dp_params);
     t->kv_read_s = calloc((size_t)n, sizeof *t->kv_read_s);
     t->params = calloc((size_t)n, sizeof *t->params);
     t->params_local = calloc((size_t)n, sizeof *t->params_local);
     t->act_bytes = calloc((size_t)n, sizeof *t->act_bytes);
     t->input_bytes = calloc((size_t)n, sizeof *t->input_bytes);
     t->kv_per_seq = calloc((size_t)n, sizeof *t->kv_per_seq);
-    if (!t->time_s || !t->rc_s || !t->sync_s || !t->kv_read_s || !t->params || !t->params_local ||
+    if (!t->time_s || !t->rc_s || !t->sync_s || !t->dp_params || !t->kv_read_s || !t->params ||
+        !t->params_local ||
         !t->act_bytes ||
         !t->input_bytes || !t->kv_per_seq)
         return loom_error_set(err, LOOM_ERR_NOMEM, "stage search: out of memory");
     loom_intra_opts o;
-    intra_opts(s, t->megatron, &o);
+    intra_opts(s, t->space, &o);
     loom_intra_result r;
     memset(&r, 0, sizeof r);
     loom_error e2 = {0};
@@ -279,6 +309,7 @@ static loom_status build_tab(loom_search *s, const loom_graph *g, loom_layer_tab
             if (r.layers[q] == r.layers[l] && loom_memory_is_block(g, q) == block) same = q;
         if (same >= 0) {
             t->time_s[l] = t->time_s[same], t->sync_s[l] = t->sync_s[same];
+            memcpy(&t->dp_params[4 * l], &t->dp_params[4 * same], 4 * sizeof *t->dp_params);
             t->rc_s[l] = t->rc_s[same], t->kv_read_s[l] = t->kv_read_s[same];
             t->params[l] = t->params[same], t->act_bytes[l] = t->act_bytes[same];
             t->params_local[l] = t->params_local[same];
@@ -294,14 +325,16 @@ static loom_status build_tab(loom_search *s, const loom_graph *g, loom_layer_tab
             if (!loom_intra_op_cost_get(&r, g, i, &c)) continue;
             const loom_op *op = loom_graph_op(g, i);
             t->time_s[l] += c.compute_s + c.comm_s;
-            t->sync_s[l] += c.grad_sync_s;
+            t->sync_s[l] += c.other_sync_s;
+            for (int a = 0; a < 4; a++) t->dp_params[4 * l + a] += c.dp_params[a];
             t->params[l] += c.param_count;
             t->params_local[l] += c.param_count_local;
             t->act_bytes[l] += c.act_bytes;
             if (block) t->rc_s[l] += c.fwd_compute_s + c.fwd_comm_s + c.reshard_fwd_s;
             if (s->pb.inference && op->kind == LOOM_OP_ATTENTION)
                 t->kv_per_seq[l] += kv_per_seq(s, &r, g, i, m);
-            if (fresh && op->kind != LOOM_OP_RESHAPE && op->kind != LOOM_OP_TRANSPOSE) {
+            if (fresh && s->opt.collect_profile_keys && op->kind != LOOM_OP_RESHAPE &&
+                op->kind != LOOM_OP_TRANSPOSE) {
                 loom_dim div[LOOM_PROFILE_MAX_DIMS];
                 int nd = op_splits(&r, g, i, m, div, LOOM_PROFILE_MAX_DIMS);
                 loom_profile_key key;
@@ -330,12 +363,14 @@ static loom_status build_tab(loom_search *s, const loom_graph *g, loom_layer_tab
     return LOOM_OK;
 }
 
-loom_status loom_search_layer_tab(loom_search *s, int64_t b, loom_mesh_shape mesh, bool megatron,
-                                  const loom_layer_tab **out, loom_error *err)
+loom_status loom_search_layer_tab(loom_search *s, int64_t b, loom_mesh_shape mesh,
+                                  loom_search_space space, const loom_layer_tab **out,
+                                  loom_error *err)
 {
     for (int32_t i = 0; i < s->n_tabs; i++) {
         const loom_layer_tab *t = s->tabs[i];
-        if (t->b == b && t->n0 == mesh.n0 && t->n1 == mesh.n1 && t->megatron == megatron) {
+        if (t->b == b && t->n0 == mesh.n0 && t->n1 == mesh.n1 &&
+            loom_search_space_eq(t->space, space)) {
             *out = t;
             return LOOM_OK;
         }
@@ -351,7 +386,7 @@ loom_status loom_search_layer_tab(loom_search *s, int64_t b, loom_mesh_shape mes
     }
     loom_layer_tab *t = calloc(1, sizeof *t);
     if (!t) return loom_error_set(err, LOOM_ERR_NOMEM, "stage search: out of memory");
-    t->b = b, t->n0 = mesh.n0, t->n1 = mesh.n1, t->megatron = megatron;
+    t->b = b, t->n0 = mesh.n0, t->n1 = mesh.n1, t->space = space;
     st = build_tab(s, g, t, err);
     if (st) {
         tab_free(t);
@@ -379,7 +414,7 @@ static loom_status eval_stage(loom_search *s, const loom_graph *g, const loom_se
     const loom_search_stage *st = &cfg->stages[i];
     bool train = !s->pb.inference;
     loom_intra_opts o;
-    intra_opts(s, st->megatron, &o);
+    intra_opts(s, loom_search_stage_space(st), &o);
     loom_status rs = loom_intra_solve(g, s->pb.cm, st->first_layer, st->last_layer, st->mesh, &o,
                                       &e->intra, err);
     if (rs) return rs;
@@ -389,7 +424,7 @@ static loom_status eval_stage(loom_search *s, const loom_graph *g, const loom_se
                               (int)i, (int)st->first_layer, (int)st->last_layer,
                               (long long)st->mesh.n0, (long long)st->mesh.n1);
     const loom_layer_tab *t;
-    rs = loom_search_layer_tab(s, cfg->mbs, st->mesh, st->megatron, &t, err);
+    rs = loom_search_layer_tab(s, cfg->mbs, st->mesh, loom_search_stage_space(st), &t, err);
     if (rs) return rs;
 
     bool rc = st->recompute == LOOM_RECOMPUTE_FULL && train;
@@ -472,10 +507,15 @@ static loom_status eval_stage(loom_search *s, const loom_graph *g, const loom_se
     e->mem_work = work;
     e->mem_kv = kv * (cfg->sequences / cfg->dp);
     if (train) {
-        e->grad_sync_s = e->intra.grad_sync_s +
-                         loom_search_replica_sync_s(s, (double)e->params, cfg->dp,
-                                                    st->replica_stride, cfg->zero,
-                                                    cfg->micro_batches, blocks, rc);
+        /* each weight's gradient over its one data-parallel group (its
+         * data-parallel copies in the mesh × the replicas), and over the
+         * other axes it is partial over inside the mesh */
+        e->grad_sync_s = e->intra.other_sync_s;
+        for (unsigned a = 0; a < 4; a++)
+            e->grad_sync_s += loom_search_dp_sync_s(
+                s, e->intra.dp_params_per_gpu[a],
+                loom_search_dp_group(s, st->mesh, a, cfg->dp, st->replica_stride, st->first_gpu),
+                cfg->zero, cfg->micro_batches, blocks, rc);
         double local = cfg->zero >= 1
                            ? ceil((double)e->intra.param_count_local_per_gpu / (double)cfg->dp)
                            : (double)e->params;
@@ -569,7 +609,7 @@ loom_status loom_search_eval(loom_search *s, const loom_graph *g, const loom_sea
         if (i > 0) {
             const loom_layer_tab *t;
             if ((st = loom_search_layer_tab(s, cfg->mbs, cfg->stages[i].mesh,
-                                            cfg->stages[i].megatron, &t, err)))
+                                            loom_search_stage_space(&cfg->stages[i]), &t, err)))
                 goto done;
             double x = p2p_time(s, cfg, i, t);
             if (x > p2p) p2p = x;

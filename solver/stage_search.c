@@ -25,7 +25,8 @@
 #include "solver/stage_search_impl.h"
 
 #define MAX_LOGICAL 8              /* logical shapes per sub-mesh */
-#define MAX_SHAPES (2 * MAX_LOGICAL) /* × strategy space (full, Megatron) */
+#define MAX_SHAPES (3 * MAX_LOGICAL) /* × strategy space (full, Megatron data or context
+                                        parallel on axis 0) */
 #define MAX_VPP 8      /* interleaving depths tried: 2 .. MAX_VPP chunks per rank */
 #define DP_GAP 0.005   /* t_max candidates closer than 0.5 % are skipped */
 
@@ -135,7 +136,7 @@ typedef struct {
     loom_submesh sub[LOOM_STAGE_MAX_MESHES];
     int32_t nshape[LOOM_STAGE_MAX_MESHES];   /* (logical shape, strategy space) entries */
     int64_t shape[LOOM_STAGE_MAX_MESHES][MAX_SHAPES][2];
-    bool megatron[LOOM_STAGE_MAX_MESHES][MAX_SHAPES];
+    loom_search_space space[LOOM_STAGE_MAX_MESHES][MAX_SHAPES];
     const loom_layer_tab *tab[LOOM_STAGE_MAX_MESHES][MAX_SHAPES];
     int32_t n_rc;                        /* recompute options: none (and full) */
     int32_t n_layers;
@@ -178,6 +179,12 @@ static bool pinned_ok(const loom_search *s, const loom_search_config *cfg)
         return false;
     for (int32_t i = 0; o->pin_tp && i < cfg->n_stages; i++)
         if (cfg->stages[i].mesh.n1 != o->pin_tp) return false;
+    for (int32_t i = 0; o->pin_cp && i < cfg->n_stages; i++) {
+        const loom_search_stage *x = &cfg->stages[i];
+        if ((x->megatron && x->context_parallel ? x->mesh.n0 : 1) != o->pin_cp ||
+            (o->pin_cp > 1 && !x->megatron))
+            return false;
+    }
     return true;
 }
 
@@ -187,22 +194,30 @@ static void keep_top(loom_search *s, const loom_search_config *cfg, const loom_s
 {
     int32_t cap = s->opt.top < LOOM_SEARCH_TOP_MAX ? s->opt.top : LOOM_SEARCH_TOP_MAX;
     if (cap < 1) cap = 1;
+    const loom_search_stage *s0 = &cfg->stages[0];
     loom_search_top e = {.dp = cfg->dp, .pp = cfg->pp, .vpp = cfg->vpp, .mbs = cfg->mbs,
-                         .micro_batches = cfg->micro_batches, .tp = cfg->stages[0].mesh.n1,
-                         .stage_dp = cfg->stages[0].mesh.n0, .zero = cfg->zero, .megatron = true,
+                         .micro_batches = cfg->micro_batches, .tp = s0->mesh.n1,
+                         .stage_dp = s0->context_parallel ? 1 : s0->mesh.n0,
+                         .cp = s0->context_parallel ? s0->mesh.n0 : 1, .zero = cfg->zero,
+                         .megatron = true, .tp_comm_overlap = true,
                          .step_s = s->pb.inference ? ev->latency_s : ev->step_s,
                          .score = ev->score, .memory_per_gpu_bytes = ev->memory_per_gpu_bytes};
     for (int32_t i = 0; i < cfg->n_stages; i++) {
-        e.megatron &= cfg->stages[i].megatron;
-        e.recompute_stages += cfg->stages[i].recompute != LOOM_RECOMPUTE_NONE;
-        if (cfg->stages[i].mesh.n1 != e.tp) e.tp = 0;   /* mixed: no one TP size */
+        const loom_search_stage *x = &cfg->stages[i];
+        e.megatron &= x->megatron;
+        e.tp_comm_overlap &= x->tp_comm_overlap;
+        e.recompute_stages += x->recompute != LOOM_RECOMPUTE_NONE;
+        if (x->mesh.n1 != e.tp) e.tp = 0;   /* mixed: no one TP size */
+        if ((x->context_parallel ? x->mesh.n0 : 1) != e.cp) e.cp = 0;
     }
     loom_search_top *t = s->res.top;
     int32_t n = s->res.n_top, at = n;
     for (int32_t i = 0; i < n; i++)
         if (t[i].dp == e.dp && t[i].pp == e.pp && t[i].vpp == e.vpp && t[i].mbs == e.mbs &&
-            t[i].tp == e.tp && t[i].stage_dp == e.stage_dp && t[i].zero == e.zero &&
-            t[i].megatron == e.megatron && t[i].recompute_stages == e.recompute_stages) {
+            t[i].tp == e.tp && t[i].stage_dp == e.stage_dp && t[i].cp == e.cp &&
+            t[i].zero == e.zero && t[i].megatron == e.megatron &&
+            t[i].tp_comm_overlap == e.tp_comm_overlap &&
+            t[i].recompute_stages == e.recompute_stages) {
             if (t[i].score <= e.score) return;
             at = i;   /* its twin, now replaced */
             break;
@@ -238,9 +253,36 @@ static void consider(loom_search *s, const loom_search_config *cfg, loom_search_
     loom_search_eval_free(ev);
 }
 
-/* Per layer costs of option (mesh m, shape entry si, recompute rc) into c. */
+/* Seconds per step per parameter of the data-parallel sync of shape entry
+ * si on sub-mesh m, by the data-parallel mesh axes a weight's gradient is
+ * partial over (loom_search_dp_group): the whole model's sync over that
+ * group divided by its parameters (linear in bytes but for latency terms,
+ * so each layer is charged its share). The replicas sit side by side when
+ * their blocks tile nodes (loom_search_layout), else one after another. */
+static void sync_rates(const loom_search *s, const point *pt, int32_t m, int32_t si,
+                       double rate[4])
+{
+    const loom_layer_tab *t = pt->tab[m][si];
+    int64_t size = loom_submesh_devices(pt->sub[m]), g = s->c->gpus_per_node;
+    int64_t block = size * pt->dp;
+    int64_t stride = block % g == 0 || (block < g && g % block == 0) ? size : pt->D;
+    loom_mesh_shape mesh = {pt->shape[m][si][0], pt->shape[m][si][1]};
+    for (unsigned a = 0; a < 4; a++) {
+        double p_ref = 0;
+        for (int32_t l = 0; t && t->ok && l < pt->n_layers; l++) p_ref += t->dp_params[4 * l + a];
+        rate[a] = p_ref > 0 ? loom_search_dp_sync_s(s, p_ref,
+                                                    loom_search_dp_group(s, mesh, a, pt->dp,
+                                                                         stride, 0),
+                                                    pt->zero, pt->M, 1, false) /
+                                  p_ref
+                            : 0;
+    }
+}
+
+/* Per layer costs of option (mesh m, shape entry si, recompute rc) into c;
+ * rate: sync_rates of the entry. */
 static void layer_cost(loom_search *s, const point *pt, int32_t l, int32_t m, int32_t si,
-                       bool rc, double sync_rate, loom_stage_cost *c)
+                       bool rc, const double rate[4], loom_stage_cost *c)
 {
     const loom_layer_tab *t = pt->tab[m][si];
     if (!t || !t->ok) {
@@ -249,7 +291,8 @@ static void layer_cost(loom_search *s, const point *pt, int32_t l, int32_t m, in
     }
     bool block = loom_memory_is_block(pt->g, l);
     bool r = rc && block;
-    double sync = t->sync_s[l] + sync_rate * (double)t->params[l];
+    double sync = t->sync_s[l];
+    for (int a = 0; a < 4; a++) sync += rate[a] * t->dp_params[4 * l + a];
     c->time_s = t->time_s[l] + (r ? t->rc_s[l] : 0) + t->kv_read_s[l] + sync / (double)pt->M;
     c->static_bytes = loom_search_state_bytes(s, t->params[l], t->params_local[l], pt->dp, pt->zero) +
                       t->kv_per_seq[l] * (pt->seqs / pt->dp);
@@ -279,13 +322,8 @@ static loom_status build_problem(loom_search *s, const point *pt, const int32_t 
         for (int32_t o = 0; o < NO; o++) {
             int32_t si = codes[o] / pt->n_rc, rc = codes[o] % pt->n_rc;
             const loom_layer_tab *t = si < pt->nshape[m] ? pt->tab[m][si] : NULL;
-            double p_ref = 0;
-            for (int32_t l = 0; t && t->ok && l < pt->n_layers; l++) p_ref += (double)t->params[l];
-            /* replica sync is linear in bytes but for latency terms: charge
-             * each layer its share of the whole model's sync */
-            double rate = p_ref > 0 ? loom_search_replica_sync_s(s, p_ref, pt->dp, pt->D, pt->zero,
-                                                                 pt->M, 1, false) / p_ref
-                                    : 0;
+            double rate[4] = {0};
+            if (t) sync_rates(s, pt, m, si, rate);
             int64_t work = 0;
             if (t && t->ok) {
                 if (s->pb.inference)
@@ -360,6 +398,21 @@ void loom_search_layout(int64_t gpus_per_node, loom_search_config *cfg)
     for (int32_t i = 0; i < cfg->n_stages; i++) cfg->stages[i].replica_stride = D;
 }
 
+static void set_space(loom_search_stage *st, loom_search_space sp)
+{
+    st->megatron = sp.megatron;
+    st->context_parallel = sp.cp;
+    st->tp_comm_overlap = sp.tp_overlap;
+}
+
+/* The kinds of strategy space try_interleaved weighs apart. */
+enum { KIND_FULL, KIND_MEGATRON_DP, KIND_MEGATRON_CP, KIND_COUNT };
+
+static int space_kind(loom_search_space sp)
+{
+    return !sp.megatron ? KIND_FULL : sp.cp ? KIND_MEGATRON_CP : KIND_MEGATRON_DP;
+}
+
 /* Turns a DP solution into a configuration (placing the sub-meshes). */
 static loom_status to_config(loom_search *s, const point *pt, const int32_t *meshes,
                              const int32_t *first, const int32_t *codes,
@@ -382,7 +435,7 @@ static loom_status to_config(loom_search *s, const point *pt, const int32_t *mes
         st->group = i;
         st->submesh = subs[i] = pt->sub[m];
         st->mesh = (loom_mesh_shape){pt->shape[m][si][0], pt->shape[m][si][1]};
-        st->megatron = pt->megatron[m][si];
+        set_space(st, pt->space[m][si]);
         st->recompute = codes[ch->option] % pt->n_rc ? LOOM_RECOMPUTE_FULL : LOOM_RECOMPUTE_NONE;
     }
     loom_status st = loom_stage_place(subs, sol->n_stages, s->c->gpus_per_node, pt->D, firsts, err);
@@ -479,7 +532,7 @@ static loom_status try_dps(loom_search *s, const point *pt, const int32_t *meshe
             int32_t si = o / pt->n_rc;
             bool meg = false;   /* entry si is the same space on every mesh holding it */
             for (int32_t mi = 0; mi < nm && !meg; mi++)
-                meg = si < pt->nshape[meshes[mi]] && pt->megatron[meshes[mi]][si];
+                meg = si < pt->nshape[meshes[mi]] && pt->space[meshes[mi]][si].megatron;
             if (pass < mixed ? pass == 0 || (pass == 1) == meg : o == pass - mixed && meg)
                 codes[n++] = o;
         }
@@ -528,12 +581,13 @@ static bool chunk_counts(int32_t nb, int64_t C, int k, int32_t *count)
  * T ≈ M·max t_r + (Σ t_r - max t_r)/v — and the best one that fits is
  * evaluated exactly. Together with the stage DP this makes every even or
  * first/last-uneven split Megatron can run a candidate, whatever the layer
- * clustering. Only the options of one strategy space are weighed at a time
- * (`megatron`): the full space runs this for both spaces, so its candidates
- * contain a Megatron-only search's ones even where the estimate would rank
- * a full-space option first and the exact step would not. */
+ * clustering. Only the options of one kind of strategy space are weighed
+ * at a time (`kind`: full, Megatron data parallel on axis 0, Megatron
+ * context parallel): the full space runs this for every kind, so its
+ * candidates contain a Megatron-only search's ones even where the estimate
+ * would rank another kind's option first and the exact step would not. */
 static loom_status try_interleaved(loom_search *s, const point *pt, int32_t m, int64_t v,
-                                   bool megatron, loom_error *err)
+                                   int kind, loom_error *err)
 {
     const loom_graph *g = pt->g;
     int32_t n = pt->n_layers, nb = 0, b0 = -1;
@@ -561,12 +615,9 @@ static loom_status try_interleaved(loom_search *s, const point *pt, int32_t m, i
         }
         for (int32_t si = 0; si < pt->nshape[m]; si++) {
             const loom_layer_tab *t = pt->tab[m][si];
-            if (!t || !t->ok || pt->megatron[m][si] != megatron) continue;
-            double p_ref = 0;
-            for (int32_t l = 0; l < n; l++) p_ref += (double)t->params[l];
-            double rate = p_ref > 0 ? loom_search_replica_sync_s(s, p_ref, pt->dp, pt->D,
-                                                                 pt->zero, pt->M, 1, false) / p_ref
-                                    : 0;
+            if (!t || !t->ok || space_kind(pt->space[m][si]) != kind) continue;
+            double rate[4];
+            sync_rates(s, pt, m, si, rate);
             for (int32_t rc = 0; rc < pt->n_rc; rc++) {
                 double tr[64] = {0}, st_b[64] = {0}, act_b[64] = {0};
                 for (int64_t c = 0; c < chunks; c++)
@@ -609,7 +660,7 @@ static loom_status try_interleaved(loom_search *s, const point *pt, int32_t m, i
         x->group = (int32_t)(c % pp);
         x->submesh = pt->sub[m];
         x->mesh = (loom_mesh_shape){pt->shape[m][best_si][0], pt->shape[m][best_si][1]};
-        x->megatron = pt->megatron[m][best_si];
+        set_space(x, pt->space[m][best_si]);
         x->recompute = best_rc ? LOOM_RECOMPUTE_FULL : LOOM_RECOMPUTE_NONE;
         x->first_gpu = x->group * size;   /* equal sub-meshes tile in rank order */
     }
@@ -619,6 +670,34 @@ static loom_status try_interleaved(loom_search *s, const point *pt, int32_t m, i
     if (!st) consider(s, cfg, &ev);
     free(cfg);
     return st;
+}
+
+/* The strategy spaces offered on logical mesh (n0, n1): the ILP's full
+ * space (unless Megatron-only), Megatron's with data parallelism on axis 0,
+ * and for training Megatron's with context parallelism on axis 0 where
+ * Megatron allows it (n0 > 1 ranks, fused attention, the sequence in 2·n0
+ * load-balanced chunks: loom_parallel_check's rules). Megatron's spaces
+ * come with TP communication overlap when n1 > 1 (training, unless the
+ * options rule it out): it hides each collective behind the GEMM it feeds
+ * or drains and exposes max(0, comm - GEMM) <= comm, so over the same
+ * strategies it is never slower and the variant without it is not
+ * searched. Returns the count. */
+static int mesh_spaces(const loom_search *s, int64_t n0, int64_t n1,
+                       loom_search_space out[KIND_COUNT])
+{
+    int n = 0;
+    bool train = !s->pb.inference;
+    int64_t seq = s->seq_tokens;
+    /* overlap runs on sequence parallelism, which splits the sequence over
+     * the TP ranks (and the CP ranks): loom_parallel_check's rules */
+    bool overlap = train && n1 > 1 && !s->opt.no_tp_comm_overlap;
+    int64_t pin = s->opt.pin_cp;   /* > 1: only that context-parallel size */
+    if (!s->opt.megatron_only && pin <= 1) out[n++] = (loom_search_space){false, false, false};
+    if (pin <= 1) out[n++] = (loom_search_space){true, false, overlap && seq % n1 == 0};
+    if (train && n0 > 1 && s->pb.flash_attention && seq % (2 * n0) == 0 &&
+        !s->opt.no_context_parallel && (pin == 0 || pin == n0))
+        out[n++] = (loom_search_space){true, true, overlap && seq % (n0 * n1) == 0};
+    return n;
 }
 
 static loom_status try_point(loom_search *s, point *pt, loom_error *err)
@@ -668,15 +747,17 @@ static loom_status try_point(loom_search *s, point *pt, loom_error *err)
         for (int32_t si = 0; si < ns; si++) {
             if (shapes[si][1] > g) continue;
             if (s->opt.pin_tp && shapes[si][1] != s->opt.pin_tp) continue;
-            for (int var = s->opt.megatron_only ? 1 : 0; var < 2; var++) {
+            loom_search_space spaces[KIND_COUNT];
+            int nsp = mesh_spaces(s, shapes[si][0], shapes[si][1], spaces);
+            for (int var = 0; var < nsp; var++) {
                 int32_t k = pt->nshape[m]++;
                 pt->shape[m][k][0] = shapes[si][0], pt->shape[m][k][1] = shapes[si][1];
-                pt->megatron[m][k] = var == 1;
+                pt->space[m][k] = spaces[var];
                 int64_t before = 0, hits = 0, after = 0;
                 loom_intra_cache_stats(s->cache, &before, &hits);
                 st = loom_search_layer_tab(s, pt->b,
                                            (loom_mesh_shape){shapes[si][0], shapes[si][1]},
-                                           var == 1, &pt->tab[m][k], err);
+                                           spaces[var], &pt->tab[m][k], err);
                 loom_intra_cache_stats(s->cache, &after, &hits);
                 s->res.ilp_solves += after - before;
                 if (st) return st;
@@ -725,9 +806,10 @@ static loom_status try_point(loom_search *s, point *pt, loom_error *err)
              * to MAX_VPP chunks per rank */
             int64_t max_v = s->pb.inference ? 1 : s->opt.pin_vpp > MAX_VPP ? s->opt.pin_vpp : MAX_VPP;
             for (int64_t v = 1; v <= max_v && !st; v++)
-                for (int sp = s->opt.megatron_only ? 1 : 0; sp < 2 && !st; sp++)
+                for (int kind = s->opt.megatron_only ? KIND_MEGATRON_DP : KIND_FULL;
+                     kind < KIND_COUNT && !st; kind++)
                     if (!s->opt.pin_vpp || v == s->opt.pin_vpp)
-                        st = try_interleaved(s, pt, m, v, sp == 1, err);
+                        st = try_interleaved(s, pt, m, v, kind, err);
         }
     }
     free(w);

@@ -39,11 +39,27 @@
  *
  * Strategy spaces. The ILP minimises time and knows nothing of memory, so
  * on its own it replicates weights whenever that is faster; the memory that
- * costs is only seen by the DP. Each mesh therefore offers two options: the
- * ILP's optimum over all strategies, and its optimum over Megatron's space
- * (batch on axis 0, tensor parallelism with sequence parallelism on axis 1),
- * which shards weights like Megatron does. The DP picks per stage the
- * fastest option that fits. Because the DP's estimate can rank options
+ * costs is only seen by the DP. Each mesh therefore offers several options:
+ * the ILP's optimum over all strategies, and its optimum over Megatron's
+ * space (tensor parallelism with sequence parallelism on axis 1; axis 0
+ * data parallel, or — training, fused attention, the sequence in 2·n0
+ * chunks — context parallel: every op on its rank's chunk of the sequence,
+ * ring attention), which shards weights like Megatron does. Megatron's
+ * spaces price TP communication overlap (--tp-comm-overlap) wherever the
+ * mesh has a TP axis: each collective then adds max(0, comm - GEMM) <= comm,
+ * so over the same strategies it is never slower, and the variant without
+ * it is not searched (--no-tp-comm-overlap leaves it out). The DP picks per
+ * stage the fastest option that fits.
+ *
+ * Data parallelism is one group. A weight replicated along mesh axes that
+ * split the batch, the sequence or the expert tokens (in Megatron's spaces
+ * axis 0 only: its axis 1 is tensor parallel) is a data-parallel copy: its
+ * gradient is reduced, and ZeRO shards its state, over those copies times
+ * the pipeline replicas in ONE group (loom_search_dp_group), as Megatron's
+ * data-parallel group spans dp × cp ranks — not in the mesh first and
+ * across replicas after, which priced a context-parallel stage's sync
+ * several times over (Llama-3-70B on 1,024 H100s: 0.79 s of exposed sync
+ * instead of 0.12 s) and kept its optimizer state unsharded. Because the DP's estimate can rank options
  * differently from the exact step, every candidate a Megatron-only search
  * evaluates (one DP per Megatron option on a uniform sub-mesh, Megatron's
  * splits weighed over Megatron options only) the full space evaluates too,
@@ -134,11 +150,16 @@ typedef struct {
     int zero;                      /* ZeRO stage over replicas; -1 = the search picks
                                       (1 with replicas; 2 or 3 for one-stage ones) */
     bool no_recompute;             /* do not consider full recompute */
+    bool no_tp_comm_overlap;       /* Megatron's spaces without --tp-comm-overlap */
+    bool no_context_parallel;      /* no Megatron context-parallel space */
     /* Pins (0 = searched): tensor-parallel size (every stage's logical mesh
      * axis 1), pipeline ranks, replicas, micro-batch, chunks per rank. A
      * pinned pp or vpp leaves only uniform stages. */
     int64_t pin_tp, pin_pp, pin_dp, pin_mbs, pin_vpp;
+    int64_t pin_cp;                /* Megatron context-parallel size (0 = searched; 1 = none;
+                                      > 1: every stage in Megatron's context-parallel space) */
     int32_t top;                   /* runners-up kept in the result (0/1: the best only) */
+    bool collect_profile_keys;     /* gather loom_search_profile_keys (they cost time) */
     const volatile sig_atomic_t *stop;   /* non-zero: stop and return the best so far (a
                                             signal handler's flag) */
     void (*progress)(void *ctx, double done, const char *what);   /* optional */
@@ -158,6 +179,9 @@ typedef struct {
     bool megatron;                     /* strategies from Megatron's space (TP on axis 1,
                                           data parallel on axis 0) rather than the ILP's
                                           unrestricted, usually weight-replicating optimum */
+    bool context_parallel;             /* Megatron's space with axis 0 context parallel
+                                          (the sequence split, ring attention) */
+    bool tp_comm_overlap;              /* Megatron's space with --tp-comm-overlap */
     loom_recompute recompute;
     int64_t first_gpu;                 /* global id of replica 0's first GPU of the stage */
     int64_t replica_stride;            /* replica r runs it on ids + r · stride */
@@ -198,8 +222,10 @@ typedef struct {
 /* One of the best configurations (loom_search_result.top). */
 typedef struct {
     int64_t dp, pp, vpp, mbs, micro_batches, tp, stage_dp;
+    int64_t cp;                        /* Megatron context-parallel size (0: mixed) */
     int zero;
     bool megatron;                     /* every stage in Megatron's strategy space */
+    bool tp_comm_overlap;              /* every stage with TP communication overlap */
     int32_t recompute_stages;          /* stages with full recompute */
     double step_s, score;
     int64_t memory_per_gpu_bytes;
@@ -273,7 +299,8 @@ const loom_problem *loom_search_problem(const loom_search *s);
 
 /* The distinct (op, dtype, shard shape) keys of the strategies the search
  * chose on every mesh it tabled: the profile requests of
- * `--emit-profile-requests`. *keys is owned by the search. */
+ * `--emit-profile-requests` (only with options.collect_profile_keys; none
+ * otherwise). *keys is owned by the search. */
 void loom_search_profile_keys(const loom_search *s, const loom_profile_key **keys, int32_t *n);
 
 #endif

@@ -16,16 +16,38 @@
  * solves); the exact count is applied wherever the table is used. */
 #define LOOM_SEARCH_ILP_MICRO_BATCHES 8
 
+/* A stage's strategy space: the ILP's unrestricted one, or Megatron's
+ * (tensor parallel on axis 1; axis 0 data or context parallel; with or
+ * without TP communication overlap). */
+typedef struct {
+    bool megatron, cp, tp_overlap;
+} loom_search_space;
+
+static inline loom_search_space loom_search_stage_space(const loom_search_stage *st)
+{
+    return (loom_search_space){st->megatron, st->megatron && st->context_parallel,
+                               st->megatron && st->tp_comm_overlap};
+}
+
+static inline bool loom_search_space_eq(loom_search_space a, loom_search_space b)
+{
+    return a.megatron == b.megatron && a.cp == b.cp && a.tp_overlap == b.tp_overlap;
+}
+
 /* Per-layer costs of graph(b) on one logical mesh, from one ILP run over the
  * whole model; arrays indexed by layer slot. */
 typedef struct {
     int64_t b, n0, n1;
-    bool megatron;           /* strategies restricted to Megatron's space */
+    loom_search_space space;
     int32_t n;
     bool ok;                 /* the ILP found strategies */
     double *time_s;          /* one micro-batch: compute + comm (fwd, + bwd when training) */
     double *rc_s;            /* forward rerun of a block under full recompute */
-    double *sync_s;          /* per step: gradient sync inside the mesh */
+    double *sync_s;          /* per step: gradient sync over the mesh's axes that are not
+                                data parallel (strategy.h other_sync_s) */
+    double *dp_params;       /* [4 per layer]: parameters per GPU by the data-parallel mesh
+                                axes their gradient is partial over (strategy.h), synced
+                                with the replicas in one group */
     double *kv_read_s;       /* inference: streaming the KV cache of one micro-batch */
     int64_t *params;         /* per GPU */
     int64_t *params_local;   /* per GPU, divided by the data-parallel copies (strategy.h) */
@@ -61,10 +83,11 @@ struct loom_search {
 /* Layer signatures of a graph the search loaded (NULL for another graph). */
 const uint64_t *loom_search_sigs(const loom_search *s, const loom_graph *g);
 
-/* The table of graph(b) on mesh (n0, n1), full or Megatron strategy space
- * (built on first use). */
-loom_status loom_search_layer_tab(loom_search *s, int64_t b, loom_mesh_shape mesh, bool megatron,
-                                  const loom_layer_tab **out, loom_error *err);
+/* The table of graph(b) on mesh (n0, n1) in a strategy space (built on
+ * first use). */
+loom_status loom_search_layer_tab(loom_search *s, int64_t b, loom_mesh_shape mesh,
+                                  loom_search_space space, const loom_layer_tab **out,
+                                  loom_error *err);
 void loom_search_tabs_free(loom_search *s);
 
 /* ZeRO stage a configuration gets by default: the options', else 1 for
@@ -74,15 +97,22 @@ int loom_search_zero(const loom_search *s);
  * first): the options' alone, or when it leaves the choice to the search
  * 1, 2, 3 for training with replicas; 0 otherwise. Returns the count. */
 int loom_search_zero_options(const loom_search *s, int64_t dp, int out[3]);
+/* The data-parallel group of a weight whose gradient is partial over mesh
+ * axes `axes` (bit 0, bit 1) of a stage on `mesh` whose first GPU is
+ * first_gpu, with dp replicas replica_stride GPUs apart: its copies in the
+ * mesh times the replicas, ONE group as Megatron's data-parallel group
+ * spans dp × cp ranks. Ranks per node are counted in first_gpu's node
+ * (the layouts of loom_search_layout make it representative). */
+loom_group loom_search_dp_group(const loom_search *s, loom_mesh_shape mesh, unsigned axes,
+                                int64_t dp, int64_t replica_stride, int64_t first_gpu);
 /* Seconds per step to synchronise the gradients of n_params parameters
- * (per GPU) over dp replicas strided by `stride` GPUs under ZeRO stage
- * `zero`, with M micro-batches per step, for a stage of `blocks`
- * transformer blocks (ZeRO-3 gathers and scatters once per block) with or
- * without full recompute: loom_dp_sync_time_s under Megatron's rule, the
- * same function loom eval calls. The table estimates pass 1 block. */
-double loom_search_replica_sync_s(const loom_search *s, double n_params, int64_t dp,
-                                  int64_t stride, int zero, int64_t micro_batches,
-                                  int64_t blocks, bool full_recompute);
+ * (per GPU) over group grp under ZeRO stage `zero`, with M micro-batches
+ * per step, for a stage of `blocks` transformer blocks (ZeRO-3 gathers and
+ * scatters once per block) with or without full recompute:
+ * loom_dp_sync_time_s under Megatron's rule, the same function loom eval
+ * calls. The table estimates pass 1 block. */
+double loom_search_dp_sync_s(const loom_search *s, double n_params, loom_group grp, int zero,
+                             int64_t micro_batches, int64_t blocks, bool full_recompute);
 /* Model-state bytes per GPU for n_params (n_local once shared among the
  * mesh's copies, costs/memory.h) under ZeRO stage `zero` over dp replicas. */
 int64_t loom_search_state_bytes(const loom_search *s, int64_t n_params, int64_t n_local,

@@ -106,14 +106,21 @@ static bool megatron_tp_dim(const char *dim)
 }
 
 /* Megatron-expressible placement of a dim on an axis: data parallel over
- * axis 0 (batch; experts and their tokens for expert parallelism), tensor
+ * axis 0 (batch; experts and their tokens for expert parallelism) or, in
+ * the context-parallel variant (megatron_cp), context parallel over axis 0
+ * (the sequence, in every op: ring attention; the expert tokens, and the
+ * experts for expert parallelism over the context-parallel ranks, as
+ * Megatron-Core's MoE parallel folding lays its expert groups over the
+ * flattened cp × dp ranks; costs/eval.c), tensor
  * parallel over axis 1 (megatron_tp_dim) and, outside the matmuls that
  * carry a TP dim, sequence parallel on axis 1: the tokens s, and their
  * slots c in the expert buffers (the alltoall token dispatcher permutes a
  * rank's own sequence-parallel tokens, all-gathers the permuted buffer
  * over the TP group before the experts and reduce-scatters it after). */
-static bool megatron_ok(const char *dim, int axis, bool compute)
+static bool megatron_ok(const loom_strategy_ctx *c, const char *dim, int axis, bool compute)
 {
+    if (axis == 0 && c->megatron_cp)
+        return !strcmp(dim, "s") || !strcmp(dim, "c") || !strcmp(dim, "e");
     if (axis == 0) return !strcmp(dim, "b") || !strcmp(dim, "e") || !strcmp(dim, "c");
     return megatron_tp_dim(dim) || (!compute && (!strcmp(dim, "s") || !strcmp(dim, "c")));
 }
@@ -129,13 +136,13 @@ static bool tensor_has_dim(const loom_tensor *t, const char *name)
     return false;
 }
 
-static bool spec_megatron_ok(const loom_spec *s, const loom_tensor *t)
+static bool spec_megatron_ok(const loom_strategy_ctx *c, const loom_spec *s, const loom_tensor *t)
 {
     bool expert = tensor_has_dim(t, "c") || tensor_has_dim(t, "f");
     for (int d = 0; d < t->ndim; d++)
         for (int a = 0; a < 2; a++)
             if ((s->ax[d] & (1u << a)) &&
-                (!megatron_ok(t->dims[d].name, a, false) ||
+                (!megatron_ok(c, t->dims[d].name, a, false) ||
                  (!expert && !strcmp(t->dims[d].name, "e"))))
                 return false;
     return true;
@@ -153,7 +160,7 @@ int loom_strategy_tensor_specs(const loom_strategy_ctx *c, const loom_tensor *t,
             if (a0 >= 0) s.ax[a0] |= LOOM_AXIS0;
             if (a1 >= 0) s.ax[a1] |= LOOM_AXIS1;
             if (!loom_spec_valid(&s, t, &c->mesh)) continue;
-            if (c->megatron_only && !spec_megatron_ok(&s, t)) continue;
+            if (c->megatron_only && !spec_megatron_ok(c, &s, t)) continue;
             if (n < cap) out[n] = s;
             n++;
         }
@@ -214,15 +221,28 @@ loom_status loom_strategy_cost(const loom_strategy_ctx *c, int32_t op, loom_stra
     }
     s->compute_s = (t.fwd_s + (c->train ? t.bwd_s : 0)) * s->compute_scale / uneven;
     s->bwd_compute_s = c->train ? t.bwd_s * s->compute_scale / uneven : 0;
+    /* With TP communication overlap a weighted matmul's collectives over
+     * the tensor-parallel axis run beside its GEMMs: the forward one beside
+     * the forward GEMM, a backward one beside half the backward (eval.c). */
+    bool overlap = c->tp_overlap && loom_strategy_weighted_matmul(o);
+    double fwd_win = overlap ? s->compute_s - s->bwd_compute_s : 0;
+    double bwd_win = overlap ? 0.5 * s->bwd_compute_s : 0;
     s->comm_s = 0;
+    s->fwd_comm_s = 0;
     s->comm_bytes_fwd = 0;
     for (int i = 0; i < s->n_fwd; i++) {
-        s->comm_s += loom_mesh_coll_s(m, s->fwd[i].kind, s->fwd[i].axes, s->fwd[i].bytes);
+        double x = loom_mesh_coll_s(m, s->fwd[i].kind, s->fwd[i].axes, s->fwd[i].bytes);
+        if (s->fwd[i].axes == LOOM_AXIS1) x = loom_strategy_beside(x, fwd_win);
+        s->fwd_comm_s += x;
         s->comm_bytes_fwd += s->fwd[i].bytes;
     }
+    s->comm_s = s->fwd_comm_s;
     if (c->train)
-        for (int i = 0; i < s->n_bwd; i++)
-            s->comm_s += loom_mesh_coll_s(m, s->bwd[i].kind, s->bwd[i].axes, s->bwd[i].bytes);
+        for (int i = 0; i < s->n_bwd; i++) {
+            double x = loom_mesh_coll_s(m, s->bwd[i].kind, s->bwd[i].axes, s->bwd[i].bytes);
+            if (s->bwd[i].axes == LOOM_AXIS1) x = loom_strategy_beside(x, bwd_win);
+            s->comm_s += x;
+        }
     /* Context parallel attention: K and V go round the ring beside the
      * kernel, exposed only where the ring outlasts it (as loom eval). */
     s->ring_fwd_s = 0;
@@ -233,20 +253,29 @@ loom_status loom_strategy_cost(const loom_strategy_ctx *c, int32_t op, loom_stra
         loom_ring_attention_exposed_s(m->cluster, m->calib, m->group[s->ring_axes & 3], kv,
                                       s->compute_s - s->bwd_compute_s, s->bwd_compute_s, &rf, &rb);
         s->ring_fwd_s = rf;
+        s->fwd_comm_s += rf;
         s->comm_s += rf + (c->train ? rb : 0);
     }
 
     /* Parameters and the data-parallel gradient sync of their shards. */
     s->param_count = 0;
     s->param_count_local = 0;
-    unsigned batch_axes = 0;   /* mesh axes splitting the batch dim b of an input */
+    /* mesh axes splitting an input's batch b, sequence s or expert tokens c
+     * (strategy.h: data-parallel axes; Megatron's axis 1 is tensor parallel
+     * whatever it splits) */
+    unsigned data_axes = 0;
     for (int k = 0; k < o->n_in; k++) {
         const loom_tensor *x = loom_graph_tensor(c->g, o->in[k]);
         for (int d = 0; d < x->ndim; d++)
-            if (strcmp(x->dims[d].name, "b") == 0) batch_axes |= s->in[k].ax[d];
+            if (!strcmp(x->dims[d].name, "b") || !strcmp(x->dims[d].name, "s") ||
+                !strcmp(x->dims[d].name, "c"))
+                data_axes |= s->in[k].ax[d];
     }
+    if (c->megatron_only) data_axes &= LOOM_AXIS0;
     s->param_bytes = 0;
     s->grad_sync_s = 0;
+    s->other_sync_s = 0;
+    memset(s->dp_params, 0, sizeof s->dp_params);
     for (int k = 0; k < o->n_w; k++) {
         bool dup = false;
         for (int j = 0; j < k; j++) dup = dup || o->w[j] == o->w[k];
@@ -258,13 +287,21 @@ loom_status loom_strategy_cost(const loom_strategy_ctx *c, int32_t op, loom_stra
         double b = loom_spec_bytes(&s->w[k], w, m);
         s->param_bytes += b;
         unsigned partial = s->compute_axes & ~loom_spec_axes(&s->w[k], w->ndim);
-        /* copies ZeRO shards: along the axes splitting the batch (data
-         * parallelism); a norm's copies along a sequence-parallel axis stay
-         * whole, as Megatron-LM's distributed optimizer keeps them */
-        int64_t copies = loom_mesh_parts(m, partial & batch_axes);
+        /* copies ZeRO shards: along the data-parallel axes; in Megatron's
+         * space a norm's copies along the sequence-parallel axis stay whole,
+         * as Megatron-LM's distributed optimizer keeps them */
+        unsigned dp_axes = partial & data_axes;
+        int64_t copies = loom_mesh_parts(m, dp_axes);
         s->param_count_local += (shard + copies - 1) / copies;
-        if (c->train && partial && loom_strategy_float(w->dtype))
-            s->grad_sync_s += dp_sync_s(c, partial, (double)shard);
+        if (!c->train || !loom_strategy_float(w->dtype)) continue;
+        s->dp_params[dp_axes] += (double)shard;
+        if (partial) s->grad_sync_s += dp_sync_s(c, partial, (double)shard);
+        /* Megatron coalesces its sequence-parallel norms' gradients into one
+         * small all-reduce over the TP group, which loom eval leaves out;
+         * so does the exact step in Megatron's spaces (one price for one
+         * configuration). The ILP's estimate above keeps it. */
+        if ((partial & ~dp_axes) && !c->megatron_only)
+            s->other_sync_s += dp_sync_s(c, partial & ~dp_axes, (double)shard);
     }
 
     /* Saved activations, charged to the first op that saves each tensor. */
@@ -462,7 +499,7 @@ static bool letter_ok(const loom_strategy_ctx *c, const ein_desc *e, int l, unsi
         return false;
     if (c->megatron_only) {
         for (int a = 0; a < 2; a++)
-            if ((mask & (1u << a)) && !megatron_ok(e->name[l], a, compute)) return false;
+            if ((mask & (1u << a)) && !megatron_ok(c, e->name[l], a, compute)) return false;
         /* e splits only in expert GEMMs (those with f or c): the router's
          * einsum keeps every expert's logit on every rank */
         if (!strcmp(e->name[l], "e")) {
@@ -496,9 +533,18 @@ static loom_status enum_einsum(const loom_strategy_ctx *c, const loom_op *o, str
                 if (e.lt[k][d] == l && hi1 > 0 && letter_ok(c, &e, l, LOOM_AXIS1, true))
                     must_tp = true;
     }
+    /* ... and with context parallelism every op works on its rank's chunk
+     * of the sequence (tokens s, or their slots c in expert buffers): that
+     * letter on axis 0 whenever it splits there */
+    int must_cp = -1;
+    for (int l = 0; c->megatron_cp && hi0 > 0 && l < e.n_letters && must_cp < 0; l++)
+        if (e.in_out[l] && (!strcmp(e.name[l], "s") || !strcmp(e.name[l], "c")) &&
+            letter_ok(c, &e, l, LOOM_AXIS0, true))
+            must_cp = l;
     for (int c0 = -1; c0 < hi0; c0++)
         for (int c1 = -1; c1 < hi1; c1++) {
             if (must_tp && (c1 < 0 || !megatron_tp_dim(e.name[c1]))) continue;
+            if (must_cp >= 0 && c0 != must_cp) continue;
             uint8_t mask[MAX_LETTERS] = {0};
             if (c0 >= 0) mask[c0] |= LOOM_AXIS0;
             if (c1 >= 0) mask[c1] |= LOOM_AXIS1;
@@ -510,24 +556,37 @@ static loom_status enum_einsum(const loom_strategy_ctx *c, const loom_op *o, str
             }
             if (!ok) continue;
             /* reduction targets per partial axis: -1 (all-reduce) or an
-             * unsplit output letter */
+             * unsplit output letter; in Megatron's space also the sequence
+             * already split on the other axis (context parallel: a
+             * sequence-parallel reduce-scatter gives s@01) */
             int lo[2], hi[2];
             for (int a = 0; a < 2; a++) {
                 lo[a] = -1;
                 hi[a] = (partial & (1u << a)) ? e.n_letters : 0;
             }
+            /* Megatron's sequence parallelism is one switch for the whole
+             * model: a row-parallel op reduce-scatters onto the sequence
+             * whenever it can (which the ILP would also pick without
+             * overlap; with TP communication overlap an all-reduce can
+             * look as cheap, but Megatron runs that overlap on SP only) */
+            bool sp_forced = false;
+            for (int l = 0; c->megatron_only && (partial & LOOM_AXIS1) && l < e.n_letters; l++)
+                sp_forced |= e.in_out[l] && !strcmp(e.name[l], "s") && !(mask[l] & LOOM_AXIS1) &&
+                             letter_ok(c, &e, l, mask[l] | LOOM_AXIS1, false);
             for (int r0 = lo[0]; r0 < hi[0]; r0++)
                 for (int r1 = lo[1]; r1 < hi[1]; r1++) {
+                    if (sp_forced && (r1 < 0 || strcmp(e.name[r1], "s"))) continue;
                     int rs[2] = {r0, r1};
                     uint8_t extra[MAX_LETTERS] = {0};
                     bool good = true;
                     for (int a = 0; a < 2 && good; a++) {
                         if (rs[a] < 0) continue;
-                        good = e.in_out[rs[a]] && !mask[rs[a]];
+                        good = e.in_out[rs[a]] &&
+                               !(c->megatron_only ? mask[rs[a]] & (1u << a) : mask[rs[a]]);
                         if (good) extra[rs[a]] |= (uint8_t)(1u << a);
                     }
                     for (int l = 0; l < e.n_letters && good; l++)
-                        good = letter_ok(c, &e, l, extra[l], false);
+                        good = !extra[l] || letter_ok(c, &e, l, mask[l] | extra[l], false);
                     if (!good) continue;
                     loom_strategy *s = push(out);
                     if (!s) return loom_error_set(err, LOOM_ERR_NOMEM, "out of memory (strategies)");
@@ -549,11 +608,16 @@ static loom_status enum_attention(const loom_strategy_ctx *c, const loom_op *o, 
     int hi0 = m->mesh.n0 > 1 ? AT_COUNT : 1, hi1 = m->mesh.n1 > 1 ? AT_COUNT : 1;
     for (int a0 = 0; a0 < hi0; a0++)
         for (int a1 = 0; a1 < hi1; a1++) {
-            /* Megatron: batch over axis 0, heads over axis 1 (always, when
-             * they divide: attention follows the column-parallel QKV) */
+            /* Megatron: batch (context parallel: the sequence, ring
+             * attention, always when it divides) over axis 0, heads over
+             * axis 1 (always, when they divide: attention follows the
+             * column-parallel QKV) */
+            int megatron_a0 = c->megatron_cp ? AT_SEQ : AT_B;
             if (c->megatron_only &&
-                ((a0 != AT_NONE && a0 != AT_B) || (a1 != AT_NONE && a1 != AT_HEADS) ||
-                 (a1 == AT_NONE && m->mesh.n1 > 1 && q->dims[2].size % m->mesh.n1 == 0)))
+                ((a0 != AT_NONE && a0 != megatron_a0) || (a1 != AT_NONE && a1 != AT_HEADS) ||
+                 (a1 == AT_NONE && m->mesh.n1 > 1 && q->dims[2].size % m->mesh.n1 == 0) ||
+                 (c->megatron_cp && a0 == AT_NONE && m->mesh.n0 > 1 &&
+                  q->dims[1].size % m->mesh.n0 == 0)))
                 continue;
             unsigned mk[AT_COUNT] = {0};
             mk[a0] |= LOOM_AXIS0;
@@ -602,11 +666,13 @@ static loom_status enum_attention(const loom_strategy_ctx *c, const loom_op *o, 
 enum { MOE_NONE, MOE_H, MOE_TOK_B, MOE_TOK_S, MOE_EP_B, MOE_EP_S, MOE_EP_REP, MOE_COUNT };
 static const char *const moe_mode_names[MOE_COUNT] = {"", "h", "tok", "tok", "ep", "ep", "ep-local"};
 
-/* Megatron: expert parallelism over data-parallel ranks (axis 0); on the
- * tensor-parallel axis the tokens stay sequence-parallel and every expert
- * is split by its hidden f (megatron_tp_dim). */
-static bool moe_megatron_ok(int mode, int axis)
+/* Megatron: expert parallelism over data-parallel ranks (axis 0; with
+ * context parallelism over its ranks, whose tokens are sequence chunks);
+ * on the tensor-parallel axis the tokens stay sequence-parallel and every
+ * expert is split by its hidden f (megatron_tp_dim). */
+static bool moe_megatron_ok(const loom_strategy_ctx *c, int mode, int axis)
 {
+    if (axis == 0 && c->megatron_cp) return mode == MOE_NONE || mode == MOE_TOK_S || mode == MOE_EP_S;
     if (axis == 0) return mode == MOE_NONE || mode == MOE_TOK_B || mode == MOE_EP_B;
     return mode == MOE_NONE || mode == MOE_TOK_S;
 }
@@ -626,7 +692,8 @@ static loom_status enum_moe(const loom_strategy_ctx *c, const loom_op *o, strat_
     for (int a0 = 0; a0 < hi0; a0++)
         for (int a1 = 0; a1 < hi1; a1++) {
             if (a0 == a1 && a0 == MOE_EP_REP) continue;
-            if (c->megatron_only && (!moe_megatron_ok(a0, 0) || !moe_megatron_ok(a1, 1))) continue;
+            if (c->megatron_only && (!moe_megatron_ok(c, a0, 0) || !moe_megatron_ok(c, a1, 1)))
+                continue;
             loom_spec ts, es;   /* token side, expert side */
             memset(&ts, 0, sizeof ts);
             memset(&es, 0, sizeof es);

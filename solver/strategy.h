@@ -44,6 +44,21 @@
  *                as a partial sum (reduced on the edge, spec.h)
  *   bytes        parameters on each GPU, saved activations on each GPU
  *                (tensors charged to the first op that saves them, graph.h)
+ *   dp_params    the weights again, by the DATA-PARALLEL axes their
+ *                gradient is partial over: those splitting the batch b, the
+ *                sequence s or the expert tokens c (in Megatron's spaces
+ *                only axis 0: its axis 1 splits s for sequence parallelism
+ *                inside a tensor-parallel group). Copies along them are
+ *                data-parallel copies: ZeRO shards them (param_count_local)
+ *                and their gradients are reduced in one group with the
+ *                pipeline replicas, as Megatron's data-parallel group spans
+ *                dp × cp ranks (stage_costs.c); grad_sync_s, the ILP's
+ *                in-mesh estimate, syncs them over the mesh alone.
+ *
+ * TP communication overlap (tp_overlap, Megatron's space): a weighted
+ * matmul's own collectives over axis 1 hide behind its GEMMs, forward
+ * behind the forward, backward behind half the backward (one of its two
+ * GEMMs), as costs/eval.c's `exposed` charges them.
  *
  * Units: seconds, bytes per GPU.
  */
@@ -83,6 +98,7 @@ typedef struct {
     double bwd_compute_s;                /* the backward part of compute_s (0 without training) */
     double ring_fwd_s;                   /* the forward part of the ring's exposed time (in
                                             comm_s; loom_ring_attention_exposed_s) */
+    double fwd_comm_s;                   /* the forward part of comm_s (what a recompute reruns) */
     double comm_bytes_fwd;
     int64_t param_count;                 /* per GPU */
     int64_t param_count_local;           /* per GPU, each weight divided by its copies
@@ -90,6 +106,14 @@ typedef struct {
                                             what ZeRO shards inside a stage (memory.h) */
     double param_bytes;                  /* per GPU, weights' dtype */
     double act_bytes;                    /* saved for backward, per GPU */
+    /* For the exact data-parallel sync (solver/stage_costs.c): float
+     * weight elements per GPU by the data-parallel mesh axes their
+     * gradient is partial over (index: axis mask, 0 = none), which sync
+     * in ONE group with the pipeline replicas; and the sync over the other
+     * partial axes (a norm's weight under sequence parallelism, partial
+     * over the tensor-parallel axis), per step. */
+    double dp_params[4];
+    double other_sync_s;
 } loom_strategy;
 
 typedef struct {
@@ -98,6 +122,13 @@ typedef struct {
     loom_mesh_ctx mesh;
     bool train;
     bool megatron_only;
+    bool megatron_cp;          /* Megatron's space with axis 0 context parallel (the
+                                  sequence s and expert tokens c split; ring attention)
+                                  instead of data parallel (batch b) */
+    bool tp_overlap;           /* Megatron's --tp-comm-overlap: the tensor-parallel
+                                  collectives (axis 1) of a weighted matmul, and the
+                                  gather of its sequence-parallel input, run beside its
+                                  GEMMs; only what exceeds them is exposed (costs/eval.c) */
     int zero;                  /* ZeRO stage of the data-parallel gradient sync (0..3) */
     int64_t micro_batches;     /* per step: ZeRO-2/3 sync every micro-batch (0 = 1) */
     const int32_t *saved_by;   /* tensor id -> first op that saves it (-1 none);

@@ -24,6 +24,21 @@ static inline void loom_strategy_add_event(loom_comm_event *ev, int *n, loom_col
     (*n)++;
 }
 
+/* A matmul with weights (einsum, embedding): its backward is a dgrad GEMM
+ * then a wgrad GEMM, and a collective it feeds or drains can run beside
+ * them (Megatron's overlaps). */
+static inline bool loom_strategy_weighted_matmul(const loom_op *o)
+{
+    return (o->kind == LOOM_OP_EINSUM || o->kind == LOOM_OP_EMBEDDING) &&
+           o->n_w > (o->bias ? 1 : 0);
+}
+
+/* What a collective of comm_s adds beside a GEMM of gemm_s. */
+static inline double loom_strategy_beside(double comm_s, double gemm_s)
+{
+    return comm_s > gemm_s ? comm_s - gemm_s : 0;
+}
+
 /* Whether saved tensor `tensor` is charged to op (the first op that saves
  * it, graph.h). */
 bool loom_strategy_charged(const loom_strategy_ctx *c, int32_t op, int32_t tensor);

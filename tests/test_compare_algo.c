@@ -80,13 +80,17 @@ static loom_algo_result *run(const char *name, const loom_algo_request *r)
     return res;
 }
 
-/* 8 H100s, Llama-3-8B (32 blocks, 32 heads, 8 kv heads), gbs 8. Points per
- * (tp, pp, dp), counted by hand: mbs divides 8/dp; vpp 2 or 4 needs pp >= 2,
- * 32 % (pp·v) = 0 and M % pp = 0; recompute ×2; ZeRO ×4 (pp = 1, dp > 1),
- * ×2 (pp > 1, dp > 1), ×1 (dp = 1).
+/* 8 H100s, Llama-3-8B (32 blocks, 32 heads, 8 kv heads), gbs 8, seq 2048.
+ * Points per (tp, cp, pp, dp), counted by hand: mbs divides 8/dp; vpp 2 or
+ * 4 needs pp >= 2, 32 % (pp·v) = 0 and M % pp = 0; recompute ×2; ZeRO ×4
+ * (pp = 1, dp > 1), ×2 (pp > 1, dp > 1), ×1 (dp = 1). The count depends on
+ * (pp, dp) only:
  *   tp1: pp1 dp8 8, pp2 dp4 16, pp4 dp2 20, pp8 dp1 12
  *   tp2: pp1 dp4 16, pp2 dp2 28, pp4 dp1 16
- *   tp4: pp1 dp2 24, pp2 dp1 20;   tp8: pp1 dp1 8        total 168
+ *   tp4: pp1 dp2 24, pp2 dp1 20;   tp8: pp1 dp1 8        cp 1: 168
+ *   cp2: tp1 16 + 28 + 16, tp2 24 + 20, tp4 8 = 112; cp4: tp1 24 + 20,
+ *   tp2 8 = 52; cp8: tp1 8                               cp > 1: 172
+ * (2048 splits into 2·cp chunks for every cp), 340 in all.
  * e.g. tp1 pp8 dp1: mbs 1,2,4,8 × 2 rc = 8 plain, + v2 and v4 with M = 8
  * (mbs 1) × 2 rc = 4. */
 static void test_space(loom_cost_model *cm)
@@ -100,13 +104,15 @@ static void test_space(loom_cost_model *cm)
     CHECK_INT_EQ(loom_algo_ctx_blocks(ctx), 32);
     loom_mspace sp;
     CHECK(loom_mspace_build(ctx, &sp, &err) == LOOM_OK);
-    CHECK_INT_EQ(sp.n, 168);
+    CHECK_INT_EQ(sp.n, 340);
 
     /* tp2 pp4 dp1: stage r on GPUs 2r, 2r+1 (one replica: stride 8);
-     * embedding + 8 blocks, 8, 8, 8 blocks + head */
+     * embedding + 8 blocks, 8, 8, 8 blocks + head; with tp > 1 the space's
+     * points run sequence parallelism and TP communication overlap */
     loom_parallel p;
     loom_parallel_init(&p);
     p.tp = 2, p.pp = 4, p.dp = 1, p.mbs = 2, p.gbs = 8, p.seq = 2048;
+    p.sp = p.tp_comm_overlap = true;
     loom_search_config cfg;
     loom_mspace_config(ctx, &p, &cfg);
     CHECK_INT_EQ(cfg.n_stages, 4);
@@ -134,6 +140,18 @@ static void test_space(loom_cost_model *cm)
     CHECK_INT_EQ(cfg.stages[2].group, 0);
     CHECK_INT_EQ(cfg.stages[2].first_layer, 17);
     CHECK_INT_EQ(cfg.stages[3].last_layer, 33);
+    /* context parallel, tp2 cp2 pp2 dp1: each rank's 4 GPUs are a (2, 2)
+     * mesh, the sequence over axis 0 and the heads over axis 1 */
+    p.vpp = 1, p.dp = 1, p.cp = 2;
+    loom_mspace_config(ctx, &p, &cfg);
+    CHECK_INT_EQ(cfg.gpus_per_replica, 8);
+    CHECK_INT_EQ(cfg.stages[1].first_gpu, 4);
+    CHECK_INT_EQ(cfg.stages[1].submesh.gpus, 4);
+    CHECK_INT_EQ(cfg.stages[1].mesh.n0, 2);
+    CHECK_INT_EQ(cfg.stages[1].mesh.n1, 2);
+    CHECK(cfg.stages[1].context_parallel && cfg.stages[1].tp_comm_overlap);
+    CHECK(loom_mspace_find(ctx, &sp, &cfg) >= 0);
+    p.cp = 1;
     /* 32 blocks on 3 stages: q = 11, r = 1: first 10, last 11 */
     p.pp = 3, p.vpp = 1, p.dp = 1;
     CHECK(loom_mspace_uneven(32, 3, &p.first_stage_layers, &p.last_stage_layers));

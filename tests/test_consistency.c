@@ -25,7 +25,12 @@
  *     block, Megatron's buckets);
  *   - a weight two layers read (a tied embedding: GPT-2, Llama-3.2-1B)
  *     is held and synchronised once by a stage holding both
- *     (loom_memory_weight_first_use, one rule for both).
+ *     (loom_memory_weight_first_use, one rule for both);
+ *   - context parallelism: every op on its rank's sequence chunk, ring
+ *     attention (loom_ring_attention_exposed_s), and ONE data-parallel
+ *     group of dp × cp ranks for the gradient sync and ZeRO's shards;
+ *   - TP communication overlap: each tensor-parallel collective beside the
+ *     GEMM it feeds or drains, only the excess exposed.
  * Tolerances: 0.2 % in step time and in memory per GPU (issue 19: the two
  * paths are one model; what is left is the ILP's per-layer resharding
  * placement, at most 0.19 % on these cases).
@@ -58,6 +63,8 @@ typedef struct {
     bool recompute;
     int zero;
     bool sp, unfused;
+    int64_t cp;      /* context parallel (0: 1) */
+    bool overlap;    /* TP communication overlap (needs sp) */
 } cfg_case;
 
 typedef struct {
@@ -101,6 +108,8 @@ static bool evaluate(const cfg_case *k, both *out)
     loom_parallel_init(&p);
     p.tp = k->tp, p.pp = k->pp, p.dp = k->dp, p.mbs = k->mbs, p.vpp = k->vpp;
     p.gbs = k->gbs, p.seq = k->seq, p.zero = k->zero, p.sp = k->sp && k->tp > 1;
+    p.cp = k->cp > 1 ? k->cp : 1;
+    p.tp_comm_overlap = k->overlap && p.sp;
     p.flash = !k->unfused;
     p.recompute = k->recompute ? LOOM_RECOMPUTE_FULL : LOOM_RECOMPUTE_NONE;
     loom_search_config cfg;
@@ -128,10 +137,12 @@ done:
 
 static void label(const cfg_case *k, char *buf, size_t n)
 {
-    snprintf(buf, n, "%s tp%lld pp%lld dp%lld mbs%lld v%lld%s%s z%d%s", k->model, (long long)k->tp,
-             (long long)k->pp, (long long)k->dp, (long long)k->mbs, (long long)k->vpp,
-             k->recompute ? " rc" : "", k->sp && k->tp > 1 ? " sp" : "", k->zero,
-             k->unfused ? " unfused" : "");
+    char cp[24] = "";
+    if (k->cp > 1) snprintf(cp, sizeof cp, " cp%lld", (long long)k->cp);
+    snprintf(buf, n, "%s tp%lld%s pp%lld dp%lld mbs%lld v%lld%s%s%s z%d%s", k->model,
+             (long long)k->tp, cp, (long long)k->pp, (long long)k->dp, (long long)k->mbs,
+             (long long)k->vpp, k->recompute ? " rc" : "", k->sp && k->tp > 1 ? " sp" : "",
+             k->overlap && k->sp && k->tp > 1 ? " ov" : "", k->zero, k->unfused ? " unfused" : "");
 }
 
 static double rel(double a, double b)
@@ -146,48 +157,63 @@ static double rel(double a, double b)
 #define GPT2 "gpt2"
 #define L1B "tests/data/llama-3.2-1b.json"
 
-/* Megatron-expressible configurations: TP (with SP), PP, interleaving, DP
- * with ZeRO 0-3, full recompute, fused and unfused attention. */
+/* Megatron-expressible configurations: TP (with SP and TP communication
+ * overlap), CP, PP, interleaving, DP with ZeRO 0-3, full recompute, fused
+ * and unfused attention. */
 static const cfg_case cases[] = {
-    {L8, "dgx-h100-x1", 4096, 64, 1, 1, 8, 1, 1, false, 0, false, false},
-    {L8, "dgx-h100-x1", 4096, 64, 1, 1, 8, 1, 1, false, 1, false, false},
-    {L8, "dgx-h100-x1", 4096, 64, 1, 1, 8, 1, 1, false, 2, false, false},
-    {L8, "dgx-h100-x1", 4096, 64, 1, 1, 8, 1, 1, false, 3, false, false},
-    {L8, "dgx-h100-x1", 4096, 64, 1, 1, 8, 1, 1, true, 1, false, false},
-    {L8, "dgx-h100-x1", 4096, 64, 2, 1, 4, 1, 1, false, 1, true, false},
-    {L8, "dgx-h100-x1", 4096, 64, 8, 1, 1, 1, 1, false, 0, true, false},
-    {L8, "dgx-h100-x1", 4096, 64, 8, 1, 1, 1, 1, true, 0, true, false},
-    {L8, "dgx-h100-x1", 4096, 64, 2, 4, 1, 1, 1, false, 0, true, false},
-    {L8, "dgx-h100-x1", 4096, 64, 1, 8, 1, 1, 1, false, 0, false, false},
-    {L8, "dgx-h100-x1", 4096, 64, 2, 2, 2, 1, 2, false, 1, true, false},
-    {L8, "dgx-h100-x1", 4096, 64, 4, 2, 1, 2, 1, true, 0, true, false},
-    {L8, "dgx-h100-x1", 2048, 64, 8, 1, 1, 1, 1, false, 0, true, true},
-    {L8, "dgx-h100-x2", 8192, 64, 4, 1, 4, 4, 1, true, 2, true, false},
-    {L70, "dgx-h100-x8", 4096, 256, 8, 4, 2, 1, 1, false, 1, true, false},
-    {L70, "dgx-h100-x8", 4096, 256, 8, 4, 2, 1, 2, false, 1, true, false},
-    {L70, "dgx-h100-x8", 4096, 256, 8, 2, 4, 1, 1, true, 1, true, false},
-    {L70, "dgx-h100-x8", 4096, 256, 8, 1, 8, 1, 1, true, 2, true, false},
-    {L70, "dgx-h100-x8", 4096, 256, 8, 1, 8, 1, 1, true, 3, true, false},
-    {L70, "dgx-h100-x4", 4096, 128, 4, 8, 1, 1, 1, false, 0, true, false},
-    {G175, "dgx-h100-x16", 2048, 256, 8, 8, 2, 1, 1, false, 1, true, false},
-    {G175, "dgx-h100-x16", 2048, 256, 8, 16, 1, 1, 1, true, 0, true, false},
-    {G175, "dgx-h100-x16", 2048, 256, 8, 4, 4, 1, 3, true, 1, true, false},
-    {G175, "dgx-h100-x16", 2048, 256, 8, 8, 2, 1, 1, false, 1, true, true},
-    {MX, "dgx-h100-x1", 4096, 64, 8, 1, 1, 1, 1, false, 0, true, false},
-    {MX, "dgx-h100-x2", 4096, 64, 8, 2, 1, 1, 1, true, 0, true, false},
-    {MX, "dgx-h100-x2", 4096, 64, 4, 4, 1, 1, 1, false, 0, true, false},
-    {MX, "dgx-h100-x2", 4096, 64, 2, 8, 1, 1, 1, true, 0, true, false},
-    {MX, "dgx-h100-x4", 4096, 128, 8, 2, 2, 1, 2, true, 1, true, false},
+    {L8, "dgx-h100-x1", 4096, 64, 1, 1, 8, 1, 1, false, 0, false, false, 0, false},
+    {L8, "dgx-h100-x1", 4096, 64, 1, 1, 8, 1, 1, false, 1, false, false, 0, false},
+    {L8, "dgx-h100-x1", 4096, 64, 1, 1, 8, 1, 1, false, 2, false, false, 0, false},
+    {L8, "dgx-h100-x1", 4096, 64, 1, 1, 8, 1, 1, false, 3, false, false, 0, false},
+    {L8, "dgx-h100-x1", 4096, 64, 1, 1, 8, 1, 1, true, 1, false, false, 0, false},
+    {L8, "dgx-h100-x1", 4096, 64, 2, 1, 4, 1, 1, false, 1, true, false, 0, false},
+    {L8, "dgx-h100-x1", 4096, 64, 8, 1, 1, 1, 1, false, 0, true, false, 0, false},
+    {L8, "dgx-h100-x1", 4096, 64, 8, 1, 1, 1, 1, true, 0, true, false, 0, false},
+    {L8, "dgx-h100-x1", 4096, 64, 2, 4, 1, 1, 1, false, 0, true, false, 0, false},
+    {L8, "dgx-h100-x1", 4096, 64, 1, 8, 1, 1, 1, false, 0, false, false, 0, false},
+    {L8, "dgx-h100-x1", 4096, 64, 2, 2, 2, 1, 2, false, 1, true, false, 0, false},
+    {L8, "dgx-h100-x1", 4096, 64, 4, 2, 1, 2, 1, true, 0, true, false, 0, false},
+    {L8, "dgx-h100-x1", 2048, 64, 8, 1, 1, 1, 1, false, 0, true, true, 0, false},
+    {L8, "dgx-h100-x2", 8192, 64, 4, 1, 4, 4, 1, true, 2, true, false, 0, false},
+    {L70, "dgx-h100-x8", 4096, 256, 8, 4, 2, 1, 1, false, 1, true, false, 0, false},
+    {L70, "dgx-h100-x8", 4096, 256, 8, 4, 2, 1, 2, false, 1, true, false, 0, false},
+    {L70, "dgx-h100-x8", 4096, 256, 8, 2, 4, 1, 1, true, 1, true, false, 0, false},
+    {L70, "dgx-h100-x8", 4096, 256, 8, 1, 8, 1, 1, true, 2, true, false, 0, false},
+    {L70, "dgx-h100-x8", 4096, 256, 8, 1, 8, 1, 1, true, 3, true, false, 0, false},
+    {L70, "dgx-h100-x4", 4096, 128, 4, 8, 1, 1, 1, false, 0, true, false, 0, false},
+    {G175, "dgx-h100-x16", 2048, 256, 8, 8, 2, 1, 1, false, 1, true, false, 0, false},
+    {G175, "dgx-h100-x16", 2048, 256, 8, 16, 1, 1, 1, true, 0, true, false, 0, false},
+    {G175, "dgx-h100-x16", 2048, 256, 8, 4, 4, 1, 3, true, 1, true, false, 0, false},
+    {G175, "dgx-h100-x16", 2048, 256, 8, 8, 2, 1, 1, false, 1, true, true, 0, false},
+    {MX, "dgx-h100-x1", 4096, 64, 8, 1, 1, 1, 1, false, 0, true, false, 0, false},
+    {MX, "dgx-h100-x2", 4096, 64, 8, 2, 1, 1, 1, true, 0, true, false, 0, false},
+    {MX, "dgx-h100-x2", 4096, 64, 4, 4, 1, 1, 1, false, 0, true, false, 0, false},
+    {MX, "dgx-h100-x2", 4096, 64, 2, 8, 1, 1, 1, true, 0, true, false, 0, false},
+    {MX, "dgx-h100-x4", 4096, 128, 8, 2, 2, 1, 2, true, 1, true, false, 0, false},
     /* tied embeddings (GPT-2's wte, Llama-3.2-1B's embed_tokens are the
      * lm_head): one stage holds and syncs the table once */
-    {GPT2, "dgx-h100-x1", 1024, 256, 1, 1, 8, 8, 1, false, 1, false, false},
-    {GPT2, "dgx-h100-x1", 1024, 256, 1, 1, 8, 1, 1, false, 0, false, false},
-    {GPT2, "dgx-h100-x1", 1024, 256, 2, 1, 4, 4, 1, true, 1, true, false},
-    {GPT2, "dgx-h100-x1", 1024, 256, 1, 2, 4, 2, 1, false, 1, false, false},
-    {L1B, "dgx-h100-x1", 4096, 256, 1, 1, 8, 1, 1, false, 1, false, false},
-    {L1B, "dgx-h100-x1", 4096, 256, 1, 1, 8, 2, 1, true, 3, false, false},
-    {L1B, "dgx-h100-x1", 4096, 256, 2, 2, 2, 1, 2, false, 1, true, false},
-    {L1B, "dgx-h100-x2", 8192, 64, 4, 2, 2, 1, 1, true, 1, true, false},
+    {GPT2, "dgx-h100-x1", 1024, 256, 1, 1, 8, 8, 1, false, 1, false, false, 0, false},
+    {GPT2, "dgx-h100-x1", 1024, 256, 1, 1, 8, 1, 1, false, 0, false, false, 0, false},
+    {GPT2, "dgx-h100-x1", 1024, 256, 2, 1, 4, 4, 1, true, 1, true, false, 0, false},
+    {GPT2, "dgx-h100-x1", 1024, 256, 1, 2, 4, 2, 1, false, 1, false, false, 0, false},
+    {L1B, "dgx-h100-x1", 4096, 256, 1, 1, 8, 1, 1, false, 1, false, false, 0, false},
+    {L1B, "dgx-h100-x1", 4096, 256, 1, 1, 8, 2, 1, true, 3, false, false, 0, false},
+    {L1B, "dgx-h100-x1", 4096, 256, 2, 2, 2, 1, 2, false, 1, true, false, 0, false},
+    {L1B, "dgx-h100-x2", 8192, 64, 4, 2, 2, 1, 1, true, 1, true, false, 0, false},
+    /* context parallelism (ring attention; the data-parallel group spans
+     * dp x cp) and TP communication overlap (issue 19) */
+    {L8, "dgx-h100-x1", 8192, 64, 2, 1, 2, 1, 1, false, 1, true, false, 2, false},
+    {L8, "dgx-h100-x1", 8192, 64, 2, 1, 2, 1, 1, false, 1, true, false, 2, true},
+    {L8, "dgx-h100-x1", 4096, 64, 4, 1, 2, 2, 1, true, 1, true, false, 0, true},
+    {L8, "dgx-h100-x2", 8192, 64, 2, 1, 2, 1, 1, false, 1, true, false, 4, true},
+    {L8, "dgx-h100-x1", 8192, 64, 1, 1, 1, 1, 1, false, 3, false, false, 8, false},
+    {L70, "dgx-h100-x8", 8192, 128, 4, 4, 2, 1, 2, false, 1, true, false, 2, true},
+    {L70, "dgx-h100-x16", 4096, 512, 4, 2, 2, 4, 4, false, 1, true, false, 8, true},
+    {L70, "dgx-h100-x8", 4096, 256, 8, 4, 2, 1, 2, true, 1, true, false, 0, true},
+    {G175, "dgx-h100-x16", 2048, 256, 8, 4, 2, 1, 1, true, 1, true, false, 2, true},
+    {MX, "dgx-h100-x2", 4096, 64, 2, 2, 2, 1, 1, false, 1, true, false, 2, true},
+    {GPT2, "dgx-h100-x1", 1024, 256, 2, 1, 4, 4, 1, false, 1, true, false, 0, true},
+    {L1B, "dgx-h100-x1", 4096, 256, 2, 2, 1, 1, 1, false, 1, true, false, 2, true},
 };
 
 static void test_agreement(void)
@@ -224,10 +250,10 @@ static void test_agreement(void)
 static void test_without_sp(void)
 {
     static const cfg_case no_sp[] = {
-        {L8, "dgx-h100-x1", 4096, 64, 2, 1, 4, 1, 1, false, 1, false, false},
-        {L8, "dgx-h100-x1", 4096, 64, 8, 1, 1, 1, 1, true, 0, false, false},
-        {L70, "dgx-h100-x8", 4096, 256, 8, 8, 1, 1, 1, false, 0, false, false},
-        {G175, "dgx-h100-x16", 2048, 256, 8, 8, 2, 2, 1, true, 1, false, false},
+        {L8, "dgx-h100-x1", 4096, 64, 2, 1, 4, 1, 1, false, 1, false, false, 0, false},
+        {L8, "dgx-h100-x1", 4096, 64, 8, 1, 1, 1, 1, true, 0, false, false, 0, false},
+        {L70, "dgx-h100-x8", 4096, 256, 8, 8, 1, 1, 1, false, 0, false, false, 0, false},
+        {G175, "dgx-h100-x16", 2048, 256, 8, 8, 2, 2, 1, true, 1, false, false, 0, false},
     };
     for (size_t i = 0; i < sizeof no_sp / sizeof no_sp[0]; i++) {
         cfg_case with = no_sp[i];

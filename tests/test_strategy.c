@@ -272,7 +272,9 @@ static void test_einsum_costs(void)
     free(s);
 
     /* Megatron space on (2, 4): axis 0 only batch; axis 1 only f (or the
-     * sequence as a reduce-scatter target) */
+     * sequence as a reduce-scatter target: sequence parallelism, which is
+     * Megatron's one switch, so a row-parallel op never all-reduces when
+     * the sequence can take the reduce-scatter) */
     loom_strategy_ctx_init(&c, g, cm8, (loom_mesh_shape){2, 4}, true, true);
     CHECK(loom_strategy_enumerate(&c, fc2, -1, &s, &n, &e) == LOOM_OK);
     CHECK(n > 0);
@@ -283,13 +285,16 @@ static void test_einsum_costs(void)
             if (s[i].w[0].ax[d] & LOOM_AXIS1) CHECK(strcmp(w->dims[d].name, "f") == 0);
         }
     }
-    const loom_strategy *meg = find_strategy(s, n, "b@0 f@1 AR@1");
+    const loom_strategy *meg = find_strategy(s, n, "b@0 f@1 RS@1>s");
     CHECK(meg != NULL);
     if (meg) {   /* a quarter of the weight per GPU, its 2 data-parallel copies sharded */
         CHECK_INT_EQ(meg->param_count, 4096 * 1024 / 4);
         CHECK_INT_EQ(meg->param_count_local, 4096 * 1024 / 8);
+        /* ... and synced over axis 0 with the replicas: the data-parallel class */
+        CHECK_NEAR_REL(meg->dp_params[LOOM_AXIS0], 4096.0 * 1024 / 4, 1e-15);
+        CHECK(meg->dp_params[0] == 0 && meg->other_sync_s == 0);
     }
-    CHECK(find_strategy(s, n, "b@0 f@1 RS@1>s") != NULL);
+    CHECK(find_strategy(s, n, "b@0 f@1 AR@1") == NULL);
     CHECK(find_strategy(s, n, "h@1 AR@1") == NULL);
     free(s);
     loom_graph_destroy(g);
@@ -357,6 +362,83 @@ static void test_attention(void)
     }
     free(s);
     loom_cost_model_destroy(cm16);
+    loom_graph_destroy(g);
+}
+
+/* Megatron's context-parallel space and TP communication overlap, by hand
+ * on one MLP block (b 2, s 512, h 1024, f 4096) on a (2, 4) mesh. */
+static void test_megatron_cp_overlap(void)
+{
+    loom_graph *g = sg_mlp_build(2, 512, 1024, 4096);
+    CHECK(g != NULL);
+    if (!g) return;
+    int32_t fc2 = sg_find(g, "fc2");
+    loom_error e;
+    loom_strategy_ctx c;
+    loom_strategy *s;
+    int32_t n;
+    loom_strategy_ctx_init(&c, g, cm8, (loom_mesh_shape){2, 4}, true, true);
+    c.megatron_cp = true;
+    CHECK(loom_strategy_enumerate(&c, fc2, -1, &s, &n, &e) == LOOM_OK);
+    /* axis 0 splits the sequence, never the batch; the row-parallel
+     * reduce-scatter lands on the sequence already split over axis 0 */
+    for (int32_t i = 0; i < n; i++) CHECK(!(s[i].in[0].ax[0] & LOOM_AXIS0));
+    const loom_strategy *cp = find_strategy(s, n, "s@0 f@1 RS@1>s");
+    CHECK(cp != NULL);
+    CHECK(find_strategy(s, n, "s@0 f@1 AR@1") == NULL);
+    loom_strategy plain = {0};
+    if (cp) {
+        CHECK_INT_EQ(cp->out[0].ax[1], LOOM_AXIS0 | LOOM_AXIS1);   /* y: b s@01 h */
+        /* the weight's 2 copies along the context-parallel axis are
+         * data-parallel copies: ZeRO shards them, and their gradient is
+         * synced with the replicas (Megatron's dp × cp group) */
+        CHECK_INT_EQ(cp->param_count, 4096 * 1024 / 4);
+        CHECK_INT_EQ(cp->param_count_local, 4096 * 1024 / 8);
+        CHECK_NEAR_REL(cp->dp_params[LOOM_AXIS0], 4096.0 * 1024 / 4, 1e-15);
+        /* reduce-scatter of y's shard (b 2, s 512/2, h 1024, bf16) over axis 1
+         * forward, its all-gather backward */
+        CHECK_INT_EQ(cp->n_fwd, 1);
+        CHECK_INT_EQ(cp->fwd[0].kind, LOOM_COLL_REDUCE_SCATTER);
+        CHECK_NEAR_REL(cp->fwd[0].bytes, 2.0 * 256 * 1024 * 2, 1e-15);
+        plain = *cp;
+    }
+    free(s);
+    /* with TP communication overlap the same collectives run beside the
+     * GEMMs: forward beside the forward, backward beside half the backward */
+    c.tp_overlap = true;
+    CHECK(loom_strategy_enumerate(&c, fc2, -1, &s, &n, &e) == LOOM_OK);
+    const loom_strategy *ov = find_strategy(s, n, "s@0 f@1 RS@1>s");
+    CHECK(ov != NULL);
+    if (ov && cp) {
+        loom_mesh_ctx m;
+        loom_mesh_ctx_init(&m, &cl8, loom_cost_model_calib(cm8), (loom_mesh_shape){2, 4});
+        double rs = loom_mesh_coll_s(&m, LOOM_COLL_REDUCE_SCATTER, LOOM_AXIS1, plain.fwd[0].bytes);
+        double ag = loom_mesh_coll_s(&m, LOOM_COLL_ALL_GATHER, LOOM_AXIS1, plain.bwd[0].bytes);
+        CHECK_NEAR_REL(plain.comm_s, rs + ag, 1e-12);
+        double fwd = plain.compute_s - plain.bwd_compute_s, half = plain.bwd_compute_s / 2;
+        CHECK_NEAR_REL(ov->comm_s + 1e-30, fmax(0, rs - fwd) + fmax(0, ag - half) + 1e-30, 1e-9);
+        CHECK(ov->comm_s < plain.comm_s);
+        CHECK_NEAR_REL(ov->compute_s, plain.compute_s, 1e-15);
+    }
+    free(s);
+    loom_graph_destroy(g);
+
+    /* attention in the context-parallel space: the sequence over axis 0
+     * (ring), the heads over axis 1; never the batch */
+    sg_llama d = {.b = 2, .s = 256, .h = 1024, .heads = 32, .kvh = 8, .dh = 32, .f = 2048, .layers = 1};
+    g = sg_llama_build(&d);
+    CHECK(g != NULL);
+    if (!g) return;
+    loom_strategy_ctx_init(&c, g, cm8, (loom_mesh_shape){2, 4}, true, true);
+    c.megatron_cp = true;
+    CHECK(loom_strategy_enumerate(&c, sg_find(g, "L1.sdpa"), -1, &s, &n, &e) == LOOM_OK);
+    CHECK_INT_EQ(n, 1);
+    if (n == 1) {
+        CHECK(strstr(s[0].name, "s@0") && strstr(s[0].name, "heads@1") && strstr(s[0].name, "cp"));
+        CHECK_INT_EQ(s[0].ring_axes, LOOM_AXIS0);
+        CHECK_INT_EQ(s[0].in[0].ax[0], 0);
+    }
+    free(s);
     loom_graph_destroy(g);
 }
 
@@ -469,6 +551,7 @@ int main(void)
     test_einsum_counts();
     test_einsum_costs();
     test_attention();
+    test_megatron_cp_overlap();
     test_followers();
     test_moe();
     loom_cost_model_destroy(cm8);

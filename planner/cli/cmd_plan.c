@@ -114,6 +114,11 @@ static const loom_cli_option plan_opts[] = {
      .help = "let the search pick the ZeRO stage (1-3; 1 with one replica)"},
     {.name = "--no-recompute", .kind = LOOM_CLI_FLAG, .field = F(req.search.no_recompute),
      .help = "do not consider activation recomputation"},
+    {.name = "--no-tp-comm-overlap", .kind = LOOM_CLI_FLAG,
+     .field = F(req.search.no_tp_comm_overlap),
+     .help = "Megatron's spaces without TP communication overlap\n(--tp-comm-overlap: needs Transformer Engine)"},
+    {.name = "--no-cp", .kind = LOOM_CLI_FLAG, .field = F(req.search.no_context_parallel),
+     .help = "no Megatron context parallelism"},
     /* pins: 0 = searched (loom_search_options) */
     {.name = "--tp", .kind = LOOM_CLI_INT, .field = F(req.search.pin_tp), .lo = 1, .hi = 1 << 20,
      .metavar = "N", .help = "pin the tensor-parallel size of every stage", .def = "searched"},
@@ -121,6 +126,8 @@ static const loom_cli_option plan_opts[] = {
      .metavar = "N", .help = "pin the pipeline ranks (uniform stages)", .def = "searched"},
     {.name = "--dp", .kind = LOOM_CLI_INT, .field = F(req.search.pin_dp), .lo = 1, .hi = 1 << 30,
      .metavar = "N", .help = "pin the pipeline replicas", .def = "searched"},
+    {.name = "--cp", .kind = LOOM_CLI_INT, .field = F(req.search.pin_cp), .lo = 1, .hi = 1 << 20,
+     .metavar = "N", .help = "pin Megatron's context-parallel size (1: none)", .def = "searched"},
     {.name = "--mbs", .kind = LOOM_CLI_INT, .field = F(req.search.pin_mbs), .lo = 1, .hi = 1 << 20,
      .metavar = "N", .help = "pin the micro-batch size", .def = "searched"},
     {.name = "--vpp", .kind = LOOM_CLI_INT, .field = F(req.search.pin_vpp), .lo = 1, .hi = 512,
@@ -313,17 +320,20 @@ static int print_table(const loom_plan *p)
 static void print_top(const loom_plan_diag *dg)
 {
     char a[32];
-    printf("\n  top %d     %-4s %-5s %-5s %-4s %-9s %-5s %-4s %-9s %-11s %s\n", (int)dg->n_top,
-           "dp", "pp", "vpp", "tp", "mbs x M", "zero", "meg", "recompute", "step (s)",
-           "memory/GPU");
+    printf("\n  top %d     %-4s %-5s %-5s %-4s %-4s %-9s %-5s %-4s %-9s %-11s %s\n",
+           (int)dg->n_top, "dp", "pp", "vpp", "tp", "cp", "mbs x M", "zero", "meg", "recompute",
+           "step (s)", "memory/GPU");
     for (int32_t i = 0; i < dg->n_top; i++) {
         const loom_search_top *t = &dg->top[i];
-        char tp[24], mb[48];
+        char tp[24], cp[24], mb[48];
         if (t->tp > 0) snprintf(tp, sizeof tp, "%lld", (long long)t->tp);
         else snprintf(tp, sizeof tp, "mix");
+        if (t->cp > 0) snprintf(cp, sizeof cp, "%lld", (long long)t->cp);
+        else snprintf(cp, sizeof cp, "mix");
         snprintf(mb, sizeof mb, "%lldx%lld", (long long)t->mbs, (long long)t->micro_batches);
-        printf("  %-9d %-4lld %-5lld %-5lld %-4s %-9s %-5d %-4s %-9d %-11.4g %s\n", (int)i + 1,
-               (long long)t->dp, (long long)t->pp, (long long)t->vpp, tp, mb, t->zero,
+        printf("  %-9d %-4lld %-5lld %-5lld %-4s %-4s %-9s %-5d %-4s %-9d %-11.4g %s\n",
+               (int)i + 1, (long long)t->dp, (long long)t->pp, (long long)t->vpp, tp, cp, mb,
+               t->zero,
                t->megatron ? "yes" : "no", (int)t->recompute_stages, t->step_s,
                gib(t->memory_per_gpu_bytes, a, sizeof a));
     }

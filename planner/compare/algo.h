@@ -35,9 +35,9 @@
  * configurations; memory is per pipeline rank (all its chunks).
  *
  * What the shared evaluator cannot express is left out of every space
- * alike: Megatron's context parallelism, expert parallelism over data-
- * parallel ranks (experts are split on the tensor-parallel axis instead) and
- * selective recompute.
+ * alike: expert parallelism over the pipeline replicas (only over a
+ * stage's mesh axis) and selective recompute. Megatron's context
+ * parallelism (a stage mesh (cp, tp)) and TP communication overlap are in.
  *
  * BUDGETS, IN WORK. max_work caps each algorithm run in units of work:
  * configurations evaluated plus distinct ILP solves (an ILP solve is the

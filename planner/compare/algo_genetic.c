@@ -2,8 +2,8 @@
  * algo_genetic.c — `genetic`: a steady-state genetic algorithm over the
  * grid's Megatron-style space (mspace.h), seeded and deterministic.
  *
- * GENOME. A point is six genes: tp, pp, micro-batch, vpp, recompute, ZeRO
- * (dp follows from tp · pp). Not every combination is a valid point
+ * GENOME. A point is seven genes: tp, pp, micro-batch, vpp, recompute, ZeRO,
+ * cp (dp follows from tp · cp · pp). Not every combination is a valid point
  * (degrees must divide the GPUs, layers and batch), so a child is REPAIRED
  * to the valid point sharing the most genes with it (ties: the first in
  * enumeration order) — the repair never leaves the grid's space.
@@ -14,7 +14,7 @@
  *   selection    binary tournament (the better by loom_algo_better);
  *   crossover    uniform: each gene from either parent with probability ½;
  *   mutation     each gene redrawn from its observed values with
- *                probability 1/6 (one gene per child on average);
+ *                probability 1/7 (one gene per child on average);
  *   replacement  the child replaces the worst member when it is better and
  *                not already present.
  * Scores are memoised by point, so max_evals counts distinct points. The
@@ -32,7 +32,7 @@
 
 #define POP 12
 #define STALL 400
-#define N_GENES 6
+#define N_GENES 7
 
 typedef struct {
     loom_algo_ctx *ctx;
@@ -54,7 +54,8 @@ static int64_t gene(const loom_parallel *p, int k)
     case 2: return p->mbs;
     case 3: return p->vpp;
     case 4: return (int64_t)p->recompute;
-    default: return p->zero;
+    case 5: return p->zero;
+    default: return p->cp;
     }
 }
 

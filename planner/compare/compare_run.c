@@ -107,7 +107,8 @@ void loom_compare_describe(const loom_search_config *cfg, char *buf, size_t n)
     buf[0] = '\0';
     PUT("dp%lld pp%lld", (long long)cfg->dp, (long long)cfg->pp);
     if (cfg->vpp > 1) PUT(" v%lld", (long long)cfg->vpp);
-    /* distinct stage meshes in stage order; "m": Megatron's strategies */
+    /* distinct stage meshes in stage order; "m": Megatron's strategies, "mc":
+     * with context parallelism on axis 0 */
     PUT(" /");
     int recomputed = 0;
     for (int32_t i = 0; i < cfg->n_stages; i++) {
@@ -116,10 +117,11 @@ void loom_compare_describe(const loom_search_config *cfg, char *buf, size_t n)
         bool seen = false;
         for (int32_t j = 0; j < i && !seen; j++)
             seen = cfg->stages[j].mesh.n0 == s->mesh.n0 && cfg->stages[j].mesh.n1 == s->mesh.n1 &&
-                   cfg->stages[j].megatron == s->megatron;
+                   cfg->stages[j].megatron == s->megatron &&
+                   cfg->stages[j].context_parallel == s->context_parallel;
         if (!seen)
             PUT("%s%lldx%lld%s", i ? "," : " ", (long long)s->mesh.n0, (long long)s->mesh.n1,
-                s->megatron ? "m" : "");
+                !s->megatron ? "" : s->context_parallel ? "mc" : "m");
     }
     PUT(" / mbs%lld x%lld", (long long)cfg->mbs, (long long)cfg->micro_batches);
     if (cfg->zero > 0) PUT(" / zero%d", cfg->zero);

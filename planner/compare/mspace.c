@@ -64,10 +64,10 @@ typedef struct {
     int64_t cap;
 } builder;
 
-/* Every (micro-batch, vpp, recompute, ZeRO) of degrees (tp, pp, dp) and
- * B sequences, in that order. */
-static loom_status add_degrees(builder *b, int64_t tp, int64_t pp, int64_t dp, int64_t B,
-                               int64_t first, int64_t last, loom_error *err)
+/* Every (micro-batch, vpp, recompute, ZeRO) of degrees (tp, cp, pp, dp)
+ * and B sequences, in that order. */
+static loom_status add_degrees(builder *b, int64_t tp, int64_t cp, int64_t pp, int64_t dp,
+                               int64_t B, int64_t first, int64_t last, loom_error *err)
 {
     static const int64_t vpps[] = {1, 2, 4};
     const loom_algo_request *req = b->req;
@@ -83,7 +83,9 @@ static loom_status add_degrees(builder *b, int64_t tp, int64_t pp, int64_t dp, i
                 for (int z = 0; z <= zmax; z++) {
                     loom_parallel p;
                     loom_parallel_init(&p);
-                    p.tp = tp, p.pp = pp, p.dp = dp, p.vpp = v;
+                    p.tp = tp, p.cp = cp, p.pp = pp, p.dp = dp, p.vpp = v;
+                    p.sp = tp > 1;
+                    p.tp_comm_overlap = train && tp > 1;
                     p.mbs = mbs, p.gbs = B, p.seq = req->problem.seq;
                     p.dtype = req->problem.dtype, p.flash = req->problem.flash_attention;
                     p.recompute = rc ? LOOM_RECOMPUTE_FULL : LOOM_RECOMPUTE_NONE;
@@ -118,16 +120,19 @@ loom_status loom_mspace_build(loom_algo_ctx *ctx, loom_mspace *out, loom_error *
     batches[nb++] = req->problem.gbs;
     if (req->problem.inference && req->problem.objective == LOOM_OBJ_THROUGHPUT)
         for (int64_t q = 1; q < req->problem.gbs && nb < 64; q *= 2) batches[nb++] = q;
+    /* context parallelism: training with fused attention (Megatron's ring) */
+    bool cp_ok = !req->problem.inference && req->problem.flash_attention;
     for (int bi = 0; bi < nb && !s; bi++)
         for (int64_t tp = 1; tp <= b.g && !s; tp *= 2) {
             if (b.g % tp) continue;
-            for (int64_t pp = 1; pp <= b.L && tp * pp <= b.G && !s; pp++) {
-                int64_t D = tp * pp, first, last;
-                if (b.G % D || !valid_replica(D, b.g) ||
-                    !loom_mspace_uneven(b.L, pp, &first, &last) || batches[bi] % (b.G / D))
-                    continue;
-                s = add_degrees(&b, tp, pp, b.G / D, batches[bi], first, last, err);
-            }
+            for (int64_t cp = 1; tp * cp <= b.G && (cp == 1 || cp_ok) && !s; cp *= 2)
+                for (int64_t pp = 1; pp <= b.L && tp * cp * pp <= b.G && !s; pp++) {
+                    int64_t D = tp * cp * pp, first, last;
+                    if (b.G % D || !valid_replica(D, b.g) ||
+                        !loom_mspace_uneven(b.L, pp, &first, &last) || batches[bi] % (b.G / D))
+                        continue;
+                    s = add_degrees(&b, tp, cp, pp, b.G / D, batches[bi], first, last, err);
+                }
         }
     if (s) loom_mspace_free(out);
     return s;
@@ -144,12 +149,13 @@ void loom_mspace_free(loom_mspace *s)
 void loom_mspace_config(const loom_algo_ctx *ctx, const loom_parallel *p, loom_search_config *cfg)
 {
     const int64_t g = loom_algo_ctx_cluster(ctx)->gpus_per_node;
-    const int64_t pp = p->pp, v = p->vpp, chunks = pp * v;
+    const int64_t pp = p->pp, v = p->vpp, chunks = pp * v, cp = p->cp > 1 ? p->cp : 1;
+    const int64_t size = p->tp * cp;   /* a stage's GPUs */
     memset(cfg, 0, sizeof *cfg);
     cfg->mbs = p->mbs;
     cfg->micro_batches = p->gbs / (p->dp * p->mbs);
     cfg->dp = p->dp;
-    cfg->gpus_per_replica = p->tp * pp;
+    cfg->gpus_per_replica = size * pp;
     cfg->vpp = v;
     cfg->pp = pp;
     cfg->sequences = p->gbs;
@@ -163,11 +169,13 @@ void loom_mspace_config(const loom_algo_ctx *ctx, const loom_parallel *p, loom_s
         st->first_layer = bound[ch];
         st->last_layer = bound[ch + 1] - 1;
         st->group = (int32_t)(ch % pp);
-        st->submesh = (loom_submesh){1, p->tp};
-        st->mesh = (loom_mesh_shape){1, p->tp};
+        st->submesh = size > g ? (loom_submesh){size / g, g} : (loom_submesh){1, size};
+        st->mesh = (loom_mesh_shape){cp, p->tp};
         st->megatron = true;
+        st->context_parallel = cp > 1;
+        st->tp_comm_overlap = p->tp_comm_overlap && p->tp > 1;
         st->recompute = p->recompute;
-        st->first_gpu = st->group * p->tp;   /* inside replica 0 */
+        st->first_gpu = st->group * size;   /* inside replica 0 */
     }
     loom_search_layout(g, cfg);
 }
@@ -200,6 +208,8 @@ static bool same_stage(const loom_search_stage *a, const loom_search_stage *b)
            a->group == b->group && a->submesh.nodes == b->submesh.nodes &&
            a->submesh.gpus == b->submesh.gpus && a->mesh.n0 == b->mesh.n0 &&
            a->mesh.n1 == b->mesh.n1 && a->megatron == b->megatron &&
+           a->context_parallel == b->context_parallel &&
+           a->tp_comm_overlap == b->tp_comm_overlap &&
            a->recompute == b->recompute && a->first_gpu == b->first_gpu &&
            a->replica_stride == b->replica_stride;
 }
@@ -213,7 +223,7 @@ int64_t loom_mspace_find(const loom_algo_ctx *ctx, const loom_mspace *s,
     for (int64_t i = 0; i < s->n && found < 0; i++) {
         const loom_parallel *p = &s->points[i];
         if (p->pp != cfg->pp || p->vpp != cfg->vpp || p->dp != cfg->dp || p->mbs != cfg->mbs ||
-            p->zero != cfg->zero)
+            p->zero != cfg->zero || p->cp * p->tp * p->pp != cfg->gpus_per_replica)
             continue;
         loom_mspace_config(ctx, p, x);
         bool same = x->micro_batches == cfg->micro_batches &&
@@ -260,7 +270,8 @@ const loom_parallel *loom_mspace_pick(const loom_mspace *s, bool train, int64_t 
     for (int64_t i = 0; i < s->n; i++) {
         const loom_parallel *p = &s->points[i];
         int zero = train && p->dp > 1 ? 1 : 0;
-        if (p->tp != tp || p->pp != pp || p->vpp != 1 || p->recompute != rc || p->zero != zero)
+        if (p->tp != tp || p->pp != pp || p->cp != 1 || p->vpp != 1 || p->recompute != rc ||
+            p->zero != zero)
             continue;
         if (train ? p->mbs == 1 : !best || p->mbs > best->mbs) best = p;
         if (train && best) break;

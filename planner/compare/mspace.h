@@ -4,15 +4,19 @@
  * configurations the shared evaluator scores (algo.h).
  *
  * A point is a loom_parallel value (costs/parallel.h): tensor parallel tp,
- * pipeline parallel pp, data parallel dp with tp · pp · dp = the cluster's
- * GPUs, micro-batch mbs, interleaving vpp, recompute none / full, ZeRO
- * stage. The space holds every point that
+ * context parallel cp, pipeline parallel pp, data parallel dp with
+ * tp · cp · pp · dp = the cluster's GPUs, micro-batch mbs, interleaving vpp,
+ * recompute none / full, ZeRO stage; with tp > 1 sequence parallelism and,
+ * for training, TP communication overlap (the planner's Megatron spaces
+ * take it wherever it applies: over the same strategies it is never
+ * slower, solver/stage_search.c). The space holds every point that
  *   - Megatron-LM accepts (loom_parallel_check: heads and kv heads divide
  *     by tp, layers split over pp (× vpp), gbs a multiple of mbs · dp,
  *     ZeRO-2/3 only without pipelining, …);
  *   - keeps tp inside a node (tp a power of two dividing the GPUs per
- *     node), with a pipeline replica of tp · pp GPUs that is whole nodes or
- *     a power of two inside one (the sub-meshes Alpa's planner uses too);
+ *     node), cp a power of two (training, fused attention), with a pipeline
+ *     replica of tp · cp · pp GPUs that is whole nodes or a power of two
+ *     inside one (the sub-meshes Alpa's planner uses too);
  *   - has mbs ≤ max_micro_batch; interleaving (vpp 2, 4) needs the
  *     micro-batch count to be a multiple of pp, as Megatron's schedule does;
  *   - training only: recompute ∈ {none, full}, ZeRO ∈ {0..3} when dp > 1
@@ -21,15 +25,16 @@
  * (Megatron's --decoder-first/last-pipeline-num-layers, as Llama 3 405B
  * was trained: 126 layers on 16 stages of 8, minus one at each end).
  *
- * Enumeration order is fixed (tp, pp, mbs, vpp, recompute, zero, each
+ * Enumeration order is fixed (tp, cp, pp, mbs, vpp, recompute, zero, each
  * ascending), so index i names the same point on every run.
  *
  * The configuration of a point is what Megatron runs: pp uniform stages
  * (pp · vpp model chunks, chunk c on pipeline rank c mod pp, the embedding
- * with the first chunk and the head with the last) on sub-meshes of tp GPUs
- * in a node, logical mesh (1, tp) with Megatron's strategies (tensor and
- * sequence parallel on the mesh axis), dp replicas laid out in Megatron's
- * rank order (tensor, data, then pipeline parallel outermost).
+ * with the first chunk and the head with the last) on sub-meshes of
+ * tp · cp GPUs, logical mesh (cp, tp) with Megatron's strategies (tensor and
+ * sequence parallel on axis 1; with cp > 1 context parallel on axis 0),
+ * dp replicas laid out in Megatron's rank order (tensor, context, data,
+ * then pipeline parallel outermost).
  */
 #ifndef LOOM_MSPACE_H
 #define LOOM_MSPACE_H

@@ -164,7 +164,7 @@ int loom_export_megatron_args(const loom_runtime_config *c, const int32_t *chunk
             arg_int(&a, "--recompute-num-layers", 1);
         }
     }
-    if (p->overlap_grad_reduce && p->dp > 1) arg(&a, "--overlap-grad-reduce", NULL);
+    if (p->overlap_grad_reduce && p->dp * p->cp > 1) arg(&a, "--overlap-grad-reduce", NULL);
     if (p->zero == 1 || p->dist_opt) {
         arg(&a, "--use-distributed-optimizer", NULL);
     } else if (p->zero >= 2) {

@@ -228,6 +228,8 @@ loom_status loom_export_from_plan(const loom_plan *p, loom_runtime_config *c,
     uniform(val, n, "in-stage data-parallel sizes (GPUs per stage / TP)", obs);
     for (int32_t i = 0; i < n; i++) val[i] = p->stages[i].sequence_parallel;
     uniform(val, n, "sequence-parallel settings (0 off, 1 on)", obs);
+    for (int32_t i = 0; i < n; i++) val[i] = p->stages[i].tp_comm_overlap;
+    uniform(val, n, "TP communication overlap settings (0 off, 1 on)", obs);
     for (int32_t i = 0; i < n; i++) val[i] = p->stages[i].recompute;
     uniform(val, n, "recompute settings (0 none, 1 selective, 2 full)", obs);
     for (int32_t i = 0; i < n; i++) val[i] = p->stages[i].zero;
@@ -298,6 +300,7 @@ loom_status loom_export_from_plan(const loom_plan *p, loom_runtime_config *c,
     par->gbs = p->gbs;
     par->seq = p->seq;
     par->sp = s0->sequence_parallel;
+    par->tp_comm_overlap = s0->tp_comm_overlap;
     par->recompute = s0->recompute;
     par->zero = s0->zero;
     par->dist_opt = s0->zero == 1;

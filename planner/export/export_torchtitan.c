@@ -57,7 +57,7 @@ void loom_export_check_torchtitan(const loom_runtime_config *c, const int32_t *c
     int32_t n = (int32_t)(p->pp * p->vpp);
     if (p->dtype == LOOM_DTYPE_FP16)
         loom_export_list_add(obs, "fp16: torchtitan's mixed precision is bfloat16 or float32");
-    if (p->dist_opt && p->dp > 1)
+    if (p->dist_opt && p->dp * p->cp > 1)   /* the data-parallel group spans dp × cp */
         loom_export_list_add(obs, "ZeRO-1 (distributed optimizer): torchtitan has DDP (ZeRO-0) "
                                   "and FSDP (ZeRO-2/3), nothing that shards only the optimizer");
     if (p->vpp > 1 && p->pp < 2)

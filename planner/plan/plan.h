@@ -84,6 +84,8 @@ typedef struct {
     int64_t data_parallel;           /* in-stage replicas: n_gpus / (tensor · context parallel) */
     int64_t expert_parallel;         /* GPUs the experts are split over (1: none) */
     bool sequence_parallel;          /* activations split along s on the TP axis (Megatron SP) */
+    bool tp_comm_overlap;            /* TP collectives overlapped with their GEMMs (Megatron's
+                                        --tp-comm-overlap; needs SP and TP > 1) */
     loom_recompute recompute;
     int zero;                        /* ZeRO stage across the data-parallel replicas */
     double in_flight;                /* micro-batches whose activations it holds */

@@ -91,6 +91,8 @@ static void write_stage(cJSON *arr, const loom_plan_stage *s, int flags)
     num(o, "data_parallel", (double)ro.dp);
     num(o, "expert_parallel", (double)ro.ep);
     cJSON_AddBoolToObject(o, "sequence_parallel", s->sequence_parallel);
+    /* written when on only: plans without it read (and write) as before */
+    if (s->tp_comm_overlap) cJSON_AddBoolToObject(o, "tp_comm_overlap", true);
     str(o, "recompute", loom_recompute_name(s->recompute));
     num(o, "zero", s->zero);
     num(o, "in_flight", s->in_flight);
@@ -335,7 +337,7 @@ static loom_status read_stage(const loom_jctx *c, const cJSON *o, const char *pa
     static const char *const keys[] = {"index", "group", "layers", "gpus", "replica_stride",
                                        "submesh", "mesh", "mesh_axes",
                                        "tensor_parallel", "context_parallel", "data_parallel",
-                                       "expert_parallel", "sequence_parallel",
+                                       "expert_parallel", "sequence_parallel", "tp_comm_overlap",
                                        "recompute", "zero", "in_flight", "ops", "memory_bytes",
                                        "time_s", NULL};
     static const char *const tkeys[] = {"compute", "comm", "grad_sync", "stage", NULL};
@@ -380,6 +382,8 @@ static loom_status read_stage(const loom_jctx *c, const cJSON *o, const char *pa
     TRY(loom_json_get_int(c, o, path, "data_parallel", true, 1, I64MAX, &st->data_parallel));
     TRY(loom_json_get_int(c, o, path, "expert_parallel", false, 1, I64MAX, &st->expert_parallel));
     TRY(loom_json_get_bool(c, o, path, "sequence_parallel", true, &st->sequence_parallel));
+    st->tp_comm_overlap = false;   /* came later: optional */
+    TRY(loom_json_get_bool(c, o, path, "tp_comm_overlap", false, &st->tp_comm_overlap));
     const char *rc = NULL;
     TRY(loom_json_get_str(c, o, path, "recompute", true, &rc));
     if (!loom_recompute_parse(rc, &st->recompute))

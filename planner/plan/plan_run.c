@@ -215,6 +215,13 @@ loom_status loom_plan_from_config(loom_search *s, const loom_graph *g,
             break;
         }
     }
+    /* TP communication overlap as the stage was priced; Megatron-LM runs
+     * it on sequence-parallel tensor-parallel groups only */
+    for (int32_t i = 0; i < cfg->n_stages; i++) {
+        loom_plan_stage *ps = &p->stages[i];
+        ps->tp_comm_overlap = cfg->stages[i].tp_comm_overlap && ps->sequence_parallel &&
+                              ps->tensor_parallel > 1;
+    }
 
     p->step_time_s = ev->step_s;
     p->tokens_per_s = ev->tokens_per_s;
@@ -299,7 +306,9 @@ loom_status loom_plan_run(const loom_plan_request *req, loom_plan **out, loom_pl
     loom_problem pb = req->problem;
     pb.model = src;
     pb.cm = cm;
-    if ((st = loom_search_create(&pb, &req->search, &s, err))) goto done;
+    loom_search_options so = req->search;
+    so.collect_profile_keys = req->profile_requests_path != NULL;
+    if ((st = loom_search_create(&pb, &so, &s, err))) goto done;
     const loom_search_result *res;
     st = loom_search_run(s, &res, err);
     diag->min_memory_bytes = res->min_memory_bytes;

@@ -40,6 +40,9 @@ static void table(FILE *f, const loom_plan *p)
             (long long)p->micro_batches);
     if (train && p->n_stages > 0)   /* one ZeRO stage for all stages */
         fprintf(f, ", ZeRO-%d", p->stages[0].zero);
+    bool overlap = false;
+    for (int32_t i = 0; i < p->n_stages; i++) overlap |= p->stages[i].tp_comm_overlap;
+    if (overlap) fprintf(f, ", TP comm overlap");
     fprintf(f, "\n");
     if (train)
         fprintf(f, "  step        %.4g s   %.4g tokens/s   %.1f TFLOP/s per GPU   MFU %.1f%%\n",
