@@ -682,7 +682,7 @@ static loom_status try_interleaved(loom_search *s, const point *pt, int32_t m, i
  * or drains and exposes max(0, comm - GEMM) <= comm, so over the same
  * strategies it is never slower and the variant without it is not
  * searched. Returns the count. */
-static int mesh_spaces(const loom_search *s, int64_t n0, int64_t n1,
+static int mesh_spaces(const loom_search *s, int64_t n0, int64_t n1, int64_t b,
                        loom_search_space out[KIND_COUNT])
 {
     int n = 0;
@@ -693,7 +693,9 @@ static int mesh_spaces(const loom_search *s, int64_t n0, int64_t n1,
     bool overlap = train && n1 > 1 && !s->opt.no_tp_comm_overlap;
     int64_t pin = s->opt.pin_cp;   /* > 1: only that context-parallel size */
     if (!s->opt.megatron_only && pin <= 1) out[n++] = (loom_search_space){false, false, false};
-    if (pin <= 1) out[n++] = (loom_search_space){true, false, overlap && seq % n1 == 0};
+    /* Megatron's axis 0 is data parallel: it splits the micro-batch, so the
+     * micro-batch must divide over it (strategy.c: megatron_dp_forced) */
+    if (pin <= 1 && b % n0 == 0) out[n++] = (loom_search_space){true, false, overlap && seq % n1 == 0};
     if (train && n0 > 1 && s->pb.flash_attention && seq % (2 * n0) == 0 &&
         !s->opt.no_context_parallel && (pin == 0 || pin == n0))
         out[n++] = (loom_search_space){true, true, overlap && seq % (n0 * n1) == 0};
@@ -748,7 +750,7 @@ static loom_status try_point(loom_search *s, point *pt, loom_error *err)
             if (shapes[si][1] > g) continue;
             if (s->opt.pin_tp && shapes[si][1] != s->opt.pin_tp) continue;
             loom_search_space spaces[KIND_COUNT];
-            int nsp = mesh_spaces(s, shapes[si][0], shapes[si][1], spaces);
+            int nsp = mesh_spaces(s, shapes[si][0], shapes[si][1], pt->b, spaces);
             for (int var = 0; var < nsp; var++) {
                 int32_t k = pt->nshape[m]++;
                 pt->shape[m][k][0] = shapes[si][0], pt->shape[m][k][1] = shapes[si][1];

@@ -136,8 +136,26 @@ static bool tensor_has_dim(const loom_tensor *t, const char *name)
     return false;
 }
 
+/* Megatron's data parallelism splits the batch: an in-mesh axis-0 group
+ * (without context parallelism) is data parallel, so a batch it divides is
+ * split over it, never computed whole on every rank of the axis (that
+ * would be redundant work Megatron cannot run, mislabelled as DP: on a
+ * slow inter-node link it avoided the gradient sync the labelled DP pays). */
+static bool megatron_dp_forced(const loom_strategy_ctx *c, int64_t batch)
+{
+    /* stage_search.c offers Megatron's space only on meshes whose axis 0
+     * divides the micro-batch; a batch it does not divide (a tensor built
+     * for another use) keeps its other strategies */
+    return c->megatron_only && !c->megatron_cp && c->mesh.mesh.n0 > 1 &&
+           batch % c->mesh.mesh.n0 == 0;
+}
+
 static bool spec_megatron_ok(const loom_strategy_ctx *c, const loom_spec *s, const loom_tensor *t)
 {
+    for (int d = 0; d < t->ndim; d++)
+        if (!strcmp(t->dims[d].name, "b") && megatron_dp_forced(c, t->dims[d].size) &&
+            !(s->ax[d] & LOOM_AXIS0))
+            return false;
     bool expert = tensor_has_dim(t, "c") || tensor_has_dim(t, "f");
     for (int d = 0; d < t->ndim; d++)
         for (int a = 0; a < 2; a++)
@@ -541,10 +559,17 @@ static loom_status enum_einsum(const loom_strategy_ctx *c, const loom_op *o, str
         if (e.in_out[l] && (!strcmp(e.name[l], "s") || !strcmp(e.name[l], "c")) &&
             letter_ok(c, &e, l, LOOM_AXIS0, true))
             must_cp = l;
+    /* ... and without it the batch b on axis 0 (data parallel) */
+    int must_dp = -1;
+    for (int l = 0; hi0 > 0 && l < e.n_letters && must_dp < 0; l++)
+        if (e.in_out[l] && !strcmp(e.name[l], "b") && megatron_dp_forced(c, e.size[l]) &&
+            letter_ok(c, &e, l, LOOM_AXIS0, true))
+            must_dp = l;
     for (int c0 = -1; c0 < hi0; c0++)
         for (int c1 = -1; c1 < hi1; c1++) {
             if (must_tp && (c1 < 0 || !megatron_tp_dim(e.name[c1]))) continue;
             if (must_cp >= 0 && c0 != must_cp) continue;
+            if (must_dp >= 0 && c0 != must_dp) continue;
             uint8_t mask[MAX_LETTERS] = {0};
             if (c0 >= 0) mask[c0] |= LOOM_AXIS0;
             if (c1 >= 0) mask[c1] |= LOOM_AXIS1;
@@ -617,7 +642,8 @@ static loom_status enum_attention(const loom_strategy_ctx *c, const loom_op *o, 
                 ((a0 != AT_NONE && a0 != megatron_a0) || (a1 != AT_NONE && a1 != AT_HEADS) ||
                  (a1 == AT_NONE && m->mesh.n1 > 1 && q->dims[2].size % m->mesh.n1 == 0) ||
                  (c->megatron_cp && a0 == AT_NONE && m->mesh.n0 > 1 &&
-                  q->dims[1].size % m->mesh.n0 == 0)))
+                  q->dims[1].size % m->mesh.n0 == 0) ||
+                 (a0 == AT_NONE && megatron_dp_forced(c, q->dims[0].size))))
                 continue;
             unsigned mk[AT_COUNT] = {0};
             mk[a0] |= LOOM_AXIS0;
@@ -694,6 +720,7 @@ static loom_status enum_moe(const loom_strategy_ctx *c, const loom_op *o, strat_
             if (a0 == a1 && a0 == MOE_EP_REP) continue;
             if (c->megatron_only && (!moe_megatron_ok(c, a0, 0) || !moe_megatron_ok(c, a1, 1)))
                 continue;
+            if (a0 == MOE_NONE && megatron_dp_forced(c, tok->dims[0].size)) continue;
             loom_spec ts, es;   /* token side, expert side */
             memset(&ts, 0, sizeof ts);
             memset(&es, 0, sizeof es);

@@ -83,9 +83,12 @@ static void test_specs_and_groups(void)
     loom_strategy_ctx c18;
     loom_strategy_ctx_init(&c18, NULL, cm8, (loom_mesh_shape){1, 8}, true, false);
     CHECK_INT_EQ(loom_strategy_tensor_specs(&c18, &t, specs, 64), 4);
-    /* Megatron: axis 0 only b, axis 1 only s (sequence parallel) here */
+    /* Megatron: axis 0 is data parallel, so b splits there (always: a
+     * replicated batch would be redundant work, not DP); axis 1 only s
+     * (sequence parallel) or nothing here: b@0 and b@0 s@1 */
     c.megatron_only = true;
-    CHECK_INT_EQ(loom_strategy_tensor_specs(&c, &t, specs, 64), 4);
+    CHECK_INT_EQ(loom_strategy_tensor_specs(&c, &t, specs, 64), 2);
+    for (int i = 0; i < 2; i++) CHECK(specs[i].ax[0] == LOOM_AXIS0);
 }
 
 static void test_reshard(void)
