@@ -55,6 +55,15 @@ for fmt in json md csv; do
     same "$tmp/a.$fmt" "$tmp/b.$fmt" "rerun ($fmt)"
 done
 
+# ---- under load: the budget counts work, not time, so two CPU hogs beside the
+# run change nothing (issue 19: byte-identical with and without them)
+hogs=()
+for i in 1 2; do ( while :; do :; done ) & hogs+=($!); done
+"$LOOM" compare --suite $S --algos alpa,$FAST --no-timings --format md -o "$tmp/busy.md" 2>/dev/null
+kill "${hogs[@]}" 2>/dev/null; wait "${hogs[@]}" 2>/dev/null
+"$LOOM" compare --suite $S --algos alpa,$FAST --no-timings --format md -o "$tmp/quiet.md" 2>/dev/null
+same "$tmp/busy.md" "$tmp/quiet.md" "compare beside two CPU hogs"
+
 # ---- shards and merge -----------------------------------------------------------------------
 for k in 0 1; do
     expect 0 -- compare --suite $S --algos $FAST --no-timings --shard $k/2 --format json -o "$tmp/s$k.json"
