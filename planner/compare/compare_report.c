@@ -133,11 +133,13 @@ char *loom_compare_markdown(const loom_compare_report *r)
                "\"no fit (N GiB)\": its best plan needs N GiB per GPU; \"over bound (t)\": its "
                "best plan misses the latency bound; \"none\": no plan found; \"*\": the "
                "budget ran out.\n\n");
-    header_row(f, r, "case | GPUs | mode", 3);
+    /* every case says the batch and sequence it was planned for (the
+     * suite's or its defaults'), as plan and eval print what they assume */
+    header_row(f, r, "case | GPUs | mode: batch × seq", 3);
     for (int32_t i = 0; i < r->n_cases; i++) {
         const loom_compare_case_result *c = &r->cases[i];
-        fprintf(f, "| %s | %lld× %s | %s |", c->name, (long long)c->gpus, c->gpu,
-                loom_plan_mode_name(c->mode));
+        fprintf(f, "| %s | %lld× %s | %s: %lld × %lld |", c->name, (long long)c->gpus, c->gpu,
+                loom_plan_mode_name(c->mode), (long long)c->gbs, (long long)c->seq);
         for (int32_t k = 0; k < c->n_rows; k++) {
             char cell[96];
             fmt_cell(c->objective, &c->rows[k], cell, sizeof cell);
