@@ -6,7 +6,7 @@ PyTorch as torchtitan writes it (RMSNorm, RoPE, SDPA with the
 FlashAttention-2 backend and GQA, SwiGLU), bf16 weights and AdamW (fused),
 one GPU, gradient accumulation over micro-batches of 1 sequence.
 
-    python3 bench/train_step_torch.py [OUT.json]
+    python3 bench/train_step_torch.py [OUT.json] [--backend flash|cudnn]
 
 Prints and writes the median step time of 5 steps after 2 warm-up steps,
 per configuration (sequence, micro-batches per step). The matching loom
@@ -74,6 +74,11 @@ class Model(nn.Module):
 
 
 def main():
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    backend = SDPBackend.CUDNN_ATTENTION if "--backend=cudnn" in sys.argv or (
+        "--backend" in sys.argv and sys.argv[sys.argv.index("--backend") + 1] == "cudnn") \
+        else SDPBackend.FLASH_ATTENTION
+    args = [a for a in args if a not in ("cudnn", "flash")]
     torch.manual_seed(0)
     model = Model().cuda().to(torch.bfloat16)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
@@ -89,7 +94,7 @@ def main():
 
         def step():
             for _ in range(micro):
-                with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+                with sdpa_kernel(backend):
                     logits = model(tok[:, :-1], cos, sin)
                     loss = F.cross_entropy(logits.view(-1, V).float(), tok[:, 1:].reshape(-1))
                 loss.backward()
@@ -110,11 +115,12 @@ def main():
         rows.append({"seq": seq, "micro_batches": micro, "step_s": st, "steps_s": ts, "peak_gib": mem})
         print(f"seq {seq:6} x {micro} micro-batches: step {st:.4f} s (min {min(ts):.4f}), "
               f"{seq * micro / st:.0f} tokens/s, peak {mem:.1f} GiB;  loom eval llama-3.2-1b "
-              f"--seq {seq} --mbs 1 --gbs {micro} --attention-kernel fa2", flush=True)
+              f"--seq {seq} --mbs 1 --gbs {micro}", flush=True)
         torch.cuda.reset_peak_memory_stats()
-    if len(sys.argv) > 1:
-        with open(sys.argv[1], "w") as f:
+    if args:
+        with open(args[0], "w") as f:
             json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                       "attention": "cudnn" if backend == SDPBackend.CUDNN_ATTENTION else "flash2",
                        "params": nparams, "rows": rows}, f, indent=1)
     return 0
 
