@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/fileio.h"
 #include "base/json.h"
@@ -273,9 +274,14 @@ int loom_cmd_plan_serve(int argc, char **argv)
     for (int32_t i = 0; i < p->n_notes; i++) fprintf(stderr, "loom plan: note: %s\n", p->notes[i]);
     bool no_timings = a.no_timings || loom_cli_deterministic();
     if (no_timings) p->time_s = 0;
-    if ((a.out || a.json) && (rc = write_out(&a, p, no_timings))) goto done;
+    /* The picture first, then the plan: a failure of either leaves neither
+     * (a directory that does not exist passes the early check) */
     if (a.svg && loom_serve_plan_svg_write(p, a.model, a.svg, &err)) {
         rc = loom_cli_fail(&err);
+        goto done;
+    }
+    if ((a.out || a.json) && (rc = write_out(&a, p, no_timings))) {
+        if (a.svg && strcmp(a.svg, "-")) unlink(a.svg);
         goto done;
     }
     if (!a.json) {

@@ -2,24 +2,28 @@
  * serve_svg.c — the serving plan's picture (serve_svg.h): its Pareto fronts
  * and chosen deployment on one chart.
  *
- * Axes. y, output tokens/s per GPU, is linear from 0 to a round number
- * above the largest point (ticks at 1, 2 or 5 × 10^k). x, output tokens/s
- * per user, is logarithmic: a front runs from a few tokens/s per user (the
- * largest batches) to a few hundred (one client on the widest instance),
- * and on a linear axis its whole high-throughput end would fall into the
- * first few pixels. x ticks sit at 1, 2 and 5 × 10^k inside the range,
- * which runs from the round number below the smallest point to the one
- * above the largest. Every tick is written as a line and a text whose
- * value is its label, so that a reader (tests/plan_svg.sh) can recover the
- * scale from the picture alone.
+ * Axes. y, output tokens/s per GPU, is linear from 0 to the first multiple
+ * of its tick step (1, 2 or 5 × 10^k, about five ticks) 5% above the
+ * largest point. x, output tokens/s per user, is logarithmic: a front runs
+ * from a few tokens/s per user (the largest batches) to a few hundred (one
+ * client on the widest instance), and on a linear axis its whole
+ * high-throughput end would fall into the first few pixels. x runs 15%
+ * beyond the outermost points (at least a decade), with ticks at 1, 2 and
+ * 5 × 10^k inside. Every tick is written as a line and a text whose value
+ * is its label, so that a reader (tests/plan_svg.sh) can recover the scale
+ * from the picture alone.
  *
  * Points. Each front point is a circle with a <title> holding its figures
  * as the text's front tables print them (%.1f tokens/s, TTFT in whole ms)
- * and a label with its shape; aggregated labels lean up and right,
- * disaggregated ones down and right, so that the two fronts, which run
- * close together, keep their labels apart. The chosen deployment is the
- * simulated point (the figures the plan reports), so it can sit off the
- * steady-state fronts: it is drawn as a black ring, not on a front.
+ * and a short name, A1, A2, … on the aggregated front and D1, D2, … on the
+ * disaggregated one, in the tables' order; aggregated names sit above left
+ * and disaggregated ones below right of their points, as the two fronts
+ * run close together. A key right of the plot gives every name its shape
+ * as the tables label it ("(tp 2) at 16", "(tp 1) at 16, 0.14 × prefill
+ * (tp 1)"): the shapes are too long to sit beside points that crowd the
+ * low-throughput end of a front. The chosen deployment is the simulated
+ * point (the figures the plan reports), so it can sit off the steady-state
+ * fronts: it is drawn as a black ring, not on a front.
  *
  * Output is deterministic text (fixed formatting, no timestamps); text
  * nodes are XML-escaped (the model label comes from the command line).
@@ -35,14 +39,17 @@
 #include "planner/serve/serve_svg.h"
 
 #define W 1000
-#define H 680
+#define MIN_H 690
 #define PLOT_X0 90    /* the plot area, pixels */
-#define PLOT_X1 960
-#define PLOT_Y0 90
-#define PLOT_Y1 600
+#define PLOT_X1 690
+#define PLOT_Y0 104
+#define PLOT_Y1 614
+#define KEY_X 712     /* the key of point names, right of the plot */
+#define KEY_ROW 13
 
 static const char *const kind_colour[2] = {"#1f77b4", "#e4760b"};   /* blue, orange */
 static const char *const kind_name[2] = {"aggregated", "disaggregated"};
+static const char kind_letter[2] = {'A', 'D'};
 
 /* Writes s as SVG text content. */
 static void esc(FILE *f, const char *s)
@@ -66,19 +73,9 @@ static double nice_up(double v)
     return 10 * e;
 }
 
-/* The largest 1, 2 or 5 × 10^k at or below v (v > 0). */
-static double nice_down(double v)
-{
-    double e = pow(10, floor(log10(v)));
-    for (int i = 2; i >= 0; i--) {
-        double m = (double[]){1, 2, 5}[i] * e;
-        if (m <= v * (1 + 1e-12)) return m;
-    }
-    return e;
-}
-
 typedef struct {
-    double x_lo, x_hi, y_hi;   /* tokens/s per user (log), tokens/s per GPU (linear from 0) */
+    double x_lo, x_hi;   /* tokens/s per user, log scale */
+    double y_hi, y_step; /* tokens/s per GPU, linear from 0; y_hi a multiple of y_step */
 } scale;
 
 static double px(const scale *s, double x)
@@ -117,8 +114,15 @@ static scale fit(const loom_serve_plan *p)
         lo = fmin(lo, 1 / p->req.slo.tpot_s), hi = fmax(hi, 1 / p->req.slo.tpot_s);
     }
     if (!(hi > 0)) lo = 1, hi = 10;   /* nothing to draw: an empty chart */
-    scale s = {nice_down(lo), nice_up(hi * 1.15), ymax > 0 ? nice_up(ymax * 1.08) : 1};
-    if (s.x_hi <= s.x_lo) s.x_hi = s.x_lo * 10;
+    /* x: 15% beyond the outermost points (a tenth of a decade and a bit) */
+    scale s = {.x_lo = lo / 1.15, .x_hi = hi * 1.15};
+    if (s.x_hi < s.x_lo * 10) {   /* at least a decade, so that two ticks fall inside */
+        double mid = sqrt(s.x_lo * s.x_hi);
+        s.x_lo = mid / sqrt(10), s.x_hi = mid * sqrt(10);
+    }
+    if (!(ymax > 0)) ymax = 1;
+    s.y_step = nice_up(ymax / 5);
+    s.y_hi = ceil(ymax * 1.05 / s.y_step) * s.y_step;
     return s;
 }
 
@@ -128,9 +132,8 @@ static void axes(FILE *f, const scale *s)
                "stroke=\"#444444\"/>\n",
             PLOT_X0, PLOT_Y0, PLOT_X1 - PLOT_X0, PLOT_Y1 - PLOT_Y0);
     /* y: 1, 2 or 5 × 10^k steps, about five of them */
-    double step = nice_up(s->y_hi / 6);
-    for (int i = 0; i * step <= s->y_hi * (1 + 1e-9); i++) {
-        double v = i * step, y = py(s, v);
+    for (int i = 0; i * s->y_step <= s->y_hi * (1 + 1e-9); i++) {
+        double v = i * s->y_step, y = py(s, v);
         fprintf(f, "<line class=\"ytick\" x1=\"%d\" y1=\"%.2f\" x2=\"%d\" y2=\"%.2f\" "
                    "stroke=\"#dddddd\"/>\n", PLOT_X0, y, PLOT_X1, y);
         fprintf(f, "<text class=\"yt\" x=\"%d\" y=\"%.2f\" text-anchor=\"end\" "
@@ -192,13 +195,35 @@ static void draw_front(FILE *f, const loom_serve_plan *p, const scale *s, int ki
         esc(f, lab);
         fprintf(f, ": %.1f tok/s/user, %.1f tok/s/GPU, TTFT %.0f ms</title></circle>\n",
                 q->tokens_per_s_user, q->tokens_per_s_gpu, q->ttft_s * 1e3);
-        /* up-right for aggregated, down-right for disaggregated */
-        fprintf(f, "<text class=\"l %s\" x=\"%.2f\" y=\"%.2f\" fill=\"%s\" "
-                   "transform=\"rotate(%d %.2f %.2f)\">",
-                kind ? "dis" : "agg", x + 6, y + (kind ? 9 : -4), col, kind ? 25 : -25, x, y);
-        esc(f, lab);
-        fprintf(f, "</text>\n");
+        /* the point's name: above left for aggregated, below right for
+         * disaggregated, so that the two fronts keep their names apart */
+        fprintf(f, "<text class=\"n %s\" x=\"%.2f\" y=\"%.2f\" fill=\"%s\"%s>%c%d</text>\n",
+                kind ? "dis" : "agg", x + (kind ? 4 : -4), y + (kind ? 12 : -6), col,
+                kind ? "" : " text-anchor=\"end\"", kind_letter[kind], (int)i + 1);
     }
+}
+
+/* The key right of the plot: every point's name and shape, each front in
+ * its colour and order (falling tokens/s per user, as the text's tables).
+ * Returns the y below it. */
+static int key(FILE *f, const loom_serve_plan *p)
+{
+    int y = PLOT_Y0 + 4;
+    for (int k = 0; k < 2; k++) {
+        fprintf(f, "<text class=\"h\" x=\"%d\" y=\"%d\" fill=\"%s\">%s front%s</text>\n",
+                KEY_X, y, kind_colour[k], kind_name[k], p->n_front[k] ? "" : ": none");
+        y += KEY_ROW + 2;
+        for (int32_t i = 0; i < p->n_front[k]; i++, y += KEY_ROW) {
+            char lab[256];
+            point_label(p, &p->front[k][i], lab, sizeof lab);
+            fprintf(f, "<text class=\"k %s\" x=\"%d\" y=\"%d\" fill=\"%s\">%c%d ",
+                    k ? "dis" : "agg", KEY_X, y, kind_colour[k], kind_letter[k], (int)i + 1);
+            esc(f, lab);
+            fprintf(f, "</text>\n");
+        }
+        y += 10;
+    }
+    return y;
 }
 
 static bool has_slo(const loom_serve_plan *p)
@@ -216,17 +241,18 @@ static void title(FILE *f, const loom_serve_plan *p, const char *model)
     const loom_serve_point *pt = &b->sim;
     char dep[320];
     loom_serve_deploy_label(&p->ctx, &b->dep, dep, sizeof dep);
-    fprintf(f, "<text class=\"t\" x=\"10\" y=\"24\">");
+    fprintf(f, "<text class=\"t\" x=\"10\" y=\"22\">");
     esc(f, model);
     fprintf(f, " on ");
     esc(f, c->name);
     fprintf(f, " (%lld × ", (long long)loom_cluster_gpus(c));
     esc(f, c->gpu.name);
-    fprintf(f, "), ISL %lld, OSL %lld: chosen %s ", (long long)r->work.isl,
-            (long long)r->work.osl, b->dep.disagg ? "disaggregated" : "aggregated");
+    fprintf(f, "), ISL %lld, OSL %lld</text>\n", (long long)r->work.isl, (long long)r->work.osl);
+    fprintf(f, "<text class=\"h\" id=\"deployment\" x=\"10\" y=\"42\">chosen: %s ",
+            b->dep.disagg ? "disaggregated" : "aggregated");
     esc(f, dep);
     fprintf(f, " on %lld GPUs</text>\n", (long long)b->dep.gpus);
-    fprintf(f, "<text class=\"s\" id=\"predicted\" x=\"10\" y=\"46\">predicted (%s): "
+    fprintf(f, "<text class=\"s\" id=\"predicted\" x=\"10\" y=\"62\">predicted (%s): "
                "<tspan class=\"rps\">%.3g</tspan> requests/s, <tspan class=\"rpsg\">%.3g"
                "</tspan> per GPU",
             pt->simulated ? "simulated" : "steady state", pt->rate_rps,
@@ -243,21 +269,21 @@ static void title(FILE *f, const loom_serve_plan *p, const char *model)
         k += snprintf(slo + k, sizeof slo - (size_t)k, "%sTPOT ≤ %g ms", k ? " and " : "",
                       r->slo.tpot_s * 1e3);
     if (k) snprintf(slo + k, sizeof slo - (size_t)k, " for %g%% of requests", 100 * r->slo.attainment);
-    fprintf(f, "<text class=\"s\" x=\"10\" y=\"66\">SLO: %s; the Pareto fronts are "
+    fprintf(f, "<text class=\"s\" x=\"10\" y=\"80\">SLO: %s; the Pareto fronts are "
                "steady-state estimates, the chosen deployment as simulated</text>\n",
             k ? slo : "none");
 }
 
-static void legend(FILE *f, const loom_serve_plan *p)
+static void legend(FILE *f)
 {
-    int x = PLOT_X1 - 250, y = PLOT_Y0 + 18;
-    fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"240\" height=\"62\" fill=\"#ffffff\" "
+    int x = PLOT_X1 - 200, y = PLOT_Y0 + 18;
+    fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"196\" height=\"62\" fill=\"#ffffff\" "
                "stroke=\"#bbbbbb\"/>\n", x - 8, y - 14);
     for (int k = 0; k < 2; k++, y += 18) {
         fprintf(f, "<circle cx=\"%d\" cy=\"%d\" r=\"4\" fill=\"%s\"/>", x + 4, y - 4,
                 kind_colour[k]);
-        fprintf(f, "<text class=\"s\" x=\"%d\" y=\"%d\">%s (%d point%s)</text>\n", x + 14, y,
-                kind_name[k], (int)p->n_front[k], p->n_front[k] == 1 ? "" : "s");
+        fprintf(f, "<text class=\"s\" x=\"%d\" y=\"%d\">%s (%c1, %c2, …)</text>\n", x + 14,
+                y, kind_name[k], kind_letter[k], kind_letter[k]);
     }
     fprintf(f, "<circle cx=\"%d\" cy=\"%d\" r=\"6\" fill=\"none\" stroke=\"#000000\" "
                "stroke-width=\"2\"/>", x + 4, y - 4);
@@ -275,7 +301,7 @@ static void chosen(FILE *f, const loom_serve_plan *p, const scale *s)
                "stroke=\"#000000\" stroke-width=\"2.5\"><title>chosen: %.1f tok/s/user, %.1f "
                "tok/s/GPU</title></circle>\n", x, y, ux, gy);
     fprintf(f, "<text class=\"h\" x=\"%.2f\" y=\"%.2f\" text-anchor=\"end\">chosen</text>\n",
-            x - 11, y - 8);
+            x - 10, y + 18);
 }
 
 static void tpot_bound(FILE *f, const loom_serve_plan *p, const scale *s)
@@ -296,18 +322,35 @@ char *loom_serve_plan_svg(const loom_serve_plan *p, const char *model_label)
     if (!f) return NULL;
     const char *model = model_label ? model_label : loom_graph_name(p->req.space.graph);
     scale s = fit(p);
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
-               "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\">\n", W, H, W, H);
-    fprintf(f, "<style>.t{font-size:14px;font-weight:bold}.h{font-size:13px;font-weight:bold}"
-               ".s{font-size:12px}.l{font-size:9px}.xt,.yt{font-size:11px}</style>\n");
-    fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"#ffffff\"/>\n");
+    /* The key's length sets the height: draw the body first, then wrap it. */
     title(f, p, model);
     axes(f, &s);
     tpot_bound(f, p, &s);
     draw_front(f, p, &s, 0);
     draw_front(f, p, &s, 1);
     chosen(f, p, &s);
-    legend(f, p);
+    legend(f);
+    int h = key(f, p);
+    if (h < MIN_H) h = MIN_H;
+    if (fclose(f) != 0) {
+        free(buf);
+        return NULL;
+    }
+    char *body = buf;
+    buf = NULL, len = 0;
+    f = open_memstream(&buf, &len);
+    if (!f) {
+        free(body);
+        return NULL;
+    }
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+               "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\">\n", W, h, W, h);
+    fprintf(f, "<style>.t{font-size:15px;font-weight:bold}.h{font-size:13px;font-weight:bold}"
+               ".s{font-size:12px}.n{font-size:9px}.k{font-size:10.5px}.xt,.yt{font-size:11px}"
+               "</style>\n");
+    fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"#ffffff\"/>\n");
+    fputs(body, f);
+    free(body);
     fprintf(f, "</svg>\n");
     if (fclose(f) != 0) {
         free(buf);

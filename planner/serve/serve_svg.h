@@ -5,9 +5,10 @@
  * One chart: output tokens/s per GPU (linear, from 0) against output
  * tokens/s per user (1 / mean TPOT, log scale), the aggregated and the
  * disaggregated Pareto fronts (serve_pareto.h, steady state) in two colours,
- * each point labelled with its shape as the text's front tables name it
- * ("(tp 2) at 16", "(tp 1) at 16, 0.14 × prefill (tp 1)"), a tooltip per
- * point with its figures as the tables print them; the TPOT bound as a
+ * each point named (A1…, D1…) and a key giving each name its shape as the
+ * text's front tables label it ("(tp 2) at 16", "(tp 1) at 16, 0.14 ×
+ * prefill (tp 1)"), a tooltip per point with its figures as the tables
+ * print them; the TPOT bound as a
  * vertical line (tokens/s per user = 1 / TPOT); the chosen deployment's
  * simulated point marked, and named in the title with its predicted
  * requests/s, requests/s per GPU and share of requests within the SLOs.
