@@ -156,7 +156,8 @@ const loom_cli_spec loom_cli_spec_plan_serve = {
              "are simulated request by request, and the simulation decides. Prints the\n"
              "chosen deployment (TTFT and TPOT p50/p99, throughput per GPU and per user,\n"
              "KV capacity), the deployments compared, and the Pareto fronts of tokens/s per\n"
-             "GPU against tokens/s per user for aggregated and disaggregated deployments.\n",
+             "GPU against tokens/s per user for aggregated and disaggregated deployments\n"
+             "(--svg draws them, with the chosen deployment marked).\n",
     .epilogue = "At most one load: --qps or --concurrency. SLOs in seconds (--tpot 0.03).\n",
     .opts = opts,
     .n_opts = sizeof opts / sizeof opts[0],

@@ -38,7 +38,8 @@
 #include "graph/graph.h"
 #include "planner/serve/serve_svg.h"
 
-#define W 1000
+#define MIN_W 1000
+#define KEY_CHAR_W 6   /* a generous average width of a key character, pixels */
 #define MIN_H 690
 #define PLOT_X0 90    /* the plot area, pixels */
 #define PLOT_X1 690
@@ -205,10 +206,11 @@ static void draw_front(FILE *f, const loom_serve_plan *p, const scale *s, int ki
 
 /* The key right of the plot: every point's name and shape, each front in
  * its colour and order (falling tokens/s per user, as the text's tables).
- * Returns the y below it. */
-static int key(FILE *f, const loom_serve_plan *p)
+ * Returns the y below it; *width: the picture's width that holds it. */
+static int key(FILE *f, const loom_serve_plan *p, int *width)
 {
     int y = PLOT_Y0 + 4;
+    *width = MIN_W;
     for (int k = 0; k < 2; k++) {
         fprintf(f, "<text class=\"h\" x=\"%d\" y=\"%d\" fill=\"%s\">%s front%s</text>\n",
                 KEY_X, y, kind_colour[k], kind_name[k], p->n_front[k] ? "" : ": none");
@@ -216,6 +218,9 @@ static int key(FILE *f, const loom_serve_plan *p)
         for (int32_t i = 0; i < p->n_front[k]; i++, y += KEY_ROW) {
             char lab[256];
             point_label(p, &p->front[k][i], lab, sizeof lab);
+            int chars = 5;   /* "D13 " */
+            for (const char *c = lab; *c; c++) chars += ((unsigned char)*c & 0xC0) != 0x80;
+            if (KEY_X + chars * KEY_CHAR_W + 10 > *width) *width = KEY_X + chars * KEY_CHAR_W + 10;
             fprintf(f, "<text class=\"k %s\" x=\"%d\" y=\"%d\" fill=\"%s\">%c%d ",
                     k ? "dis" : "agg", KEY_X, y, kind_colour[k], kind_letter[k], (int)i + 1);
             esc(f, lab);
@@ -232,8 +237,9 @@ static bool has_slo(const loom_serve_plan *p)
 }
 
 /* Title: the model, the cluster, the chosen deployment and its predicted
- * figures as the text's "predicted" line prints them. */
-static void title(FILE *f, const loom_serve_plan *p, const char *model)
+ * figures as the text's "predicted" line prints them. Returns the width the
+ * deployment's line needs (a long pair of pools widens the picture). */
+static int title(FILE *f, const loom_serve_plan *p, const char *model)
 {
     const loom_serve_plan_request *r = &p->req;
     const loom_cluster *c = r->space.cluster;
@@ -251,6 +257,8 @@ static void title(FILE *f, const loom_serve_plan *p, const char *model)
     fprintf(f, "<text class=\"h\" id=\"deployment\" x=\"10\" y=\"42\">chosen: %s ",
             b->dep.disagg ? "disaggregated" : "aggregated");
     esc(f, dep);
+    int chars = 40;   /* "chosen: disaggregated " and " on N GPUs" */
+    for (const char *q = dep; *q; q++) chars += ((unsigned char)*q & 0xC0) != 0x80;
     fprintf(f, " on %lld GPUs</text>\n", (long long)b->dep.gpus);
     fprintf(f, "<text class=\"s\" id=\"predicted\" x=\"10\" y=\"62\">predicted (%s): "
                "<tspan class=\"rps\">%.3g</tspan> requests/s, <tspan class=\"rpsg\">%.3g"
@@ -272,11 +280,13 @@ static void title(FILE *f, const loom_serve_plan *p, const char *model)
     fprintf(f, "<text class=\"s\" x=\"10\" y=\"80\">SLO: %s; the Pareto fronts are "
                "steady-state estimates, the chosen deployment as simulated</text>\n",
             k ? slo : "none");
+    return 10 + chars * 8 + 10;   /* 13px bold: about 8 px a character */
 }
 
 static void legend(FILE *f)
 {
-    int x = PLOT_X1 - 200, y = PLOT_Y0 + 18;
+    /* bottom left: below a front, which falls from top left to bottom right */
+    int x = PLOT_X0 + 16, y = PLOT_Y1 - 56;
     fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"196\" height=\"62\" fill=\"#ffffff\" "
                "stroke=\"#bbbbbb\"/>\n", x - 8, y - 14);
     for (int k = 0; k < 2; k++, y += 18) {
@@ -323,15 +333,16 @@ char *loom_serve_plan_svg(const loom_serve_plan *p, const char *model_label)
     const char *model = model_label ? model_label : loom_graph_name(p->req.space.graph);
     scale s = fit(p);
     /* The key's length sets the height: draw the body first, then wrap it. */
-    title(f, p, model);
+    int title_w = title(f, p, model);
     axes(f, &s);
     tpot_bound(f, p, &s);
     draw_front(f, p, &s, 0);
     draw_front(f, p, &s, 1);
     chosen(f, p, &s);
     legend(f);
-    int h = key(f, p);
+    int w, h = key(f, p, &w);
     if (h < MIN_H) h = MIN_H;
+    if (title_w > w) w = title_w;
     if (fclose(f) != 0) {
         free(buf);
         return NULL;
@@ -344,7 +355,7 @@ char *loom_serve_plan_svg(const loom_serve_plan *p, const char *model_label)
         return NULL;
     }
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
-               "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\">\n", W, h, W, h);
+               "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\">\n", w, h, w, h);
     fprintf(f, "<style>.t{font-size:15px;font-weight:bold}.h{font-size:13px;font-weight:bold}"
                ".s{font-size:12px}.n{font-size:9px}.k{font-size:10.5px}.xt,.yt{font-size:11px}"
                "</style>\n");
