@@ -11,7 +11,7 @@
 # The 405B and Mistral plans must show context parallelism where their ops
 # split the sequence outside the tensor-parallel axis.
 #
-# Serving plans (--mode serve --svg, issue 17): three pictures of the Pareto
+# Serving plans (--mode serve --svg, issue 17): four pictures of the Pareto
 # fronts and the chosen deployment render, and tests/lib/check_serve_picture.py
 # finds in each the plan JSON's numbers (the chosen req/s, per GPU and share
 # within the SLOs in the title; every front point by tooltip and, through the
@@ -108,6 +108,8 @@ python3 -c 'import json,sys; sys.exit(json.load(open(sys.argv[1]))["serving"]["d
 serve_picture serve-70b-agg llama-3-70b --cluster dgx-h100-x1 --isl 1024 --osl 256 --concurrency 64 --disagg off
 grep -q 'disaggregated front: none' "$tmp/serve-70b-agg.svg" && ! grep -q 'class="att"' "$tmp/serve-70b-agg.svg" && ok ||
     bad "serve-70b-agg: a disaggregated front or an SLO share drawn without them"
+# an MoE on four nodes: attention-DP shapes, pools across the NIC, long key rows
+serve_picture serve-dsv3 deepseek-v3 --cluster dgx-h200-x4 --weights fp8 --isl 2048 --osl 512 --ttft 2 --tpot 0.05
 # a model path with XML's special characters: escaped, so the picture still renders
 mkdir -p "$tmp/a&b<c>"
 cp examples/models/llama-3-8b.json "$tmp/a&b<c>/m.json"
