@@ -11,6 +11,14 @@
 # The 405B and Mistral plans must show context parallelism where their ops
 # split the sequence outside the tensor-parallel axis.
 #
+# Serving plans (--mode serve --svg, issue 17): four pictures of the Pareto
+# fronts and the chosen deployment render, and tests/lib/check_serve_picture.py
+# finds in each the plan JSON's numbers (the chosen req/s, per GPU and share
+# within the SLOs in the title; every front point by tooltip and, through the
+# axis ticks, by position) and the text's shapes in the key; a model path
+# with & and < is escaped; a bad --svg or -o path fails, naming it, and
+# leaves neither file.
+#
 # Skips (77) without rsvg-convert or python3.
 # usage: bash tests/plan_svg.sh path/to/loom   (from the repo root)
 set -u
@@ -75,6 +83,57 @@ PY
     fi
 done
 grep -Eq "cp[0-9]+ x tp[0-9]+" "$tmp/405b.txt" && ok || bad "405b table lacks a cp x tp mesh: $(sed -n 8,10p "$tmp/405b.txt")"
+
+# ---- serving plans (--mode serve --svg, issue 17): the Pareto fronts and the
+# chosen deployment. Each renders to PNG, and tests/lib/check_serve_picture.py
+# checks the numbers in the picture against the plan JSON and the text.
+serve_picture() {
+    local name=$1; shift
+    if ! "$LOOM" plan "$@" --mode serve -o "$tmp/$name.json" --svg "$tmp/$name.svg" \
+            >"$tmp/$name.txt" 2>"$tmp/$name.err"; then
+        bad "loom plan $* --mode serve: $(head -c 400 "$tmp/$name.err")"; return 1
+    fi
+    if rsvg-convert -o "$tmp/$name.png" "$tmp/$name.svg" 2>"$tmp/$name.rsvg" &&
+       [ "$(head -c 4 "$tmp/$name.png" | od -An -c | tr -d ' ')" = "211PNG" ]; then ok
+    else bad "$name.svg does not render: $(head -c 300 "$tmp/$name.rsvg")"; fi
+    if python3 tests/lib/check_serve_picture.py "$tmp/$name.json" "$tmp/$name.txt" "$tmp/$name.svg"; then ok
+    else bad "$name: the serving picture disagrees with the plan"; fi
+}
+# goodput under both SLOs, both kinds: the 8B picks a disaggregated deployment
+serve_picture serve-8b llama-3-8b --cluster dgx-h100-x1 --isl 1024 --osl 256 --ttft 1 --tpot 0.03
+python3 -c 'import json,sys; sys.exit(json.load(open(sys.argv[1]))["serving"]["deployment"]["kind"] != "disaggregated")' \
+    "$tmp/serve-8b.json" && grep -q 'TPOT ≤ 30 ms' "$tmp/serve-8b.svg" && ok ||
+    bad "serve-8b: no longer disaggregated, or the TPOT bound is not drawn"
+# throughput of 64 clients, aggregated only, no SLO: one front, no attainment
+serve_picture serve-70b-agg llama-3-70b --cluster dgx-h100-x1 --isl 1024 --osl 256 --concurrency 64 --disagg off
+grep -q 'disaggregated front: none' "$tmp/serve-70b-agg.svg" && ! grep -q 'class="att"' "$tmp/serve-70b-agg.svg" && ok ||
+    bad "serve-70b-agg: a disaggregated front or an SLO share drawn without them"
+# an MoE on four nodes: attention-DP shapes, pools across the NIC, long key rows
+serve_picture serve-dsv3 deepseek-v3 --cluster dgx-h200-x4 --weights fp8 --isl 2048 --osl 512 --ttft 2 --tpot 0.05
+# a model path with XML's special characters: escaped, so the picture still renders
+mkdir -p "$tmp/a&b<c>"
+cp examples/models/llama-3-8b.json "$tmp/a&b<c>/m.json"
+serve_picture serve-escaped "$tmp/a&b<c>/m.json" --cluster dgx-h100-x1 --isl 512 --osl 128 --concurrency 8
+grep -q 'a&amp;b&lt;c&gt;' "$tmp/serve-escaped.svg" && ok || bad "serve-escaped: the model path is not escaped"
+# a bad --svg path: an error naming it, and neither the picture nor the plan
+for svgpath in "$tmp/no-such-dir/x.svg" "$tmp"; do
+    rm -f "$tmp/bad.json"
+    if "$LOOM" plan llama-3-8b --cluster dgx-h100-x1 --mode serve --isl 512 --osl 128 --concurrency 8 \
+            -o "$tmp/bad.json" --svg "$svgpath" >"$tmp/bad.out" 2>"$tmp/bad.err"; then
+        bad "--svg $svgpath: exit 0"
+    elif ! grep -qF "$svgpath" "$tmp/bad.err" || [ -s "$tmp/bad.out" ] || [ -e "$tmp/bad.json" ] ||
+         [ -e "$tmp/no-such-dir" ] || ls -A "$tmp" | grep -q 'loom-tmp'; then
+        bad "--svg $svgpath: $(head -c 300 "$tmp/bad.err"); stdout $(wc -c <"$tmp/bad.out") bytes; files: $(ls -A "$tmp" | tr '\n' ' ')"
+    else ok; fi
+done
+# and a bad -o beside a good --svg: the picture is not left either
+rm -f "$tmp/good.svg"
+"$LOOM" plan llama-3-8b --cluster dgx-h100-x1 --mode serve --isl 512 --osl 128 --concurrency 8 \
+    -o "$tmp/no-such-dir/p.json" --svg "$tmp/good.svg" >/dev/null 2>"$tmp/bad.err"
+rc=$?
+if [ $rc -eq 0 ]; then bad "-o into a missing directory: exit 0"
+elif [ -e "$tmp/good.svg" ]; then bad "a failed -o left the --svg picture"
+else ok; fi
 
 echo "plan_svg: $passes passed, $fails failed"
 [ "$fails" -eq 0 ]

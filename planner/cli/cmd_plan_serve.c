@@ -5,7 +5,7 @@
  * deployment planner (planner/serve/serve_plan.h). Prints the chosen
  * deployment, the deployments the simulation compared and the Pareto
  * fronts; -o writes the plan (loom-plan/1 with a serving section), --json
- * prints it. What the plan does to the asked load (clients beyond what an
+ * prints it, --svg draws the fronts and the chosen deployment (serve_svg.h). What the plan does to the asked load (clients beyond what an
  * instance runs at once) is said on stderr.
  *
  * Called by cmd_plan.c when argv has --mode serve; options in one table
@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/fileio.h"
 #include "base/json.h"
@@ -24,9 +25,10 @@
 #include "graph/model.h"
 #include "planner/cli/cli.h"
 #include "planner/serve/serve_plan.h"
+#include "planner/serve/serve_svg.h"
 
 typedef struct {
-    const char *model, *cluster, *calib, *serve_calib, *out;
+    const char *model, *cluster, *calib, *serve_calib, *out, *svg;
     int mode;
     int64_t isl, osl, concurrency, seed, recheck;
     int len_dist;
@@ -132,6 +134,8 @@ static const loom_cli_option opts[] = {
      .help = "serving calibration (loom calibrate --serving)", .def = "shipped values"},
     {.short_name = "-o", .kind = LOOM_CLI_STR, .field = F(out), .metavar = "FILE",
      .help = "write the plan (loom-plan/1 with a serving section)"},
+    {.name = "--svg", .kind = LOOM_CLI_STR, .field = F(svg), .metavar = "FILE",
+     .help = "draw the Pareto fronts and the chosen deployment"},
     {.name = "--json", .kind = LOOM_CLI_FLAG, .field = F(json),
      .help = "print the plan JSON instead of the text"},
     {.name = "--no-timings", .kind = LOOM_CLI_FLAG, .field = F(no_timings),
@@ -143,7 +147,8 @@ const loom_cli_spec loom_cli_spec_plan_serve = {
     .usage = "usage: loom plan MODEL --cluster C --mode serve --isl N --osl N\n"
              "                 [--qps R | --concurrency N] [--ttft S] [--tpot S]\n"
              "                 [--objective goodput|throughput|latency|gpus]\n"
-             "                 [--engine vllm|sglang|trtllm] [--disagg auto|on|off] [-o FILE]\n",
+             "                 [--engine vllm|sglang|trtllm] [--disagg auto|on|off] [-o FILE]\n"
+             "                 [--svg FILE]\n",
     .about = "Plans a serving deployment of MODEL on cluster C: engine instances (tensor,\n"
              "pipeline, expert and attention-data parallel), their replicas, and whether\n"
              "prefill and decode run in separate pools joined by a KV-cache transfer. Every\n"
@@ -151,7 +156,8 @@ const loom_cli_spec loom_cli_spec_plan_serve = {
              "are simulated request by request, and the simulation decides. Prints the\n"
              "chosen deployment (TTFT and TPOT p50/p99, throughput per GPU and per user,\n"
              "KV capacity), the deployments compared, and the Pareto fronts of tokens/s per\n"
-             "GPU against tokens/s per user for aggregated and disaggregated deployments.\n",
+             "GPU against tokens/s per user for aggregated and disaggregated deployments\n"
+             "(--svg draws them, with the chosen deployment marked).\n",
     .epilogue = "At most one load: --qps or --concurrency. SLOs in seconds (--tpot 0.03).\n",
     .opts = opts,
     .n_opts = sizeof opts / sizeof opts[0],
@@ -217,8 +223,8 @@ int loom_cmd_plan_serve(int argc, char **argv)
     const loom_cli_path ins[] = {{"MODEL", model_path},
                                  {"--cluster", loom_cluster_is_preset_name(cl) ? NULL : cl},
                                  {"--calib", a.calib}, {"--serve-calib", a.serve_calib}};
-    const loom_cli_path outs[] = {{"-o", a.out}};
-    int bad = loom_cli_check_outputs(cmd, ins, 4, outs, 1);
+    const loom_cli_path outs[] = {{"-o", a.out}, {"--svg", a.svg}};
+    int bad = loom_cli_check_outputs(cmd, ins, 4, outs, 2);
     if (bad) return bad;
 
     loom_error err = {0};
@@ -269,7 +275,16 @@ int loom_cmd_plan_serve(int argc, char **argv)
     for (int32_t i = 0; i < p->n_notes; i++) fprintf(stderr, "loom plan: note: %s\n", p->notes[i]);
     bool no_timings = a.no_timings || loom_cli_deterministic();
     if (no_timings) p->time_s = 0;
-    if ((a.out || a.json) && (rc = write_out(&a, p, no_timings))) goto done;
+    /* The picture first, then the plan: a failure of either leaves neither
+     * (a directory that does not exist passes the early check) */
+    if (a.svg && loom_serve_plan_svg_write(p, a.model, a.svg, &err)) {
+        rc = loom_cli_fail(&err);
+        goto done;
+    }
+    if ((a.out || a.json) && (rc = write_out(&a, p, no_timings))) {
+        if (a.svg && strcmp(a.svg, "-")) unlink(a.svg);
+        goto done;
+    }
     if (!a.json) {
         char *text = loom_serve_plan_text(p, a.model);
         if (!text) {
@@ -280,6 +295,7 @@ int loom_cmd_plan_serve(int argc, char **argv)
         fputs(text, stdout);
         free(text);
         if (a.out) printf("  plan        %s\n", a.out);
+        if (a.svg) printf("  picture     %s\n", a.svg);
     }
     rc = LOOM_EXIT_OK;
 done:
