@@ -49,3 +49,14 @@ bool loom_framework_parse(const char *s, loom_framework *out)
         }
     return false;
 }
+
+bool loom_parallel_units_split(int64_t L, int64_t e, int64_t l, int64_t n, int32_t *chunks)
+{
+    int64_t units = L + e + l;
+    if (n < 1 || units % n || units / n < e || units / n < l) return false;
+    for (int64_t c = 0; c < n; c++) chunks[c] = (int32_t)(units / n);
+    chunks[0] -= (int32_t)e;
+    chunks[n - 1] -= (int32_t)l;
+    return chunks[0] >= 0 && chunks[n - 1] >= 0;
+}
+

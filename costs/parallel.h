@@ -73,6 +73,13 @@ typedef struct {
  * no recompute, ZeRO 0, gradient reduction overlapped, no TP comm overlap. */
 void loom_parallel_init(loom_parallel *p);
 
+/* Megatron-Core's even split with --account-for-embedding/loss-in-pipeline-
+ * split: U = L + e + l units (e, l = 1 when the embedding / the loss count
+ * as a layer) over n chunks, U / n each, less e on chunk 0 and l on the
+ * last (a chunk may hold only the embedding or the loss). False when n does
+ * not divide U or a chunk would go negative. */
+bool loom_parallel_units_split(int64_t L, int64_t e, int64_t l, int64_t n, int32_t *chunks);
+
 /* Checks p against the model (m: heads, kv heads, layers, experts; zero
  * fields are not checked) and a cluster of `gpus` GPUs (0 = not checked):
  * tp·pp·dp·cp = gpus, heads and kv heads divisible by tp, pp (× vpp) dividing

@@ -219,7 +219,7 @@ static void print_assumed(const eval_args *a)
 static loom_status even_chunks_with_units(const eval_args *a, int64_t L, int32_t *layout,
                                           int32_t *n_chunks, loom_error *err)
 {
-    int64_t e = a->split_embedding, l = a->split_loss, units = L + e + l;
+    int64_t e = a->split_embedding, l = a->split_loss;
     int64_t vpp = a->p.vpp > 0 ? a->p.vpp : 1, n = a->p.pp * vpp;
     if (a->p.first_stage_layers || a->p.last_stage_layers)
         return loom_error_set(err, LOOM_ERR_INVALID,
@@ -228,15 +228,12 @@ static loom_status even_chunks_with_units(const eval_args *a, int64_t L, int32_t
     if (n > LOOM_EXPORT_MAX_CHUNKS)
         return loom_error_set(err, LOOM_ERR_INVALID, "%lld pipeline chunks: at most %d",
                               (long long)n, LOOM_EXPORT_MAX_CHUNKS);
-    if (units % n || units / n <= (e > l ? e : l))
+    if (!loom_parallel_units_split(L, e, l, n, layout))
         return loom_error_set(err, LOOM_ERR_INVALID,
                               "%lld layers + %lld (embedding/loss) do not split evenly into --pp "
                               "%lld x --vpp %lld = %lld model chunks",
                               (long long)L, (long long)(e + l), (long long)a->p.pp,
                               (long long)vpp, (long long)n);
-    for (int64_t c = 0; c < n; c++) layout[c] = (int32_t)(units / n);
-    layout[0] -= (int32_t)e;
-    layout[n - 1] -= (int32_t)l;
     *n_chunks = (int32_t)n;
     return LOOM_OK;
 }

@@ -214,10 +214,7 @@ loom_status loom_megatron_read_split(const loom_megatron_line *c, loom_runtime_c
                          "--decoder-first/last-pipeline-num-layers or a layout",
                          (long long)L, e || l ? " (+ embedding/loss)" : "", (long long)n,
                          (long long)pp, (long long)v);
-        for (int64_t i = 0; i < n; i++) ch[i] = (int32_t)(units / n);
-        ch[0] -= (int32_t)e;
-        ch[n - 1] -= (int32_t)l;
-        if (ch[0] < 0 || ch[n - 1] < 0)
+        if (!loom_parallel_units_split(L, e, l, n, ch))
             return loom_megatron_line_fail(c, c->line, "a pipeline chunk of %lld layers cannot also hold the "
                                      "embedding or loss", (long long)(units / n));
     } else {
