@@ -23,6 +23,8 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from torch_timing import graph_us
+
 GEMMS = {  # name: (K, N)
     "8b-qkv": (4096, 6144), "8b-o": (4096, 4096), "8b-gate_up": (4096, 28672),
     "8b-down": (14336, 4096),
@@ -33,30 +35,6 @@ MS = (1, 8, 32, 64, 128, 256, 512)
 ATTN = [(b, t, h, kvh) for (h, kvh) in ((32, 8), (8, 1)) for b in (1, 8, 32, 128)
         for t in (512, 2048, 8192, 32768) if b * t <= 128 * 8192 * 2]
 CALLS = 20
-
-
-def graph_time_us(fn):
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(CALLS):
-            fn()
-    g.replay()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(5):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        torch.cuda.synchronize()
-        ts.append(a.elapsed_time(b) * 1e3 / CALLS)
-    return sorted(ts)[2]
 
 
 def main():
@@ -75,13 +53,13 @@ def main():
         w8 = w.to(torch.float8_e4m3fn)
         for m in MS:
             x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-            t16 = graph_time_us(lambda: x @ w.t())
+            t16 = graph_us(lambda: x @ w.t(), CALLS)
             t8 = None
             if m % 16 == 0:   # cuBLASLt fp8 wants 16-aligned dims
                 x8 = x.to(torch.float8_e4m3fn)
                 try:
-                    t8 = graph_time_us(lambda: torch._scaled_mm(x8, w8.t(), scale_a=one, scale_b=one,
-                                                                out_dtype=torch.bfloat16))
+                    t8 = graph_us(lambda: torch._scaled_mm(x8, w8.t(), scale_a=one, scale_b=one,
+                                                                out_dtype=torch.bfloat16), CALLS)
                 except RuntimeError:
                     t8 = None
             f16 = 2 * n * k / (t16 * 1e-6) / bw
@@ -100,8 +78,8 @@ def main():
         for nm, be in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
             try:
                 with sdpa_kernel(be):
-                    res[nm] = graph_time_us(lambda: F.scaled_dot_product_attention(
-                        q, kk, vv, enable_gqa=h != kvh))
+                    res[nm] = graph_us(lambda: F.scaled_dot_product_attention(
+                        q, kk, vv, enable_gqa=h != kvh), CALLS)
             except RuntimeError:
                 res[nm] = None
         rows["attention"].append({"b": b, "ctx": t, "heads": h, "kvh": kvh, "kv_bytes": kv_bytes,

@@ -13,23 +13,11 @@ import sys
 
 import torch
 
+from torch_timing import events_ms
+
 SHAPES = [(m, k, n) for m in (4096, 16384) for (k, n) in
           ((8192, 28672), (28672, 8192), (8192, 8192), (8192, 1024), (8192, 128256),
            (4096, 14336), (14336, 4096), (4096, 4096), (4096, 1024))]
-
-
-def median_ms(fn, warm=3, reps=10):
-    for _ in range(warm):
-        fn()
-    torch.cuda.synchronize()
-    evs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-           for _ in range(reps)]
-    for a, b in evs:
-        a.record()
-        fn()
-        b.record()
-    torch.cuda.synchronize()
-    return sorted(a.elapsed_time(b) for a, b in evs)[reps // 2]
 
 
 def main():
@@ -41,9 +29,9 @@ def main():
         a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
         w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
         a8, w8 = a.to(torch.float8_e4m3fn), w.to(torch.float8_e4m3fn)
-        t16 = median_ms(lambda: a @ w.t())
-        t8 = median_ms(lambda: torch._scaled_mm(a8, w8.t(), scale_a=one, scale_b=one,
-                                                out_dtype=torch.bfloat16))
+        t16 = events_ms(lambda: a @ w.t())[0]
+        t8 = events_ms(lambda: torch._scaled_mm(a8, w8.t(), scale_a=one, scale_b=one,
+                                                out_dtype=torch.bfloat16))[0]
         fl = 2.0 * m * k * n
         rows.append({"m": m, "k": k, "n": n, "bf16_us": t16 * 1e3, "fp8_us": t8 * 1e3})
         print(f"{m:6} {k:6} {n:7} {t16 * 1e3:9.1f} {t8 * 1e3:9.1f} {fl / t16 / 1e9:9.0f} "

@@ -16,33 +16,11 @@ import sys
 
 import torch
 
+from torch_timing import graph_us
+
 MODELS = {"qwen3-30b-a3b": (2048, 768, 8, 128), "gpt-oss-120b": (2880, 2880, 4, 128)}
 EP = 8
 CALLS = 10
-
-
-def graph_time_us(fn):
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(CALLS):
-            fn()
-    g.replay()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(5):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        torch.cuda.synchronize()
-        ts.append(a.elapsed_time(b) * 1e3 / CALLS)
-    return sorted(ts)[2]
 
 
 def main():
@@ -64,7 +42,7 @@ def main():
                 wt = w.transpose(1, 2).contiguous().transpose(1, 2)
                 for ww in (w, wt):
                     try:
-                        t_grp = graph_time_us(lambda: torch._grouped_mm(x, ww, offs=offs))
+                        t_grp = graph_us(lambda: torch._grouped_mm(x, ww, offs=offs), CALLS)
                         break
                     except (RuntimeError, AttributeError) as e:
                         print(f"grouped_mm: {str(e).splitlines()[0][:120]}")
@@ -73,10 +51,10 @@ def main():
                 def loop():
                     for i in range(local):
                         torch.mm(xs[i], w[i])
-                t_loop = graph_time_us(loop)
+                t_loop = graph_us(loop, CALLS)
                 wd = torch.randn(k, n * local, device="cuda", dtype=torch.bfloat16)
                 xd = x[:m]
-                t_dense = graph_time_us(lambda: torch.mm(xd, wd))   # same FLOPs, one GEMM
+                t_dense = graph_us(lambda: torch.mm(xd, wd), CALLS)   # same FLOPs, one GEMM
                 fl = 2.0 * m * local * k * n
                 rows.append({"model": name, "gemm": gemm, "tokens": tokens, "groups": local, "m": m,
                              "k": k, "n": n, "grouped_us": t_grp, "loop_us": t_loop,

@@ -24,6 +24,8 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from torch_timing import events_ms
+
 # (b, s, t, heads, kvh, d): Llama-3-8B and -70B layer shards at TP 1..8 and
 # seq 4096 (the keys loom-profile enumerates), long-context prefill on the
 # TP-8 shards, and decode steps (one query against a t-token cache).
@@ -35,21 +37,6 @@ LONG = [(1, s, s, 8, 1, 128) for s in (8192, 16384, 32768, 65536, 131072)] + \
 DECODE = [(b, 1, t, 8, 1, 128) for b in (1, 8, 32, 128) for t in (1024, 4096, 16384)]
 
 BACKENDS = {"flash2": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
-
-
-def median_ms(fn, warm, reps):
-    for _ in range(warm):
-        fn()
-    torch.cuda.synchronize()
-    evs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-           for _ in range(reps)]
-    for a, b in evs:
-        a.record()
-        fn()
-        b.record()
-    torch.cuda.synchronize()
-    t = sorted(a.elapsed_time(b) for a, b in evs)
-    return t[len(t) // 2], (t[int(0.9 * (reps - 1))] - t[int(0.1 * (reps - 1))]) / t[len(t) // 2]
 
 
 def measure(backend, b, s, t, heads, kvh, d, warm, reps):
@@ -69,8 +56,8 @@ def measure(backend, b, s, t, heads, kvh, d, warm, reps):
 
         def bwd():
             return torch.autograd.grad(o, (q, k, v), g, retain_graph=True)
-        f_ms, f_spread = median_ms(fwd, warm, reps)
-        b_ms, b_spread = median_ms(bwd, warm, reps) if s > 1 else (0.0, 0.0)
+        f_ms, f_spread = events_ms(fwd, warm, reps)
+        b_ms, b_spread = events_ms(bwd, warm, reps) if s > 1 else (0.0, 0.0)
     return f_ms, b_ms, max(f_spread, b_spread)
 
 
