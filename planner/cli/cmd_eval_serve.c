@@ -24,6 +24,7 @@
 #include "costs/serve/steady.h"
 #include "graph/model.h"
 #include "planner/cli/cli.h"
+#include "planner/cli/serve_choices.h"
 #include "planner/import/serve_cmdline.h"
 
 typedef struct {
@@ -60,25 +61,6 @@ static void serve_args_init(void *p)
 
 static const loom_cli_choice mode_choices[] = {{"train", 0, false}, {"serve", 1, false},
                                                {NULL, 0, false}};
-static const loom_cli_choice weight_choices[] = {
-    {"bf16", LOOM_WEIGHTS_BF16, false}, {"fp8", LOOM_WEIGHTS_FP8, false},
-    {"int4", LOOM_WEIGHTS_INT4, false}, {"fp16", LOOM_WEIGHTS_BF16, true},
-    {"awq", LOOM_WEIGHTS_INT4, true},   {"gptq", LOOM_WEIGHTS_INT4, true},
-    {NULL, 0, false}};
-static const loom_cli_choice kv_choices[] = {{"bf16", LOOM_DTYPE_BF16, false},
-                                             {"fp8", LOOM_DTYPE_FP8, false},
-                                             {"fp16", LOOM_DTYPE_BF16, true},
-                                             {"auto", LOOM_DTYPE_BF16, true},
-                                             {NULL, 0, false}};
-static const loom_cli_choice engine_choices[] = {{"vllm", LOOM_ENGINE_VLLM, false},
-                                                 {"sglang", LOOM_ENGINE_SGLANG, false},
-                                                 {"trtllm", LOOM_ENGINE_TRTLLM, false},
-                                                 {"tensorrt-llm", LOOM_ENGINE_TRTLLM, true},
-                                                 {NULL, 0, false}};
-static const loom_cli_choice dist_choices[] = {{"fixed", LOOM_LEN_FIXED, false},
-                                               {"uniform", LOOM_LEN_UNIFORM, false},
-                                               {"lognormal", LOOM_LEN_LOGNORMAL, false},
-                                               {NULL, 0, false}};
 
 #define F(f) LOOM_CLI_FIELD(serve_args, f)
 static const loom_cli_option serve_opts[] = {
@@ -102,7 +84,7 @@ static const loom_cli_option serve_opts[] = {
      .hi = LOOM_MODEL_MAX_SEQ, .metavar = "N", .help = "prompt tokens per request (mean)"},
     {.name = "--osl", .kind = LOOM_CLI_SIZE, .field = F(osl), .given = F(osl_given), .lo = 1,
      .hi = LOOM_MODEL_MAX_SEQ, .metavar = "N", .help = "output tokens per request (mean)"},
-    {.name = "--len-dist", .kind = LOOM_CLI_ENUM, .field = F(len_dist), .choices = dist_choices,
+    {.name = "--len-dist", .kind = LOOM_CLI_ENUM, .field = F(len_dist), .choices = loom_serve_dist_choices,
      .metavar = "D", .help = "length distribution of prompts and outputs"},
     {.name = "--len-spread", .kind = LOOM_CLI_NUM, .field = F(len_spread), .min = 0, .max = 0.99,
      .metavar = "R", .help = "uniform: ±R of the mean; lognormal: coefficient of variation"},
@@ -119,11 +101,11 @@ static const loom_cli_option serve_opts[] = {
     {.name = "--seed", .kind = LOOM_CLI_INT, .field = F(seed), .lo = 0, .hi = INT64_MAX,
      .metavar = "S", .help = "seed of arrivals and lengths"},
     {.name = "--weights", .kind = LOOM_CLI_ENUM, .field = F(weights), .given = F(weights_given),
-     .choices = weight_choices, .metavar = "W", .help = "stored weights: bf16, fp8, int4 (AWQ/GPTQ)"},
+     .choices = loom_serve_weight_choices, .metavar = "W", .help = "stored weights: bf16, fp8, int4 (AWQ/GPTQ)"},
     {.name = "--kv-dtype", .kind = LOOM_CLI_ENUM, .field = F(kv_dtype), .given = F(kv_given),
-     .choices = kv_choices, .metavar = "T", .help = "KV cache dtype"},
+     .choices = loom_serve_kv_choices, .metavar = "T", .help = "KV cache dtype"},
     {.name = "--engine", .kind = LOOM_CLI_ENUM, .field = F(engine), .given = F(engine_given),
-     .choices = engine_choices, .metavar = "E", .help = "engine whose policy and defaults apply"},
+     .choices = loom_serve_engine_choices, .metavar = "E", .help = "engine whose policy and defaults apply"},
     {.name = "--max-num-seqs", .kind = LOOM_CLI_INT, .field = F(max_num_seqs), .lo = 1,
      .hi = 1 << 24, .metavar = "N", .help = "running sequences at most", .def = "the engine's"},
     {.name = "--max-batched-tokens", .kind = LOOM_CLI_SIZE, .field = F(max_batched_tokens),

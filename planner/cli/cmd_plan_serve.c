@@ -24,6 +24,7 @@
 #include "costs/cluster.h"
 #include "graph/model.h"
 #include "planner/cli/cli.h"
+#include "planner/cli/serve_choices.h"
 #include "planner/serve/serve_plan.h"
 #include "planner/serve/serve_svg.h"
 
@@ -61,25 +62,6 @@ static const loom_cli_choice disagg_choices[] = {{"auto", LOOM_DISAGG_AUTO, fals
                                                  {"on", LOOM_DISAGG_ON, false},
                                                  {"off", LOOM_DISAGG_OFF, false},
                                                  {NULL, 0, false}};
-static const loom_cli_choice engine_choices[] = {{"vllm", LOOM_ENGINE_VLLM, false},
-                                                 {"sglang", LOOM_ENGINE_SGLANG, false},
-                                                 {"trtllm", LOOM_ENGINE_TRTLLM, false},
-                                                 {"tensorrt-llm", LOOM_ENGINE_TRTLLM, true},
-                                                 {NULL, 0, false}};
-static const loom_cli_choice weight_choices[] = {
-    {"bf16", LOOM_WEIGHTS_BF16, false}, {"fp8", LOOM_WEIGHTS_FP8, false},
-    {"int4", LOOM_WEIGHTS_INT4, false}, {"fp16", LOOM_WEIGHTS_BF16, true},
-    {"awq", LOOM_WEIGHTS_INT4, true},   {"gptq", LOOM_WEIGHTS_INT4, true},
-    {NULL, 0, false}};
-static const loom_cli_choice kv_choices[] = {{"bf16", LOOM_DTYPE_BF16, false},
-                                             {"fp8", LOOM_DTYPE_FP8, false},
-                                             {"fp16", LOOM_DTYPE_BF16, true},
-                                             {"auto", LOOM_DTYPE_BF16, true},
-                                             {NULL, 0, false}};
-static const loom_cli_choice dist_choices[] = {{"fixed", LOOM_LEN_FIXED, false},
-                                               {"uniform", LOOM_LEN_UNIFORM, false},
-                                               {"lognormal", LOOM_LEN_LOGNORMAL, false},
-                                               {NULL, 0, false}};
 
 #define F(f) LOOM_CLI_FIELD(plan_serve_args, f)
 static const loom_cli_option opts[] = {
@@ -93,7 +75,7 @@ static const loom_cli_option opts[] = {
     {.name = "--osl", .kind = LOOM_CLI_SIZE, .field = F(osl), .given = F(osl_given), .lo = 1,
      .hi = LOOM_MODEL_MAX_SEQ, .metavar = "N", .help = "output tokens per request (mean)",
      .def = LOOM_CLI_NO_DEFAULT},
-    {.name = "--len-dist", .kind = LOOM_CLI_ENUM, .field = F(len_dist), .choices = dist_choices,
+    {.name = "--len-dist", .kind = LOOM_CLI_ENUM, .field = F(len_dist), .choices = loom_serve_dist_choices,
      .metavar = "D", .help = "length distribution of prompts and outputs"},
     {.name = "--len-spread", .kind = LOOM_CLI_NUM, .field = F(len_spread), .min = 0, .max = 0.99,
      .metavar = "R", .help = "uniform: ±R of the mean; lognormal: coefficient of variation"},
@@ -117,12 +99,12 @@ static const loom_cli_option opts[] = {
      .def = "goodput; throughput with --concurrency; gpus with --qps"},
     {.name = "--disagg", .kind = LOOM_CLI_ENUM, .field = F(disagg), .choices = disagg_choices,
      .metavar = "D", .help = "prefill/decode disaggregation: auto (the objective picks), on, off"},
-    {.name = "--engine", .kind = LOOM_CLI_ENUM, .field = F(engine), .choices = engine_choices,
+    {.name = "--engine", .kind = LOOM_CLI_ENUM, .field = F(engine), .choices = loom_serve_engine_choices,
      .metavar = "E", .help = "engine whose policy and defaults apply"},
     {.name = "--weights", .kind = LOOM_CLI_ENUM, .field = F(weights), .given = F(weights_given),
-     .choices = weight_choices, .metavar = "W",
+     .choices = loom_serve_weight_choices, .metavar = "W",
      .help = "stored weights: bf16, fp8, int4 (AWQ/GPTQ)", .def = "the checkpoint's, else bf16"},
-    {.name = "--kv-dtype", .kind = LOOM_CLI_ENUM, .field = F(kv_dtype), .choices = kv_choices,
+    {.name = "--kv-dtype", .kind = LOOM_CLI_ENUM, .field = F(kv_dtype), .choices = loom_serve_kv_choices,
      .metavar = "T", .help = "KV cache dtype"},
     {.name = "--recheck", .kind = LOOM_CLI_INT, .field = F(recheck), .lo = 1, .hi = 64,
      .metavar = "N", .help = "deployments of each kind re-checked by simulation"},

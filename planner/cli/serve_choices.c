@@ -1,0 +1,29 @@
+/*
+ * serve_choices.c — the serving options' value tables (serve_choices.h).
+ * Aliases (the last field true) are accepted but not listed in --help.
+ */
+#include "planner/cli/serve_choices.h"
+
+#include "costs/serve/engine.h"
+#include "costs/serve/shape.h"
+#include "costs/serve/workload.h"
+
+const loom_cli_choice loom_serve_engine_choices[] = {{"vllm", LOOM_ENGINE_VLLM, false},
+                                                     {"sglang", LOOM_ENGINE_SGLANG, false},
+                                                     {"trtllm", LOOM_ENGINE_TRTLLM, false},
+                                                     {"tensorrt-llm", LOOM_ENGINE_TRTLLM, true},
+                                                     {NULL, 0, false}};
+const loom_cli_choice loom_serve_weight_choices[] = {
+    {"bf16", LOOM_WEIGHTS_BF16, false}, {"fp8", LOOM_WEIGHTS_FP8, false},
+    {"int4", LOOM_WEIGHTS_INT4, false}, {"fp16", LOOM_WEIGHTS_BF16, true},
+    {"awq", LOOM_WEIGHTS_INT4, true},   {"gptq", LOOM_WEIGHTS_INT4, true},
+    {NULL, 0, false}};
+const loom_cli_choice loom_serve_kv_choices[] = {{"bf16", LOOM_DTYPE_BF16, false},
+                                                 {"fp8", LOOM_DTYPE_FP8, false},
+                                                 {"fp16", LOOM_DTYPE_BF16, true},
+                                                 {"auto", LOOM_DTYPE_BF16, true},
+                                                 {NULL, 0, false}};
+const loom_cli_choice loom_serve_dist_choices[] = {{"fixed", LOOM_LEN_FIXED, false},
+                                                   {"uniform", LOOM_LEN_UNIFORM, false},
+                                                   {"lognormal", LOOM_LEN_LOGNORMAL, false},
+                                                   {NULL, 0, false}};
