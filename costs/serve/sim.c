@@ -90,8 +90,7 @@ static int cmp_d(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* mean and linear-interpolated percentiles of v[0..n) (sorted here) */
-static loom_serve_dist dist_of(double *v, int64_t n)
+loom_serve_dist loom_serve_dist_of(double *v, int64_t n)
 {
     loom_serve_dist d = {0};
     if (n <= 0) return d;
@@ -494,9 +493,9 @@ static loom_status run(const loom_serve_model *m, const loom_serve_workload *w,
     mt->requests_per_s = dur > 0 ? (double)done_n / dur : 0;
     mt->output_tokens_per_s = dur > 0 ? out_tokens / dur : 0;
     mt->input_tokens_per_s = dur > 0 ? in_tokens / dur : 0;
-    mt->ttft = dist_of(ttft, done_n);
-    mt->e2e = dist_of(e2e, done_n);
-    mt->tpot = dist_of(tpot, done_n);
+    mt->ttft = loom_serve_dist_of(ttft, done_n);
+    mt->e2e = loom_serve_dist_of(e2e, done_n);
+    mt->tpot = loom_serve_dist_of(tpot, done_n);
     mt->itl.mean = itl->n ? itl->sum / (double)itl->n : 0;
     mt->itl.p50 = hist_q(itl, 0.5);
     mt->itl.p90 = hist_q(itl, 0.9);

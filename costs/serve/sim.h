@@ -42,6 +42,10 @@ typedef struct {
 /* Simulates workload w on model m. Errors: the workload's checks
  * (workload.h), a request that can never fit the KV cache (its prompt and
  * output exceed the capacity), out of memory. */
+/* Mean and linear-interpolated p50/p90/p99 of v[0..n), as the simulator
+ * reports them; sorts v. */
+loom_serve_dist loom_serve_dist_of(double *v, int64_t n);
+
 loom_status loom_serve_simulate(const loom_serve_model *m, const loom_serve_workload *w,
                                 loom_serve_sim_result *out, loom_error *err);
 

@@ -224,31 +224,6 @@ loom_status loom_serve_deploy_steady(const loom_serve_ctx *ctx, const loom_serve
 
 /* ---- simulation --------------------------------------------------------------- */
 
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Mean and interpolated percentiles, as the simulator reports them (sorts v). */
-static loom_serve_dist dist_of(double *v, int64_t n)
-{
-    loom_serve_dist d = {0};
-    if (n <= 0) return d;
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    double s = 0;
-    for (int64_t i = 0; i < n; i++) s += v[i];
-    d.mean = s / (double)n;
-    const double qs[3] = {0.5, 0.9, 0.99};
-    double *o[3] = {&d.p50, &d.p90, &d.p99};
-    for (int k = 0; k < 3; k++) {
-        double x = qs[k] * (double)(n - 1);
-        int64_t i = (int64_t)x;
-        double f = x - (double)i;
-        *o[k] = i + 1 < n ? v[i] * (1 - f) + v[i + 1] * f : v[n - 1];
-    }
-    return d;
-}
 
 static bool request_meets(const loom_serve_slo *slo, double ttft, double tpot)
 {
@@ -361,9 +336,9 @@ static loom_status disagg_simulate(loom_serve_ctx *ctx, const loom_serve_deploy 
     out->simulated = true;
     out->rate_rps = rate;
     out->attainment = n > 0 ? (double)met / (double)n : 0;
-    out->ttft = dist_of(ttft, n);
-    out->tpot = dist_of(tpot, n);
-    out->e2e = dist_of(e2e, n);
+    out->ttft = loom_serve_dist_of(ttft, n);
+    out->tpot = loom_serve_dist_of(tpot, n);
+    out->e2e = loom_serve_dist_of(e2e, n);
     double rp = r[0].res.m.requests_per_s * (double)d->n_prefill;
     double rq = r[1].res.m.requests_per_s * (double)d->n_decode;
     out->output_tokens_per_s = (rp < rq ? rp : rq) * O;
