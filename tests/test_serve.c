@@ -176,6 +176,29 @@ static void test_fits(void)
     CHECK(s.weight_bytes_gpu * 8 > 660e9 && s.weight_bytes_gpu * 8 < 720e9);
     loom_serve_shape_free(&s);
     loom_graph_destroy(g);
+
+    /* gpt-oss-120b as OpenAI ships it: MXFP4 experts (0.5 + 1/32 bytes per
+     * parameter), everything else bf16. By hand from its config.json: the
+     * experts are 36 layers · 128 · 3 · 2880² weights (+ 128 · (2·2880 +
+     * 2880) biases, bf16-sized in the graph: negligible, < 0.1%); the rest
+     * is 36 · (q 2880·4096 + k, v 2 · 2880·512 + o 4096·2880) attention,
+     * 2 · 201088 · 2880 embedding and head, and the routers 36 · 2880 · 128. */
+    g = load("examples/models/gpt-oss-120b.json");
+    loom_serve_parallel_init(&p);
+    p.weights = LOOM_WEIGHTS_MXFP4;
+    CHECK(loom_serve_shape_build(g, &p, &s, &err) == LOOM_OK);
+    double experts = 36.0 * 128 * 3 * 2880.0 * 2880;
+    double rest = 36.0 * (2 * 2880.0 * 4096 + 2 * 2880.0 * 512) + 2 * 201088.0 * 2880 +
+                  36.0 * 2880 * 128;
+    double by_hand = experts * (0.5 + 1.0 / 32) + rest * 2;
+    printf("gpt-oss-120b mxfp4: %.2f GB (by hand %.2f GB)\n", s.weight_bytes_gpu / 1e9, by_hand / 1e9);
+    CHECK_NEAR_REL(s.weight_bytes_gpu, by_hand, 0.01);
+    loom_serve_shape_free(&s);
+    loom_serve_model *m = make(g, "dgx-h100-x1", LOOM_ENGINE_VLLM, p, 4096, &err);
+    CHECK(m != NULL);   /* one 80 GB GPU serves it, as OpenAI states */
+    if (m) CHECK(loom_serve_model_memory(m)->fits && loom_serve_model_memory(m)->kv_bytes > 5e9);
+    loom_serve_model_destroy(m);
+    loom_graph_destroy(g);
 }
 
 /* The simulator and the steady-state estimate agree at moderate load. */

@@ -57,7 +57,12 @@ bool loom_serve_weights_parse(const char *s, loom_serve_weights *out)
 
 double loom_serve_weights_bytes(loom_serve_weights w)
 {
-    return w == LOOM_WEIGHTS_FP8 ? 1.0 : w == LOOM_WEIGHTS_INT4 ? 0.5 + 4.0 / 128 : 2.0;
+    switch (w) {
+    case LOOM_WEIGHTS_FP8: return 1.0;
+    case LOOM_WEIGHTS_INT4: return 0.5 + 4.0 / 128;   /* 16-bit scale and zero per 128 */
+    case LOOM_WEIGHTS_MXFP4: return 0.5 + 1.0 / 32;   /* 8-bit scale per 32 */
+    default: return 2.0;
+    }
 }
 
 void loom_serve_parallel_init(loom_serve_parallel *p)
@@ -198,7 +203,8 @@ loom_status loom_serve_shape_build(const loom_graph *g, const loom_serve_paralle
             seen[op->w[k]] = 1;
             double numel = (double)loom_tensor_numel(t) / (double)loom_memory_tensor_parts(t, &lp, true);
             bool quant = block && op->kind == LOOM_OP_EINSUM && t->ndim >= 2 &&
-                         !(loom_tensor_dim_index(t, "e") >= 0 && loom_tensor_dim_index(t, "f") < 0);
+                         !(loom_tensor_dim_index(t, "e") >= 0 && loom_tensor_dim_index(t, "f") < 0) &&
+                         (p->weights != LOOM_WEIGHTS_MXFP4 || loom_memory_is_expert_tensor(t));
             double b = numel * (quant ? wq : 2.0);
             if (block) block_w += b;
             else if (head) head_w += b;
@@ -214,7 +220,8 @@ loom_status loom_serve_shape_build(const loom_graph *g, const loom_serve_paralle
             double parts = (double)loom_memory_tensor_parts(w, &lp, true);
             bool expert = loom_memory_is_expert_tensor(w);
             bool quant = block && w->ndim >= 2 &&
-                         !(loom_tensor_dim_index(w, "e") >= 0 && !expert);
+                         !(loom_tensor_dim_index(w, "e") >= 0 && !expert) &&
+                         (p->weights != LOOM_WEIGHTS_MXFP4 || expert);
             double bytes_pp = quant ? wq : 2.0;
             if (head) {   /* LM head: per sampled token */
                 out->head_flops_per_token += 2 * numel / parts;

@@ -22,9 +22,14 @@
  *
  * Weights at their stored bytes: bf16 2; fp8 1 (per-channel or 128×128
  * block scales, < 0.1%); int4 weight-only with a 16-bit scale and zero per
- * group of 128 (AWQ/GPTQ): 0.5 + 4/128 bytes. Quantisation covers the
- * GEMM weights of the transformer blocks; embeddings, the LM head, norms
- * and the MoE router stay bf16, as in the published FP8/AWQ checkpoints.
+ * group of 128 (AWQ/GPTQ): 0.5 + 4/128 bytes; mxfp4 (OCP Microscaling:
+ * 4-bit E2M1 elements and one 8-bit E8M0 scale per block of 32) 0.5 + 1/32
+ * bytes. Quantisation covers the GEMM weights of the transformer blocks;
+ * embeddings, the LM head, norms and the MoE router stay bf16, as in the
+ * published FP8/AWQ checkpoints; mxfp4 covers the expert weights only, as
+ * gpt-oss ships them (its attention and router are bf16). int4 and mxfp4
+ * run weight-only (dequantised to bf16 in the GEMM: Marlin, and vLLM's
+ * Triton MoE kernels on Hopper and Ampere), so they save bytes, not FLOPs.
  *
  * Units: FLOPs, bytes, per GPU.
  */
@@ -40,7 +45,8 @@
 #define LOOM_SERVE_WEIGHTS_LIST(X) \
     X(BF16, "bf16")                \
     X(FP8, "fp8")                  \
-    X(INT4, "int4")
+    X(INT4, "int4")                \
+    X(MXFP4, "mxfp4")
 
 typedef enum {
 #define LOOM_X(n, s) LOOM_WEIGHTS_##n,

@@ -101,7 +101,7 @@ static const loom_cli_option serve_opts[] = {
     {.name = "--seed", .kind = LOOM_CLI_INT, .field = F(seed), .lo = 0, .hi = INT64_MAX,
      .metavar = "S", .help = "seed of arrivals and lengths"},
     {.name = "--weights", .kind = LOOM_CLI_ENUM, .field = F(weights), .given = F(weights_given),
-     .choices = loom_serve_weight_choices, .metavar = "W", .help = "stored weights: bf16, fp8, int4 (AWQ/GPTQ)"},
+     .choices = loom_serve_weight_choices, .metavar = "W", .help = "stored weights: bf16, fp8, int4 (AWQ/GPTQ), mxfp4 (experts)"},
     {.name = "--kv-dtype", .kind = LOOM_CLI_ENUM, .field = F(kv_dtype), .given = F(kv_given),
      .choices = loom_serve_kv_choices, .metavar = "T", .help = "KV cache dtype"},
     {.name = "--engine", .kind = LOOM_CLI_ENUM, .field = F(engine), .given = F(engine_given),
@@ -137,7 +137,7 @@ const loom_cli_spec loom_cli_spec_eval_serve = {
     .cmd = "eval",
     .usage = "usage: loom eval MODEL --cluster C --mode serve --tp T [--pp P] [--ep E] [--dp D]\n"
              "                 --isl N --osl N (--qps R | --concurrency N | --offline) [--requests N]\n"
-             "                 [--weights bf16|fp8|int4] [--kv-dtype bf16|fp8]\n"
+             "                 [--weights bf16|fp8|int4|mxfp4] [--kv-dtype bf16|fp8]\n"
              "                 [--engine vllm|sglang|trtllm] [--max-num-seqs N]\n"
              "                 [--max-batched-tokens N] [--json]\n"
              "       loom eval [MODEL] --cluster C --from-vllm \"vllm serve MODEL …\" --isl N …\n"

@@ -103,7 +103,7 @@ static const loom_cli_option opts[] = {
      .metavar = "E", .help = "engine whose policy and defaults apply"},
     {.name = "--weights", .kind = LOOM_CLI_ENUM, .field = F(weights), .given = F(weights_given),
      .choices = loom_serve_weight_choices, .metavar = "W",
-     .help = "stored weights: bf16, fp8, int4 (AWQ/GPTQ)", .def = "the checkpoint's, else bf16"},
+     .help = "stored weights: bf16, fp8, int4 (AWQ/GPTQ), mxfp4 (experts)", .def = "the checkpoint's, else bf16"},
     {.name = "--kv-dtype", .kind = LOOM_CLI_ENUM, .field = F(kv_dtype), .choices = loom_serve_kv_choices,
      .metavar = "T", .help = "KV cache dtype"},
     {.name = "--recheck", .kind = LOOM_CLI_INT, .field = F(recheck), .lo = 1, .hi = 64,

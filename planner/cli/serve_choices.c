@@ -15,7 +15,8 @@ const loom_cli_choice loom_serve_engine_choices[] = {{"vllm", LOOM_ENGINE_VLLM, 
                                                      {NULL, 0, false}};
 const loom_cli_choice loom_serve_weight_choices[] = {
     {"bf16", LOOM_WEIGHTS_BF16, false}, {"fp8", LOOM_WEIGHTS_FP8, false},
-    {"int4", LOOM_WEIGHTS_INT4, false}, {"fp16", LOOM_WEIGHTS_BF16, true},
+    {"int4", LOOM_WEIGHTS_INT4, false}, {"mxfp4", LOOM_WEIGHTS_MXFP4, false},
+    {"fp16", LOOM_WEIGHTS_BF16, true},
     {"awq", LOOM_WEIGHTS_INT4, true},   {"gptq", LOOM_WEIGHTS_INT4, true},
     {NULL, 0, false}};
 const loom_cli_choice loom_serve_kv_choices[] = {{"bf16", LOOM_DTYPE_BF16, false},
