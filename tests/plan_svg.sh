@@ -99,11 +99,12 @@ serve_picture() {
     if python3 tests/lib/check_serve_picture.py "$tmp/$name.json" "$tmp/$name.txt" "$tmp/$name.svg"; then ok
     else bad "$name: the serving picture disagrees with the plan"; fi
 }
-# goodput under both SLOs, both kinds: the 8B picks a disaggregated deployment
-serve_picture serve-8b llama-3-8b --cluster dgx-h100-x1 --isl 1024 --osl 256 --ttft 1 --tpot 0.03
+# goodput under both SLOs, both kinds: long prompts under a tight TPOT pick
+# a disaggregated deployment
+serve_picture serve-long llama-3.1-70b --cluster dgx-h100-x2 --isl 8192 --osl 256 --ttft 3 --tpot 0.03
 python3 -c 'import json,sys; sys.exit(json.load(open(sys.argv[1]))["serving"]["deployment"]["kind"] != "disaggregated")' \
-    "$tmp/serve-8b.json" && grep -q 'TPOT ≤ 30 ms' "$tmp/serve-8b.svg" && ok ||
-    bad "serve-8b: no longer disaggregated, or the TPOT bound is not drawn"
+    "$tmp/serve-long.json" && grep -q 'TPOT ≤ 30 ms' "$tmp/serve-long.svg" && ok ||
+    bad "serve-long: no longer disaggregated, or the TPOT bound is not drawn"
 # throughput of 64 clients, aggregated only, no SLO: one front, no attainment
 serve_picture serve-70b-agg llama-3-70b --cluster dgx-h100-x1 --isl 1024 --osl 256 --concurrency 64 --disagg off
 grep -q 'disaggregated front: none' "$tmp/serve-70b-agg.svg" && ! grep -q 'class="att"' "$tmp/serve-70b-agg.svg" && ok ||

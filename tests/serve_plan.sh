@@ -82,13 +82,15 @@ brute mixtral-8x7b dgx-h100-x1 8
 brute deepseek-v3 dgx-h200-x1 8 --weights fp8
 brute llama-3.1-405b dgx-h100-x2 16 --weights fp8
 # the aggregated plan's figures are loom eval's for the same deployment
-read -r tp pp dp < <(py "$tmp/bf_llama-3-70b/plan_off.json" <<'PY'
+# (with the engine settings the plan chose: its prefill chunk and sequence cap)
+read -r tp pp dp mbt mns < <(py "$tmp/bf_llama-3-70b/plan_off.json" <<'PY'
 import json, sys
 x = json.load(open(sys.argv[1]))["serving"]["deployment"]["pools"][0]
-print(x["tp"], x["pp"], x["instances"])
+print(x["tp"], x["pp"], x["instances"], x["engine"]["max_batched_tokens"], x["engine"]["max_num_seqs"])
 PY
 )
-"$LOOM" eval llama-3-70b --cluster dgx-h100-x1 --mode serve "${A[@]}" --tp "$tp" --pp "$pp" --dp "$dp" --json >"$tmp/e.json" 2>/dev/null
+"$LOOM" eval llama-3-70b --cluster dgx-h100-x1 --mode serve "${A[@]}" --tp "$tp" --pp "$pp" --dp "$dp" \
+    --max-batched-tokens "$mbt" --max-num-seqs "$mns" --json >"$tmp/e.json" 2>/dev/null
 py "$tmp/bf_llama-3-70b/plan_off.json" "$tmp/e.json" <<'PY' && ok || bad "(a) plan and loom eval differ for the same deployment"
 import json, sys
 p = json.load(open(sys.argv[1]))["serving"]["predicted"]
@@ -139,14 +141,16 @@ assert o["workload"]["rate"] == 20 and p["requests_per_s"] == 20
 assert p["slo_attainment"] >= 0.9 and d["gpus"] <= 32
 PY
 "$LOOM" plan llama-3-70b "${S[@]}" "${C[@]}" --disagg off --json >"$tmp/c_off.json" 2>"$tmp/err" || bad "(c) plan --disagg off: $(cat "$tmp/err")"
-read -r tp pp dp gpus att < <(py "$tmp/c_off.json" <<'PY'
+read -r tp pp dp gpus att mbt mns < <(py "$tmp/c_off.json" <<'PY'
 import json, sys
 o = json.load(open(sys.argv[1]))["serving"]
 x = o["deployment"]["pools"][0]
-print(x["tp"], x["pp"], x["instances"], o["deployment"]["gpus"], o["predicted"]["slo_attainment"])
+print(x["tp"], x["pp"], x["instances"], o["deployment"]["gpus"], o["predicted"]["slo_attainment"],
+      x["engine"]["max_batched_tokens"], x["engine"]["max_num_seqs"])
 PY
 )
-"$LOOM" eval llama-3-70b --mode serve "${C[@]}" --tp "$tp" --pp "$pp" --dp "$dp" --json >"$tmp/e.json" 2>/dev/null
+"$LOOM" eval llama-3-70b --mode serve "${C[@]}" --tp "$tp" --pp "$pp" --dp "$dp" \
+    --max-batched-tokens "$mbt" --max-num-seqs "$mns" --json >"$tmp/e.json" 2>/dev/null
 py "$tmp/e.json" "$att" <<'PY' && ok || bad "(c) loom eval of the aggregated answer misses 90%"
 import json, sys
 e = json.load(open(sys.argv[1]))

@@ -269,6 +269,7 @@ static loom_status disaggregated(search_t *s, loom_error *err)
     for (int32_t i = 0; i < p->space.n; i++)
         for (int32_t j = 0; j < p->space.n; j++) {
             loom_serve_option o = {0};
+            if (p->space.cand[i].agg_only || p->space.cand[j].agg_only) continue;
             if (!size_pools(s, i, j, &o.dep)) continue;
             double lp = prefill_rate(s, i, j, o.dep.kv_transfer_s) * (double)o.dep.n_prefill;
             double ld = s->stats[j].decode_rate_rps * (double)o.dep.n_decode;
@@ -340,9 +341,17 @@ static loom_status recheck(search_t *s, loom_error *err)
     loom_serve_plan *p = s->p;
     int32_t k_max = p->req.recheck > 0 ? p->req.recheck : 3;
     for (int kind = 0; kind < 2; kind++) {
-        int32_t done = 0;
-        for (int32_t i = 0; i < s->n_opt[kind] && done < k_max; i++) {
+        /* aggregated options at the engine's default chunk and at a smaller
+         * one are re-checked k_max each: the steady estimate sees a chunk's
+         * TPOT gain but not all of its TTFT cost, so it must not crowd the
+         * default out */
+        int32_t done_of[2] = {0, 0};
+        for (int32_t i = 0; i < s->n_opt[kind] && (done_of[0] < k_max || done_of[1] < k_max); i++) {
             loom_serve_option o = s->opt[kind][i];
+            int v = !o.dep.disagg && p->space.cand[o.dep.agg].agg_only;
+            int32_t *done_p = &done_of[v];
+            if (*done_p >= k_max) continue;
+            int32_t done = *done_p;
             if (!o.feasible && done > 0) break;
             loom_status st;
             if (rate_objective(p)) st = o.feasible ? sim_rate_search(s, &o, err) : LOOM_OK;
@@ -352,7 +361,7 @@ static loom_status recheck(search_t *s, loom_error *err)
                 if (!st) score(p, &o, &o.sim);
             }
             if (st) return st;
-            done++;
+            (*done_p)++;
             if (!o.sim.simulated) continue;
             p->checked[p->n_checked++] = o;
         }
@@ -561,7 +570,7 @@ loom_status loom_serve_plan_run(const loom_serve_plan_request *req, loom_serve_p
         if (s.n_opt[k] > 0) qsort(s.opt[k], (size_t)s.n_opt[k], sizeof *s.opt[k], cmp_opt);
     }
     int32_t k_max = req->recheck > 0 ? req->recheck : 3;
-    p->checked = calloc((size_t)(2 * k_max), sizeof *p->checked);
+    p->checked = calloc((size_t)(3 * k_max), sizeof *p->checked);   /* agg, agg chunked, disagg */
     if (!p->checked) {
         st = loom_error_set(err, LOOM_ERR_NOMEM, "serving plan: out of memory");
         goto fail;

@@ -23,7 +23,9 @@ void loom_serve_inst_label(const loom_serve_inst *i, char *buf, size_t n)
     if (i->pp > 1 && k >= 0 && (size_t)k < n)
         k += snprintf(buf + k, n - (size_t)k, " × pp %lld", (long long)i->pp);
     if (i->ep > 1 && k >= 0 && (size_t)k < n)
-        snprintf(buf + k, n - (size_t)k, ", ep %lld", (long long)i->ep);
+        k += snprintf(buf + k, n - (size_t)k, ", ep %lld", (long long)i->ep);
+    if (i->chunk > 0 && k >= 0 && (size_t)k < n)
+        snprintf(buf + k, n - (size_t)k, ", chunk %lld", (long long)i->chunk);
 }
 
 loom_status loom_serve_space_model(const loom_serve_space_opts *o, const loom_serve_inst *inst,
@@ -40,6 +42,12 @@ loom_status loom_serve_space_model(const loom_serve_space_opts *o, const loom_se
     mo.par.weights = o->weights;
     mo.par.kv_dtype = o->kv_dtype;
     loom_serve_engine_defaults(o->engine, &o->cluster->gpu, inst->tp * inst->attn_dp, &mo.engine);
+    if (inst->chunk > 0) {
+        mo.engine.max_batched_tokens = inst->chunk;
+        /* vLLM refuses max_num_batched_tokens < max_num_seqs */
+        if (o->engine == LOOM_ENGINE_VLLM && mo.engine.max_num_seqs > inst->chunk)
+            mo.engine.max_num_seqs = inst->chunk;
+    }
     return loom_serve_model_create(&mo, out, err);
 }
 
@@ -52,18 +60,19 @@ static bool packs(int64_t g, int64_t per_node)
 static loom_status add(loom_serve_space *s, int32_t *cap, const loom_serve_space_opts *o,
                        const loom_serve_inst *inst, loom_error *err)
 {
-    s->tried++;
+    bool shape = inst->chunk == 0;   /* chunk variants are not counted as shapes */
+    if (shape) s->tried++;
     loom_serve_model *m = NULL;
     loom_error why = {0};
     loom_status st = loom_serve_space_model(o, inst, 1, &m, &why);
     if (st) {
         if (st == LOOM_ERR_NOMEM) return loom_error_set(err, st, "%s", why.msg);
-        s->refused++;
+        if (shape) s->refused++;
         return LOOM_OK;
     }
     const loom_serve_memory *mem = loom_serve_model_memory(m);
     if (!mem->fits || mem->kv_capacity_tokens < o->seq_tokens) {
-        s->no_fit++;
+        if (shape) s->no_fit++;
         loom_serve_model_destroy(m);
         return LOOM_OK;
     }
@@ -77,7 +86,23 @@ static loom_status add(loom_serve_space *s, int32_t *cap, const loom_serve_space
         s->cand = c;
         *cap = nc;
     }
-    s->cand[s->n++] = (loom_serve_cand){*inst, inst->tp * inst->attn_dp * inst->pp, m};
+    s->cand[s->n++] = (loom_serve_cand){*inst, inst->tp * inst->attn_dp * inst->pp, m, inst->chunk > 0};
+    return LOOM_OK;
+}
+
+/* The shape inst at the engine's default budget, then (vLLM, SGLang) at the
+ * smaller budgets of serve_space.h when the default one fits. */
+static loom_status add_chunks(loom_serve_space *s, int32_t *cap, const loom_serve_space_opts *o,
+                              loom_serve_inst inst, loom_error *err)
+{
+    int32_t before = s->n;
+    loom_status st = add(s, cap, o, &inst, err);
+    if (st || s->n == before || o->engine == LOOM_ENGINE_TRTLLM) return st;
+    int64_t def = loom_serve_model_engine(s->cand[s->n - 1].m)->max_batched_tokens;
+    for (int64_t chunk = 512; chunk < def && chunk <= 4096; chunk *= 2) {
+        inst.chunk = chunk;
+        if ((st = add(s, cap, o, &inst, err))) return st;
+    }
     return LOOM_OK;
 }
 
@@ -104,7 +129,7 @@ loom_status loom_serve_space_build(const loom_serve_space_opts *o, loom_serve_sp
                 for (int k = 0; k < n_ep; k++) {
                     if (moe && eps[k] > 1 && mi->experts % eps[k]) continue;
                     loom_serve_inst inst = {.tp = tp, .pp = pp, .ep = eps[k], .attn_dp = dp};
-                    if ((s = add(out, &cap, o, &inst, err))) goto fail;
+                    if ((s = add_chunks(out, &cap, o, inst, err))) goto fail;
                 }
             }
         }

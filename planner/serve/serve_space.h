@@ -15,6 +15,17 @@
  * model refuses (tp against the KV heads, ep against the experts) are
  * counted and skipped.
  *
+ * Chunk size. With a long prompt in the running batch, every iteration
+ * that carries one of its chunks is as long as the chunk takes, and the
+ * decodes riding in it wait that long (Agrawal et al., Sarathi-Serve,
+ * OSDI'24): a smaller token budget trades prefill efficiency (TTFT) for a
+ * tighter TPOT. So an aggregated instance of vLLM or SGLang is also offered
+ * with budgets of 512 … 4096 tokens below the engine's default (vLLM's
+ * max_num_seqs is lowered to the budget with it, as vLLM requires).
+ * Disaggregated pools keep the default: a prefill instance has no decodes
+ * to protect and a decode instance no prefill to chunk. TensorRT-LLM does
+ * not chunk by default and is offered as it is.
+ *
  * Each surviving shape carries one serving model (costs/serve/step.h) of a
  * single instance: the search evaluates it at any load, and a deployment
  * of r replicas or of a pool is r such instances sharing the load.
@@ -32,9 +43,11 @@
 #include "costs/serve/step.h"
 #include "graph/graph.h"
 
-/* The parallel shape of one engine instance. */
+/* The parallel shape of one engine instance, and its prefill chunk. */
 typedef struct {
     int64_t tp, pp, ep, attn_dp;
+    int64_t chunk;   /* tokens per iteration (vLLM max_num_batched_tokens, SGLang
+                        chunked_prefill_size); 0 = the engine's default */
 } loom_serve_inst;
 
 /* What every instance of the search shares. */
@@ -54,6 +67,7 @@ typedef struct {
     loom_serve_inst inst;
     int64_t gpus;               /* tp · attn_dp · pp */
     loom_serve_model *m;        /* owned by the space */
+    bool agg_only;              /* a chunk variant: aggregated deployments only */
 } loom_serve_cand;
 
 typedef struct {
@@ -77,7 +91,7 @@ void loom_serve_space_free(loom_serve_space *s);
 loom_status loom_serve_space_model(const loom_serve_space_opts *o, const loom_serve_inst *inst,
                                    int64_t replicas, loom_serve_model **out, loom_error *err);
 
-/* "tp 4", "tp 8 × pp 2", "tp 1 × attention-dp 8, ep 8". */
+/* "tp 4", "tp 8 × pp 2", "tp 1 × attention-dp 8, ep 8", "tp 4, chunk 1024". */
 void loom_serve_inst_label(const loom_serve_inst *i, char *buf, size_t n);
 
 #endif
