@@ -34,6 +34,21 @@ for k, v in o["summary"].items():
         continue
     print(f"| {names.get(k, k)} | {v['n']} | {100*v['median_abs_err']:.1f}% | {100*v['max_abs_err']:.1f}% "
           f"| {100*v.get('loso_median_abs_err', 0):.1f}% | {100*v.get('loso_max_abs_err', 0):.1f}% |")
+# the online runs (Poisson rate or closed-loop clients): the regime an
+# operator plans for, and the one queueing shapes TTFT in
+src = json.load(open(sys.argv[2]))
+src = src["records"] if isinstance(src, dict) else src
+online = [r for r in recs if src[r["index"]]["load"]["kind"] in ("qps", "concurrency")]
+print(f"\nOnline runs only (Poisson rate or N clients; {len(online)} records):\n")
+print("| metric | n | median \\|err\\| | LOSO median |")
+print("| --- | ---: | ---: | ---: |")
+for k in ["ttft_mean_s", "tpot_mean_s", "itl_mean_s", "output_tokens_per_s"]:
+    ins = [abs(r[k]["predicted"] / r[k]["published"] - 1) for r in online if k in r and "predicted" in r[k]]
+    lo = [abs(r[k]["predicted_loso"] / r[k]["published"] - 1) for r in online if k in r and "predicted_loso" in r[k]]
+    if ins:
+        import statistics
+        print(f"| {names[k]} | {len(ins)} | {100*statistics.median(ins):.1f}% | "
+              + (f"{100*statistics.median(lo):.1f}% |" if lo else "– |"))
 print("\n## Per publisher (median \\|err\\| in-sample / leave-one-source-out)\n")
 import statistics
 keys = ["ttft_mean_s", "tpot_mean_s", "itl_mean_s", "output_tokens_per_s"]

@@ -1,7 +1,6 @@
 #!/bin/bash
 # serve_calib_shipped.sh — the shipped serving calibration is reproducible:
-# `loom calibrate --serving examples/calibration/serving-runs.json` (less the
-# records flagged "in_shipped_fit": false) refits
+# `loom calibrate --serving examples/calibration/serving-runs.json` refits
 # examples/calibration/serving-calib.json (the file CMakeLists.txt compiles
 # in as loom_serve_calib_default) field by field within 1e-6 relative, and
 # `loom eval --mode serve` with the file named explicitly prints the same
@@ -15,23 +14,13 @@ trap 'rm -rf "$tmp"' EXIT
 shipped=examples/calibration/serving-calib.json
 fail=0
 
-# records flagged "in_shipped_fit": false were added after the shipped fit; they
-# join it when the calibration is refitted (and the flag is dropped)
-python3 - examples/calibration/serving-runs.json "$tmp/runs.json" <<'PY' || exit 1
-import json, sys
-d = json.load(open(sys.argv[1]))
-d["records"] = [r for r in d["records"] if r.get("in_shipped_fit", True)]
-json.dump(d, open(sys.argv[2], "w"))
-PY
-if ! "$LOOM" calibrate --serving "$tmp/runs.json" -o "$tmp/fit.json" \
+if ! "$LOOM" calibrate --serving examples/calibration/serving-runs.json -o "$tmp/fit.json" \
         2>"$tmp/err"; then
     echo "FAIL: loom calibrate --serving exited non-zero:"; cat "$tmp/err"; exit 1
 fi
-python3 - "$shipped" "$tmp/fit.json" "$tmp/runs.json" <<'PY' || fail=1
+python3 - "$shipped" "$tmp/fit.json" <<'PY' || fail=1
 import json, sys
 a, b = (json.load(open(p)) for p in sys.argv[1:3])
-# the refit's note names the filtered copy; the shipped one names the records file
-b["note"] = b.get("note", "").replace(sys.argv[3], "examples/calibration/serving-runs.json")
 bad = []
 for k in sorted(set(a) | set(b)):
     x, y = a.get(k), b.get(k)

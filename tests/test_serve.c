@@ -49,7 +49,10 @@ static loom_serve_model *make(loom_graph *g, const char *cluster, loom_engine_ki
  * LM head 2·128256·8192 = 2.10B; 70.55B · 2 bytes / 8 = 17.64 GB per GPU.
  * At a realistic decode HBM efficiency of 0.6–0.9 of 3.35 TB/s that is
  * 5.85–8.78 ms, plus 160 all-reduces (+1 for the vocab-parallel embedding)
- * of 16 KiB at 3–25 us each, plus at most 3 ms of engine overhead. */
+ * of 16 KiB at 3–25 us each, plus one launch per kernel — 12–16 kernels
+ * per layer (2 norms, 4 attention GEMMs, rotary, attention, 2 MLP GEMMs,
+ * the activation, 2 residual adds, …) at 1–4 us each from a CUDA graph —
+ * plus at most 3 ms of engine overhead. */
 static void test_decode_band(void)
 {
     loom_graph *g = load("examples/models/llama-3-70b.json");
@@ -68,7 +71,9 @@ static void test_decode_band(void)
     CHECK_INT_EQ(s->allreduces, 161);
     CHECK_NEAR_REL(s->kv_bytes_per_token, 2.0 * 80 * 1 * 128 * 2, 1e-12);   /* 40 KiB */
     double bw = 3.35e12;
-    double lo = w / (bw * 0.9) + 160 * 3e-6, hi = w / (bw * 0.6) + 161 * 25e-6 + 3e-3;
+    CHECK(s->kernels >= 12 * 80 && s->kernels <= 16 * 80 + 16);
+    double lo = w / (bw * 0.9) + 160 * 3e-6 + 12 * 80 * 1e-6,
+           hi = w / (bw * 0.6) + 161 * 25e-6 + (16 * 80 + 16) * 4e-6 + 3e-3;
     loom_serve_iter it;
     loom_serve_batch b = {.n_decode = 1, .decode_ctx = 1024, .n_sampled = 1};
     double t = loom_serve_iter_time(m, &b, &it);

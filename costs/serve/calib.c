@@ -4,10 +4,13 @@
  *
  * Priors (round numbers; the fit starts from them and is pulled towards
  * them, costs/serve/fit.c):
- *   decode_mem_eff 0.80  streaming GEMV and paged-attention kernels reach
- *                        75–90% of HBM bandwidth on Hopper (NVIDIA's
- *                        "Mastering LLM Techniques: Inference Optimization",
- *                        2023; FlashInfer decode kernels report ~80–90%)
+ *   decode_mem_eff 0.89  measured, not fitted: weight GEMVs of 1–8 tokens
+ *                        replayed from CUDA graphs on an H200
+ *                        (examples/profiles/h200-decode-kernels.json, 16
+ *                        Llama shapes): time = 2.8 us + bytes / (0.89 · HBM)
+ *                        by least squares; fitted instead it sat at its
+ *                        0.95 bound and leave-one-source-out TPOT was 36.4%
+ *                        against 28.2% pinned
  *   gemm_eff       0.70  measured, not fitted: cuBLASLt bf16 GEMMs of 4096 and
  *                        16384 tokens on an H100 (18 Llama shapes, PyTorch
  *                        2.11) reach a median 0.70 of the bf16 peak under
@@ -21,8 +24,11 @@
  *                        throughput (22.5% vs 18.2%)
  *   ar_latency_s   8 us  a one-shot custom all-reduce of a few KiB over
  *                        NVLink (vLLM custom_all_reduce, TRT-LLM's
- *                        AllReduce plugin): 5–10 us; NCCL LL ~15 us
- *   kernel_gap_s   1 us  kernels replayed from a CUDA graph
+ *                        AllReduce plugin): 5–10 us; NCCL LL ~15–25 us on 8
+ *                        GPUs; the fit is bounded to that 3–25 us range
+ *   kernel_gap_s   2.8 us  measured, not fitted: the intercept of the same
+ *                        GEMV fit (launch and tail of a kernel replayed from
+ *                        a CUDA graph); fitted, it ran to its 6 us bound
  *   eager_gap_s    3 us  launch latency outside a graph
  *   iter_*_s       2 / 1.5 / 1 ms  vLLM's Python scheduler and input
  *                        preparation; SGLang overlaps its scheduler with the
@@ -37,7 +43,7 @@
  *                        benchmark client's aiohttp read and json.loads
  *                        (vllm bench serve, sglang bench_serving, genai-perf
  *                        are one Python process each): tens of us each
- *   request_latency_s 10 ms  HTTP round trip on localhost, tokeniser call,
+ *   latency_*_s    10 ms  HTTP round trip on localhost, tokeniser call,
  *                        ZMQ hop to the engine process (vLLM V1, SGLang's
  *                        tokenizer manager) and back
  * The defaults are the fit of examples/calibration/serving-runs.json
@@ -103,16 +109,23 @@ double loom_serve_calib_iter_s(const loom_serve_calib *c, loom_engine_kind k)
                                      : c->iter_vllm_s;
 }
 
+double loom_serve_calib_latency_s(const loom_serve_calib *c, loom_engine_kind k)
+{
+    return k == LOOM_ENGINE_SGLANG ? c->latency_sglang_s
+           : k == LOOM_ENGINE_TRTLLM ? c->latency_trtllm_s
+                                     : c->latency_vllm_s;
+}
+
 void loom_serve_calib_prior(const loom_device *d, loom_serve_calib *out)
 {
     memset(out, 0, sizeof *out);
     snprintf(out->device, sizeof out->device, "%s", d ? d->name : "");
     snprintf(out->note, sizeof out->note, "prior");
-    out->decode_mem_eff = 0.80;
+    out->decode_mem_eff = 0.89;
     out->gemm_eff = 0.70;
     out->attn_eff = 0.63;
     out->ar_latency_s = 8e-6;
-    out->kernel_gap_s = 1e-6;
+    out->kernel_gap_s = 2.8e-6;
     out->eager_gap_s = 3e-6;
     out->iter_vllm_s = 2e-3;
     out->iter_sglang_s = 1.5e-3;
@@ -120,7 +133,9 @@ void loom_serve_calib_prior(const loom_device *d, loom_serve_calib *out)
     out->seq_overhead_s = 5e-6;
     out->request_overhead_s = 2e-3;
     out->stream_token_s = 100e-6;
-    out->request_latency_s = 10e-3;
+    out->latency_vllm_s = 10e-3;
+    out->latency_sglang_s = 10e-3;
+    out->latency_trtllm_s = 10e-3;
 }
 
 /* The fields of a loom-serve-calib/1 object over *out (absent ones keep

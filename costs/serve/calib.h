@@ -27,9 +27,16 @@
  *                      benchmark client's parse of it (both single Python
  *                      processes); a serial queue behind the engine that
  *                      caps the observed output rate at 1 / stream_token_s
- *   request_latency_s  per request, not queued: the HTTP round trip, the
- *                      hop from the API server to the engine process and
- *                      back; added to TTFT and E2E, not to throughput
+ *   latency_<engine>_s per request, not queued: the HTTP round trip, the
+ *                      front end's tokeniser call and its hop to the engine
+ *                      and back (vLLM's and SGLang's Python API servers and
+ *                      ZMQ hops; trtllm-serve's and NIM's front ends);
+ *                      added to TTFT and E2E, not to throughput
+ * The three front-end terms (request_overhead_s, stream_token_s,
+ * latency_<engine>_s) belong to an OpenAI-compatible server and a streaming
+ * benchmark client; a run whose harness calls the engine in-process with
+ * token ids (MLPerf's LoadGen harnesses, trtllm-bench) has none of them
+ * (loom_serve_model_opts.no_frontend).
  *
  * Units: fractions in (0, 1]; seconds.
  */
@@ -44,14 +51,16 @@
 
 /* X(name, lo, hi): every field with its fit bounds, in file order. A field
  * with lo == hi is measured, not fitted: gemm_eff and attn_eff are the
- * kernels' own efficiencies timed on an H100 (calib.c), so that the fit's
- * freedom goes to the overheads the roofline does not see. */
+ * kernels' own efficiencies timed on an H100, decode_mem_eff and
+ * kernel_gap_s those of decode GEMVs replayed from CUDA graphs on an H200
+ * (calib.c), so that the fit's freedom goes to the overheads the roofline
+ * does not see. */
 #define LOOM_SERVE_CALIB_FIELDS(X)      \
-    X(decode_mem_eff, 0.40, 0.95)       \
+    X(decode_mem_eff, 0.89, 0.89)       \
     X(gemm_eff, 0.70, 0.70)             \
     X(attn_eff, 0.63, 0.63)             \
-    X(ar_latency_s, 2e-6, 40e-6)        \
-    X(kernel_gap_s, 0.2e-6, 6e-6)       \
+    X(ar_latency_s, 3e-6, 25e-6)        \
+    X(kernel_gap_s, 2.8e-6, 2.8e-6)     \
     X(eager_gap_s, 0.0, 20e-6)          \
     X(iter_vllm_s, 0.0, 20e-3)          \
     X(iter_sglang_s, 0.0, 20e-3)        \
@@ -59,7 +68,9 @@
     X(seq_overhead_s, 0.0, 200e-6)     \
     X(request_overhead_s, 0.0, 50e-3)   \
     X(stream_token_s, 0.0, 2e-3)        \
-    X(request_latency_s, 0.0, 0.2)
+    X(latency_vllm_s, 0.0, 0.2)         \
+    X(latency_sglang_s, 0.0, 0.2)       \
+    X(latency_trtllm_s, 0.0, 0.2)
 
 typedef struct {
     char device[48];   /* "" = any */
@@ -69,7 +80,7 @@ typedef struct {
 #undef LOOM_X
 } loom_serve_calib;
 
-#define LOOM_SERVE_CALIB_NFIELDS 13
+#define LOOM_SERVE_CALIB_NFIELDS 15
 
 /* The shipped values (examples/calibration/serving-calib.json, the fit of
  * examples/calibration/serving-runs.json, compiled in), one row for every
@@ -78,8 +89,9 @@ void loom_serve_calib_default(const loom_device *d, loom_serve_calib *out);
 /* The round-number prior the fit starts from and is pulled towards. */
 void loom_serve_calib_prior(const loom_device *d, loom_serve_calib *out);
 
-/* The per-iteration overhead of engine k. */
+/* The per-iteration overhead and the per-request latency of engine k. */
 double loom_serve_calib_iter_s(const loom_serve_calib *c, loom_engine_kind k);
+double loom_serve_calib_latency_s(const loom_serve_calib *c, loom_engine_kind k);
 
 /* Field access by index (file order), for the fitter and the JSON code. */
 const char *loom_serve_calib_field_name(int i);

@@ -46,6 +46,7 @@ void loom_serve_case_opts(const loom_serve_case *c, const loom_serve_calib *cal,
     o->cluster = &c->cluster;
     o->serve_calib = cal;
     o->par = r->par;
+    o->no_frontend = r->no_frontend;
     const loom_model_info *mi = loom_graph_info_c(c->graph);
     int64_t dp = r->par.replicas;
     if (dp > 1 && (r->dp_attention || (mi->experts > 0 && r->par.ep > 1))) {

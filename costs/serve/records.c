@@ -115,6 +115,14 @@ static loom_status one(const loom_jctx *c, const cJSON *o, const char *path, loo
     if ((st = loom_json_get_str(c, o, path, "kv_dtype", false, &s))) return st;
     if (s) r->par.kv_dtype = strncasecmp(s, "fp8", 3) == 0 ? LOOM_DTYPE_FP8 : LOOM_DTYPE_BF16;
     s = NULL;
+    if ((st = loom_json_get_str(c, o, path, "frontend", false, &s))) return st;
+    if (s) {
+        if (!strcmp(s, "none")) r->no_frontend = true;
+        else if (strcmp(s, "openai-server"))
+            return loom_json_fail(c, path, "field \"frontend\": expected \"none\" (the harness "
+                                  "calls the engine in-process) or \"openai-server\", found \"%.40s\"", s);
+    }
+    s = NULL;
     if ((st = loom_json_get_str(c, o, path, "length_distribution", false, &s))) return st;
     /* vLLM's and SGLang's "random" datasets default to a range ratio of 0
      * (fixed lengths; vLLM >= 0.10, sglang bench_serving --random-range-ratio

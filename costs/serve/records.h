@@ -13,6 +13,7 @@
  *                   "tpot_mean_s": …, "itl_mean_s": …, "itl_p99_s": …,
  *                   "e2e_mean_s": …, "output_tokens_per_s": …,
  *                   "requests_per_s": …},
+ *       "frontend": "none",   (optional: no API server or streaming client)
  *       "engine_settings": {…}, "notes": "…", "confidence": "…" } ] }
  * (a bare array of records is accepted too). Metrics may be null or
  * absent: a record is used for the metrics it has. Load kind "batch" is a
@@ -59,6 +60,8 @@ typedef struct {
     int64_t num_gpus;
     loom_serve_parallel par;      /* tp, pp, ep; dp → attention DP (MoE) or replicas */
     bool dp_attention;            /* engine_settings say attention DP */
+    bool no_frontend;             /* "frontend": "none": the harness calls the engine
+                                     in-process (MLPerf LoadGen, trtllm-bench) */
     loom_serve_workload work;
     int64_t max_num_seqs, max_batched_tokens;   /* engine_settings (0 = default) */
     double mem_fraction;

@@ -26,7 +26,7 @@
  * blocks and, under a concurrency load, their client sends the next one.
  *
  * The front end. A request passes the API server's serial queue
- * (request_overhead_s each) and a fixed hop (request_latency_s) before the
+ * (request_overhead_s each) and a fixed hop (latency_<engine>_s) before the
  * engine sees it; every output token passes a serial streaming queue
  * (stream_token_s each: detokenise, SSE, the client's parse) before the
  * client sees it, and the client's clock is what the metrics use. The
@@ -371,7 +371,8 @@ static loom_status run(const loom_serve_model *m, const loom_serve_workload *w,
     int64_t issued = n, next = 0, done_n = 0, iters = 0;
     if (w->load == LOOM_LOAD_CONCURRENCY) issued = w->concurrency < n ? w->concurrency : n;
     const loom_serve_calib *sc = loom_serve_model_calib(m);
-    const double front_s = sc->request_overhead_s, hop_s = sc->request_latency_s;
+    const double front_s = sc->request_overhead_s,
+                 hop_s = loom_serve_calib_latency_s(sc, loom_serve_model_engine(m)->kind);
     const double stream_s = sc->stream_token_s;
     double front_free = 0, stream_free = 0;
     for (int64_t i = 0; i < issued; i++) {

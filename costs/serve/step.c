@@ -21,8 +21,21 @@ struct loom_serve_model {
     loom_cluster cluster;        /* intra latency zeroed: the serving calibration has it */
     double peak_bf16, peak_fp8, hbm_Bps;
     loom_group tp_group, stage_group, p2p_group;
-    double iter_overhead_s;
+    double iter_overhead_s;   /* the engine's, from sc */
+    bool no_frontend;
 };
+
+/* Takes the serving calibration c: the engine's own overheads, and no
+ * front end when the harness has none. */
+static void apply_calib(loom_serve_model *m, const loom_serve_calib *c)
+{
+    m->sc = *c;
+    if (m->no_frontend) {
+        m->sc.request_overhead_s = m->sc.stream_token_s = 0;
+        m->sc.latency_vllm_s = m->sc.latency_sglang_s = m->sc.latency_trtllm_s = 0;
+    }
+    m->iter_overhead_s = loom_serve_calib_iter_s(&m->sc, m->engine.kind);
+}
 
 static double maxd(double a, double b) { return a > b ? a : b; }
 
@@ -46,9 +59,12 @@ loom_status loom_serve_model_create(const loom_serve_model_opts *o, loom_serve_m
         goto fail;
     }
     m->engine = o->engine;
-    if (o->serve_calib) m->sc = *o->serve_calib;
-    else loom_serve_calib_default(&c->gpu, &m->sc);
-    if ((s = loom_serve_calib_validate(&m->sc, err))) goto fail;
+    m->no_frontend = o->no_frontend;
+    loom_serve_calib sc;
+    if (o->serve_calib) sc = *o->serve_calib;
+    else loom_serve_calib_default(&c->gpu, &sc);
+    if ((s = loom_serve_calib_validate(&sc, err))) goto fail;
+    apply_calib(m, &sc);
     if (o->calib) m->cal = *o->calib;
     else loom_calib_default(&c->gpu, &m->cal);
     m->cluster = *c;
@@ -64,7 +80,6 @@ loom_status loom_serve_model_create(const loom_serve_model_opts *o, loom_serve_m
     m->tp_group = (loom_group){o->par.tp, o->par.tp < gpn ? o->par.tp : gpn};
     m->stage_group = (loom_group){stage, stage < gpn ? stage : gpn};
     m->p2p_group = (loom_group){2, 2 * stage <= gpn ? 2 : 1};
-    m->iter_overhead_s = loom_serve_calib_iter_s(&m->sc, o->engine.kind);
     int64_t seq = o->seq_tokens > 0 ? o->seq_tokens : 2048;
     if ((s = loom_serve_memory_compute(&m->shape, &m->engine, &c->gpu, seq, &m->mem, err))) goto fail;
     *out = m;
@@ -83,8 +98,7 @@ void loom_serve_model_destroy(loom_serve_model *m)
 
 void loom_serve_model_set_calib(loom_serve_model *m, const loom_serve_calib *c)
 {
-    m->sc = *c;
-    m->iter_overhead_s = loom_serve_calib_iter_s(&m->sc, m->engine.kind);
+    apply_calib(m, c);
 }
 
 const loom_serve_shape *loom_serve_model_shape(const loom_serve_model *m) { return &m->shape; }

@@ -68,6 +68,9 @@ typedef struct {
     loom_serve_parallel par;
     loom_serve_engine engine;
     int64_t seq_tokens;             /* longest request (prompt + output), for max concurrency */
+    bool no_frontend;               /* the harness calls the engine in-process with token ids
+                                       (MLPerf LoadGen, trtllm-bench): no API server or
+                                       streaming client, so calib.h's front-end terms are 0 */
 } loom_serve_model_opts;
 
 /* Builds the instance: its shape, its memory, the constants of its
