@@ -772,6 +772,65 @@ static void test_obstacles(void)
     CHECK_STR_CONTAINS(err.msg, "32 layers do not split evenly into 3 pipeline chunks");
 }
 
+/* DeepSpeed's other sections, each a golden under tests/golden/export/deepspeed/
+ * named NAME-wWORLD-ppPP.json (tools/deepspeed_check reads the world and the
+ * pipeline size from the name and runs DeepSpeed's own parsing on them):
+ * fp16 with its loss scaler; PP with full recompute (the pipeline engine's
+ * activation_checkpoint_interval); AutoEP with AutoTP at ZeRO-2; AutoEP with
+ * PP. And what DeepSpeed refuses: AutoEP + AutoTP under ZeRO-3, expert TP. */
+static void test_deepspeed_sections(void)
+{
+    loom_runtime_config cs[4];
+    const char *name[4];
+    int n = 0;
+    cs[n] = base_config("llama-3-8b", 1, 1, 8, 2, 64, 4096);
+    cs[n].par.dtype = LOOM_DTYPE_FP16, cs[n].par.zero = 1;
+    name[n++] = "llama-3-8b-fp16-w8-pp1";
+    cs[n] = base_config("llama-3-8b", 1, 4, 4, 1, 64, 4096);
+    cs[n].par.recompute = LOOM_RECOMPUTE_FULL, cs[n].par.zero = 1;
+    name[n++] = "llama-3-8b-pp4-full-w16-pp4";
+    cs[n] = base_config("mixtral-8x7b", 4, 1, 8, 1, 64, 4096);
+    cs[n].par.ep = 8, cs[n].par.zero = 2;
+    name[n++] = "mixtral-8x7b-tp4-ep8-w32-pp1";
+    cs[n] = base_config("mixtral-8x7b", 1, 2, 8, 1, 64, 4096);
+    cs[n].par.ep = 8, cs[n].par.zero = 1;
+    name[n++] = "mixtral-8x7b-pp2-ep8-w16-pp2";
+    loom_error err;
+    for (int i = 0; i < n; i++) {
+        CHECK(loom_runtime_config_normalize(&cs[i], &err) == LOOM_OK);
+        char *text = NULL, path[128];
+        loom_export_list notes = {0}, obs = {0};
+        CHECK(loom_export_render(&cs[i], LOOM_EXPORT_DEEPSPEED, name[i], &text, &notes, &obs,
+                                 &err) == LOOM_OK);
+        if (obs.n) fprintf(stderr, "%s: %s\n", name[i], obs.item[0]);
+        if (!text) continue;
+        snprintf(path, sizeof path, "deepspeed/%s.json", name[i]);
+        check_golden(path, text);
+        check_identities(&cs[i], LOOM_EXPORT_DEEPSPEED, text);
+        if (cs[i].model.experts > 0) {
+            CHECK_STR_CONTAINS(text, "\"expert_parallel\": {\n    \"enabled\": true,\n"
+                                     "    \"autoep_size\": 8\n  }");
+            CHECK(has_item(&notes, "AutoEP (expert_parallel.autoep_size 8)"));
+        }
+        free(text);
+    }
+    /* AutoEP + AutoTP folding (auto_ep_folding.py) refuses ZeRO-3 */
+    loom_export_list obs = {0};
+    cs[0] = base_config("mixtral-8x7b", 4, 1, 8, 1, 64, 4096);
+    cs[0].par.ep = 8, cs[0].par.zero = 3;
+    CHECK(loom_runtime_config_normalize(&cs[0], &err) == LOOM_OK);
+    loom_export_check(&cs[0], LOOM_EXPORT_DEEPSPEED, &obs);
+    CHECK(has_item(&obs, "EP 8 with TP 4 under ZeRO-3"));
+    CHECK_INT_EQ(obs.n, 1);
+    /* without TP, AutoEP runs under ZeRO-3 (DeepSpeed's MoE layer would not) */
+    cs[0] = base_config("mixtral-8x7b", 1, 1, 32, 1, 128, 4096);
+    cs[0].par.ep = 8, cs[0].par.zero = 3;
+    CHECK(loom_runtime_config_normalize(&cs[0], &err) == LOOM_OK);
+    obs = (loom_export_list){0};
+    loom_export_check(&cs[0], LOOM_EXPORT_DEEPSPEED, &obs);
+    CHECK_INT_EQ(obs.n, 0);
+}
+
 /* A plan with context parallelism: read as CP 2 x TP 4, exported to the
  * runtimes that have it and refused by those that do not (seq 8192: Llama-3-8B's
  * max_position_embeddings, beyond which loom refuses a config without rope_scaling). */
@@ -1206,6 +1265,7 @@ int main(void)
     test_configs();
     test_obstacles();
     test_context_parallel();
+    test_deepspeed_sections();
     test_adjust();
     test_import();
     test_model_rebuilt();

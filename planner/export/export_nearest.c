@@ -365,8 +365,9 @@ loom_status loom_export_nearest(const loom_plan *p, loom_export_target t,
             adjusted_ok = true;
         } else {
             loom_export_list adjusted = {0};   /* describe() reports the net changes */
+            loom_error invalid;   /* an adjustment that leaves no valid split: step 3 */
             if (!c->inference && loom_export_adjust(c, t, &adjusted) &&
-                (s = loom_runtime_config_normalize(c, err)) == LOOM_OK) {
+                loom_runtime_config_normalize(c, &invalid) == LOOM_OK) {
                 obstacles = (loom_export_list){0};
                 loom_export_check(c, t, &obstacles);
                 if (obstacles.n == 0) {
