@@ -372,12 +372,15 @@ static void check_identities(const loom_runtime_config *c, loom_export_target t,
                   cpd = find_num(text, "context_parallel_degree"),
                   ppd = find_num(text, "pipeline_parallel_degree");
         CHECK_INT_EQ(rep * shard * tpd * cpd * ppd, gpus);
-        /* token counts (torchtitan 73aed7f6c): global = local x DP x accumulation */
         long long local = find_num(text, "t.num_tokens_per_microbatch_per_dp_rank"),
                   global = find_num(text, "t.num_tokens_per_train_step");
         CHECK_INT_EQ(global, c->par.gbs * c->par.seq);
-        CHECK(global % (local * rep * shard) == 0);
-        if (ppd > 1) CHECK_INT_EQ(find_num(text, "num_pp_microbatches"), loom_runtime_microbatches(c));
+        /* trainer.py at b5bcd76c: local is one pipeline micro-batch, the
+         * step reads num_pp_microbatches of them per DP rank */
+        long long mb = ppd > 1 ? find_num(text, "num_pp_microbatches") : 1;
+        CHECK(global % (local * mb * rep * shard) == 0);
+        CHECK_INT_EQ(local, c->par.mbs * c->par.seq);
+        if (ppd > 1) CHECK_INT_EQ(mb, loom_runtime_microbatches(c));
     } else if (t == LOOM_EXPORT_VLLM) {
         long long tpd = find_num(text, "tensor-parallel-size"),
                   ppd = find_num(text, "pipeline-parallel-size"),
@@ -831,6 +834,48 @@ static void test_deepspeed_sections(void)
     CHECK_INT_EQ(obs.n, 0);
 }
 
+/* torchtitan's pipeline and expert-parallel forms, each a golden under
+ * tests/golden/export/torchtitan/NAME-wWORLD.py (tools/torchtitan_check
+ * loads them into torchtitan's own config classes): PP with
+ * module_fqns_per_model_part and one pipeline micro-batch of tokens per
+ * batch; interleaved PP under FSDP; DeepSeek-V3 with EP borrowed from FSDP;
+ * Llama-3.1-405B, whose recipe's float8 layers are dropped. */
+static void test_torchtitan_sections(void)
+{
+    loom_runtime_config cs[4];
+    const char *name[4];
+    int n = 0;
+    cs[n] = base_config("llama-3-70b", 8, 4, 2, 1, 128, 8192);
+    name[n++] = "llama-3-70b-tp8-pp4-w64";
+    cs[n] = base_config("llama-3-70b", 4, 2, 8, 1, 256, 8192);
+    cs[n].par.vpp = 2, cs[n].par.zero = 3, cs[n].par.sp = true;
+    cs[n].par.recompute = LOOM_RECOMPUTE_SELECTIVE;
+    name[n++] = "llama-3-70b-pp2-vpp2-fsdp-w64";
+    cs[n] = base_config("deepseek-v3", 1, 1, 256, 1, 512, 4096);
+    cs[n].par.ep = 64, cs[n].par.zero = 3, cs[n].par.recompute = LOOM_RECOMPUTE_FULL;
+    name[n++] = "deepseek-v3-ep64-w256";
+    cs[n] = base_config("llama-3.1-405b", 8, 1, 64, 1, 256, 8192);
+    cs[n].par.zero = 3, cs[n].par.sp = true, cs[n].par.recompute = LOOM_RECOMPUTE_FULL;
+    name[n++] = "llama-3.1-405b-tp8-w512";
+    loom_error err;
+    for (int i = 0; i < n; i++) {
+        CHECK(loom_runtime_config_normalize(&cs[i], &err) == LOOM_OK);
+        char *text = NULL, path[128];
+        loom_export_list notes = {0}, obs = {0};
+        CHECK(loom_export_render(&cs[i], LOOM_EXPORT_TORCHTITAN, name[i], &text, &notes, &obs,
+                                 &err) == LOOM_OK);
+        if (obs.n) fprintf(stderr, "%s: %s\n", name[i], obs.item[0]);
+        if (!text) continue;
+        snprintf(path, sizeof path, "torchtitan/%s.py", name[i]);
+        check_golden(path, text);
+        check_identities(&cs[i], LOOM_EXPORT_TORCHTITAN, text);
+        /* CUDA graphs: torchtitan refuses them with PP (Trainer.Config) */
+        bool off = cs[i].par.pp > 1 || cs[i].par.ep > 1;
+        CHECK(off == (strstr(text, "t.disable_cuda_graphs = True") != NULL));
+        free(text);
+    }
+}
+
 /* A plan with context parallelism: read as CP 2 x TP 4, exported to the
  * runtimes that have it and refused by those that do not (seq 8192: Llama-3-8B's
  * max_position_embeddings, beyond which loom refuses a config without rope_scaling). */
@@ -1266,6 +1311,7 @@ int main(void)
     test_obstacles();
     test_context_parallel();
     test_deepspeed_sections();
+    test_torchtitan_sections();
     test_adjust();
     test_import();
     test_model_rebuilt();
