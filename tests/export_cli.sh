@@ -195,6 +195,42 @@ if "train_batch_size" in d:
 assert d["zero_optimization"]["stage"] in (0, 1, 2, 3)
 PY
 done
+# DeepSpeed's own key list (tests/data/deepspeed_config_keys.txt, generated
+# from DeepSpeed's code at edaa7221 by tools/deepspeed_check/keys.py): every
+# key of every DeepSpeed golden is one DeepSpeed reads, its value of the kind
+# DeepSpeed's default or model field has (DeepSpeedConfig itself ignores
+# unknown top-level keys; tools/deepspeed_check runs the real parser)
+ds_keys() {
+    python3 - tests/data/deepspeed_config_keys.txt "$1" <<'PY'
+import json, sys
+kinds = dict(l.split() for l in open(sys.argv[1]) if l.strip() and not l.startswith('#'))
+def fits(v, k):
+    if k.startswith('?'):
+        if v is None: return True
+        k = k[1:]
+    if k.startswith('enum:'): return str(v) in k[5:].split(',')
+    return {'bool': lambda: isinstance(v, bool),
+            'int': lambda: isinstance(v, int) and not isinstance(v, bool),
+            'float': lambda: isinstance(v, (int, float)) and not isinstance(v, bool),
+            'str': lambda: isinstance(v, str), 'dict': lambda: isinstance(v, dict),
+            'any': lambda: True}[k]()
+def walk(d, pre=''):
+    for k, v in d.items():
+        p = pre + k
+        assert p in kinds, f"{p}: not a key DeepSpeed reads"
+        assert fits(v, kinds[p]), f"{p} = {v!r}: DeepSpeed expects {kinds[p]}"
+        if isinstance(v, dict): walk(v, p + '.')
+walk(json.load(open(sys.argv[2])))
+PY
+}
+for f in $G/*.deepspeed.json $G/deepspeed/*.json; do
+    ds_keys "$f" && ok || bad "$f: a key DeepSpeed does not read, or a value of another kind"
+done
+# ... and the check can fail: a misspelt key, a wrong kind
+printf '{"train_micro_batch_size_per_gpu": 1, "zero_optimisation": {"stage": 2}}' >"$tmp/ds1.json"
+ds_keys "$tmp/ds1.json" 2>/dev/null && bad "a misspelt DeepSpeed key passed" || ok
+printf '{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 4}}' >"$tmp/ds2.json"
+ds_keys "$tmp/ds2.json" 2>/dev/null && bad "ZeRO stage 4 passed" || ok
 if python3 -c 'import yaml' 2>/dev/null; then
     for f in $G/*.vllm.yaml; do
         python3 -c 'import sys, yaml; d = yaml.safe_load(open(sys.argv[1])); assert d["tensor-parallel-size"] * d["pipeline-parallel-size"] * d["data-parallel-size"] >= 1' "$f" \
