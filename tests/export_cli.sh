@@ -363,6 +363,14 @@ has "$tmp/err" "--nearest: nothing deepspeed can run fits" "GiB per GPU and the 
     "it would fit with"
 [ -e "$tmp/nofit.json" ] && bad "--nearest wrote a configuration that does not fit" || ok
 ls "$tmp" | grep -q "nofit.json.tmp" && bad "temporary file left behind" || ok
+# --nearest searches the target's own space when step 2 leaves no valid
+# split (405B: 126 layers, PP 16), and says which obstacle stops every
+# configuration of a model the target does not have (exit 1, no file)
+run 0 export $G/llama-3.1-405b-pp16.plan.json --to deepspeed --nearest -o "$tmp/n405.json"
+has "$tmp/err" "nearest plan deepspeed can run (searched deepspeed's own space"
+run 1 export $G/mixtral-8x7b-dp.plan.json --to torchtitan --nearest -o "$tmp/nmix.py"
+has "$tmp/err" "--nearest: torchtitan runs none of the" "each has the obstacle: mixtral: torchtitan"
+[ -e "$tmp/nmix.py" ] && bad "--nearest wrote a file for a model torchtitan does not have" || ok
 # a mode cannot be changed
 run 1 export $G/llama-3-70b-pp4.plan.json --to vllm --nearest
 has "$tmp/err" "--nearest keeps the plan's mode"

@@ -21,6 +21,8 @@
 # requirement; Debian 12's python3-pydantic is 1.10). torch and DeepSpeed's
 # other third-party imports are stubbed (../runtime_stubs.py); nothing of
 # DeepSpeed's validation is. Prints PASS/FAIL per file; exit 1 if any fails.
+# keys.py (same tree) regenerates tests/data/deepspeed_config_keys.txt, the
+# key list the test suite checks the exports against without DeepSpeed.
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 D=${DEEPSPEED:-/tmp/ds}

@@ -20,6 +20,8 @@
 # and a python3 ($PYTHON, default python3), 3.11+. torch, tyro, spmd_types
 # and the other third-party imports are stubbed (../runtime_stubs.py);
 # torchtitan's own code is not. Prints PASS/FAIL per file; exit 1 if any fails.
+# fields.py (same tree) regenerates tests/data/torchtitan_config_fields.txt,
+# from which the test suite builds its stand-in torchtitan.
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 T=${TORCHTITAN:-/tmp/tt}
