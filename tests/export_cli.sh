@@ -82,100 +82,109 @@ run 1 export $G/llama-3-70b-tp8.plan.json --to megatron -o "$tmp/no/such/dir/tra
 has "$tmp/err" "$tmp/no/such/dir/train.sh"
 
 # ---- the files are what their runtimes parse ---------------------------------------------------
-# torchtitan: the job config is Python. It is run against a stand-in of the
-# torchtitan API it uses (field names of ParallelismConfig and TrainingConfig
-# as in torchtitan/config/configs.py at b5bcd76c; keyword-only dataclasses, so
-# a misspelt or removed name fails), and the degrees must cover the GPUs.
-mkdir -p "$tmp/tt/torchtitan/config" "$tmp/tt/torchtitan/distributed" \
-    "$tmp/tt/torchtitan/models/common" "$tmp/tt/torchtitan/models/llama3" "$tmp/tt/torchtitan/models/deepseek_v3"
-cat >"$tmp/tt/torchtitan/config/__init__.py" <<'PY'
-from dataclasses import dataclass, field
-@dataclass(kw_only=True)
-class ParallelismConfig:
-    data_parallel_replicate_degree: int = 1
-    data_parallel_shard_degree: int = -1
-    fsdp_reshard_after_forward: str = "default"
-    tensor_parallel_degree: int = 1
-    enable_sequence_parallel: bool = True
-    pipeline_parallel_degree: int = 1
-    module_fqns_per_model_part: list | None = None
-    pipeline_parallel_schedule: str = "1F1B"
-    num_pp_microbatches: int = 1
-    context_parallel_degree: int = 1
-    expert_parallel_degree: int = 1
-@dataclass(kw_only=True)
-class TrainingConfig:
-    num_tokens_per_microbatch_per_dp_rank: int = 16384
-    num_tokens_per_train_step: int = -1
-    max_context_length: int = 2048
-    mixed_precision_param: str = "bfloat16"
+# torchtitan: the job config is Python. It is run against a stand-in of
+# torchtitan built from tests/data/torchtitan_config_fields.txt (the config
+# classes loom's job configs touch and the names they import, generated from
+# torchtitan's own code at b5bcd76c by tools/torchtitan_check/fields.py):
+# slotted keyword-only dataclasses, as torchtitan's are, so a misspelt or
+# removed name fails, and every value set must be of its field's kind. The
+# degrees must cover the GPUs and the step's tokens and facts be the plan's.
+python3 - tests/data/torchtitan_config_fields.txt "$tmp/tt" <<'PY' && ok || bad "no torchtitan stand-in"
+import os, sys, collections
+classes, names, cur = collections.OrderedDict(), [], None
+for line in open(sys.argv[1]):
+    w = line.split()
+    if not w or w[0].startswith('#'): continue
+    if w[0] == 'class': cur = (w[1], w[2]); classes[cur] = []
+    elif w[0] == 'field': classes[cur].append((w[1], w[2]))
+    elif w[0] == 'name': names.append((w[1], w[2]))
+root = sys.argv[2]
+def path(mod):
+    p = os.path.join(root, *mod.split('.'))
+    os.makedirs(p, exist_ok=True)   # every module a package: parents exist
+    return os.path.join(p, '__init__.py')
+src = collections.defaultdict(list)
+for (mod, qual), fields in classes.items():
+    outer, _, inner = qual.rpartition('.')
+    ind = '    ' if outer else ''
+    code = [f'class {outer}:'] if outer else []
+    code += [f'{ind}@dataclass(kw_only=True, slots=True)', f'{ind}class {inner}:']
+    code += [f'{ind}    {n}: object = None' for n, _ in fields]
+    code += [f'{ind}    KINDS = {dict(fields)!r}']
+    src[mod].append('\n'.join(code))
+# the recipes and model_registry: a two-layer model with Llama-3.1's RoPE
+for mod, n in names:
+    src[mod].append(f'from torchtitan._standin import {"model_registry" if n == "model_registry" else "recipe as " + n}')
+for mod, parts in src.items():
+    with open(path(mod), 'w') as f:
+        f.write('from dataclasses import dataclass\n\n' + '\n\n'.join(parts) + '\n')
+with open(os.path.join(root, 'torchtitan', '_standin.py'), 'w') as f:
+    f.write('\n'.join([
+        'from dataclasses import dataclass, field',
+        'from torchtitan.config import ParallelismConfig, TrainingConfig',
+        'from torchtitan.models.common.nn_modules import RMSNorm',
+        'from torchtitan.models.common.rope import RoPE',
+        '@dataclass',   # torchtitan's model configs and ModelSpec are dataclasses
+        'class Model:',
+        '    layers: list = field(default_factory=lambda: [[RMSNorm.Config(), RoPE.Config(theta=500000.0, scaling="llama")] for _ in range(2)])',
+        '@dataclass',
+        'class Spec:',
+        '    model: Model = field(default_factory=Model)',
+        'def model_registry(*a, **k):',
+        '    return Spec()',
+        'def recipe():',
+        '    from torchtitan.trainer import Trainer',
+        '    return Trainer.Config(model_spec=Spec(), training=TrainingConfig(), parallelism=ParallelismConfig())',
+        '']))
 PY
-cat >"$tmp/tt/torchtitan/distributed/activation_checkpoint.py" <<'PY'
-class FullAC:
-    class Config: pass
-class SelectiveAC:
-    class Config: pass
-PY
-cat >"$tmp/tt/torchtitan/models/common/nn_modules.py" <<'PY'
-from dataclasses import dataclass
-class RMSNorm:
-    @dataclass(kw_only=True)
-    class Config:
-        eps: float = 1e-5
-PY
-cat >"$tmp/tt/torchtitan/models/common/rope.py" <<'PY'
-from dataclasses import dataclass
-class RoPE:
-    @dataclass(kw_only=True)
-    class Config:
-        theta: float = 10000.0
-        scaling: str = "none"
-        scaling_factor: float = 8.0
-        low_freq_factor: float = 1.0
-        high_freq_factor: float = 4.0
-PY
-cat >"$tmp/tt/torchtitan/trainer.py" <<'PY'
-from dataclasses import dataclass, field
-from torchtitan.config import ParallelismConfig, TrainingConfig
-from torchtitan.models.common.nn_modules import RMSNorm
-from torchtitan.models.common.rope import RoPE
-@dataclass
-class Model:
-    layers: list = field(default_factory=lambda: [[RMSNorm.Config(), RoPE.Config(theta=500000.0, scaling="llama")] for _ in range(2)])
-@dataclass
-class Spec:
-    model: Model = field(default_factory=Model)
-class Trainer:
-    @dataclass(kw_only=True)
-    class Config:
-        model_spec: Spec = field(default_factory=Spec)
-        training: TrainingConfig = field(default_factory=TrainingConfig)
-        parallelism: ParallelismConfig = field(default_factory=ParallelismConfig)
-        activation_checkpoint: object = None
-def recipe():
-    return Trainer.Config()
-PY
-for m in llama3 deepseek_v3; do
-    printf 'from torchtitan.trainer import recipe as llama3_8b, recipe as llama3_70b, recipe as llama3_405b, recipe as deepseek_v3_671b\n' \
-        >"$tmp/tt/torchtitan/models/$m/config_registry.py"
-done
-for f in $G/*.torchtitan.py; do
-    plan=$G/$(basename "$f" .torchtitan.py).plan.json
-    PYTHONPATH="$tmp/tt" python3 - "$f" "$plan" <<'PY' && ok || bad "$f does not run as a torchtitan job config"
-import json, runpy, sys
+tt_run() { # JOB.py WORLD [PLAN.json]
+    PYTHONPATH="$tmp/tt" python3 - "$@" <<'PY'
+import json, runpy, sys, dataclasses
 job = runpy.run_path(sys.argv[1])["loom_job"]()
-p = json.load(open(sys.argv[2])); h = p["hardware"]
+def fits(v, k):
+    if k.startswith('?'): k = k[1:]
+    if k.startswith('enum:'): return str(v) in k[5:].split(',')
+    return {'bool': lambda: isinstance(v, bool), 'int': lambda: type(v) is int,
+            'float': lambda: type(v) in (int, float), 'str': lambda: isinstance(v, str),
+            'list': lambda: isinstance(v, (list, tuple))}.get(k, lambda: True)()
+def walk(o):
+    if hasattr(o, 'KINDS'):
+        for n, k in o.KINDS.items():
+            v = getattr(o, n)
+            assert v is None or fits(v, k), f"{type(o).__qualname__}.{n} = {v!r}: torchtitan expects {k}"
+            walk(v)
+    elif dataclasses.is_dataclass(o):
+        for f in dataclasses.fields(o): walk(getattr(o, f.name))
+    elif isinstance(o, (list, tuple)):
+        for x in o: walk(x)
+walk(job)
 q = job.parallelism
 deg = (q.data_parallel_replicate_degree * q.data_parallel_shard_degree * q.tensor_parallel_degree *
        q.context_parallel_degree * q.pipeline_parallel_degree)
-assert deg == h["nodes"] * h["gpus_per_node"], (deg, h)
-assert job.training.num_tokens_per_train_step == p["inputs"]["gbs"] * p["inputs"]["seq"]
-facts = p["model"]["facts"]
-for layer in job.model_spec.model.layers:
-    assert layer[0].eps == facts["norm_eps"] and layer[1].theta == facts["rope_theta"]
-    assert layer[1].scaling == ("llama" if facts.get("rope_scaling") == "llama3" else "none")
+assert deg == int(sys.argv[2]), (deg, sys.argv[2])
+if len(sys.argv) > 3:
+    p = json.load(open(sys.argv[3]))
+    assert job.training.num_tokens_per_train_step == p["inputs"]["gbs"] * p["inputs"]["seq"]
+    facts = p["model"]["facts"]
+    for layer in job.model_spec.model.layers:
+        assert layer[0].eps == facts["norm_eps"] and layer[1].theta == facts["rope_theta"]
+        assert layer[1].scaling == ("llama" if facts.get("rope_scaling") == "llama3" else "none")
 PY
+}
+for f in $G/*.torchtitan.py; do
+    plan=$G/$(basename "$f" .torchtitan.py).plan.json
+    world=$(python3 -c 'import json, sys; h = json.load(open(sys.argv[1]))["hardware"]; print(h["nodes"] * h["gpus_per_node"])' "$plan")
+    tt_run "$f" "$world" "$plan" && ok || bad "$f does not run as a torchtitan job config"
 done
+for f in $G/torchtitan/*.py; do
+    n=$(basename "$f" .py)
+    tt_run "$f" "${n##*-w}" && ok || bad "$f does not run as a torchtitan job config"
+done
+# ... and the stand-in refuses what torchtitan would: a removed key, a wrong kind
+sed 's/num_tokens_per_train_step =/global_batch_size =/' $G/llama-3-8b-dp.torchtitan.py >"$tmp/tt1.py"
+tt_run "$tmp/tt1.py" 8 2>/dev/null && bad "a removed torchtitan key passed" || ok
+sed 's/fsdp_reshard_after_forward="never"/fsdp_reshard_after_forward="sometimes"/' $G/llama-3-8b-dp.torchtitan.py >"$tmp/tt2.py"
+tt_run "$tmp/tt2.py" 8 2>/dev/null && bad "a value outside a torchtitan Literal passed" || ok
 # DeepSpeed's batch rule (runtime/config.py _batch_assertion at edaa7221):
 # train_batch_size == micro x accumulation x world, where world is the DP size
 # with PP (PipelineModule's grid is the mpu) and every rank otherwise (AutoTP
@@ -195,6 +204,42 @@ if "train_batch_size" in d:
 assert d["zero_optimization"]["stage"] in (0, 1, 2, 3)
 PY
 done
+# DeepSpeed's own key list (tests/data/deepspeed_config_keys.txt, generated
+# from DeepSpeed's code at edaa7221 by tools/deepspeed_check/keys.py): every
+# key of every DeepSpeed golden is one DeepSpeed reads, its value of the kind
+# DeepSpeed's default or model field has (DeepSpeedConfig itself ignores
+# unknown top-level keys; tools/deepspeed_check runs the real parser)
+ds_keys() {
+    python3 - tests/data/deepspeed_config_keys.txt "$1" <<'PY'
+import json, sys
+kinds = dict(l.split() for l in open(sys.argv[1]) if l.strip() and not l.startswith('#'))
+def fits(v, k):
+    if k.startswith('?'):
+        if v is None: return True
+        k = k[1:]
+    if k.startswith('enum:'): return str(v) in k[5:].split(',')
+    return {'bool': lambda: isinstance(v, bool),
+            'int': lambda: isinstance(v, int) and not isinstance(v, bool),
+            'float': lambda: isinstance(v, (int, float)) and not isinstance(v, bool),
+            'str': lambda: isinstance(v, str), 'dict': lambda: isinstance(v, dict),
+            'any': lambda: True}[k]()
+def walk(d, pre=''):
+    for k, v in d.items():
+        p = pre + k
+        assert p in kinds, f"{p}: not a key DeepSpeed reads"
+        assert fits(v, kinds[p]), f"{p} = {v!r}: DeepSpeed expects {kinds[p]}"
+        if isinstance(v, dict): walk(v, p + '.')
+walk(json.load(open(sys.argv[2])))
+PY
+}
+for f in $G/*.deepspeed.json $G/deepspeed/*.json; do
+    ds_keys "$f" && ok || bad "$f: a key DeepSpeed does not read, or a value of another kind"
+done
+# ... and the check can fail: a misspelt key, a wrong kind
+printf '{"train_micro_batch_size_per_gpu": 1, "zero_optimisation": {"stage": 2}}' >"$tmp/ds1.json"
+ds_keys "$tmp/ds1.json" 2>/dev/null && bad "a misspelt DeepSpeed key passed" || ok
+printf '{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 4}}' >"$tmp/ds2.json"
+ds_keys "$tmp/ds2.json" 2>/dev/null && bad "ZeRO stage 4 passed" || ok
 if python3 -c 'import yaml' 2>/dev/null; then
     for f in $G/*.vllm.yaml; do
         python3 -c 'import sys, yaml; d = yaml.safe_load(open(sys.argv[1])); assert d["tensor-parallel-size"] * d["pipeline-parallel-size"] * d["data-parallel-size"] >= 1' "$f" \
@@ -318,6 +363,14 @@ has "$tmp/err" "--nearest: nothing deepspeed can run fits" "GiB per GPU and the 
     "it would fit with"
 [ -e "$tmp/nofit.json" ] && bad "--nearest wrote a configuration that does not fit" || ok
 ls "$tmp" | grep -q "nofit.json.tmp" && bad "temporary file left behind" || ok
+# --nearest searches the target's own space when step 2 leaves no valid
+# split (405B: 126 layers, PP 16), and says which obstacle stops every
+# configuration of a model the target does not have (exit 1, no file)
+run 0 export $G/llama-3.1-405b-pp16.plan.json --to deepspeed --nearest -o "$tmp/n405.json"
+has "$tmp/err" "nearest plan deepspeed can run (searched deepspeed's own space"
+run 1 export $G/mixtral-8x7b-dp.plan.json --to torchtitan --nearest -o "$tmp/nmix.py"
+has "$tmp/err" "--nearest: torchtitan runs none of the" "each has the obstacle: mixtral: torchtitan"
+[ -e "$tmp/nmix.py" ] && bad "--nearest wrote a file for a model torchtitan does not have" || ok
 # a mode cannot be changed
 run 1 export $G/llama-3-70b-pp4.plan.json --to vllm --nearest
 has "$tmp/err" "--nearest keeps the plan's mode"

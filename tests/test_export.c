@@ -372,12 +372,15 @@ static void check_identities(const loom_runtime_config *c, loom_export_target t,
                   cpd = find_num(text, "context_parallel_degree"),
                   ppd = find_num(text, "pipeline_parallel_degree");
         CHECK_INT_EQ(rep * shard * tpd * cpd * ppd, gpus);
-        /* token counts (torchtitan 73aed7f6c): global = local x DP x accumulation */
         long long local = find_num(text, "t.num_tokens_per_microbatch_per_dp_rank"),
                   global = find_num(text, "t.num_tokens_per_train_step");
         CHECK_INT_EQ(global, c->par.gbs * c->par.seq);
-        CHECK(global % (local * rep * shard) == 0);
-        if (ppd > 1) CHECK_INT_EQ(find_num(text, "num_pp_microbatches"), loom_runtime_microbatches(c));
+        /* trainer.py at b5bcd76c: local is one pipeline micro-batch, the
+         * step reads num_pp_microbatches of them per DP rank */
+        long long mb = ppd > 1 ? find_num(text, "num_pp_microbatches") : 1;
+        CHECK(global % (local * mb * rep * shard) == 0);
+        CHECK_INT_EQ(local, c->par.mbs * c->par.seq);
+        if (ppd > 1) CHECK_INT_EQ(mb, loom_runtime_microbatches(c));
     } else if (t == LOOM_EXPORT_VLLM) {
         long long tpd = find_num(text, "tensor-parallel-size"),
                   ppd = find_num(text, "pipeline-parallel-size"),
@@ -770,6 +773,107 @@ static void test_obstacles(void)
     CHECK(loom_export_render(&c, LOOM_EXPORT_MEGATRON, "x", &text, NULL, NULL, &err) ==
           LOOM_ERR_INVALID);
     CHECK_STR_CONTAINS(err.msg, "32 layers do not split evenly into 3 pipeline chunks");
+}
+
+/* DeepSpeed's other sections, each a golden under tests/golden/export/deepspeed/
+ * named NAME-wWORLD-ppPP.json (tools/deepspeed_check reads the world and the
+ * pipeline size from the name and runs DeepSpeed's own parsing on them):
+ * fp16 with its loss scaler; PP with full recompute (the pipeline engine's
+ * activation_checkpoint_interval); AutoEP with AutoTP at ZeRO-2; AutoEP with
+ * PP. And what DeepSpeed refuses: AutoEP + AutoTP under ZeRO-3, expert TP. */
+static void test_deepspeed_sections(void)
+{
+    loom_runtime_config cs[4];
+    const char *name[4];
+    int n = 0;
+    cs[n] = base_config("llama-3-8b", 1, 1, 8, 2, 64, 4096);
+    cs[n].par.dtype = LOOM_DTYPE_FP16, cs[n].par.zero = 1;
+    name[n++] = "llama-3-8b-fp16-w8-pp1";
+    cs[n] = base_config("llama-3-8b", 1, 4, 4, 1, 64, 4096);
+    cs[n].par.recompute = LOOM_RECOMPUTE_FULL, cs[n].par.zero = 1;
+    name[n++] = "llama-3-8b-pp4-full-w16-pp4";
+    cs[n] = base_config("mixtral-8x7b", 4, 1, 8, 1, 64, 4096);
+    cs[n].par.ep = 8, cs[n].par.zero = 2;
+    name[n++] = "mixtral-8x7b-tp4-ep8-w32-pp1";
+    cs[n] = base_config("mixtral-8x7b", 1, 2, 8, 1, 64, 4096);
+    cs[n].par.ep = 8, cs[n].par.zero = 1;
+    name[n++] = "mixtral-8x7b-pp2-ep8-w16-pp2";
+    loom_error err;
+    for (int i = 0; i < n; i++) {
+        CHECK(loom_runtime_config_normalize(&cs[i], &err) == LOOM_OK);
+        char *text = NULL, path[128];
+        loom_export_list notes = {0}, obs = {0};
+        CHECK(loom_export_render(&cs[i], LOOM_EXPORT_DEEPSPEED, name[i], &text, &notes, &obs,
+                                 &err) == LOOM_OK);
+        if (obs.n) fprintf(stderr, "%s: %s\n", name[i], obs.item[0]);
+        if (!text) continue;
+        snprintf(path, sizeof path, "deepspeed/%s.json", name[i]);
+        check_golden(path, text);
+        check_identities(&cs[i], LOOM_EXPORT_DEEPSPEED, text);
+        if (cs[i].model.experts > 0) {
+            CHECK_STR_CONTAINS(text, "\"expert_parallel\": {\n    \"enabled\": true,\n"
+                                     "    \"autoep_size\": 8\n  }");
+            CHECK(has_item(&notes, "AutoEP (expert_parallel.autoep_size 8)"));
+        }
+        free(text);
+    }
+    /* AutoEP + AutoTP folding (auto_ep_folding.py) refuses ZeRO-3 */
+    loom_export_list obs = {0};
+    cs[0] = base_config("mixtral-8x7b", 4, 1, 8, 1, 64, 4096);
+    cs[0].par.ep = 8, cs[0].par.zero = 3;
+    CHECK(loom_runtime_config_normalize(&cs[0], &err) == LOOM_OK);
+    loom_export_check(&cs[0], LOOM_EXPORT_DEEPSPEED, &obs);
+    CHECK(has_item(&obs, "EP 8 with TP 4 under ZeRO-3"));
+    CHECK_INT_EQ(obs.n, 1);
+    /* without TP, AutoEP runs under ZeRO-3 (DeepSpeed's MoE layer would not) */
+    cs[0] = base_config("mixtral-8x7b", 1, 1, 32, 1, 128, 4096);
+    cs[0].par.ep = 8, cs[0].par.zero = 3;
+    CHECK(loom_runtime_config_normalize(&cs[0], &err) == LOOM_OK);
+    obs = (loom_export_list){0};
+    loom_export_check(&cs[0], LOOM_EXPORT_DEEPSPEED, &obs);
+    CHECK_INT_EQ(obs.n, 0);
+}
+
+/* torchtitan's pipeline and expert-parallel forms, each a golden under
+ * tests/golden/export/torchtitan/NAME-wWORLD.py (tools/torchtitan_check
+ * loads them into torchtitan's own config classes): PP with
+ * module_fqns_per_model_part and one pipeline micro-batch of tokens per
+ * batch; interleaved PP under FSDP; DeepSeek-V3 with EP borrowed from FSDP;
+ * Llama-3.1-405B, whose recipe's float8 layers are dropped. */
+static void test_torchtitan_sections(void)
+{
+    loom_runtime_config cs[4];
+    const char *name[4];
+    int n = 0;
+    cs[n] = base_config("llama-3-70b", 8, 4, 2, 1, 128, 8192);
+    name[n++] = "llama-3-70b-tp8-pp4-w64";
+    cs[n] = base_config("llama-3-70b", 4, 2, 8, 1, 256, 8192);
+    cs[n].par.vpp = 2, cs[n].par.zero = 3, cs[n].par.sp = true;
+    cs[n].par.recompute = LOOM_RECOMPUTE_SELECTIVE;
+    name[n++] = "llama-3-70b-pp2-vpp2-fsdp-w64";
+    cs[n] = base_config("deepseek-v3", 1, 1, 256, 1, 512, 4096);
+    cs[n].par.ep = 64, cs[n].par.zero = 3, cs[n].par.recompute = LOOM_RECOMPUTE_FULL;
+    name[n++] = "deepseek-v3-ep64-w256";
+    cs[n] = base_config("llama-3.1-405b", 8, 1, 64, 1, 256, 8192);
+    cs[n].par.zero = 3, cs[n].par.sp = true, cs[n].par.recompute = LOOM_RECOMPUTE_FULL;
+    name[n++] = "llama-3.1-405b-tp8-w512";
+    loom_error err;
+    for (int i = 0; i < n; i++) {
+        CHECK(loom_runtime_config_normalize(&cs[i], &err) == LOOM_OK);
+        char *text = NULL, path[128];
+        loom_export_list notes = {0}, obs = {0};
+        CHECK(loom_export_render(&cs[i], LOOM_EXPORT_TORCHTITAN, name[i], &text, &notes, &obs,
+                                 &err) == LOOM_OK);
+        if (obs.n) fprintf(stderr, "%s: %s\n", name[i], obs.item[0]);
+        if (!text) continue;
+        snprintf(path, sizeof path, "torchtitan/%s.py", name[i]);
+        check_golden(path, text);
+        check_identities(&cs[i], LOOM_EXPORT_TORCHTITAN, text);
+        /* CUDA graphs: torchtitan refuses them with PP (Trainer.Config) */
+        bool off = cs[i].par.pp > 1 || cs[i].par.ep > 1;
+        CHECK(off == (strstr(text, "t.disable_cuda_graphs = True") != NULL));
+        free(text);
+    }
 }
 
 /* A plan with context parallelism: read as CP 2 x TP 4, exported to the
@@ -1206,6 +1310,8 @@ int main(void)
     test_configs();
     test_obstacles();
     test_context_parallel();
+    test_deepspeed_sections();
+    test_torchtitan_sections();
     test_adjust();
     test_import();
     test_model_rebuilt();

@@ -4,8 +4,10 @@
  * Configuration JSON" and the AutoTP training tutorial).
  *
  * Written for deepspeedai/DeepSpeed edaa7221267243c7be7fb49c5d5f5c4fb97b4641
- * (master, 2026-08-22); ZeRO-3 with AutoTP needs eec237ee8 (2026-08-02) or
- * later.
+ * (master, 2026-08-22), and checked there with DeepSpeed's own config
+ * parsing (tools/deepspeed_check); ZeRO-3 with AutoTP needs eec237ee8
+ * (2026-08-02) or later, AutoEP 7c3fbdc0d (2026-06-11), AutoEP with ZeRO-3
+ * 02663d6e5 (2026-06-26).
  *
  * Mapping (loom → DeepSpeed):
  *   batch        train_micro_batch_size_per_gpu = mbs,
@@ -21,12 +23,22 @@
  *   ZeRO         zero_optimization.stage (dist-opt = stage 1)
  *   TP           tensor_parallel.autotp_size (AutoTP training: ZeRO 0-3,
  *                no sequence parallelism)
+ *   EP           expert_parallel {enabled, autoep_size} (AutoEP: DeepSpeed
+ *                replaces the HF model's MoE blocks, found by model_type:
+ *                Mixtral, DeepSeek-V2/V3, Qwen3-MoE). Not deepspeed.moe's
+ *                MoE layer: DeepSpeed refuses it under ZeRO-3 since
+ *                02663d6e5 (engine.py _validate_zero3_moe_compatibility).
+ *                AutoEP with AutoTP ("folding", auto_ep_folding.py
+ *                validate_folding_global) runs ZeRO 0-2, no PP, EP > 1
  *   PP           not a config key: the model is wrapped in
  *                deepspeed.pipe.PipelineModule(num_stages=PP) (a note);
  *                DeepSpeed's pipeline engine runs ZeRO 0/1 and no
  *                interleaving
- *   recompute    full: activation_checkpointing section plus a note (the
- *                model's code checkpoints each layer); selective: none
+ *   recompute    full: activation_checkpointing section; with PP also
+ *                pipeline.activation_checkpoint_interval = 1, which the
+ *                pipeline engine hands to PipelineModule (pipe/engine.py),
+ *                without PP a note (the model's code checkpoints each layer);
+ *                selective: none
  *   precision    bf16.enabled / fp16.enabled (dynamic loss scale)
  *
  * The JSON is written directly (fixed keys, integers and booleans only), in
@@ -69,9 +81,14 @@ void loom_export_check_deepspeed(const loom_runtime_config *c, const int32_t *ch
         loom_export_list_add(obs, "fp8 compute: DeepSpeed's config enables bf16 or fp16 only "
                                   "(fp8 comes from Transformer Engine in the model code)");
     if (c->model.experts > 0 && p->ep > 1 && p->etp > 1)
-        loom_export_list_add(obs, "expert TP %lld with EP %lld: DeepSpeed MoE keeps each expert "
-                                  "whole on its expert-parallel rank",
+        loom_export_list_add(obs, "expert TP %lld with EP %lld: DeepSpeed AutoEP keeps each expert "
+                                  "whole on its expert-parallel rank (expert_tensor_parallel_size "
+                                  "1 only)",
                              (long long)p->etp, (long long)p->ep);
+    if (c->model.experts > 0 && p->ep > 1 && p->tp > 1 && loom_runtime_zero(c) == 3)
+        loom_export_list_add(obs, "EP %lld with TP %lld under ZeRO-3: DeepSpeed's AutoEP+AutoTP "
+                                  "folding runs ZeRO stage 0-2 only",
+                             (long long)p->ep, (long long)p->tp);
     if (p->pp > 1 && !loom_export_chunks_even(chunks, (int32_t)p->pp))
         loom_export_list_add(obs, "uneven pipeline stages: DeepSpeed's PipelineModule partitions "
                                   "by a method (uniform, parameters, type:regex), not by explicit "
@@ -94,15 +111,18 @@ loom_status loom_export_write_deepspeed(const loom_runtime_config *c, const int3
                              "num_stages=%lld, partition_method='type:<decoder layer class>') so "
                              "each stage gets %d layers",
                              (long long)p->pp, (int)chunks[0]);
-    if (p->recompute == LOOM_RECOMPUTE_FULL)
+    if (p->recompute == LOOM_RECOMPUTE_FULL && p->pp == 1)
         loom_export_list_add(notes,
                              "full recompute: checkpoint every transformer layer in the model "
-                             "code (deepspeed.checkpointing.checkpoint, or "
-                             "activation_checkpoint_interval=1 in PipelineModule)");
-    if (c->model.experts > 0 && p->ep > 1)
-        loom_export_list_add(notes, "expert parallelism: build the MoE layers with "
-                                    "deepspeed.moe.layer.MoE(..., ep_size=%lld)",
-                             (long long)p->ep);
+                             "code (deepspeed.checkpointing.checkpoint)");
+    bool autoep = c->model.experts > 0 && p->ep > 1;
+    if (autoep)
+        loom_export_list_add(notes,
+                             "expert parallelism: AutoEP (expert_parallel.autoep_size %lld) "
+                             "replaces the MoE blocks of the HF model (Mixtral, DeepSeek-V2/V3, "
+                             "Qwen3-MoE); needs DeepSpeed 7c3fbdc0d (2026-06-11) or later%s",
+                             (long long)p->ep,
+                             zero == 3 ? ", 02663d6e5 (2026-06-26) with ZeRO-3" : "");
 
     /* see the mapping above: AutoTP without a pipeline passes no mpu */
     bool world_is_dp = p->tp == 1 || p->pp > 1;
@@ -134,10 +154,15 @@ loom_status loom_export_write_deepspeed(const loom_runtime_config *c, const int3
             zero);
     if (p->tp > 1)
         fprintf(f, "  \"tensor_parallel\": {\n    \"autotp_size\": %lld\n  },\n", (long long)p->tp);
+    if (autoep)
+        fprintf(f, "  \"expert_parallel\": {\n    \"enabled\": true,\n    \"autoep_size\": %lld\n  },\n",
+                (long long)p->ep);
     if (p->recompute == LOOM_RECOMPUTE_FULL)
         fprintf(f, "  \"activation_checkpointing\": {\n    \"partition_activations\": false,\n"
                    "    \"contiguous_memory_optimization\": false,\n"
                    "    \"cpu_checkpointing\": false\n  },\n");
+    if (p->recompute == LOOM_RECOMPUTE_FULL && p->pp > 1)
+        fprintf(f, "  \"pipeline\": {\n    \"activation_checkpoint_interval\": 1\n  },\n");
     fprintf(f, "  \"steps_per_print\": 10,\n  \"wall_clock_breakdown\": false\n}\n");
     return LOOM_OK;
 }

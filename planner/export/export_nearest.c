@@ -206,6 +206,24 @@ static loom_status eval_config(eval_ctx *e, const loom_runtime_config *c,
 
 static double gib(int64_t b) { return (double)b / (1024.0 * 1024.0 * 1024.0); }
 
+/* Keeps in `common` the obstacles that obs has too: after every candidate,
+ * what stops all of them (a model the target does not have). */
+static void keep_common(loom_export_list *common, bool first, const loom_export_list *obs)
+{
+    if (first) {
+        *common = *obs;
+        return;
+    }
+    int kept = 0;
+    for (int i = 0; i < common->n; i++) {
+        bool in = false;
+        for (int j = 0; j < obs->n && !in; j++) in = strcmp(common->item[i], obs->item[j]) == 0;
+        if (in && kept != i) memcpy(common->item[kept], common->item[i], sizeof common->item[0]);
+        kept += in;
+    }
+    common->n = kept;
+}
+
 /* Step 3, the target's own space: every configuration of the plan's GPUs,
  * batch and sequence that target t runs without obstacles (even split, TP
  * within a node, micro-batch 1-8, ZeRO 0-3, no / selective / full
@@ -227,7 +245,14 @@ static loom_status search_target(eval_ctx *e, const loom_runtime_config *base, l
     }
     loom_export_nearest_result bestr = {0}, r;
     int64_t least_mem = 0;
-    int n_eval = 0;
+    int n_eval = 0, n_refused = 0;
+    loom_export_list *common = malloc(sizeof *common);   /* what stops every candidate */
+    if (!common) {
+        free(best);
+        free(cand);
+        return loom_error_set(err, LOOM_ERR_NOMEM, "out of memory");
+    }
+    common->n = 0;
     static const loom_recompute rcs[] = {LOOM_RECOMPUTE_NONE, LOOM_RECOMPUTE_SELECTIVE,
                                          LOOM_RECOMPUTE_FULL};
     loom_status s = LOOM_OK;
@@ -254,7 +279,10 @@ static loom_status search_target(eval_ctx *e, const loom_runtime_config *base, l
                             if (loom_runtime_config_normalize(cand, &ignored)) continue;
                             loom_export_list obs = {0};
                             loom_export_check(cand, t, &obs);
-                            if (obs.n > 0) continue;
+                            if (obs.n > 0) {
+                                keep_common(common, n_refused++ == 0, &obs);
+                                continue;
+                            }
                             if (loom_parallel_check(&cand->par, m, gpus, &ignored)) continue;
                             if ((s = eval_config(e, cand, &r, err))) break;
                             n_eval++;
@@ -268,6 +296,13 @@ static loom_status search_target(eval_ctx *e, const loom_runtime_config *base, l
                 }
             }
         }
+    if (s == LOOM_OK && n_eval == 0)
+        s = loom_error_set(err, LOOM_ERR_UNSUPPORTED,
+                           "--nearest: %s runs none of the %d configurations of %lld GPUs "
+                           "searched%s%s",
+                           loom_export_target_name(t), n_refused, (long long)gpus,
+                           common->n > 0 ? "; each has the obstacle: " : "",
+                           common->n > 0 ? common->item[0] : "");
     if (s == LOOM_OK && !bestr.fits) {
         s = loom_error_set(
             err, LOOM_ERR_INFEASIBLE,
@@ -291,6 +326,7 @@ static loom_status search_target(eval_ctx *e, const loom_runtime_config *base, l
     }
     free(best);
     free(cand);
+    free(common);
     return s;
 }
 
@@ -365,8 +401,9 @@ loom_status loom_export_nearest(const loom_plan *p, loom_export_target t,
             adjusted_ok = true;
         } else {
             loom_export_list adjusted = {0};   /* describe() reports the net changes */
+            loom_error invalid;   /* an adjustment that leaves no valid split: step 3 */
             if (!c->inference && loom_export_adjust(c, t, &adjusted) &&
-                (s = loom_runtime_config_normalize(c, err)) == LOOM_OK) {
+                loom_runtime_config_normalize(c, &invalid) == LOOM_OK) {
                 obstacles = (loom_export_list){0};
                 loom_export_check(c, t, &obstacles);
                 if (obstacles.n == 0) {

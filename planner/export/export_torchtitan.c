@@ -27,11 +27,22 @@
  *                  num_pp_microbatches = M, module_fqns_per_model_part: the
  *                  chunks in layer order, "tok_embeddings" in the first,
  *                  "norm", "lm_head" in the last
- *   batch          num_tokens_per_microbatch_per_dp_rank = mbs · seq (PP: the
- *                  step's mbs · M), num_tokens_per_train_step = gbs · seq,
- *                  max_context_length = seq
+ *   batch          num_tokens_per_microbatch_per_dp_rank = mbs · seq, one
+ *                  pipeline micro-batch (since 73aed7f6c the trainer reads
+ *                  num_pp_microbatches such batches per step: T · M · DP ·
+ *                  accumulation = num_tokens_per_train_step = gbs · seq),
+ *                  max_context_length = seq; disable_cuda_graphs with PP or
+ *                  EP (Trainer.Config._validate_cuda_graphs refuses PP, and
+ *                  EP with a dispatcher that synchronises with the CPU)
  *   recompute      activation_checkpoint None / FullAC / SelectiveAC (per-op)
- *   precision      mixed_precision_param "bfloat16"
+ *   precision      mixed_precision_param "bfloat16"; the 405B recipe's
+ *                  Float8 linear converter is dropped (the model spec is
+ *                  rebuilt with model_registry("405B")): loom's plan is bf16
+ *
+ * Checked with torchtitan's own config code at that commit by
+ * tools/torchtitan_check (ConfigManager loading, the config classes'
+ * checks, ParallelDims, the model config's update_from_config, the
+ * trainer's token rules).
  */
 #include <string.h>
 
@@ -111,11 +122,16 @@ loom_status loom_export_write_torchtitan(const loom_runtime_config *c, const int
     char mod[96];
     const char *r = recipe(&c->model), *colon = strchr(r, ':');
     snprintf(mod, sizeof mod, "%.*s", (int)(colon - r), r);
+    bool float8 = strcmp(colon + 1, "llama3_405b") == 0;   /* its recipe converts to fp8 */
 
     if (p->recompute == LOOM_RECOMPUTE_SELECTIVE)
         loom_export_list_add(notes, "selective recompute runs as torchtitan's per-op policy, which "
                                     "keeps every other matmul output and recomputes the rest, "
                                     "not only attention");
+    if (float8)
+        loom_export_list_add(notes, "the llama3_405b recipe trains its linear layers in float8; "
+                                    "the model spec is rebuilt without that converter, as the "
+                                    "plan is bf16");
     if (fa->mtp_layers > 0)
         loom_export_list_add(notes, "multi-token prediction: torchtitan's DeepSeek-V3 does not run "
                                     "MTP with pipeline parallelism (models/deepseek_v3/mtp.py); the "
@@ -137,6 +153,7 @@ loom_status loom_export_write_torchtitan(const loom_runtime_config *c, const int
     fprintf(f, "from torchtitan.config import ParallelismConfig\n");
     fprintf(f, "from torchtitan.distributed.activation_checkpoint import FullAC, SelectiveAC\n");
     fprintf(f, "from torchtitan.models.%s import %s as recipe\n", mod, colon + 1);
+    if (float8) fprintf(f, "from torchtitan.models.llama3 import model_registry\n");
     fprintf(f, "from torchtitan.models.common.nn_modules import RMSNorm\n");
     fprintf(f, "from torchtitan.models.common.rope import RoPE\n");
     fprintf(f, "from torchtitan.trainer import Trainer\n\n\n");
@@ -159,6 +176,9 @@ loom_status loom_export_write_torchtitan(const loom_runtime_config *c, const int
                "    walk(cfg)\n\n\n");
     fprintf(f, "def loom_job() -> Trainer.Config:\n");
     fprintf(f, "    config = recipe()\n");
+    if (float8)   /* the recipe's only precision change; the plan is bf16 */
+        fprintf(f, "    config.model_spec = model_registry(\"405B\")  # without the recipe's "
+                   "Float8 linear layers\n");
     /* model facts: the recipe's flavor is Llama 3.1 (RoPE scaling "llama") */
     fprintf(f, "    model = config.model_spec.model\n");
     if (fa->known) {
@@ -174,11 +194,12 @@ loom_status loom_export_write_torchtitan(const loom_runtime_config *c, const int
         }
     }
     fprintf(f, "    t = config.training\n");
-    fprintf(f, "    t.num_tokens_per_microbatch_per_dp_rank = %lld\n",
-            (long long)((p->pp > 1 ? p->mbs * M : p->mbs) * p->seq));
+    fprintf(f, "    t.num_tokens_per_microbatch_per_dp_rank = %lld\n", (long long)(p->mbs * p->seq));
     fprintf(f, "    t.num_tokens_per_train_step = %lld\n", (long long)(p->gbs * p->seq));
     fprintf(f, "    t.max_context_length = %lld\n", (long long)p->seq);
     fprintf(f, "    t.mixed_precision_param = \"bfloat16\"\n");
+    if (p->pp > 1 || (c->model.experts > 0 && p->ep > 1))
+        fprintf(f, "    t.disable_cuda_graphs = True\n");
     fprintf(f, "    config.parallelism = ParallelismConfig(\n");
     fprintf(f, "        data_parallel_replicate_degree=%lld,\n", (long long)(p->zero >= 2 ? 1 : p->dp));
     fprintf(f, "        data_parallel_shard_degree=%lld,\n", (long long)(p->zero >= 2 ? p->dp : 1));

@@ -7,7 +7,7 @@
 # network). Needs a Megatron-LM tree at $MEGATRON (default /tmp/megatron):
 #     git --git-dir=<mirror of NVIDIA/Megatron-LM> archive d98e8a64 | tar -x -C /tmp/megatron
 # and /usr/bin/python3 (3.11+) with python3-packaging, python3-pydantic and
-# python3-yaml. torch, triton and numpy are stubbed (stubs.py); validate.py
+# python3-yaml. torch, triton and numpy are stubbed (../runtime_stubs.py); validate.py
 # fakes the two GPU queries validate_args makes (device arch, default Hopper).
 # Prints one line per script: VALID ... / TransformerConfig OK ... with the
 # model facts Megatron ends up with, or Megatron's error. Exit 1 if any fails.

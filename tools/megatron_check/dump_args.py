@@ -1,75 +1,8 @@
 # Build Megatron-LM's argparse parser without GPUs or a real torch: torch and
-# every optional/missing third-party module are replaced by permissive stubs.
-# Dumps each long option as NAME KIND (gen_megatron_args.sh format).
-import sys, os, types, importlib.abc, importlib.machinery, argparse, json
-from unittest import mock as _mock
-class _M(_mock.MagicMock):
-    def __init__(self, *a, **k):
-        super().__init__(*a, **k)
-        for op in ('__lt__', '__gt__', '__le__', '__ge__'):
-            getattr(self, op).return_value = False
-    def _get_child_mock(self, **kw):
-        n = str(kw.get('name', ''))
-        if n.startswith('__'):
-            return _mock.MagicMock(**kw)
-        return _M(**kw)
-class mock:  # namespace shim
-    MagicMock = _M
-
-import typing
-class _AnyMeta(typing._ProtocolMeta):
-    def __getattr__(cls, name):
-        if name.startswith('__'): raise AttributeError(name)
-        return mock.MagicMock(name=f"{cls.__name__}.{name}")
-    def __or__(cls, other): return cls
-    def __ror__(cls, other): return cls
-    def __getitem__(cls, k): return cls
-class _Any(metaclass=_AnyMeta):
-    def __init__(self, *a, **k): pass
-    def __getattr__(self, name):
-        if name.startswith('__'): raise AttributeError(name)
-        return mock.MagicMock()
-    def __call__(self, *a, **k): return mock.MagicMock()
-
-class _Stub(types.ModuleType):
-    def __call__(self, *a, **k): return mock.MagicMock()
-    def __iter__(self): return iter(())
-    def __bool__(self): return True
-    def __or__(self, o): return self
-    def __ror__(self, o): return self
-    def __getitem__(self, k): return self
-    def __getattr__(self, name):
-        if name.startswith('__') and name.endswith('__'):
-            raise AttributeError(name)
-        if name[:1].isupper():
-            v = _AnyMeta(name, (_Any,), {'__module__': self.__name__})
-        else:
-            v = _Stub(f"{self.__name__}.{name}"); v.__path__ = []
-        setattr(self, name, v)
-        return v
-
-FORCE = tuple(os.environ.get('STUB', 'torch').split(','))
-STUBBED = []
-class Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    def find_spec(self, fullname, path, target=None):
-        top = fullname.split('.')[0]
-        if top == 'megatron' or top in sys.stdlib_module_names or top.startswith('_'):
-            return None
-        if top not in FORCE:
-            return None
-        STUBBED.append(fullname)
-        return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
-    def create_module(self, spec):
-        m = _Stub(spec.name); m.__path__ = []
-        m.__version__ = '2.9.0'
-        return m
-    def exec_module(self, module): pass
-sys.meta_path.insert(0, Finder())
-
-import typing
-if not hasattr(typing, 'override'):
-    typing.override = lambda f: f  # Python 3.12 (PEP 698)
-sys.path.insert(0, os.getcwd())
+# every optional/missing third-party module are replaced by permissive stubs
+# (../runtime_stubs.py). Dumps each long option as NAME KIND (gen_megatron_args.sh format).
+import sys, os, argparse, json
+exec(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'runtime_stubs.py')).read())
 sys.argv = ['pretrain_gpt.py']
 from megatron.training import arguments as A
 parser = argparse.ArgumentParser(allow_abbrev=False)

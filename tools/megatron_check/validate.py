@@ -2,7 +2,7 @@
 # usage: python3 validate.py ARGS...   (cwd = Megatron-LM worktree)
 import sys, os
 argv = sys.argv[1:]
-exec(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'stubs.py')).read())
+exec(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'runtime_stubs.py')).read())
 sys.argv = ['pretrain_gpt.py'] + argv
 from megatron.training import arguments as A
 import megatron.training.arguments as AA
