@@ -134,6 +134,13 @@ def eval_args(r, assumed):
          "--seq", r["seq_len"]]
     if r.get("dp"):
         a += ["--dp", r["dp"]]
+    if r.get("moe") and tp > 1 and family(r) == "megatron":
+        # Megatron-Bridge's MoE performance configs set it for every model
+        # (scripts/performance/configs/*/workload_base_configs.py:
+        # expert_tensor_parallel_size=1); Megatron-Core then folds the
+        # expert-parallel groups over the tensor-parallel ranks
+        a += ["--etp", 1]
+        assumed.append("expert TP 1 (Megatron-Bridge MoE configs)")
     if r.get("micro_batch"):
         a += ["--mbs", r["micro_batch"]]
     else:

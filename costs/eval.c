@@ -10,11 +10,12 @@
  * the context-parallel group strides by tp, the data-parallel group (which
  * also spans cp, for the weights) strides by tp, and pipeline neighbours
  * are tp·cp·dp apart. Expert layers have their own rank generator
- * (Megatron-Core's MoE parallel folding: the same order without cp, over
- * the same tp·cp·dp ranks of a stage): the expert-parallel group strides by
- * tp, the expert data-parallel group by tp·ep (with cp = 1 both as
- * before folding). Each group's collectives use the intra- or inter-node
- * link accordingly (loom_group_collective_time_s).
+ * (Megatron-Core's MoE parallel folding: the order etp-ep-edp over the same
+ * tp·cp·dp ranks of a stage): the expert-parallel group strides by the
+ * expert TP degree etp (tp unless --etp), the expert data-parallel group of
+ * tp·cp·dp / (etp·ep) ranks by etp·ep; with etp < tp an expert-parallel
+ * group spans tensor-parallel ranks. Each group's collectives use the
+ * intra- or inter-node link accordingly (loom_group_collective_time_s).
  *
  * Stages. The L transformer blocks are split evenly over pp ranks (or
  * first/last stage sizes as given); with v virtual stages into pp·v chunks,
@@ -51,8 +52,12 @@
  * collective hides behind the GEMM it feeds or drains and only the excess
  * is exposed. Context parallelism passes each attention's K and V around
  * the ring (cp-1 steps forward, twice that backward), overlapped with the
- * attention kernels; expert parallelism pays an all-to-all at dispatch and
- * at combine, forward and backward.
+ * attention kernels; expert parallelism pays Megatron's alltoall dispatcher
+ * (costs/moe.h: the token counts gathered, the tokens and their routing
+ * probabilities all-to-all and back, forward and backward, the busiest
+ * rank's share), exposed as Megatron runs it by default. The dispatcher's
+ * permutation kernels, the router's and the busiest rank's expert work are
+ * the op times of loom_cost_op_time_ep (compute.h).
  *
  * Recompute. Full recompute reruns each block's forward (with its TP
  * communication) during the backward (only the first recompute_layers
@@ -541,9 +546,9 @@ loom_status loom_eval_megatron_ex(const loom_graph *g, const loom_cost_model *cm
     x.tp = axis_group(c, p->tp, 1);
     x.etp = axis_group(c, p->etp > 0 ? p->etp : p->tp, 1);
     x.cp = axis_group(c, p->cp, p->tp);
-    x.ep = axis_group(c, p->ep, p->tp);
+    x.ep = axis_group(c, p->ep, loom_parallel_expert_tp(p));
     x.dp = axis_group(c, p->dp * p->cp, p->tp);
-    x.edp = axis_group(c, p->dp * p->cp / p->ep, p->tp * p->ep);
+    x.edp = axis_group(c, loom_parallel_expert_dp(p), loom_parallel_expert_tp(p) * p->ep);
 
     layer_cost *lc = calloc((size_t)n_layers, sizeof *lc);
     int32_t *rank = calloc((size_t)n_layers, sizeof *rank);

@@ -312,6 +312,23 @@ static void test_cost_model(void)
     CHECK_INT_EQ(r.microbatches, 2);
     CHECK_NEAR_REL(r.breakdown.tp_comm_s, 2 * 2 * layer, 1e-9);
     loom_eval_result_free(&r);
+
+    /* MoE parallel folding (Megatron-Core: the expert groups laid over the
+     * tp·cp·dp ranks in the order etp-ep-edp): tp 2 × dp 4 with expert TP 1
+     * holds EP 8, a group spanning the tensor-parallel pairs, each expert
+     * on 8 / (1·8) = 1 rank; EP 4 leaves 2 copies; with expert TP 2 (the
+     * default, etp = tp) EP 8 would need 16 ranks. */
+    p.tp = 2, p.dp = 4, p.sp = true, p.etp = 1, p.ep = 8, p.gbs = 8;
+    CHECK_INT_EQ(loom_parallel_expert_tp(&p), 1);
+    CHECK_INT_EQ(loom_parallel_expert_dp(&p), 1);
+    CHECK_INT_EQ(loom_eval_megatron(g, cm, &p, &r, &e), LOOM_OK);
+    loom_eval_result_free(&r);
+    p.ep = 4;
+    CHECK_INT_EQ(loom_parallel_expert_dp(&p), 2);
+    p.etp = 0, p.ep = 8;
+    CHECK_INT_EQ(loom_parallel_expert_tp(&p), 2);
+    CHECK_INT_EQ(loom_eval_megatron(g, cm, &p, &r, &e), LOOM_ERR_INVALID);
+    CHECK_STR_CONTAINS(e.msg, "--ep 8 × expert TP 2 must divide tp × dp × cp = 8");
     loom_graph_destroy(g);
     loom_cost_model_destroy(cm);
 }
