@@ -17,13 +17,14 @@ static double phi_cdf(double x)
 
 /* E[max] = ∫_0^∞ P(max > x) dx - ∫_0^∞ P(max < -x) dx
  *        = ∫_0^∞ [1 - Φ(x)^n - Φ(-x)^n] dx,
- * by composite Simpson on [0, 12]: past 12 both tails are below 1e-30
- * times n for any n a cluster has. */
+ * by composite Simpson on [0, 8] with h = 1/15: past 8 the integrand is
+ * below n · 7e-16, and the rule is within 1e-9 of a 960-step one on [0, 12]
+ * up to n = 65536. */
 double loom_moe_expected_max_normal(int64_t n)
 {
     if (n <= 1) return 0;
-    const int steps = 960;   /* even; h = 0.0125: the integrand is smooth */
-    const double hi = 12.0, h = hi / steps, dn = (double)n;
+    const int steps = 120;   /* even */
+    const double hi = 8.0, h = hi / steps, dn = (double)n;
     double sum = 0;
     for (int i = 0; i <= steps; i++) {
         double x = i * h;
