@@ -134,6 +134,13 @@ def eval_args(r, assumed):
          "--seq", r["seq_len"]]
     if r.get("dp"):
         a += ["--dp", r["dp"]]
+    if r.get("moe") and tp > 1 and family(r) == "megatron":
+        # Megatron-Bridge's MoE performance configs set it for every model
+        # (scripts/performance/configs/*/workload_base_configs.py:
+        # expert_tensor_parallel_size=1); Megatron-Core then folds the
+        # expert-parallel groups over the tensor-parallel ranks
+        a += ["--etp", 1]
+        assumed.append("expert TP 1 (Megatron-Bridge MoE configs)")
     if r.get("micro_batch"):
         a += ["--mbs", r["micro_batch"]]
     else:
@@ -182,6 +189,58 @@ def eval_args(r, assumed):
     return [str(x) for x in a]
 
 
+# DeepSeek-V3's 61 layers do not split evenly; Megatron-Bridge lays them out
+# by hand (--pipeline-model-parallel-layout, E = embedding, t = layer,
+# m = the MTP layer, L = the loss), per pipeline chunk count pp·vpp:
+# 16 from recipes/deepseek/deepseek_v3.py's layout_map ((16,1), (8,2),
+# (4,4)), 32 from the H100 performance config (scripts/performance/
+# configs/deepseek/deepseek_llm_pretrain.py).
+DSV3_LAYOUTS = {16: "Et*4|(tttt|)*14tmL", 32: "Et|(tt|)*30mL"}
+
+# loom eval's flags -> Megatron-LM's, for a launch line
+MEGATRON_FLAGS = {"--tp": "--tensor-model-parallel-size", "--pp": "--pipeline-model-parallel-size",
+                  "--cp": "--context-parallel-size", "--ep": "--expert-model-parallel-size",
+                  "--etp": "--expert-tensor-parallel-size", "--gbs": "--global-batch-size",
+                  "--seq": "--seq-length", "--mbs": "--micro-batch-size"}
+
+
+def layout_line(r, args, assumed):
+    """loom eval's arguments as a Megatron-LM launch line with DeepSeek-V3's
+    pipeline layout (None when the record is not such a run)."""
+    if not r["model"].startswith("DeepSeek-V3") or "--pp" not in args:
+        return None
+    chunks = int(args[args.index("--pp") + 1]) * int(r.get("virtual_stages") or 1)
+    if chunks not in DSV3_LAYOUTS or r["layers"] % chunks == 0:
+        return None
+    assumed.append(f"Megatron-Bridge's layout {DSV3_LAYOUTS[chunks]} (MTP layer not priced)")
+    line = ["pretrain_gpt.py", "--num-layers", r["layers"], "--hidden-size", r["hidden"],
+            "--num-attention-heads", r["heads"], "--num-experts", r["moe"]["experts"],
+            "--moe-router-topk", r["moe"]["top_k"], "--bf16", "--mtp-num-layers", 1,
+            "--hidden-dropout", 0, "--attention-dropout", 0,
+            "--pipeline-model-parallel-layout", f'"{DSV3_LAYOUTS[chunks]}"']
+    rest, i = [], 0
+    while i < len(args):
+        a = args[i]
+        if a in MEGATRON_FLAGS:
+            line += [MEGATRON_FLAGS[a], args[i + 1]]
+            i += 2
+        elif a in ("--dp", "--vpp", "--recompute"):   # dp: from the GPUs; vpp: the layout's
+            if a == "--recompute" and args[i + 1] != "none":
+                line += ["--recompute-granularity", args[i + 1]]
+            i += 2
+        elif a == "--dtype":
+            line += ["--fp8-format", "hybrid"] if args[i + 1] == "fp8" else []
+            i += 2
+        elif a in ("--sp", "--tp-comm-overlap", "--dist-opt"):
+            line += [{"--sp": "--sequence-parallel", "--tp-comm-overlap": "--tp-comm-overlap",
+                      "--dist-opt": "--use-distributed-optimizer"}[a]]
+            i += 1
+        else:   # --framework, --memory-headroom: loom eval's own
+            rest += [a, args[i + 1]]
+            i += 2
+    return rest + ["--from-megatron", " ".join(str(x) for x in line)]
+
+
 def predict(loom, r, tmp):
     """(predicted step s, assumptions, None) or (None, None, reason skipped)."""
     if measured_step(r) is None:
@@ -197,7 +256,9 @@ def predict(loom, r, tmp):
     cl, approx = cluster_file(r, tmp)
     if approx:
         assumed.append("device approximated by H100-SXM5-80GB")
-    args = [loom, "eval", model, "--cluster", cl, *eval_args(r, assumed), "--json"]
+    ev = eval_args(r, assumed)
+    ev = layout_line(r, ev, assumed) or ev
+    args = [loom, "eval", model, "--cluster", cl, *ev, "--json"]
     p = subprocess.run(args, capture_output=True, text=True)
     if p.returncode != 0:
         return None, None, "loom eval refused: " + p.stderr.strip().splitlines()[-1][:120]

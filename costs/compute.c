@@ -36,6 +36,15 @@
  * 2·(|X| + |W| + |Y|); pointwise backward reads x and dy and writes dx.
  * Views (reshape, transpose) cost nothing.
  *
+ * Mixture of experts (costs/moe.h). The router's top-k and the dispatch
+ * and combine ops are not one pass each but the kernels Megatron-Core runs
+ * for them (fused top-k / aux loss; permute, sort by local expert, FP8
+ * padding and their inverses), each pass its bytes at the memory roofline
+ * plus a launch; a data movement's backward moves the same bytes as its
+ * forward. Ops on routed tokens ([e, c, …]) under expert parallelism run
+ * at the busiest rank's load (loom_moe_max_load_factor) with the GPU's
+ * E/P experts as the grouped GEMM's groups.
+ *
  * Units: seconds, FLOPs, bytes.
  */
 #include "costs/compute.h"
@@ -45,6 +54,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+
+#include "costs/moe.h"
 
 #define FLASH_BLOCK 128
 
@@ -177,8 +188,10 @@ static double causal_fraction(int64_t s, int64_t t)
     return tiles / ((double)nq * (double)nk);
 }
 
+/* weight_div further divides the weights' bytes (experts a GPU does not
+ * hold under expert parallelism the splits do not show; 1 = none). */
 static loom_status shard_of(const loom_graph *g, const loom_op *op, const loom_dim_split *splits,
-                            int n_splits, shard_work *w, loom_error *err)
+                            int n_splits, double weight_div, shard_work *w, loom_error *err)
 {
     int32_t ids[3 * LOOM_MAX_IO];
     bool weight[3 * LOOM_MAX_IO];
@@ -195,7 +208,7 @@ static loom_status shard_of(const loom_graph *g, const loom_op *op, const loom_d
         loom_status s = shard_dims(op, t, splits, n_splits, shard[k], &parts[k], err);
         if (s) return s;
         double tb = (double)loom_tensor_bytes(t) / (double)parts[k];
-        bytes += tb;
+        bytes += weight[k] ? tb / weight_div : tb;
         if (k == 0 && op->n_in > 0) w->in_bytes = tb;
         if (k == op->n_in + op->n_w) w->out_bytes = tb;
         double numel = (double)loom_tensor_numel(t);
@@ -280,16 +293,43 @@ static double attention_kernel_s(const loom_cost_model *m, double flops, double 
 }
 
 /* Transformer Engine's FP8 recipe: the graph's precision is fp8 but its
- * tensors are stored in bf16/fp16. A Linear layer's GEMMs (fprop, dgrad,
- * wgrad) run on fp8 tensor cores; attention, norms, activations, the
- * vocabulary projection and all communication stay in bf16. */
+ * tensors are stored in bf16/fp16. */
+static bool te_fp8_graph(const loom_graph *g, loom_dtype stored)
+{
+    return loom_graph_info_c(g)->dtype == LOOM_DTYPE_FP8 &&
+           (stored == LOOM_DTYPE_BF16 || stored == LOOM_DTYPE_FP16);
+}
+
+/* Under TE's FP8 recipe a Linear layer's GEMMs (fprop, dgrad, wgrad) run on
+ * fp8 tensor cores, the experts' grouped GEMMs (TEGroupedLinear) included;
+ * attention, norms, activations, the vocabulary projection, the router's
+ * gate (Megatron's own router_gating_linear, bf16 or fp32) and all
+ * communication stay in bf16. */
 static bool te_fp8_gemm(const loom_graph *g, const loom_op *op, loom_dtype stored)
 {
-    if (op->kind != LOOM_OP_EINSUM || op->n_w < 1) return false;
-    if (loom_graph_info_c(g)->dtype != LOOM_DTYPE_FP8) return false;
-    if (stored != LOOM_DTYPE_BF16 && stored != LOOM_DTYPE_FP16) return false;
+    if (op->kind != LOOM_OP_EINSUM || op->n_w < 1 || op->n_in < 1) return false;
+    if (!te_fp8_graph(g, stored)) return false;
     const loom_tensor *w0 = loom_graph_tensor(g, op->w[0]);
-    return loom_tensor_dim_index(w0, "v") < 0;   /* Megatron's output layer is not a TE module */
+    if (loom_tensor_dim_index(w0, "v") >= 0) return false;   /* Megatron's output layer is not a TE module */
+    bool router = loom_tensor_dim_index(w0, "e") >= 0 &&
+                  loom_tensor_dim_index(loom_graph_tensor(g, op->in[0]), "e") < 0;
+    return !router;
+}
+
+/* Whether an earlier FP8 GEMM of the layer reads the same input: Megatron
+ * runs q/k/v as one linear_qkv and gate/up as one linear_fc1 (experts: one
+ * TEGroupedLinear fc1), so the input is cast once and the later GEMMs of
+ * the graph reuse that fp8 copy. */
+static bool fp8_input_cast_before(const loom_graph *g, const loom_op *op, int32_t op_id,
+                                  loom_dtype stored)
+{
+    /* a layer's ops are a contiguous run of ids (graph.h) */
+    for (int32_t i = op_id - 1; i >= 0; i--) {
+        const loom_op *o = loom_graph_op(g, i);
+        if (o->layer != op->layer) break;
+        if (o->n_in > 0 && o->in[0] == op->in[0] && te_fp8_gemm(g, o, stored)) return true;
+    }
+    return false;
 }
 
 /* Whether TE casts this GEMM's input to fp8 inside the kernel that produced
@@ -347,18 +387,19 @@ double loom_cost_grouped_gemm_time_s(const loom_cost_model *m, double flops, dou
 }
 
 /* The GEMMs an expert einsum runs as one grouped kernel: its experts on
- * this GPU (the weight's "e" over the parts it is split into), 1 for any
- * other einsum. An expert einsum's input is already dispatched per expert
- * (it has "e" too); the router gate's weight [h, e] has "e" but its input
- * does not: it is one GEMM. */
+ * this GPU (the weight's "e" over the parts it is split into and over the
+ * expert-parallel ranks the splits do not show), 1 for any other einsum. An
+ * expert einsum's input is already dispatched per expert (it has "e" too);
+ * the router gate's weight [h, e] has "e" but its input does not: it is one
+ * GEMM. */
 static double expert_groups(const loom_graph *g, const loom_op *op, const loom_dim_split *splits,
-                            int n_splits)
+                            int n_splits, int64_t ep)
 {
     if (op->n_w < 1 || op->n_in < 1) return 1;
     const loom_tensor *w0 = loom_graph_tensor(g, op->w[0]);
     int e = loom_tensor_dim_index(w0, "e");
     if (e < 0 || loom_tensor_dim_index(loom_graph_tensor(g, op->in[0]), "e") < 0) return 1;
-    int64_t parts = 1;
+    int64_t parts = ep;
     for (int i = 0; i < n_splits; i++)
         if (strcmp(splits[i].dim, "e") == 0) parts *= splits[i].parts;
     double groups = (double)(w0->dims[e].size / parts);
@@ -370,9 +411,134 @@ static double maxd(double a, double b)
     return a > b ? a : b;
 }
 
+/* ---- mixture of experts (costs/moe.h) ------------------------------------- */
+
+static int64_t split_parts(const loom_dim_split *splits, int n_splits, const char *dim)
+{
+    int64_t parts = 1;
+    for (int i = 0; i < n_splits; i++)
+        if (strcmp(splits[i].dim, dim) == 0) parts *= splits[i].parts;
+    return parts;
+}
+
+static bool has_dim(const loom_tensor *t, const char *name)
+{
+    return loom_tensor_dim_index(t, name) >= 0;
+}
+
+/* The top-k of the op's layer: its dispatch or router op's, else the
+ * model's (0 when neither says). */
+static int64_t layer_topk(const loom_graph *g, const loom_op *op, int32_t op_id)
+{
+    /* a layer's ops are a contiguous run of ids (graph.h); the router and
+     * the dispatch come before the experts */
+    if (op->topk > 0) return op->topk;
+    for (int32_t i = op_id - 1; i >= 0; i--) {
+        const loom_op *o = loom_graph_op(g, i);
+        if (o->layer != op->layer) break;
+        if ((o->kind == LOOM_OP_MOE_DISPATCH || o->kind == LOOM_OP_MOE_ROUTE) && o->topk > 0)
+            return o->topk;
+    }
+    return loom_graph_info_c(g)->experts_topk;
+}
+
+/* An op on routed tokens in per-expert buffers [e, c, …]: the dispatch's
+ * output, or the first input of the expert GEMMs, their activation and the
+ * combine. */
+typedef struct {
+    bool on;
+    int64_t experts, topk;   /* E, k */
+    int64_t ep;              /* P: ranks sharing the experts (ep × the parts of "e") */
+    int64_t local_experts;   /* E / P */
+    double load_factor;      /* loom_moe_max_load_factor over the P ranks */
+} moe_view;
+
+static moe_view moe_of(const loom_graph *g, const loom_op *op, int32_t op_id,
+                       const loom_dim_split *splits, int n_splits, int64_t ep)
+{
+    moe_view v = {0};
+    const loom_tensor *buf = NULL;
+    if (op->kind == LOOM_OP_MOE_DISPATCH && op->n_out > 0) buf = loom_graph_tensor(g, op->out[0]);
+    else if (op->n_in > 0) buf = loom_graph_tensor(g, op->in[0]);
+    if (!buf || !has_dim(buf, "e") || !has_dim(buf, "c")) return v;
+    v.on = true;
+    v.experts = buf->dims[loom_tensor_dim_index(buf, "e")].size;
+    v.topk = layer_topk(g, op, op_id);
+    v.ep = (ep > 1 ? ep : 1) * split_parts(splits, n_splits, "e");
+    v.local_experts = v.experts / v.ep > 1 ? v.experts / v.ep : 1;
+    /* the group's tokens: each of its ep ranks fills c slots of each of the
+     * E experts with k slots per token (c = ⌈T·k/E⌉, hf_build.c) */
+    double c = (double)buf->dims[loom_tensor_dim_index(buf, "c")].size /
+               (double)split_parts(splits, n_splits, "c");
+    double tokens = v.topk > 0 ? (double)(ep > 1 ? ep : 1) * c * (double)v.experts / (double)v.topk : 0;
+    v.load_factor = loom_moe_max_load_factor(v.experts, v.topk, v.ep, tokens);
+    return v;
+}
+
+/* One dispatcher pass: its HBM traffic plus a launch per kernel. */
+static double pass_s(const loom_cost_model *m, loom_moe_pass p)
+{
+    return loom_cost_memory_time_s(m, p.bytes) + p.kernels * m->cal.kernel_overhead_s;
+}
+
+/* Dispatch and combine: Megatron's permutation kernels (moe.h) on the
+ * rank's own tokens ([b, s, h], the token side's shard). */
+static loom_status dispatcher_time(const loom_cost_model *m, const loom_graph *g, const loom_op *op,
+                                   const loom_dim_split *splits, int n_splits, const moe_view *v,
+                                   loom_op_time *out, loom_error *err)
+{
+    bool dispatch = op->kind == LOOM_OP_MOE_DISPATCH;
+    const loom_tensor *tok = loom_graph_tensor(g, dispatch ? op->in[0] : op->out[0]);
+    int64_t shard[LOOM_MAX_DIMS], ratio;
+    loom_status s = shard_dims(op, tok, splits, n_splits, shard, &ratio, err);
+    if (s) return s;
+    double row = (double)loom_dtype_bytes(tok->dtype);
+    if (tok->ndim > 0) row *= (double)shard[tok->ndim - 1];
+    double tokens = row > 0 ? (double)loom_tensor_bytes(tok) / (double)ratio / row : 0;
+    loom_moe_side side = {.tokens = tokens, .row_bytes = row, .topk = v->topk > 0 ? v->topk : op->topk,
+                          .local_experts = v->local_experts, .ep = v->ep,
+                          .load_factor = v->load_factor,
+                          .fp8_padding = te_fp8_graph(g, tok->dtype)};
+    loom_moe_pass f, b;
+    loom_moe_permute_passes(&side, dispatch, &f, &b);
+    *out = (loom_op_time){pass_s(m, f), pass_s(m, b), LOOM_SRC_ROOFLINE};
+    return LOOM_OK;
+}
+
+/* The router after its gate: TE's fused top-k (and aux-loss) kernels over
+ * the logits [b, s, e] of the rank's tokens. */
+static void router_time(const loom_cost_model *m, const loom_graph *g, const loom_op *op,
+                        const shard_work *w, loom_op_time *out)
+{
+    const loom_tensor *lg = loom_graph_tensor(g, op->in[0]);
+    int d = loom_tensor_dim_index(lg, "e");
+    int64_t experts = d >= 0 ? lg->dims[d].size : (lg->ndim ? lg->dims[lg->ndim - 1].size : 1);
+    double elem = (double)loom_dtype_bytes(lg->dtype);
+    double tokens = elem > 0 && experts > 0 ? w->in_bytes / elem / (double)experts : 0;
+    bool aux = loom_graph_info_c(g)->facts.router_balance[0] != '\0';
+    loom_moe_pass f, b;
+    loom_moe_router_passes(tokens, experts, aux, &f, &b);
+    *out = (loom_op_time){pass_s(m, f), pass_s(m, b), LOOM_SRC_ROOFLINE};
+}
+
 loom_status loom_cost_op_time(const loom_cost_model *m, const loom_graph *g, int32_t op_id,
                               const loom_dim_split *splits, int n_splits, loom_op_time *out,
                               loom_error *err)
+{
+    return loom_cost_op_time_ep(m, g, op_id, splits, n_splits, 1, out, err);
+}
+
+/* The busiest expert-parallel rank runs load_factor × the mean rows. */
+static void busiest(const moe_view *v, loom_op_time *t)
+{
+    if (!v->on || !(v->load_factor > 1)) return;
+    t->fwd_s *= v->load_factor;
+    t->bwd_s *= v->load_factor;
+}
+
+loom_status loom_cost_op_time_ep(const loom_cost_model *m, const loom_graph *g, int32_t op_id,
+                                 const loom_dim_split *splits, int n_splits, int64_t ep,
+                                 loom_op_time *out, loom_error *err)
 {
     if (op_id < 0 || op_id >= loom_graph_num_ops(g))
         return loom_error_set(err, LOOM_ERR_INVALID, "op id %d is not in graph %s (it has %d ops)",
@@ -387,11 +553,16 @@ loom_status loom_cost_op_time(const loom_cost_model *m, const loom_graph *g, int
                                   "into %lld",
                                   op->name, i, splits[i].dim ? splits[i].dim : "(null)",
                                   (long long)splits[i].parts);
+    if (ep < 1)
+        return loom_error_set(err, LOOM_ERR_INVALID, "op %s: expert parallelism %lld (expected >= 1)",
+                              op->name, (long long)ep);
     *out = (loom_op_time){0, 0, LOOM_SRC_ROOFLINE};
     if (op->kind == LOOM_OP_RESHAPE || op->kind == LOOM_OP_TRANSPOSE) return LOOM_OK;
 
+    moe_view mv = moe_of(g, op, op_id, splits, n_splits, ep);
+    bool dispatcher = op->kind == LOOM_OP_MOE_DISPATCH || op->kind == LOOM_OP_MOE_COMBINE;
     shard_work w;
-    loom_status s = shard_of(g, op, splits, n_splits, &w, err);
+    loom_status s = shard_of(g, op, splits, n_splits, mv.on ? (double)ep : 1, &w, err);
     if (s) return s;
 
     if (m->db && n_splits <= LOOM_PROFILE_MAX_DIMS) {
@@ -410,8 +581,15 @@ loom_status loom_cost_op_time(const loom_cost_model *m, const loom_graph *g, int
             loom_profile_db_lookup(m->db, key.op, key.sig, key.dtype, key.shape, key.n_dims, &f,
                                    &b, &src)) {
             *out = (loom_op_time){f, b, src};
+            if (!dispatcher) busiest(&mv, out);
             return LOOM_OK;
         }
+    }
+
+    if (dispatcher && mv.on) return dispatcher_time(m, g, op, splits, n_splits, &mv, out, err);
+    if (op->kind == LOOM_OP_MOE_ROUTE && op->n_in > 0) {
+        router_time(m, g, op, &w, out);
+        return LOOM_OK;
     }
 
     const loom_device *d = &m->cluster.gpu;
@@ -434,7 +612,7 @@ loom_status loom_cost_op_time(const loom_cost_model *m, const loom_graph *g, int
                 return loom_error_set(err, LOOM_ERR_UNSUPPORTED,
                                       "op %s: %s has no fp8 tensor cores", op->name, d->name);
             /* experts: one grouped kernel over the local experts */
-            double ng = expert_groups(g, op, splits, n_splits);
+            double ng = expert_groups(g, op, splits, n_splits, mv.on ? ep : 1);
             cf = grouped_kernel_s(m, w.fwd_flops, ng, peak);
             cb = kb * grouped_kernel_s(m, w.bwd_flops / kb, ng, peak);
             if (fp8) {
@@ -446,8 +624,9 @@ loom_status loom_cost_op_time(const loom_cost_model *m, const loom_graph *g, int
                  * gradient. The fp8 weight copy is cast once per step
                  * (Megatron passes is_first_microbatch) and is not charged
                  * per micro-batch. One extra kernel each way, except where
-                 * the norm before the GEMM writes the fp8 input itself. */
-                if (!fp8_cast_fused_in_norm(g, op))
+                 * the norm before the GEMM writes the fp8 input itself or
+                 * a GEMM before this one already cast the same input. */
+                if (!fp8_cast_fused_in_norm(g, op) && !fp8_input_cast_before(g, op, op_id, w.dtype))
                     cf += loom_cost_memory_time_s(m, 2 * w.in_bytes) + cal->kernel_overhead_s;
                 cb += loom_cost_memory_time_s(m, 2 * w.out_bytes) + cal->kernel_overhead_s;
             }
@@ -463,5 +642,6 @@ loom_status loom_cost_op_time(const loom_cost_model *m, const loom_graph *g, int
     }
     out->fwd_s = maxd(cf, mem_f) + kf * cal->kernel_overhead_s;
     out->bwd_s = maxd(cb, mem_b) + kb * cal->kernel_overhead_s;
+    busiest(&mv, out);
     return LOOM_OK;
 }

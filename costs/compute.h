@@ -9,7 +9,10 @@
  *   2. the roofline: t = max(flops / (peak · eff_c), bytes / (hbm_bw · eff_m))
  *      + kernel overhead, with eff_c the size-dependent GEMM efficiency for
  *      einsums, the attention efficiency for fused attention, and the
- *      CUDA-core peak × vector_eff for pointwise / norm / softmax / loss.
+ *      CUDA-core peak × vector_eff for pointwise / norm / softmax / loss;
+ *      the router's top-k and the MoE dispatch / combine as the kernels
+ *      Megatron-Core runs for them (costs/moe.h), ops on routed tokens
+ *      scaled by the busiest expert-parallel rank's load.
  * Causal attention: the graph counts full attention FLOPs (model FLOPs, as
  * in Korthikanti et al.); flash kernels skip the masked blocks, so the
  * roofline charges about half (compute.c).
@@ -65,6 +68,18 @@ const loom_profile_db *loom_cost_model_profile_db(const loom_cost_model *m);
 loom_status loom_cost_op_time(const loom_cost_model *m, const loom_graph *g, int32_t op,
                               const loom_dim_split *splits, int n_splits, loom_op_time *out,
                               loom_error *err);
+
+/* The same with expert parallelism over `ep` ranks that the splits do not
+ * show (costs/eval.c, whose graph holds one rank's tokens: a GPU owns E/ep
+ * experts and receives ep ranks' tokens, the FLOPs of all E experts on its
+ * own tokens with 1/ep of their weights). Ops on per-expert token buffers
+ * ([e, c, …]: expert GEMMs, their activation, dispatch, combine) see
+ * ep × the parts of "e" ranks: that many local expert groups, Megatron's
+ * permutation kernels and the busiest rank's load (costs/moe.h). Every
+ * other op ignores ep; loom_cost_op_time is ep = 1. */
+loom_status loom_cost_op_time_ep(const loom_cost_model *m, const loom_graph *g, int32_t op,
+                                 const loom_dim_split *splits, int n_splits, int64_t ep,
+                                 loom_op_time *out, loom_error *err);
 
 /* Roofline building blocks for callers outside the graph (step time,
  * optimizer, benches): */

@@ -10,11 +10,12 @@
  * the context-parallel group strides by tp, the data-parallel group (which
  * also spans cp, for the weights) strides by tp, and pipeline neighbours
  * are tp·cp·dp apart. Expert layers have their own rank generator
- * (Megatron-Core's MoE parallel folding: the same order without cp, over
- * the same tp·cp·dp ranks of a stage): the expert-parallel group strides by
- * tp, the expert data-parallel group by tp·ep (with cp = 1 both as
- * before folding). Each group's collectives use the intra- or inter-node
- * link accordingly (loom_group_collective_time_s).
+ * (Megatron-Core's MoE parallel folding: the order etp-ep-edp over the same
+ * tp·cp·dp ranks of a stage): the expert-parallel group strides by the
+ * expert TP degree etp (tp unless --etp), the expert data-parallel group of
+ * tp·cp·dp / (etp·ep) ranks by etp·ep; with etp < tp an expert-parallel
+ * group spans tensor-parallel ranks. Each group's collectives use the
+ * intra- or inter-node link accordingly (loom_group_collective_time_s).
  *
  * Stages. The L transformer blocks are split evenly over pp ranks (or
  * first/last stage sizes as given); with v virtual stages into pp·v chunks,
@@ -51,8 +52,12 @@
  * collective hides behind the GEMM it feeds or drains and only the excess
  * is exposed. Context parallelism passes each attention's K and V around
  * the ring (cp-1 steps forward, twice that backward), overlapped with the
- * attention kernels; expert parallelism pays an all-to-all at dispatch and
- * at combine, forward and backward.
+ * attention kernels; expert parallelism pays Megatron's alltoall dispatcher
+ * (costs/moe.h: the token counts gathered, the tokens and their routing
+ * probabilities all-to-all and back, forward and backward, the busiest
+ * rank's share), exposed as Megatron runs it by default. The dispatcher's
+ * permutation kernels, the router's and the busiest rank's expert work are
+ * the op times of loom_cost_op_time_ep (compute.h).
  *
  * Recompute. Full recompute reruns each block's forward (with its TP
  * communication) during the backward (only the first recompute_layers
@@ -87,6 +92,7 @@
 
 #include "costs/collective.h"
 #include "costs/dp_sync.h"
+#include "costs/moe.h"
 #include "costs/pipeline.h"
 
 /* Megatron's tensor-parallel dims (split by tp); "qkv" (GPT-2's fused
@@ -306,47 +312,23 @@ static void op_comm(const ctx *x, const loom_op *op, const loom_op_time *t, doub
         *bwd += rb;
     }
     if (p->ep > 1 && (op->kind == LOOM_OP_MOE_DISPATCH || op->kind == LOOM_OP_MOE_COMBINE)) {
-        const loom_tensor *buf = op->kind == LOOM_OP_MOE_DISPATCH ? out0 : loom_graph_tensor(g, op->in[0]);
+        bool dispatch = op->kind == LOOM_OP_MOE_DISPATCH;
+        const loom_tensor *tok = loom_graph_tensor(g, dispatch ? op->in[0] : op->out[0]);
+        const loom_tensor *buf = loom_graph_tensor(g, dispatch ? op->out[0] : op->in[0]);
+        int de = loom_tensor_dim_index(buf, "e");
+        int64_t experts = de >= 0 ? buf->dims[de].size : 0;
         /* each rank dispatches its own (sequence-parallel) tokens */
-        double b = (double)loom_tensor_bytes(buf) / (double)(p->tp * p->cp);
-        double a2a = coll(x, LOOM_COLL_ALL_TO_ALL, x->ep, b);
-        *fwd += a2a;
-        *bwd += a2a;
-    }
-}
-
-/* An expert GEMM under expert parallelism: a GPU owns e/ep experts and runs
- * each on the tokens of ep ranks — the FLOPs of all e experts on its own
- * tokens, but only e/ep experts' weights to read. The op's shard (splits of
- * f by etp, of the tokens c) gives the FLOPs and activation bytes; weights
- * are further divided by ep. Roofline as compute.c: forward one GEMM,
- * backward two (dX, dW) with twice the bytes. */
-static void expert_time(const ctx *x, const loom_op *op, const loom_dim_split *sp, int n,
-                        double div, loom_op_time *t)
-{
-    double ratio = div, bytes = 0;
-    int32_t ids[3 * LOOM_MAX_IO];
-    int n_ids = operands(op, ids);
-    for (int i = 0; i < n; i++) ratio *= (double)sp[i].parts;   /* every split names a letter */
-    for (int k = 0; k < n_ids; k++) {
-        const loom_tensor *tn = loom_graph_tensor(x->g, ids[k]);
-        double b = (double)loom_tensor_bytes(tn);
+        double row = (double)loom_dtype_bytes(tok->dtype) * (double)tok->dims[tok->ndim - 1].size;
+        double tokens = (double)loom_tensor_bytes(tok) / row / (double)(p->tp * p->cp);
+        loom_moe_side side = {.tokens = tokens, .row_bytes = row, .topk = op->topk,
+                              .local_experts = experts / p->ep, .ep = p->ep,
+                              .load_factor = loom_moe_max_load_factor(experts, op->topk, p->ep,
+                                                                      tokens * (double)p->ep)};
+        loom_moe_comm ops[LOOM_MOE_MAX_COMM];
+        int n = loom_moe_comm_ops(&side, dispatch, experts, ops);
         for (int i = 0; i < n; i++)
-            if (has_dim(tn, sp[i].dim)) b /= (double)sp[i].parts;
-        if (tn->is_weight) b /= (double)x->p->ep;
-        bytes += b / div;
+            *(ops[i].backward ? bwd : fwd) += coll(x, ops[i].kind, x->ep, ops[i].bytes);
     }
-    double flops = (double)op->fwd_flops / ratio;
-    loom_dtype dt = loom_graph_tensor(x->g, op->in[0])->dtype;
-    double mem = loom_cost_memory_time_s(x->cm, bytes);
-    /* One grouped GEMM over the local experts (compute.c: the total work
-     * plus a fixed share per expert). */
-    int64_t experts = loom_graph_info_c(x->g)->experts;
-    double local = experts > 0 && experts >= x->p->ep ? (double)(experts / x->p->ep) : 1;
-    double gemm = loom_cost_grouped_gemm_time_s(x->cm, flops, local, dt);
-    t->fwd_s = fmax(gemm, mem);
-    t->bwd_s = fmax(2 * gemm, 2 * mem);
-    t->source = LOOM_SRC_ROOFLINE;
 }
 
 /* Costs of layer l, one micro-batch. */
@@ -362,15 +344,10 @@ static loom_status layer_costs(const ctx *x, int32_t l, layer_cost *lc, loom_err
         double div;
         int n = op_splits(x, op, sp, &div);
         loom_op_time t;
-        if (p->ep > 1 && op->kind == LOOM_OP_EINSUM &&
-            loom_memory_is_expert_tensor(loom_graph_tensor(x->g, op->out[0]))) {
-            expert_time(x, op, sp, n, div, &t);
-        } else {
-            loom_status s = loom_cost_op_time(x->cm, x->g, i, sp, n, &t, err);
-            if (s) return s;
-            t.fwd_s /= div;
-            t.bwd_s /= div;
-        }
+        loom_status s = loom_cost_op_time_ep(x->cm, x->g, i, sp, n, p->ep, &t, err);
+        if (s) return s;
+        t.fwd_s /= div;
+        t.bwd_s /= div;
         double cf, cb;
         op_comm(x, op, &t, &cf, &cb);
         lc->fwd_s += t.fwd_s;
@@ -569,9 +546,9 @@ loom_status loom_eval_megatron_ex(const loom_graph *g, const loom_cost_model *cm
     x.tp = axis_group(c, p->tp, 1);
     x.etp = axis_group(c, p->etp > 0 ? p->etp : p->tp, 1);
     x.cp = axis_group(c, p->cp, p->tp);
-    x.ep = axis_group(c, p->ep, p->tp);
+    x.ep = axis_group(c, p->ep, loom_parallel_expert_tp(p));
     x.dp = axis_group(c, p->dp * p->cp, p->tp);
-    x.edp = axis_group(c, p->dp * p->cp / p->ep, p->tp * p->ep);
+    x.edp = axis_group(c, loom_parallel_expert_dp(p), loom_parallel_expert_tp(p) * p->ep);
 
     layer_cost *lc = calloc((size_t)n_layers, sizeof *lc);
     int32_t *rank = calloc((size_t)n_layers, sizeof *rank);

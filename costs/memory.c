@@ -412,7 +412,7 @@ loom_status loom_memory_stage(const loom_graph *g, const loom_parallel *p,
     int64_t dense, expert;
     loom_memory_stage_params(g, p, o->in_stage, &dense, &expert);
     int64_t dp_dense = p->dp * (p->cp > 0 ? p->cp : 1);
-    int64_t dp_expert = p->ep > 1 ? max64(1, dp_dense / p->ep) : dp_dense;
+    int64_t dp_expert = loom_parallel_expert_dp(p);
     loom_model_state sd, se;
     loom_memory_model_state_fw(dense, dp_dense, p->zero, p->dist_opt, p->framework,
                                !o->inference, &sd);

@@ -17,6 +17,18 @@ void loom_parallel_init(loom_parallel *p)
 
 static const char *const recompute_names[] = {"none", "selective", "full"};
 
+int64_t loom_parallel_expert_tp(const loom_parallel *p)
+{
+    return p->etp > 0 ? p->etp : (p->tp > 0 ? p->tp : 1);
+}
+
+int64_t loom_parallel_expert_dp(const loom_parallel *p)
+{
+    int64_t ranks = (p->tp > 0 ? p->tp : 1) * (p->cp > 0 ? p->cp : 1) * (p->dp > 0 ? p->dp : 1);
+    int64_t folded = loom_parallel_expert_tp(p) * (p->ep > 0 ? p->ep : 1);
+    return ranks / folded > 1 ? ranks / folded : 1;
+}
+
 const char *loom_recompute_name(loom_recompute r)
 {
     return (unsigned)r < 3 ? recompute_names[r] : "?";

@@ -73,6 +73,14 @@ typedef struct {
  * no recompute, ZeRO 0, gradient reduction overlapped, no TP comm overlap. */
 void loom_parallel_init(loom_parallel *p);
 
+/* Megatron-Core's MoE parallel folding (parallel_state.py, the expert
+ * RankGenerator over the tp · cp · dp ranks of a pipeline stage, in the
+ * order etp-ep-edp): the expert layers' own tensor-parallel degree (etp,
+ * or tp when unset) and the expert data-parallel degree
+ * edp = tp · cp · dp / (etp · ep) over which each expert is replicated. */
+int64_t loom_parallel_expert_tp(const loom_parallel *p);
+int64_t loom_parallel_expert_dp(const loom_parallel *p);
+
 /* Megatron-Core's even split with --account-for-embedding/loss-in-pipeline-
  * split: U = L + e + l units (e, l = 1 when the embedding / the loss count
  * as a layer) over n chunks, U / n each, less e on chunk 0 and l on the

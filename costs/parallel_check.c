@@ -15,9 +15,11 @@
  *   - sequence parallelism shards s over tp (and context parallelism over
  *     cp, in 2·cp load-balanced chunks): seq % (tp · cp) = 0, seq % 2cp = 0;
  *   - context parallelism runs ring attention over a fused attention kernel;
- *   - experts: ep > 1 needs a MoE model, experts % ep = 0, and (dp·cp) % ep
- *     = 0 since expert-parallel ranks are data-parallel ranks; with tp > 1
- *     it needs sequence parallelism; the expert TP degree divides tp;
+ *   - experts: ep > 1 needs a MoE model, experts % ep = 0; with tp > 1 it
+ *     needs sequence parallelism; the expert TP degree divides tp; and
+ *     (tp·cp·dp) % (etp·ep) = 0: Megatron-Core folds the expert groups over
+ *     the same ranks as attention's tp·cp·dp (MoE parallel folding), so an
+ *     expert-parallel group may span tensor-parallel ranks when etp < tp;
  *   - ZeRO-2/3 cannot be combined with pipeline parallelism (DeepSpeed,
  *     Megatron; torchtitan runs FSDP under its pipeline schedules),
  *     and ZeRO (DeepSpeed) and Megatron's distributed optimizer are two
@@ -104,11 +106,12 @@ loom_status loom_parallel_check(const loom_parallel *p, const loom_model_info *m
         return loom_error_set(err, LOOM_ERR_INVALID,
                               "impossible configuration: expert tensor parallelism --etp %lld must "
                               "divide --tp %lld", (long long)p->etp, (long long)p->tp);
-    if ((p->dp * p->cp) % p->ep != 0)
+    if ((p->tp * p->dp * p->cp) % (loom_parallel_expert_tp(p) * p->ep) != 0)
         return loom_error_set(err, LOOM_ERR_INVALID,
-                              "impossible configuration: --ep %lld must divide dp × cp = %lld "
-                              "(expert-parallel ranks are data-parallel ranks)",
-                              (long long)p->ep, (long long)(p->dp * p->cp));
+                              "impossible configuration: --ep %lld × expert TP %lld must divide "
+                              "tp × dp × cp = %lld (Megatron-Core folds the expert groups over "
+                              "those ranks)", (long long)p->ep, (long long)loom_parallel_expert_tp(p),
+                              (long long)(p->tp * p->dp * p->cp));
     if (!m) return LOOM_OK;
 
     if (m->heads > 0 && m->heads % p->tp != 0)

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "costs/dp_sync.h"
+#include "costs/moe.h"
 #include "base/grow.h"
 #include "solver/strategy_impl.h"
 
@@ -757,12 +758,29 @@ static loom_status enum_moe(const loom_strategy_ctx *c, const loom_op *o, strat_
                 if (ts.ax[d]) add_split(s, tok->dims[d].name, loom_mesh_parts(m, ts.ax[d]));
                 if (es.ax[d]) add_split(s, ex->dims[d].name, loom_mesh_parts(m, es.ax[d]));
             }
-            /* Expert parallel from split tokens: each rank's expert buffer
-             * is exchanged with the axis (fwd), and back in backward. */
-            double buf = loom_spec_bytes(&es, ex, m);
+            /* Expert parallel from split tokens: Megatron's alltoall
+             * dispatcher over the axis (costs/moe.h: the counts, the
+             * tokens and their probabilities out, the tokens back; each
+             * again in backward), the busiest rank's share received. */
             if (a2a) {
-                loom_strategy_add_event(s->fwd, &s->n_fwd, LOOM_COLL_ALL_TO_ALL, a2a, buf);
-                loom_strategy_add_event(s->bwd, &s->n_bwd, LOOM_COLL_ALL_TO_ALL, a2a, buf);
+                int64_t ranks = loom_mesh_parts(m, a2a), experts = ex->dims[0].size;
+                double row = (double)loom_dtype_bytes(tok->dtype) * (double)tok->dims[2].size /
+                             (double)loom_mesh_parts(m, ts.ax[2]);
+                double tokens = loom_spec_bytes(&ts, tok, m) / row;
+                int64_t k = o->topk > 0 ? o->topk : 1;
+                loom_moe_side side = {.tokens = tokens, .row_bytes = row, .topk = k,
+                                      .local_experts = experts / loom_mesh_parts(m, es.ax[0]),
+                                      .ep = ranks,
+                                      .load_factor = loom_moe_max_load_factor(
+                                          experts, k, ranks, tokens * (double)ranks)};
+                loom_moe_comm ops[LOOM_MOE_MAX_COMM];
+                int n_ops = loom_moe_comm_ops(&side, dispatch, experts, ops);
+                for (int i = 0; i < n_ops; i++) {
+                    if (ops[i].backward)
+                        loom_strategy_add_event(s->bwd, &s->n_bwd, ops[i].kind, a2a, ops[i].bytes);
+                    else
+                        loom_strategy_add_event(s->fwd, &s->n_fwd, ops[i].kind, a2a, ops[i].bytes);
+                }
             }
             /* Combine from experts to replicated tokens: each rank holds the
              * contributions of its experts, summed over the axis. */

@@ -12,6 +12,7 @@
 
 #include "costs/cluster.h"
 #include "costs/compute.h"
+#include "costs/moe.h"
 #include "solver/spec.h"
 #include "solver/strategy.h"
 #include "tests/check.h"
@@ -527,10 +528,23 @@ static void test_moe(void)
     CHECK_INT_EQ(n, 5);
     const loom_strategy *ep = find_strategy(s, n, "ep@1");
     CHECK(ep != NULL);
-    if (ep) {   /* expert parallel from sequence-split tokens: all-to-all both ways */
-        CHECK_INT_EQ(ep->fwd[0].kind, LOOM_COLL_ALL_TO_ALL);
-        CHECK_NEAR_REL(ep->fwd[0].bytes, 8.0 * 32 * 256 * 2 / 8, 1e-15);
+    if (ep) {
+        /* expert parallel from sequence-split tokens, Megatron's alltoall
+         * dispatcher (costs/moe.h): forward the 8 experts' int64 counts of
+         * 8 ranks gathered (512 B), each rank's 16 tokens × 2 slots of
+         * 512 B and their fp32 probabilities to all (the busiest receiver's
+         * share: × the load factor of 8 ranks routing 128 tokens);
+         * backward both all-to-alls again */
+        double lf = loom_moe_max_load_factor(8, 2, 8, 128);
+        CHECK_INT_EQ(ep->n_fwd, 3);
+        CHECK_INT_EQ(ep->fwd[0].kind, LOOM_COLL_ALL_GATHER);
+        CHECK_NEAR_REL(ep->fwd[0].bytes, 512, 1e-15);
+        CHECK_INT_EQ(ep->fwd[1].kind, LOOM_COLL_ALL_TO_ALL);
+        CHECK_NEAR_REL(ep->fwd[1].bytes, 16.0 * 2 * 512 * lf, 1e-15);
+        CHECK_NEAR_REL(ep->fwd[2].bytes, 16.0 * 2 * 4 * lf, 1e-15);
+        CHECK_INT_EQ(ep->n_bwd, 2);
         CHECK_INT_EQ(ep->bwd[0].kind, LOOM_COLL_ALL_TO_ALL);
+        CHECK_NEAR_REL(ep->bwd[0].bytes, 16.0 * 2 * 512 * lf, 1e-15);
         CHECK_INT_EQ(ep->out[0].ax[0], LOOM_AXIS1);
         CHECK_INT_EQ(ep->in[0].ax[1], LOOM_AXIS1);
         CHECK_INT_EQ(ep->in[1].ax[1], LOOM_AXIS1);   /* the indices follow the tokens */
