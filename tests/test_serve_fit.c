@@ -79,8 +79,8 @@ int main(void)
     for (int i = 0; i < N; i++) {
         loom_serve_metrics m;
         CHECK(loom_serve_case_predict(&cases[i], &fit, false, &m, &err) == LOOM_OK);
-        CHECK_NEAR_REL(m.tpot.mean, recs[i].measured[LOOM_SM_TPOT], 0.03);
-        CHECK_NEAR_REL(m.output_tokens_per_s, recs[i].measured[LOOM_SM_OUT_TPS], 0.03);
+        CHECK_NEAR_REL(m.tpot.mean, recs[i].measured[LOOM_SM_TPOT], 0.04);
+        CHECK_NEAR_REL(m.output_tokens_per_s, recs[i].measured[LOOM_SM_OUT_TPS], 0.04);
     }
     CHECK_NEAR_REL(fit.iter_vllm_s, 3e-3, 0.1);
     CHECK_NEAR_REL(fit.ar_latency_s, 12e-6, 0.25);

@@ -120,7 +120,7 @@ static void test_decode_pool(void)
     /* TTFT: the admission wait (under one iteration) plus one iteration,
      * plus the front end's per-request time */
     const loom_serve_calib *sc = loom_serve_model_calib(m);
-    double T = st.round_s, front = sc->request_overhead_s + loom_serve_calib_latency_s(sc, LOOM_ENGINE_VLLM);
+    double T = st.round_s, front = sc->request_overhead_s + loom_serve_model_latency_s(m);
     CHECK(sim->m.ttft.p50 >= T * 0.9 + front * 0.9 && sim->m.ttft.p50 <= 2.2 * T + 2 * front);
     double a = 0, b = 0;
     for (int64_t i = 0; i < rec.n; i++) a += tt[i], b += tp[i];

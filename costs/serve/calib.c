@@ -29,12 +29,18 @@
  *   kernel_gap_s   2.8 us  measured, not fitted: the intercept of the same
  *                        GEMV fit (launch and tail of a kernel replayed from
  *                        a CUDA graph); fitted, it ran to its 6 us bound
- *   eager_gap_s    3 us  launch latency outside a graph
+ *   eager_gap_s    10 us  per kernel outside a graph: PyTorch's dispatch and
+ *                        launch of an eager op, or the Python wrapper of an
+ *                        Inductor kernel — bounded to 5–20 us (fitted
+ *                        freely it traded places with seq_overhead_s, at
+ *                        1.6 us against 192 us a sequence)
  *   iter_*_s       2 / 1.5 / 1 ms  vLLM's Python scheduler and input
  *                        preparation; SGLang overlaps its scheduler with the
  *                        GPU (zero-overhead batch scheduler, v0.4) but still
  *                        pays sampling hand-off; TensorRT-LLM's C++ executor
- *   seq_overhead_s 5 us  per running sequence per iteration
+ *   seq_overhead_s 5 us  per running sequence per iteration of a Python
+ *                        engine loop (bounded to 100 us); seq_compiled_s
+ *                        2 us in TensorRT-LLM's C++ executor
  *   request_overhead_s 2 ms  the OpenAI-compatible server's work per request
  *                        (vLLM's and SGLang's API server is one Python
  *                        process: HTTP, tokenisation, admission)
@@ -109,8 +115,11 @@ double loom_serve_calib_iter_s(const loom_serve_calib *c, loom_engine_kind k)
                                      : c->iter_vllm_s;
 }
 
-double loom_serve_calib_latency_s(const loom_serve_calib *c, loom_engine_kind k)
+double loom_serve_calib_latency_s(const loom_serve_calib *c, loom_engine_kind k,
+                                  loom_serve_frontend f)
 {
+    if (f == LOOM_FRONTEND_NONE) return 0;
+    if (f == LOOM_FRONTEND_NIM) return c->latency_nim_s;
     return k == LOOM_ENGINE_SGLANG ? c->latency_sglang_s
            : k == LOOM_ENGINE_TRTLLM ? c->latency_trtllm_s
                                      : c->latency_vllm_s;
@@ -126,16 +135,18 @@ void loom_serve_calib_prior(const loom_device *d, loom_serve_calib *out)
     out->attn_eff = 0.63;
     out->ar_latency_s = 8e-6;
     out->kernel_gap_s = 2.8e-6;
-    out->eager_gap_s = 3e-6;
+    out->eager_gap_s = 10e-6;
     out->iter_vllm_s = 2e-3;
     out->iter_sglang_s = 1.5e-3;
     out->iter_trtllm_s = 1e-3;
     out->seq_overhead_s = 5e-6;
+    out->seq_compiled_s = 2e-6;
     out->request_overhead_s = 2e-3;
     out->stream_token_s = 100e-6;
     out->latency_vllm_s = 10e-3;
     out->latency_sglang_s = 10e-3;
     out->latency_trtllm_s = 10e-3;
+    out->latency_nim_s = 10e-3;
 }
 
 /* The fields of a loom-serve-calib/1 object over *out (absent ones keep

@@ -18,7 +18,11 @@
  *   iter_<engine>_s    CPU time per iteration that the GPU waits for
  *                      (scheduling, input preparation, sampling hand-off)
  *   seq_overhead_s     per running sequence per iteration (sampler,
- *                      detokeniser, streaming the token out)
+ *                      detokeniser, streaming the token out) in an engine
+ *                      loop written in Python (vLLM, SGLang, TensorRT-LLM's
+ *                      PyTorch backend)
+ *   seq_compiled_s     the same in TensorRT-LLM's C++ executor running a
+ *                      built engine (engine.h compiled_runtime)
  *   request_overhead_s per request in the API server, one at a time
  *                      (HTTP, tokenisation, admission and teardown): the
  *                      front end is a serial queue in front of the engine
@@ -30,13 +34,14 @@
  *   latency_<engine>_s per request, not queued: the HTTP round trip, the
  *                      front end's tokeniser call and its hop to the engine
  *                      and back (vLLM's and SGLang's Python API servers and
- *                      ZMQ hops; trtllm-serve's and NIM's front ends);
+ *                      ZMQ hops; trtllm-serve's Python server; NIM's
+ *                      server in front of TensorRT-LLM: latency_nim_s);
  *                      added to TTFT and E2E, not to throughput
  * The three front-end terms (request_overhead_s, stream_token_s,
  * latency_<engine>_s) belong to an OpenAI-compatible server and a streaming
  * benchmark client; a run whose harness calls the engine in-process with
  * token ids (MLPerf's LoadGen harnesses, trtllm-bench) has none of them
- * (loom_serve_model_opts.no_frontend).
+ * (LOOM_FRONTEND_NONE).
  *
  * Units: fractions in (0, 1]; seconds.
  */
@@ -48,6 +53,7 @@
 #include "costs/serve/engine.h"
 
 #define LOOM_SERVE_CALIB_FORMAT "loom-serve-calib/1"
+
 
 /* X(name, lo, hi): every field with its fit bounds, in file order. A field
  * with lo == hi is measured, not fitted: gemm_eff and attn_eff are the
@@ -61,16 +67,18 @@
     X(attn_eff, 0.63, 0.63)             \
     X(ar_latency_s, 3e-6, 25e-6)        \
     X(kernel_gap_s, 2.8e-6, 2.8e-6)     \
-    X(eager_gap_s, 0.0, 20e-6)          \
+    X(eager_gap_s, 5e-6, 20e-6)         \
     X(iter_vllm_s, 0.0, 20e-3)          \
     X(iter_sglang_s, 0.0, 20e-3)        \
     X(iter_trtllm_s, 0.0, 20e-3)        \
-    X(seq_overhead_s, 0.0, 200e-6)     \
+    X(seq_overhead_s, 0.0, 100e-6)     \
+    X(seq_compiled_s, 0.0, 200e-6)     \
     X(request_overhead_s, 0.0, 50e-3)   \
     X(stream_token_s, 0.0, 2e-3)        \
     X(latency_vllm_s, 0.0, 0.2)         \
     X(latency_sglang_s, 0.0, 0.2)       \
-    X(latency_trtllm_s, 0.0, 0.2)
+    X(latency_trtllm_s, 0.0, 0.2)       \
+    X(latency_nim_s, 0.0, 0.2)
 
 typedef struct {
     char device[48];   /* "" = any */
@@ -80,7 +88,7 @@ typedef struct {
 #undef LOOM_X
 } loom_serve_calib;
 
-#define LOOM_SERVE_CALIB_NFIELDS 15
+#define LOOM_SERVE_CALIB_NFIELDS 17
 
 /* The shipped values (examples/calibration/serving-calib.json, the fit of
  * examples/calibration/serving-runs.json, compiled in), one row for every
@@ -89,9 +97,11 @@ void loom_serve_calib_default(const loom_device *d, loom_serve_calib *out);
 /* The round-number prior the fit starts from and is pulled towards. */
 void loom_serve_calib_prior(const loom_device *d, loom_serve_calib *out);
 
-/* The per-iteration overhead and the per-request latency of engine k. */
+/* The per-iteration overhead of engine k; the per-request latency of
+ * front end f in front of engine k. */
 double loom_serve_calib_iter_s(const loom_serve_calib *c, loom_engine_kind k);
-double loom_serve_calib_latency_s(const loom_serve_calib *c, loom_engine_kind k);
+double loom_serve_calib_latency_s(const loom_serve_calib *c, loom_engine_kind k,
+                                  loom_serve_frontend f);
 
 /* Field access by index (file order), for the fitter and the JSON code. */
 const char *loom_serve_calib_field_name(int i);

@@ -29,7 +29,11 @@
  * model is loaded, tokens_per_block 32, capacity scheduler
  * GUARANTEED_NO_EVICT (a request is admitted when its prompt and its whole
  * maximum output fit), enable_chunked_prefill false, CUDA graphs for batch
- * sizes up to 128 (cuda_graph_config).
+ * sizes up to 128 (cuda_graph_config). That is the PyTorch backend, the
+ * default since 1.0 and what `--engine trtllm` models; releases before
+ * 1.0, NIM 1.x and NVIDIA's MLPerf harnesses run built TensorRT engines
+ * from the C++ executor instead (compiled_runtime: no eager launch cost,
+ * the C++ per-sequence cost), which the serving records mark by version.
  */
 #include "costs/serve/engine.h"
 

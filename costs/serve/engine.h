@@ -45,6 +45,16 @@ typedef enum {
     LOOM_ENGINE_COUNT
 } loom_engine_kind;
 
+/* What serves the requests: the engine's own OpenAI-compatible server
+ * (vllm serve, SGLang's server, trtllm-serve), NVIDIA NIM's server in front
+ * of TensorRT-LLM, or nothing (a harness that calls the engine in-process
+ * with token ids: MLPerf LoadGen, trtllm-bench). */
+typedef enum {
+    LOOM_FRONTEND_ENGINE,
+    LOOM_FRONTEND_NIM,
+    LOOM_FRONTEND_NONE,
+} loom_serve_frontend;
+
 const char *loom_engine_name(loom_engine_kind k);
 bool loom_engine_parse(const char *s, loom_engine_kind *out);
 
@@ -67,6 +77,12 @@ typedef struct {
                                     (SGLang new_token_ratio; 0 = the prompt only) */
     int64_t cuda_graph_max_bs;   /* decode batches up to this size replay a CUDA graph */
     int64_t cuda_graph_count;    /* graphs captured (memory, not time) */
+    bool compiled_runtime;       /* TensorRT-LLM executing a built TensorRT engine from its
+                                    C++ executor (releases before 1.0, NIM 1.x, MLPerf
+                                    harnesses): every kernel is launched from C++ ahead of
+                                    the GPU, so no iteration pays eager per-kernel launch
+                                    costs; 1.0's default PyTorch backend launches from
+                                    Python outside its CUDA graphs, as vLLM and SGLang do */
 } loom_serve_engine;
 
 /* The engine's documented defaults on device d (some depend on its memory),

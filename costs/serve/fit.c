@@ -46,7 +46,7 @@ void loom_serve_case_opts(const loom_serve_case *c, const loom_serve_calib *cal,
     o->cluster = &c->cluster;
     o->serve_calib = cal;
     o->par = r->par;
-    o->no_frontend = r->no_frontend;
+    o->frontend = r->frontend;
     const loom_model_info *mi = loom_graph_info_c(c->graph);
     int64_t dp = r->par.replicas;
     if (dp > 1 && (r->dp_attention || (mi->experts > 0 && r->par.ep > 1))) {
@@ -57,6 +57,7 @@ void loom_serve_case_opts(const loom_serve_case *c, const loom_serve_calib *cal,
             o->par.tp = r->par.tp / dp;
     }
     loom_serve_engine_defaults(r->engine, &c->cluster.gpu, o->par.tp * o->par.attn_dp, &o->engine);
+    o->engine.compiled_runtime = r->compiled_runtime;
     if (r->max_num_seqs > 0) o->engine.max_num_seqs = r->max_num_seqs;
     if (r->max_batched_tokens > 0) o->engine.max_batched_tokens = r->max_batched_tokens;
     if (r->mem_fraction > 0 && r->mem_fraction <= 1) o->engine.mem_fraction = r->mem_fraction;

@@ -66,10 +66,20 @@ static loom_status one(const loom_jctx *c, const cJSON *o, const char *path, loo
     loom_status st;
     if ((st = loom_json_get_str(c, o, path, "engine", true, &s))) return st;
     if (!strncasecmp(s, "tensorrt", 8) || !strncasecmp(s, "nvidia-nim", 10)) r->engine = LOOM_ENGINE_TRTLLM;
+    if (!strncasecmp(s, "nvidia-nim", 10)) r->frontend = LOOM_FRONTEND_NIM;
     else if (!loom_engine_parse(s, &r->engine)) {
         snprintf(r->skip, sizeof r->skip, "%.64s: engine \"%.40s\" has no policy in loom "
                  "(vllm, sglang, trtllm)", path, s);
         return LOOM_OK;
+    }
+    /* TensorRT-LLM ran built TensorRT engines from its C++ executor until
+     * 1.0 made the PyTorch backend the default; NIM 1.x ships such engines,
+     * and NVIDIA's MLPerf harnesses drive them */
+    if (r->engine == LOOM_ENGINE_TRTLLM) {
+        const char *v = NULL;
+        if ((st = loom_json_get_str(c, o, path, "engine_version", false, &v))) return st;
+        r->compiled_runtime = r->frontend == LOOM_FRONTEND_NIM ||
+                              (v && (!strncmp(v, "0.", 2) || strstr(v, "MLPerf")));
     }
     if ((st = loom_json_get_str(c, o, path, "gpu", true, &s))) return st;
     const loom_device *d = loom_device_find(s);
@@ -117,7 +127,7 @@ static loom_status one(const loom_jctx *c, const cJSON *o, const char *path, loo
     s = NULL;
     if ((st = loom_json_get_str(c, o, path, "frontend", false, &s))) return st;
     if (s) {
-        if (!strcmp(s, "none")) r->no_frontend = true;
+        if (!strcmp(s, "none")) r->frontend = LOOM_FRONTEND_NONE;
         else if (strcmp(s, "openai-server"))
             return loom_json_fail(c, path, "field \"frontend\": expected \"none\" (the harness "
                                   "calls the engine in-process) or \"openai-server\", found \"%.40s\"", s);

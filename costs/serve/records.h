@@ -60,8 +60,10 @@ typedef struct {
     int64_t num_gpus;
     loom_serve_parallel par;      /* tp, pp, ep; dp → attention DP (MoE) or replicas */
     bool dp_attention;            /* engine_settings say attention DP */
-    bool no_frontend;             /* "frontend": "none": the harness calls the engine
-                                     in-process (MLPerf LoadGen, trtllm-bench) */
+    bool compiled_runtime;        /* TensorRT-LLM before 1.0, NIM, MLPerf: engine.h */
+    loom_serve_frontend frontend; /* "frontend": "none" (the harness calls the engine
+                                     in-process: MLPerf LoadGen, trtllm-bench); engine
+                                     "nvidia-nim": NIM's server; else the engine's own */
     loom_serve_workload work;
     int64_t max_num_seqs, max_batched_tokens;   /* engine_settings (0 = default) */
     double mem_fraction;

@@ -372,7 +372,7 @@ static loom_status run(const loom_serve_model *m, const loom_serve_workload *w,
     if (w->load == LOOM_LOAD_CONCURRENCY) issued = w->concurrency < n ? w->concurrency : n;
     const loom_serve_calib *sc = loom_serve_model_calib(m);
     const double front_s = sc->request_overhead_s,
-                 hop_s = loom_serve_calib_latency_s(sc, loom_serve_model_engine(m)->kind);
+                 hop_s = loom_serve_model_latency_s(m);
     const double stream_s = sc->stream_token_s;
     double front_free = 0, stream_free = 0;
     for (int64_t i = 0; i < issued; i++) {

@@ -157,7 +157,7 @@ loom_status loom_serve_steady(const loom_serve_model *m, const loom_serve_worklo
     /* the API server: a serial queue of service F per request */
     const loom_serve_calib *sc = loom_serve_model_calib(m);
     double F = sc->request_overhead_s,
-           hop = loom_serve_calib_latency_s(sc, loom_serve_model_engine(m)->kind);
+           hop = loom_serve_model_latency_s(m);
     double cap = bmax / (O * tmax);
     if (F > 0 && 1 / F < cap) cap = 1 / F;
     out->capacity_rps = cap * rep;

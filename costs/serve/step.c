@@ -22,7 +22,9 @@ struct loom_serve_model {
     double peak_bf16, peak_fp8, hbm_Bps;
     loom_group tp_group, stage_group, p2p_group;
     double iter_overhead_s;   /* the engine's, from sc */
-    bool no_frontend;
+    double seq_s;             /* per sequence per iteration, from sc */
+    double latency_s;         /* the front end's per-request hop, from sc */
+    loom_serve_frontend frontend;
 };
 
 /* Takes the serving calibration c: the engine's own overheads, and no
@@ -30,11 +32,10 @@ struct loom_serve_model {
 static void apply_calib(loom_serve_model *m, const loom_serve_calib *c)
 {
     m->sc = *c;
-    if (m->no_frontend) {
-        m->sc.request_overhead_s = m->sc.stream_token_s = 0;
-        m->sc.latency_vllm_s = m->sc.latency_sglang_s = m->sc.latency_trtllm_s = 0;
-    }
+    if (m->frontend == LOOM_FRONTEND_NONE) m->sc.request_overhead_s = m->sc.stream_token_s = 0;
     m->iter_overhead_s = loom_serve_calib_iter_s(&m->sc, m->engine.kind);
+    m->seq_s = m->engine.compiled_runtime ? m->sc.seq_compiled_s : m->sc.seq_overhead_s;
+    m->latency_s = loom_serve_calib_latency_s(&m->sc, m->engine.kind, m->frontend);
 }
 
 static double maxd(double a, double b) { return a > b ? a : b; }
@@ -59,7 +60,7 @@ loom_status loom_serve_model_create(const loom_serve_model_opts *o, loom_serve_m
         goto fail;
     }
     m->engine = o->engine;
-    m->no_frontend = o->no_frontend;
+    m->frontend = o->frontend;
     loom_serve_calib sc;
     if (o->serve_calib) sc = *o->serve_calib;
     else loom_serve_calib_default(&c->gpu, &sc);
@@ -105,6 +106,7 @@ const loom_serve_shape *loom_serve_model_shape(const loom_serve_model *m) { retu
 const loom_serve_memory *loom_serve_model_memory(const loom_serve_model *m) { return &m->mem; }
 const loom_serve_engine *loom_serve_model_engine(const loom_serve_model *m) { return &m->engine; }
 const loom_serve_calib *loom_serve_model_calib(const loom_serve_model *m) { return &m->sc; }
+double loom_serve_model_latency_s(const loom_serve_model *m) { return m->latency_s; }
 const loom_cluster *loom_serve_model_cluster(const loom_serve_model *m) { return &m->cluster; }
 
 /* A tensor-core kernel of F FLOPs: F / (peak · eff · F/(F + half)). */
@@ -178,8 +180,9 @@ double loom_serve_iter_time(const loom_serve_model *m, const loom_serve_batch *b
                           mem_s(m, s->kv_bytes_per_token * (prefix + (double)b->n_prefill * pre_share)));
     }
     it.other_s = mem_s(m, s->other_bytes_per_token * n);
-    bool graphed = n <= (double)m->engine.cuda_graph_max_bs &&
-                   (b->n_prefill == 0 || m->engine.kind == LOOM_ENGINE_VLLM);
+    bool graphed = m->engine.compiled_runtime ||
+                   (n <= (double)m->engine.cuda_graph_max_bs &&
+                    (b->n_prefill == 0 || m->engine.kind == LOOM_ENGINE_VLLM));
     it.other_s += (double)s->kernels * (sc->kernel_gap_s + (graphed ? 0 : sc->eager_gap_s));
     /* collectives: all-reduces of [n, h] bf16, EP all-to-all of the routed copies */
     double hb = 2.0 * (double)s->hidden;
@@ -198,7 +201,7 @@ double loom_serve_iter_time(const loom_serve_model *m, const loom_serve_batch *b
                      (sc->ar_latency_s / 2 + loom_group_collective_time_s(&m->cluster, &m->cal,
                                                                           LOOM_COLL_SEND_RECV,
                                                                           m->p2p_group, n * hb));
-    it.overhead_s = m->iter_overhead_s + sc->seq_overhead_s * (double)b->n_sampled;
+    it.overhead_s = m->iter_overhead_s + m->seq_s * (double)b->n_sampled;
     it.total_s = it.gemm_s + it.attn_s + it.other_s + it.comm_s + it.overhead_s;
     if (bd) *bd = it;
     return it.total_s;

@@ -68,10 +68,12 @@ typedef struct {
     loom_serve_parallel par;
     loom_serve_engine engine;
     int64_t seq_tokens;             /* longest request (prompt + output), for max concurrency */
-    bool no_frontend;               /* the harness calls the engine in-process with token ids
-                                       (MLPerf LoadGen, trtllm-bench): no API server or
-                                       streaming client, so calib.h's front-end terms are 0 */
+    loom_serve_frontend frontend;   /* what serves the requests (calib.h) */
 } loom_serve_model_opts;
+
+/* The per-request latency of the instance's front end (calib.h latency_*_s;
+ * 0 without one). */
+double loom_serve_model_latency_s(const loom_serve_model *m);
 
 /* Builds the instance: its shape, its memory, the constants of its
  * iteration time. Errors name the option at fault (shape.h), a device

@@ -130,6 +130,11 @@ static int cmp_opt(const void *a, const void *b)
     if (x->feasible != y->feasible) return x->feasible ? -1 : 1;
     if (x->score != y->score) return x->score > y->score ? -1 : 1;
     if (x->dep.gpus != y->dep.gpus) return x->dep.gpus > y->dep.gpus ? -1 : 1;
+    /* a tie goes to the earlier shape: an engine's default chunk comes
+     * before its smaller-chunk variants (serve_space.c) */
+    if (x->dep.agg != y->dep.agg) return x->dep.agg < y->dep.agg ? -1 : 1;
+    if (x->dep.prefill != y->dep.prefill) return x->dep.prefill < y->dep.prefill ? -1 : 1;
+    if (x->dep.decode != y->dep.decode) return x->dep.decode < y->dep.decode ? -1 : 1;
     return 0;
 }
 
