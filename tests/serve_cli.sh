@@ -31,6 +31,9 @@ expect_fail eval 1 llama-3-8b "${S[@]}" "${W[@]}" --qps 1 --tp 3 -- "--tp 3 does
 expect_fail eval 1 llama-3-8b "${S[@]}" "${W[@]}" --qps 1 --tp 16 -- "16 GPUs, but cluster dgx-h100-x1 has 8"
 expect_fail eval 1 llama-3-8b "${S[@]}" "${W[@]}" --qps 1 --ep 2 -- "--ep 2: llama-3-8b has no experts"
 expect_fail eval 3 llama-3-70b "${S[@]}" "${W[@]}" --qps 1 -- "does not fit"
+expect_fail eval 2 llama-3-8b "${S[@]}" "${W[@]}" --qps 1 --engine vllm --frontend nim -- "--frontend nim runs TensorRT-LLM, not vllm"
+expect_fail eval 2 llama-3-8b "${S[@]}" "${W[@]}" --qps 1 --engine sglang --trt-engine -- "--trt-engine runs TensorRT-LLM, not sglang"
+expect_fail eval 2 llama-3-8b "${S[@]}" "${W[@]}" --qps 1 --frontend triton -- "--frontend expects"
 expect_fail eval 1 --cluster dgx-h100-x1 --from-vllm "vllm serve meta-llama/Meta-Llama-3-8B --tp-size 2" "${W[@]}" --qps 1 -- "--from-vllm:1: unknown vLLM option '--tp-size'"
 expect_fail eval 1 --cluster dgx-h100-x1 --from-sglang "python -m sglang.launch_server --model-path x/unknown-model" "${W[@]}" --qps 1 -- "x/unknown-model" "not a bundled model"
 
@@ -75,6 +78,21 @@ o = json.load(open(sys.argv[1]))
 c = o["config"]
 assert c["engine"] == "sglang" and c["tp"] == 1 and c["attention_dp"] == 8 and c["mem_fraction"] == 0.85, c
 assert o["gpus"] == 8
+PY
+
+# the front end: a harness without a server removes the per-request hop and
+# the streaming queue; NIM implies TensorRT-LLM on a built engine, which
+# pays no eager launch cost
+for fe in server none nim; do
+    "$LOOM" eval llama-3-8b "${S[@]}" "${W[@]}" --concurrency 1 --frontend $fe --json >"$tmp/fe_$fe.json" 2>/dev/null
+done
+python3 - "$tmp" <<'PY' && ok || bad "--frontend: a harness with no server must not be slower, NIM must be TensorRT-LLM on a built engine"
+import json, sys
+d = sys.argv[1]
+srv, none, nim = (json.load(open("%s/fe_%s.json" % (d, f))) for f in ("server", "none", "nim"))
+assert none["ttft_s"] < srv["ttft_s"] and none["config"]["frontend"] == "none", (none["ttft_s"], srv["ttft_s"])
+assert nim["config"]["engine"] == "trtllm" and nim["config"]["trt_engine"] and nim["config"]["frontend"] == "nim"
+assert srv["config"]["frontend"] == "server" and not srv["config"]["trt_engine"]
 PY
 
 echo "serve_cli: $passes passed, $fails failed"

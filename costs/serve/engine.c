@@ -52,6 +52,11 @@ const char *loom_engine_name(loom_engine_kind k)
     return (unsigned)k < LOOM_ENGINE_COUNT ? names[k] : "?";
 }
 
+const char *loom_serve_frontend_name(loom_serve_frontend f)
+{
+    return f == LOOM_FRONTEND_NIM ? "nim" : f == LOOM_FRONTEND_NONE ? "none" : "server";
+}
+
 bool loom_engine_parse(const char *s, loom_engine_kind *out)
 {
     for (int k = 0; k < LOOM_ENGINE_COUNT; k++)

@@ -56,6 +56,7 @@ typedef enum {
 } loom_serve_frontend;
 
 const char *loom_engine_name(loom_engine_kind k);
+const char *loom_serve_frontend_name(loom_serve_frontend f);   /* "server", "nim", "none" */
 bool loom_engine_parse(const char *s, loom_engine_kind *out);
 
 typedef struct {

@@ -74,6 +74,7 @@ typedef struct {
 /* The per-request latency of the instance's front end (calib.h latency_*_s;
  * 0 without one). */
 double loom_serve_model_latency_s(const loom_serve_model *m);
+loom_serve_frontend loom_serve_model_frontend(const loom_serve_model *m);
 
 /* Builds the instance: its shape, its memory, the constants of its
  * iteration time. Errors name the option at fault (shape.h), a device

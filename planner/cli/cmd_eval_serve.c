@@ -38,12 +38,13 @@ typedef struct {
     double qps;
     int64_t concurrency, requests, seed;
     bool offline;
-    int weights, kv_dtype, engine;
+    int weights, kv_dtype, engine, frontend;
+    bool trt_engine;
     int64_t max_num_seqs, max_batched_tokens, block_size;
     double mem_fraction, slo_ttft, slo_tpot;
     bool steady_only, json;
     bool tp_given, pp_given, ep_given, dp_given, isl_given, osl_given, qps_given, conc_given,
-        engine_given, weights_given, kv_given;
+        engine_given, weights_given, kv_given, frontend_given;
 } serve_args;
 
 static void serve_args_init(void *p)
@@ -106,6 +107,14 @@ static const loom_cli_option serve_opts[] = {
      .choices = loom_serve_kv_choices, .metavar = "T", .help = "KV cache dtype"},
     {.name = "--engine", .kind = LOOM_CLI_ENUM, .field = F(engine), .given = F(engine_given),
      .choices = loom_serve_engine_choices, .metavar = "E", .help = "engine whose policy and defaults apply"},
+    {.name = "--frontend", .kind = LOOM_CLI_ENUM, .field = F(frontend), .given = F(frontend_given),
+     .choices = loom_serve_frontend_choices, .metavar = "F",
+     .help = "what serves the requests: the engine's OpenAI server, NVIDIA NIM's\n"
+             "(TensorRT-LLM; implies --trt-engine), or none (a harness calling the\n"
+             "engine in-process with token ids, as MLPerf's)", .def = "server"},
+    {.name = "--trt-engine", .kind = LOOM_CLI_FLAG, .field = F(trt_engine),
+     .help = "TensorRT-LLM runs a built TensorRT engine from its C++ executor (releases\n"
+             "before 1.0, NIM) instead of 1.x's PyTorch backend"},
     {.name = "--max-num-seqs", .kind = LOOM_CLI_INT, .field = F(max_num_seqs), .lo = 1,
      .hi = 1 << 24, .metavar = "N", .help = "running sequences at most", .def = "the engine's"},
     {.name = "--max-batched-tokens", .kind = LOOM_CLI_SIZE, .field = F(max_batched_tokens),
@@ -138,7 +147,8 @@ const loom_cli_spec loom_cli_spec_eval_serve = {
     .usage = "usage: loom eval MODEL --cluster C --mode serve --tp T [--pp P] [--ep E] [--dp D]\n"
              "                 --isl N --osl N (--qps R | --concurrency N | --offline) [--requests N]\n"
              "                 [--weights bf16|fp8|int4|mxfp4] [--kv-dtype bf16|fp8]\n"
-             "                 [--engine vllm|sglang|trtllm] [--max-num-seqs N]\n"
+             "                 [--engine vllm|sglang|trtllm] [--frontend server|nim|none]\n"
+             "                 [--trt-engine] [--max-num-seqs N]\n"
              "                 [--max-batched-tokens N] [--json]\n"
              "       loom eval [MODEL] --cluster C --from-vllm \"vllm serve MODEL …\" --isl N …\n"
              "       loom eval [MODEL] --cluster C --from-sglang \"… sglang.launch_server …\" …\n",
@@ -245,6 +255,12 @@ static void print_text(const report *r)
     if (p->ep > 1) printf(", ep %lld", (long long)p->ep);
     printf(" (%lld GPUs, %s); weights %s, KV %s\n", (long long)(s->gpus * p->replicas),
            r->c->gpu.name, loom_serve_weights_name(p->weights), loom_dtype_name(p->kv_dtype));
+    loom_serve_frontend fe = loom_serve_model_frontend(r->m);
+    if (fe != LOOM_FRONTEND_ENGINE || e->compiled_runtime)
+        printf("runtime: %s%s\n",
+               fe == LOOM_FRONTEND_NIM ? "NIM's server in front of " : fe == LOOM_FRONTEND_NONE
+                   ? "no server (in-process harness), " : "",
+               e->compiled_runtime ? "a built TensorRT engine on the C++ executor" : "the engine");
     printf("engine: max %lld sequences, %lld tokens per iteration, %s prefill%s, block %lld, "
            "memory fraction %.2f%s\n",
            (long long)e->max_num_seqs, (long long)e->max_batched_tokens,
@@ -353,6 +369,8 @@ static int print_json(const report *r)
     cJSON_AddNumberToObject(o, "gpus", (double)(s->gpus * s->par.replicas));
     cJSON *cfg = cJSON_AddObjectToObject(o, "config");
     cJSON_AddStringToObject(cfg, "engine", loom_engine_name(e->kind));
+    cJSON_AddStringToObject(cfg, "frontend", loom_serve_frontend_name(loom_serve_model_frontend(r->m)));
+    cJSON_AddBoolToObject(cfg, "trt_engine", e->compiled_runtime);
     cJSON_AddNumberToObject(cfg, "tp", (double)s->par.tp);
     cJSON_AddNumberToObject(cfg, "pp", (double)s->par.pp);
     cJSON_AddNumberToObject(cfg, "ep", (double)s->par.ep);
@@ -538,6 +556,14 @@ int loom_cmd_eval_serve(int argc, char **argv)
         snprintf(load_text, sizeof load_text, "%lld concurrent clients", (long long)a.concurrency);
     else snprintf(load_text, sizeof load_text, "offline (all at once)");
 
+    if (a.frontend == LOOM_FRONTEND_NIM && !a.engine_given) a.engine = LOOM_ENGINE_TRTLLM;
+    if ((a.frontend == LOOM_FRONTEND_NIM || a.trt_engine) && a.engine != LOOM_ENGINE_TRTLLM) {
+        fprintf(stderr, "loom eval: %s runs TensorRT-LLM, not %s: use --engine trtllm\n",
+                a.trt_engine ? "--trt-engine" : "--frontend nim",
+                loom_engine_name((loom_engine_kind)a.engine));
+        loom_graph_destroy(g);
+        return LOOM_EXIT_USAGE;
+    }
     loom_serve_model_opts o = {.graph = g, .cluster = &cluster, .calib = a.calib ? &cal : NULL,
                                .serve_calib = a.serve_calib ? &scal : NULL};
     loom_serve_parallel_init(&o.par);
@@ -557,6 +583,8 @@ int loom_cmd_eval_serve(int argc, char **argv)
     if (a.max_batched_tokens) o.engine.max_batched_tokens = a.max_batched_tokens;
     if (a.block_size) o.engine.block_size = a.block_size;
     if (a.mem_fraction > 0) o.engine.mem_fraction = a.mem_fraction;
+    o.frontend = (loom_serve_frontend)a.frontend;
+    o.engine.compiled_runtime = a.trt_engine || o.frontend == LOOM_FRONTEND_NIM;
     o.seq_tokens = loom_serve_workload_max_isl(&w) + loom_serve_workload_max_osl(&w);
     if (have_line && line.max_model_len > 0 && o.seq_tokens > line.max_model_len) {
         fprintf(stderr, "loom eval: --isl %lld + --osl %lld exceeds the launch line's "

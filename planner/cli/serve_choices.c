@@ -24,6 +24,10 @@ const loom_cli_choice loom_serve_kv_choices[] = {{"bf16", LOOM_DTYPE_BF16, false
                                                  {"fp16", LOOM_DTYPE_BF16, true},
                                                  {"auto", LOOM_DTYPE_BF16, true},
                                                  {NULL, 0, false}};
+const loom_cli_choice loom_serve_frontend_choices[] = {{"server", LOOM_FRONTEND_ENGINE, false},
+                                                       {"nim", LOOM_FRONTEND_NIM, false},
+                                                       {"none", LOOM_FRONTEND_NONE, false},
+                                                       {NULL, 0, false}};
 const loom_cli_choice loom_serve_dist_choices[] = {{"fixed", LOOM_LEN_FIXED, false},
                                                    {"uniform", LOOM_LEN_UNIFORM, false},
                                                    {"lognormal", LOOM_LEN_LOGNORMAL, false},

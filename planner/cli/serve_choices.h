@@ -12,5 +12,6 @@ extern const loom_cli_choice loom_serve_engine_choices[];   /* --engine */
 extern const loom_cli_choice loom_serve_weight_choices[];   /* --weights */
 extern const loom_cli_choice loom_serve_kv_choices[];       /* --kv-dtype */
 extern const loom_cli_choice loom_serve_dist_choices[];     /* --len-dist */
+extern const loom_cli_choice loom_serve_frontend_choices[]; /* --frontend */
 
 #endif
