@@ -28,7 +28,8 @@ print("| metric | n | median \\|err\\| | max \\|err\\| | LOSO median | LOSO max 
 print("| --- | ---: | ---: | ---: | ---: | ---: |")
 names = {"ttft_mean_s": "TTFT", "ttft_p99_s": "TTFT p99", "tpot_mean_s": "TPOT", "itl_mean_s": "ITL",
          "itl_p99_s": "ITL p99", "e2e_mean_s": "E2E", "output_tokens_per_s": "output tok/s",
-         "requests_per_s": "requests/s"}
+         "requests_per_s": "requests/s", "ttft_p50_s": "TTFT p50", "tpot_p50_s": "TPOT p50",
+         "itl_p50_s": "ITL p50", "e2e_p50_s": "E2E p50"}
 for k, v in o["summary"].items():
     if not v["n"]:
         continue
@@ -42,7 +43,7 @@ online = [r for r in recs if src[r["index"]]["load"]["kind"] in ("qps", "concurr
 print(f"\nOnline runs only (Poisson rate or N clients; {len(online)} records):\n")
 print("| metric | n | median \\|err\\| | LOSO median |")
 print("| --- | ---: | ---: | ---: |")
-for k in ["ttft_mean_s", "tpot_mean_s", "itl_mean_s", "output_tokens_per_s"]:
+for k in ["ttft_mean_s", "ttft_p50_s", "tpot_mean_s", "tpot_p50_s", "itl_mean_s", "output_tokens_per_s"]:
     ins = [abs(r[k]["predicted"] / r[k]["published"] - 1) for r in online if k in r and "predicted" in r[k]]
     lo = [abs(r[k]["predicted_loso"] / r[k]["published"] - 1) for r in online if k in r and "predicted_loso" in r[k]]
     if ins:

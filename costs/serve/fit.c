@@ -113,9 +113,15 @@ static double loss(const loom_serve_case *cases, size_t n, loom_serve_model **mo
         const double *meas = cases[i].rec->measured;
         loom_serve_metrics m;
         if (!predict_fast(models[i], &cases[i], cal, &m)) continue;
-        double tpot = meas[LOOM_SM_TPOT] > 0 ? meas[LOOM_SM_TPOT] : meas[LOOM_SM_ITL];
+        /* a mean where published, else the median (many reports give only
+         * medians; the steady state has one value for both) */
+        double tpot = meas[LOOM_SM_TPOT] > 0       ? meas[LOOM_SM_TPOT]
+                      : meas[LOOM_SM_ITL] > 0      ? meas[LOOM_SM_ITL]
+                      : meas[LOOM_SM_TPOT_P50] > 0 ? meas[LOOM_SM_TPOT_P50]
+                                                   : meas[LOOM_SM_ITL_P50];
+        double ttft = meas[LOOM_SM_TTFT] > 0 ? meas[LOOM_SM_TTFT] : meas[LOOM_SM_TTFT_P50];
         if (tpot > 0 && m.tpot.mean > 0) L += sq(log(m.tpot.mean / tpot));
-        if (meas[LOOM_SM_TTFT] > 0 && m.ttft.mean > 0) L += 0.5 * sq(log(m.ttft.mean / meas[LOOM_SM_TTFT]));
+        if (ttft > 0 && m.ttft.mean > 0) L += 0.5 * sq(log(m.ttft.mean / ttft));
         if (meas[LOOM_SM_OUT_TPS] > 0 && m.output_tokens_per_s > 0)
             L += sq(log(m.output_tokens_per_s / meas[LOOM_SM_OUT_TPS]));
     }

@@ -40,7 +40,11 @@
     X(ITL_P99, "itl_p99_s", "ITL p99")             \
     X(E2E, "e2e_mean_s", "E2E")                    \
     X(OUT_TPS, "output_tokens_per_s", "output tok/s") \
-    X(RPS, "requests_per_s", "requests/s")
+    X(RPS, "requests_per_s", "requests/s")         \
+    X(TTFT_P50, "ttft_p50_s", "TTFT p50")          \
+    X(TPOT_P50, "tpot_p50_s", "TPOT p50")          \
+    X(ITL_P50, "itl_p50_s", "ITL p50")             \
+    X(E2E_P50, "e2e_p50_s", "E2E p50")
 
 typedef enum {
 #define LOOM_X(n, key, label) LOOM_SM_##n,

@@ -47,9 +47,13 @@ loom_status loom_serve_workload_check(const loom_serve_workload *w, int64_t max_
     if (w->osl < 1 || w->osl > big)
         return loom_error_set(err, LOOM_ERR_INVALID, "--osl: expected an output length in [1, %lld] "
                               "tokens, found %lld", (long long)big, (long long)w->osl);
-    if (!(w->isl_spread >= 0 && w->isl_spread < 1) || !(w->osl_spread >= 0 && w->osl_spread < 1))
-        return loom_error_set(err, LOOM_ERR_INVALID, "length spread: expected a number in [0, 1), "
-                              "found %g / %g", w->isl_spread, w->osl_spread);
+    /* uniform: ±r of the mean, r < 1; log-normal: a coefficient of variation */
+    double hi_i = w->isl_dist == LOOM_LEN_LOGNORMAL ? 3 : 1, hi_o = w->osl_dist == LOOM_LEN_LOGNORMAL ? 3 : 1;
+    if (!(w->isl_spread >= 0 && w->isl_spread < hi_i) || !(w->osl_spread >= 0 && w->osl_spread < hi_o))
+        return loom_error_set(err, LOOM_ERR_INVALID, "length spread: expected a number in [0, %g) "
+                              "(uniform: a share of the mean; log-normal: a coefficient of "
+                              "variation below 3), found %g / %g", hi_i < hi_o ? hi_i : hi_o,
+                              w->isl_spread, w->osl_spread);
     if (w->load == LOOM_LOAD_QPS && !(w->rate > 0 && w->rate < 1e7))
         return loom_error_set(err, LOOM_ERR_INVALID, "--qps: expected a request rate > 0 "
                               "requests/s, found %g", w->rate);

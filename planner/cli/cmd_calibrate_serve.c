@@ -69,7 +69,8 @@ const loom_cli_spec loom_cli_spec_calibrate_serve = {
 /* The metrics the table reports, in order. */
 static const loom_serve_metric shown[] = {LOOM_SM_TTFT, LOOM_SM_TTFT_P99, LOOM_SM_TPOT,
                                           LOOM_SM_ITL, LOOM_SM_ITL_P99, LOOM_SM_E2E,
-                                          LOOM_SM_OUT_TPS, LOOM_SM_RPS};
+                                          LOOM_SM_OUT_TPS, LOOM_SM_RPS, LOOM_SM_TTFT_P50,
+                                          LOOM_SM_TPOT_P50, LOOM_SM_ITL_P50, LOOM_SM_E2E_P50};
 #define N_SHOWN (sizeof shown / sizeof shown[0])
 
 static int cmp_d(const void *a, const void *b)
