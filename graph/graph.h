@@ -149,6 +149,7 @@ typedef struct {
     bool known;
     double norm_eps;            /* rms_norm_eps / layer_norm_epsilon */
     double rope_theta;          /* RoPE base (0 = no RoPE: learned positions) */
+    double rotary_fraction;     /* partial_rotary_factor: share of a head rotated (0 = all) */
     char rope_scaling[16];      /* "" none, "llama3" (Llama 3.1), "yarn" (DeepSeek) */
     double rope_factor;         /* rope_scaling.factor */
     double rope_low_freq, rope_high_freq;   /* llama3: low/high_freq_factor */

@@ -15,11 +15,18 @@
  *   llama4_text                     RoPE layers: no_rope_layers[i] == 1, by
  *                                   default (i + 1) % 4 != 0; chunked
  *   gpt_oss                         its layer_types (even layers, window 128)
+ *   glm4_moe                        none (full attention everywhere)
  * Which layers route to experts:
  *   mixtral, qwen3_moe, gpt_oss     every layer
  *   qwen2_moe, qwen3_moe            (i + 1) % decoder_sparse_step == 0 and i
  *                                   not in mlp_only_layers
  *   llama4_text                     (i + 1) % interleave_moe_layer_step == 0
+ *   glm4_moe                        i >= first_k_dense_replace, with
+ *                                   n_shared_experts ungated shared experts
+ *                                   of moe_intermediate_size each (GLM-4.5)
+ * partial_rotary_factor (GLM) rotates part of each head: only the rotary
+ * element-wise work changes, well under 0.1% of a layer, so it is read and
+ * not costed apart.
  *
  * Keys that change the cost and that a family does not model are never
  * dropped silently: a fixed list of such keys (math_keys) is checked against
@@ -73,6 +80,8 @@ static const struct {
                     "rope_scaling "},
     {"gpt_oss", " head_dim attention_bias sliding_window layer_types num_local_experts "
                 "rope_scaling quantization_config "},
+    {"glm4_moe", " head_dim attention_bias partial_rotary_factor rope_scaling n_routed_experts "
+                 "moe_intermediate_size n_shared_experts first_k_dense_replace use_qk_norm "},
 };
 
 static void warn(loom_hf_llama_cfg *lc, const char *fmt, const char *a, const char *b)
@@ -198,8 +207,9 @@ static loom_status read_moe(const loom_jctx *c, const cJSON *cfg, const char *ar
 {
     loom_model_info *m = &lc->m;
     bool qwen = strcmp(arch, "qwen2_moe") == 0 || strcmp(arch, "qwen3_moe") == 0;
-    bool llama4 = strcmp(arch, "llama4_text") == 0;
-    const char *ekey = qwen ? "num_experts" : "num_local_experts";
+    bool llama4 = strcmp(arch, "llama4_text") == 0, glm = strcmp(arch, "glm4_moe") == 0;
+    const char *ekey = qwen ? "num_experts" : glm ? "n_routed_experts" : "num_local_experts";
+    int64_t dense_first = 0;
     int64_t step = 1;
     loom_status s;
     if ((s = loom_hf_size(c, cfg, ekey, true, LOOM_MAX_EXPERTS, &m->experts)) ||
@@ -219,6 +229,16 @@ static loom_status read_moe(const loom_jctx *c, const cJSON *cfg, const char *ar
             (s = loom_hf_size(c, cfg, "decoder_sparse_step", false, 100000, &step)))
             return s;
         lc->shared_gate = lc->shared_ffn > 0;
+    } else if (glm) {
+        int64_t n_shared = 0;
+        if ((s = loom_hf_size(c, cfg, "moe_intermediate_size", true, LOOM_MAX_FFN, &m->moe_ffn)) ||
+            (s = loom_json_get_int(c, cfg, "$", "n_shared_experts", false, 0, LOOM_MAX_EXPERTS,
+                                   &n_shared)) ||
+            (s = loom_json_get_int(c, cfg, "$", "first_k_dense_replace", false, 0, m->layers,
+                                   &dense_first)))
+            return s;
+        lc->shared_ffn = n_shared * m->moe_ffn;   /* ungated, summed with the routed output */
+        m->first_dense = dense_first;
     } else if (llama4) {
         lc->shared_ffn = m->ffn;   /* one shared expert as wide as a routed one */
         if ((s = loom_hf_size(c, cfg, "intermediate_size_mlp", false, LOOM_MAX_FFN, &m->ffn)) ||
@@ -226,7 +246,7 @@ static loom_status read_moe(const loom_jctx *c, const cJSON *cfg, const char *ar
             return s;
     }
     m->shared_experts = lc->shared_ffn > 0;
-    for (int64_t i = 0; i < m->layers; i++) lc->moe[i] = (i + 1) % step == 0;
+    for (int64_t i = 0; i < m->layers; i++) lc->moe[i] = (i + 1) % step == 0 && i >= dense_first;
     const cJSON *only = NULL;
     if (qwen && (s = loom_json_get_array(c, cfg, "$", "mlp_only_layers", false, &only))) return s;
     for (const cJSON *e = only ? only->child : NULL; e; e = e->next) {
@@ -283,6 +303,9 @@ loom_status loom_hf_llama_cfg_read(const loom_jctx *c, const cJSON *cfg, const c
     lc->o_bias = lc->attn_bias && strcmp(arch, "llama") == 0;   /* Llama's bias covers o_proj */
     lc->attn_bias = lc->attn_bias || strncmp(arch, "qwen2", 5) == 0;   /* Qwen2: q/k/v bias */
     lc->qk_norm = strncmp(arch, "qwen3", 5) == 0 || gemma3;
+    if (strcmp(arch, "glm4_moe") == 0 &&
+        (s = loom_json_get_bool(c, cfg, "$", "use_qk_norm", false, &lc->qk_norm)))
+        return s;
     lc->sandwich = lc->embed_scale = lc->geglu = gemma;
     if (strcmp(arch, "gpt_oss") == 0) {
         lc->names = "gpt_oss";
@@ -290,7 +313,9 @@ loom_status loom_hf_llama_cfg_read(const loom_jctx *c, const cJSON *cfg, const c
         lc->router_bias = true;
     }
     if (strcmp(arch, "llama4_text") == 0) lc->names = "llama4";
-    if (strcmp(arch, "qwen2_moe") == 0 || strcmp(arch, "qwen3_moe") == 0) lc->names = "qwen_moe";
+    if (strcmp(arch, "qwen2_moe") == 0 || strcmp(arch, "qwen3_moe") == 0 ||
+        strcmp(arch, "glm4_moe") == 0)
+        lc->names = "qwen_moe";   /* mlp.gate, mlp.experts, mlp.shared_expert(s) */
     m->qkv_bias = lc->attn_bias;
 
     lc->local = calloc((size_t)m->layers, 1);
@@ -301,7 +326,7 @@ loom_status loom_hf_llama_cfg_read(const loom_jctx *c, const cJSON *cfg, const c
     }
     bool moe = strcmp(arch, "mixtral") == 0 || strcmp(arch, "qwen2_moe") == 0 ||
                strcmp(arch, "qwen3_moe") == 0 || strcmp(arch, "llama4_text") == 0 ||
-               strcmp(arch, "gpt_oss") == 0;
+               strcmp(arch, "gpt_oss") == 0 || strcmp(arch, "glm4_moe") == 0;
     if ((s = read_spans(c, cfg, arch, lc)) || (moe && (s = read_moe(c, cfg, arch, lc)))) {
         loom_hf_llama_cfg_free(lc);
         return s;

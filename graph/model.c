@@ -41,6 +41,7 @@ static const struct {
     {"Llama4ForCausalLM", "llama4_text", FAM_LLAMA},
     {"Llama4ForConditionalGeneration", "llama4", FAM_LLAMA},
     {"GptOssForCausalLM", "gpt_oss", FAM_LLAMA},
+    {"Glm4MoeForCausalLM", "glm4_moe", FAM_LLAMA},
     {"DeepseekV2ForCausalLM", "deepseek_v2", FAM_DEEPSEEK},
     {"DeepseekV3ForCausalLM", "deepseek_v3", FAM_DEEPSEEK},
 };

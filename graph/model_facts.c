@@ -8,7 +8,12 @@
  * beta_fast, beta_slow, mscale, mscale_all_dim}, num_nextn_predict_layers,
  * scoring_func, topk_method ("noaux_tc" = expert bias), norm_topk_prob,
  * routed_scaling_factor, n_group, topk_group, seq_aux, aux_loss_alpha,
- * router_aux_loss_coef. Defaults are those of the transformers config
+ * router_aux_loss_coef, partial_rotary_factor. Router semantics by family
+ * (their HF modeling code): Mixtral, Qwen2/3-MoE, gpt-oss softmax (top-k
+ * renormalised as norm_topk_prob says: Mixtral and gpt-oss always, Qwen3
+ * true, Qwen2-MoE false); GLM-4.5 (Glm4MoeTopkRouter) and DeepSeek-V3
+ * sigmoid with an expert-bias (aux-loss-free) correction; Llama 4 sigmoid
+ * of its top-1. Defaults are those of the transformers config
  * classes (LlamaConfig rope_theta 10000, rms_norm_eps 1e-6; GPT2Config
  * layer_norm_epsilon 1e-5).
  */
@@ -36,7 +41,10 @@ loom_status loom_model_facts_from_hf(const loom_jctx *c, const cJSON *cfg, const
     const double big = 1e12;
     loom_status s;
     bool gpt2 = strcmp(arch, "gpt2") == 0;
-    bool moe = strcmp(arch, "mixtral") == 0 || strncmp(arch, "deepseek", 8) == 0;
+    bool moe = strcmp(arch, "mixtral") == 0 || strncmp(arch, "deepseek", 8) == 0 ||
+               strcmp(arch, "qwen2_moe") == 0 || strcmp(arch, "qwen3_moe") == 0 ||
+               strcmp(arch, "gpt_oss") == 0 || strcmp(arch, "glm4_moe") == 0 ||
+               strcmp(arch, "llama4_text") == 0;
     memset(f, 0, sizeof *f);
     f->known = true;
     f->norm_eps = gpt2 ? 1e-5 : 1e-6;
@@ -80,9 +88,44 @@ loom_status loom_model_facts_from_hf(const loom_jctx *c, const cJSON *cfg, const
         }
     }
     if ((s = loom_json_get_int(c, cfg, "$", "num_nextn_predict_layers", false, 0, 1000,
-                               &f->mtp_layers)))
+                               &f->mtp_layers)) ||
+        (s = loom_json_get_num(c, cfg, "$", "partial_rotary_factor", false, 0, 1,
+                               &f->rotary_fraction)))
         return s;
+    if (f->rotary_fraction == 1) f->rotary_fraction = 0;
     if (!moe) return LOOM_OK;
+    if (strcmp(arch, "qwen2_moe") == 0 || strcmp(arch, "qwen3_moe") == 0 ||
+        strcmp(arch, "gpt_oss") == 0) {
+        bool gpt_oss = strcmp(arch, "gpt_oss") == 0;
+        snprintf(f->router_score, sizeof f->router_score, "softmax");
+        f->router_norm_topk = gpt_oss || strcmp(arch, "qwen3_moe") == 0;   /* HF defaults */
+        snprintf(f->router_balance, sizeof f->router_balance, "aux_loss");
+        f->router_aux_coeff = 0.001;
+        if ((!gpt_oss && (s = loom_json_get_bool(c, cfg, "$", "norm_topk_prob", false,
+                                                 &f->router_norm_topk))) ||
+            (s = loom_json_get_num(c, cfg, "$", "router_aux_loss_coef", false, 0, big,
+                                   &f->router_aux_coeff)))
+            return s;
+        return LOOM_OK;
+    }
+    if (strcmp(arch, "llama4_text") == 0) {   /* Llama4TextMoe: sigmoid of the top-1 logit */
+        snprintf(f->router_score, sizeof f->router_score, "sigmoid");
+        return LOOM_OK;
+    }
+    if (strcmp(arch, "glm4_moe") == 0) {   /* Glm4MoeTopkRouter: sigmoid + correction bias */
+        snprintf(f->router_score, sizeof f->router_score, "sigmoid");
+        f->router_expert_bias = true;
+        f->router_norm_topk = true;
+        if ((s = loom_json_get_bool(c, cfg, "$", "norm_topk_prob", false, &f->router_norm_topk)) ||
+            (s = loom_json_get_num(c, cfg, "$", "routed_scaling_factor", false, 0, big,
+                                   &f->router_scaling)) ||
+            (s = loom_json_get_int(c, cfg, "$", "n_group", false, 0, 1 << 20, &f->router_groups)) ||
+            (s = loom_json_get_int(c, cfg, "$", "topk_group", false, 0, 1 << 20,
+                                   &f->router_group_topk)))
+            return s;
+        if (f->router_groups <= 1) f->router_groups = f->router_group_topk = 0;
+        return LOOM_OK;
+    }
     if (strcmp(arch, "mixtral") == 0) {
         /* MixtralSparseMoeBlock: softmax over the experts, top-k, renormalised;
          * load balancing by the Switch auxiliary loss */
@@ -118,7 +161,7 @@ loom_status loom_model_facts_from_hf(const loom_jctx *c, const cJSON *cfg, const
 
 /* Numbers and strings in a fixed order; zero / empty members are left out. */
 #define FACT_NUMS(X)                                                                     \
-    X(norm_eps) X(rope_theta) X(rope_factor) X(rope_low_freq) X(rope_high_freq)           \
+    X(norm_eps) X(rope_theta) X(rotary_fraction) X(rope_factor) X(rope_low_freq) X(rope_high_freq)           \
     X(yarn_beta_fast) X(yarn_beta_slow) X(yarn_mscale) X(yarn_mscale_all_dim)             \
     X(router_scaling) X(router_aux_coeff)
 #define FACT_INTS(X) X(rope_original_max) X(mtp_layers) X(router_groups) X(router_group_topk)

@@ -371,6 +371,20 @@ has "$tmp/err" "nearest plan deepspeed can run (searched deepspeed's own space"
 run 1 export $G/mixtral-8x7b-dp.plan.json --to torchtitan --nearest -o "$tmp/nmix.py"
 has "$tmp/err" "--nearest: torchtitan runs none of the" "each has the obstacle: mixtral: torchtitan"
 [ -e "$tmp/nmix.py" ] && bad "--nearest wrote a file for a model torchtitan does not have" || ok
+# the router and positional facts of the MoE families read from their HF
+# configs: GLM-4.5 (sigmoid router with expert bias, half of each head
+# rotated), Qwen3-MoE (softmax with aux loss); no flag is written without
+# its value
+run 0 plan glm-4.5-air --cluster dgx-h100-x8 --space megatron -o "$tmp/glm.plan.json"
+run 0 export "$tmp/glm.plan.json" --to megatron
+has "$tmp/out" "--rotary-percent 0.5 "
+has "$tmp/out" "--moe-router-score-function sigmoid "
+has "$tmp/out" "--moe-router-enable-expert-bias "
+run 0 plan qwen3-30b-a3b --cluster dgx-h100-x2 --space megatron -o "$tmp/q.plan.json"
+run 0 export "$tmp/q.plan.json" --to megatron
+has "$tmp/out" "--moe-router-load-balancing-type aux_loss "
+if grep -qE -- "--moe-router-score-function +\\\\?$" "$tmp/out"; then bad "an empty --moe-router-score-function"; else ok; fi
+
 # a mode cannot be changed
 run 1 export $G/llama-3-70b-pp4.plan.json --to vllm --nearest
 has "$tmp/err" "--nearest keeps the plan's mode"

@@ -112,6 +112,7 @@ static void test_published_new(void)
         {"gemma-3-27b-it", 27.016e9, 0, false},         /* arXiv:2503.19786 Table 1, text */
         {"phi-3-mini-4k-instruct", 3.821e9, 0, false},  /* "3.8B", arXiv:2404.14219 */
         {"phi-4", 14.66e9, 0, false},                   /* HF "14.7B" (paper "14B") */
+        {"glm-4.5-air", 106.85e9, 12.80e9, true},       /* "106B" / "12B": PARAMS.md count */
     };
     for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++) {
         loom_graph *g = load(tab[i].name, NULL);
@@ -138,6 +139,7 @@ static void test_layer_patterns(void)
         {"gemma-2-9b", 21, 0, 0},         /* even layers of 42 */
         {"gemma-3-27b-it", 52, 0, 0},     /* 5 local : 1 global over 62 */
         {"gpt-oss-20b", 12, 0, 24},
+        {"glm-4.5-air", 0, 0, 45},        /* first_k_dense_replace 1 of 46 */
         {"llama-4-scout-17b-16e-instruct", 0, 36, 48},
         {"mistral-7b", 32, 0, 0},
         {"qwen2.5-7b-instruct", 0, 0, 0}, /* use_sliding_window: false */

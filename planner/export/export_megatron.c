@@ -211,6 +211,8 @@ int loom_export_megatron_args(const loom_runtime_config *c, const int32_t *chunk
         if (f->known) {
             /* --rotary-base is an int in arguments.py: "1e6" is refused */
             arg_int(&a, "--rotary-base", (int64_t)f->rope_theta);
+            /* GLM-4.5 rotates half of each head (partial_rotary_factor 0.5) */
+            if (f->rotary_fraction > 0) arg_num(&a, "--rotary-percent", f->rotary_fraction);
             if (strcmp(f->rope_scaling, "llama3") == 0) {
                 arg(&a, "--use-rope-scaling", NULL);
                 arg_num(&a, "--rope-scaling-factor", f->rope_factor);
@@ -257,7 +259,7 @@ int loom_export_megatron_args(const loom_runtime_config *c, const int32_t *chunk
             /* Megatron's default (no pre-softmax) is top-k then softmax over
              * the k, i.e. HF's renormalised softmax; without renormalisation
              * it is softmax over all experts, then top-k */
-            if (strcmp(f->router_score, "softmax") != 0)
+            if (f->router_score[0] && strcmp(f->router_score, "softmax") != 0)
                 arg(&a, "--moe-router-score-function", "%s", f->router_score);
             else if (!f->router_norm_topk)
                 arg(&a, "--moe-router-pre-softmax", NULL);
