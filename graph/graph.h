@@ -192,6 +192,7 @@ typedef struct {
     bool tied_embeddings;
     bool gated_mlp;         /* SwiGLU */
     bool qkv_bias;
+    bool qk_norm;           /* RMSNorm of q and k per head (Qwen3, Gemma 3, GLM use_qk_norm) */
     bool flash_attention;   /* fused attention op (else scores/softmax/context) */
     loom_dtype dtype;
     loom_model_facts facts; /* what a runtime needs beyond the shape */

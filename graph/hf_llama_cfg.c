@@ -317,6 +317,7 @@ loom_status loom_hf_llama_cfg_read(const loom_jctx *c, const cJSON *cfg, const c
         strcmp(arch, "glm4_moe") == 0)
         lc->names = "qwen_moe";   /* mlp.gate, mlp.experts, mlp.shared_expert(s) */
     m->qkv_bias = lc->attn_bias;
+    m->qk_norm = lc->qk_norm;
 
     lc->local = calloc((size_t)m->layers, 1);
     lc->moe = calloc((size_t)m->layers, 1);

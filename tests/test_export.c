@@ -1212,6 +1212,7 @@ static void check_facts_equal(const char *what, const loom_model_facts *a, const
     CHECK(a->known && b->known);
     CHECK(a->norm_eps == b->norm_eps);
     CHECK(a->rope_theta == b->rope_theta);
+    CHECK(a->rotary_fraction == b->rotary_fraction);
     CHECK(strcmp(a->rope_scaling, b->rope_scaling) == 0);
     CHECK(a->rope_factor == b->rope_factor);
     CHECK(a->rope_low_freq == b->rope_low_freq && a->rope_high_freq == b->rope_high_freq);
@@ -1252,6 +1253,10 @@ static void test_model_rebuilt(void)
         {"qwen2-72b", 8, 1, 1, 1, 0, {0}, {"--rotary-base 1000000", "--add-qkv-bias"}},
         {"mistral-7b", 4, 1, 2, 1, 0, {0}, {"--rotary-base"}},
         {"gpt2", 1, 1, 8, 1, 0, {0}, {"--make-vocab-size-divisible-by 1", "--norm-epsilon 1e-05"}},
+        {"qwen3-30b-a3b", 2, 1, 4, 4, 0, {0}, {"--moe-router-load-balancing-type aux_loss"}},
+        {"glm-4.5-air", 2, 2, 4, 4, 0, {0},
+         {"--rotary-percent 0.5", "--moe-router-score-function sigmoid",
+          "--moe-router-enable-expert-bias", "--moe-layer-freq '([0]*1+[1]*45)'"}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         loom_runtime_config *c = malloc(sizeof *c);

@@ -229,6 +229,7 @@ int loom_export_megatron_args(const loom_runtime_config *c, const int32_t *chunk
         arg(&a, "--swiglu", NULL);
         arg(&a, "--disable-bias-linear", NULL);
         if (m->qkv_bias) arg(&a, "--add-qkv-bias", NULL);
+        if (m->qk_norm) arg(&a, "--qk-layernorm", NULL);   /* Qwen3: q/k RMSNorm per head */
         /* the Llama family trains without dropout; Megatron-LM's default is 0.1 */
         arg(&a, "--attention-dropout", "0");
         arg(&a, "--hidden-dropout", "0");

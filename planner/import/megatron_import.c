@@ -217,6 +217,8 @@ static loom_status read_facts(const ctx *c, loom_megatron_launch *out)
         (s = get_int(c, "--make-vocab-size-divisible-by", 128, 1, 1 << 20, &vdiv)))
         return s;
     f->rope_theta = sh->rope || sh->mla ? (double)theta : 0;
+    if ((s = get_num(c, "--rotary-percent", 1.0, &f->rotary_fraction))) return s;
+    if (f->rotary_fraction == 1 || !sh->rope) f->rotary_fraction = 0;
     f->mtp_layers = mtp;
     if (sh->mla && !(rope_type && strcmp(rope_type, "rope") == 0)) {
         snprintf(f->rope_scaling, sizeof f->rope_scaling, "yarn");
@@ -326,6 +328,7 @@ static loom_status read_shape(const ctx *c, loom_megatron_launch *out)
     m->tied_embeddings = !has(c, "--untie-embeddings-and-output-weights");
     bool bias = !has(c, "--disable-bias-linear");
     m->qkv_bias = bias || has(c, "--add-qkv-bias");
+    m->qk_norm = has(c, "--qk-layernorm");
     sh->rmsnorm = !strcmp(norm, "RMSNorm");
     sh->rope = !strcmp(pos, "rope") || has(c, "--use-rotary-position-embeddings");
     sh->mla = has(c, "--multi-latent-attention");
@@ -375,12 +378,15 @@ static loom_status read_shape(const ctx *c, loom_megatron_launch *out)
         m->v_head_dim = sh->v_head;
         m->head_dim = sh->qk_head + sh->qk_pos;
     } else if (m->experts > 0) {
-        snprintf(m->arch, sizeof m->arch, "mixtral");
+        /* shared experts, dense first layers, q/k norms or a QKV bias: GLM-4.5's
+         * family holds them all; plain routed experts: Mixtral's */
+        bool glm = m->shared_experts > 0 || m->first_dense > 0 || m->qk_norm || m->qkv_bias;
+        snprintf(m->arch, sizeof m->arch, glm ? "glm4_moe" : "mixtral");
     } else if (!m->gated_mlp) {
         snprintf(m->arch, sizeof m->arch, "gpt2");
     } else {
         snprintf(m->arch, sizeof m->arch, "%s",
-                 has(c, "--add-qkv-bias") && !bias ? "qwen2" : "llama");
+                 m->qk_norm ? "qwen3" : has(c, "--add-qkv-bias") && !bias ? "qwen2" : "llama");
     }
     out->has_model_shape =
         has(c, "--hidden-size") && has(c, "--num-attention-heads") && m->layers > 0 && m->vocab > 0;

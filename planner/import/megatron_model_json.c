@@ -10,13 +10,14 @@
  *   --swiglu                                      LlamaForCausalLM
  *   --swiglu --add-qkv-bias --disable-bias-linear Qwen2ForCausalLM
  *   --num-experts                                 MixtralForCausalLM
+ *   --num-experts with shared experts, dense first Glm4MoeForCausalLM
+ *     layers, --qk-layernorm or --add-qkv-bias
+ *   --swiglu --qk-layernorm                       Qwen3ForCausalLM
  *   --multi-latent-attention                      DeepseekV3ForCausalLM (V2 unless the
  *                                                 router is sigmoid / expert-biased)
  *     (q/kv LoRA ranks, qk head dims, v head dim, routed and shared
  *     experts, dense first layers)
  *
- * Mixture-of-experts models with shared experts or dense first layers but
- * without MLA have no loom family; MODEL must be given for them.
  */
 #include <stdio.h>
 #include <string.h>
@@ -60,11 +61,23 @@ loom_status loom_megatron_build_model(const loom_megatron_launch *l, const loom_
                           "\"first_k_dense_replace\": %lld",
                           (long long)m->experts, (long long)m->experts_topk, (long long)m->moe_ffn,
                           (long long)m->shared_experts, (long long)m->first_dense);
+    } else if (m->experts > 0 && strcmp(m->arch, "glm4_moe") == 0) {
+        n = snprintf(json, sizeof json,
+                     "{\"architectures\": [\"Glm4MoeForCausalLM\"], \"hidden_size\": %lld, "
+                     "\"num_hidden_layers\": %lld, \"num_attention_heads\": %lld, "
+                     "\"num_key_value_heads\": %lld, \"head_dim\": %lld, "
+                     "\"intermediate_size\": %lld, \"vocab_size\": %lld, "
+                     "\"n_routed_experts\": %lld, \"num_experts_per_tok\": %lld, "
+                     "\"moe_intermediate_size\": %lld, \"n_shared_experts\": %lld, "
+                     "\"first_k_dense_replace\": %lld, \"attention_bias\": %s, "
+                     "\"use_qk_norm\": %s, \"tie_word_embeddings\": %s",
+                     (long long)m->hidden, (long long)m->layers, (long long)m->heads,
+                     (long long)m->kv_heads, (long long)m->head_dim, (long long)m->ffn,
+                     (long long)m->vocab, (long long)m->experts, (long long)m->experts_topk,
+                     (long long)m->moe_ffn, (long long)m->shared_experts,
+                     (long long)m->first_dense, m->qkv_bias ? "true" : "false",
+                     m->qk_norm ? "true" : "false", tied);
     } else if (m->experts > 0) {
-        if (m->shared_experts > 0 || m->first_dense > 0)
-            return loom_error_set(err, LOOM_ERR_UNSUPPORTED,
-                                  "shared experts or dense first layers without multi-latent "
-                                  "attention match no loom model family; give MODEL as well");
         n = snprintf(json, sizeof json,
                      "{\"architectures\": [\"MixtralForCausalLM\"], \"hidden_size\": %lld, "
                      "\"num_hidden_layers\": %lld, \"num_attention_heads\": %lld, "
@@ -76,16 +89,18 @@ loom_status loom_megatron_build_model(const loom_megatron_launch *l, const loom_
                      (long long)m->kv_heads, (long long)m->head_dim, (long long)m->moe_ffn,
                      (long long)m->vocab, (long long)m->experts, (long long)m->experts_topk, tied);
     } else if (m->gated_mlp) {
-        bool qwen = strcmp(m->arch, "qwen2") == 0;
+        bool qwen = strcmp(m->arch, "qwen2") == 0, qwen3 = strcmp(m->arch, "qwen3") == 0;
         n = snprintf(json, sizeof json,
                      "{\"architectures\": [\"%s\"], \"hidden_size\": %lld, "
                      "\"num_hidden_layers\": %lld, \"num_attention_heads\": %lld, "
                      "\"num_key_value_heads\": %lld, \"head_dim\": %lld, "
                      "\"intermediate_size\": %lld, \"vocab_size\": %lld, "
-                     "\"tie_word_embeddings\": %s",
-                     qwen ? "Qwen2ForCausalLM" : "LlamaForCausalLM", (long long)m->hidden,
+                     "\"tie_word_embeddings\": %s%s",
+                     qwen3 ? "Qwen3ForCausalLM" : qwen ? "Qwen2ForCausalLM" : "LlamaForCausalLM",
+                     (long long)m->hidden,
                      (long long)m->layers, (long long)m->heads, (long long)m->kv_heads,
-                     (long long)m->head_dim, (long long)m->ffn, (long long)m->vocab, tied);
+                     (long long)m->head_dim, (long long)m->ffn, (long long)m->vocab, tied,
+                     qwen3 && m->qkv_bias ? ", \"attention_bias\": true" : "");
     } else {
         if (m->kv_heads != m->heads || m->head_dim * m->heads != m->hidden)
             return loom_error_set(err, LOOM_ERR_UNSUPPORTED,
