@@ -148,6 +148,9 @@ def eval_args(r, assumed):
         assumed.append("micro-batch 1")
     if r.get("virtual_stages") and pp > 1:
         a += ["--vpp", r["virtual_stages"]]
+        # Megatron overlaps the interleaved schedule's p2p unless told not to
+        if r.get("overlap_p2p_comm") is False:
+            a += ["--no-overlap-p2p"]
     # Megatron-Core's asymmetric split: embedding and loss count as a layer
     # each of the first and last chunk (NeMo's 405B recipe and MLPerf's).
     chunks, L = pp * (r.get("virtual_stages") or 1), r.get("layers") or 0

@@ -68,7 +68,9 @@
  * Step (costs/pipeline.h). Per-rank micro-batch times t_i go into the 1F1B
  * formula with M = gbs / (mbs·dp) micro-batches; p2p transfers are the
  * hidden state [mbs, s/cp, h] / tp (Megatron's scatter-gather), over the
- * inter-node link when the pipeline spans nodes (its slowest boundary); the
+ * inter-node link when the pipeline spans nodes (its slowest boundary),
+ * all exposed with 1F1B and only the fill and drain's with Megatron's
+ * interleaved schedule, which overlaps the rest (pipeline.c); the
  * data-parallel sync is an all-reduce of fp32 gradients (Megatron reduces
  * bf16 runs' gradients in fp32 unless --grad-reduce-in-bf16), or reduce-scatter + all-gather of bf16
  * weights with a sharded optimizer, or per-micro-batch gathers with ZeRO-3;
@@ -653,8 +655,10 @@ loom_status loom_eval_megatron_ex(const loom_graph *g, const loom_cost_model *cm
     }
 
     loom_pipeline_in pin = {.stages = S, .microbatches = M, .vpp = p->vpp, .stage_s = stage_s,
-                            .bwd_s = bwd_s, .p2p_s = p2p, .grad_sync_s = sync_s,
-                            .sync_window_s = window_s,
+                            .bwd_s = bwd_s, .p2p_s = p2p,
+                            .overlap_p2p = loom_pipeline_overlaps_p2p(
+                                p->vpp, p->framework == LOOM_FRAMEWORK_MEGATRON && p->overlap_p2p),
+                            .grad_sync_s = sync_s, .sync_window_s = window_s,
                             .sync_overlap = p->overlap_grad_reduce ? x.cal->grad_sync_overlap : 0,
                             .optimizer_s = opt_s};
     loom_pipeline_out po;

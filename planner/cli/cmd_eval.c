@@ -28,7 +28,7 @@ typedef struct {
     loom_parallel p;
     int mode;   /* 0 train (this command); serve goes to cmd_eval_serve.c */
     int32_t attn;   /* loom_attn_kernel */
-    bool json, unfused, no_grad_overlap, dp_given, gbs_given, seq_given, mbs_given, zero_given,
+    bool json, unfused, no_grad_overlap, no_p2p_overlap, dp_given, gbs_given, seq_given, mbs_given, zero_given,
         dist_opt_given, attn_given, split_embedding, split_loss;
     double memory_headroom;   /* < 0: the cluster's */
 } eval_args;
@@ -123,6 +123,9 @@ static const loom_cli_option eval_opts[] = {
      .help = "overlap TP collectives with GEMMs (needs --sp)"},
     {.name = "--no-overlap-grad-reduce", .kind = LOOM_CLI_FLAG, .field = F(no_grad_overlap),
      .help = "do not overlap the DP gradient reduction with backward"},
+    {.name = "--no-overlap-p2p", .kind = LOOM_CLI_FLAG, .field = F(no_p2p_overlap),
+     .help = "interleaved schedule: blocking stage-to-stage transfers (Megatron's\n"
+             "--no-overlap-p2p-communication; by default they overlap compute)"},
     {.name = "--framework", .kind = LOOM_CLI_ENUM, .field = F(p.framework),
      .choices = framework_choices, .metavar = "F",
      .help = "megatron, deepspeed or torchtitan: gradient and reduce dtypes, ZeRO-3 gathers, "
@@ -156,6 +159,7 @@ const loom_cli_spec loom_cli_spec_eval = {
         "                 [--zero 0|1|2|3] [--dist-opt] [--vpp V] [--dtype bf16|fp16|fp8]\n"
         "                 [--first-stage-layers N] [--last-stage-layers N] [--etp N]\n"
         "                 [--unfused-attention] [--tp-comm-overlap] [--no-overlap-grad-reduce]\n"
+        "                 [--no-overlap-p2p]\n"
         "                 [--grad-reduce-bf16] [--framework megatron|deepspeed|torchtitan]\n"
         "                 [--calib FILE] [--profile DB] [--json]\n"
         "       loom eval [MODEL] --cluster C --from-megatron \"torchrun ... pretrain_gpt.py ...\"\n"
@@ -188,6 +192,7 @@ static int parse(int argc, char **argv, eval_args *a)
     if (!a->zero_given && !a->dist_opt_given && !a->from_megatron) a->p.zero = LOOM_CLI_DEFAULT_ZERO;
     a->p.flash = !a->unfused;
     a->p.overlap_grad_reduce = !a->no_grad_overlap;
+    a->p.overlap_p2p = !a->no_p2p_overlap;
     return LOOM_CLI_RUN;
 }
 
