@@ -66,6 +66,9 @@ typedef struct {
     bool overlap_p2p;            /* Megatron's overlap_p2p_comm: the interleaved schedule's
                                     transfers overlapped with compute (default on, as
                                     Megatron with vpp > 1; --no-overlap-p2p-communication) */
+    bool moe_a2a_overlap;        /* Megatron's --overlap-moe-expert-parallel-comm: one
+                                    micro-batch's expert all-to-alls beside another's
+                                    compute (costs/moe_overlap.h; default off) */
     bool tp_comm_overlap;        /* TP collectives overlapped with their GEMMs (needs sp) */
     bool grad_reduce_bf16;       /* DP gradients reduced in bf16 (Megatron --grad-reduce-in-bf16;
                                     default fp32, as Megatron does for bf16 training) */

@@ -126,6 +126,9 @@ static const loom_cli_option eval_opts[] = {
     {.name = "--no-overlap-p2p", .kind = LOOM_CLI_FLAG, .field = F(no_p2p_overlap),
      .help = "interleaved schedule: blocking stage-to-stage transfers (Megatron's\n"
              "--no-overlap-p2p-communication; by default they overlap compute)"},
+    {.name = "--moe-a2a-overlap", .kind = LOOM_CLI_FLAG, .field = F(p.moe_a2a_overlap),
+     .help = "expert all-to-alls of one micro-batch beside another's compute (Megatron's\n"
+             "--overlap-moe-expert-parallel-comm; needs --ep > 1, --vpp with --pp > 1)"},
     {.name = "--framework", .kind = LOOM_CLI_ENUM, .field = F(p.framework),
      .choices = framework_choices, .metavar = "F",
      .help = "megatron, deepspeed or torchtitan: gradient and reduce dtypes, ZeRO-3 gathers, "
@@ -159,7 +162,7 @@ const loom_cli_spec loom_cli_spec_eval = {
         "                 [--zero 0|1|2|3] [--dist-opt] [--vpp V] [--dtype bf16|fp16|fp8]\n"
         "                 [--first-stage-layers N] [--last-stage-layers N] [--etp N]\n"
         "                 [--unfused-attention] [--tp-comm-overlap] [--no-overlap-grad-reduce]\n"
-        "                 [--no-overlap-p2p]\n"
+        "                 [--no-overlap-p2p] [--moe-a2a-overlap]\n"
         "                 [--grad-reduce-bf16] [--framework megatron|deepspeed|torchtitan]\n"
         "                 [--calib FILE] [--profile DB] [--json]\n"
         "       loom eval [MODEL] --cluster C --from-megatron \"torchrun ... pretrain_gpt.py ...\"\n"
