@@ -152,6 +152,8 @@ assert abs(ov["p2p_s"] / bl["p2p_s"] - (S * v - 1) / (v * M + S - 1)) < 1e-9, (o
 for k in ("compute_s", "tp_comm_s", "bubble_s", "grad_sync_s", "optimizer_s"):
     assert ov[k] == bl[k], k
 assert abs(mov["p2p_s"] / mbl["p2p_s"] - (S * v - 1) / (v * M + S - 1)) < 1e-9, (mov, mbl)
+cfg = [json.load(open(p))["config"]["p2p_overlapped"] for p in sys.argv[1:5]]
+assert cfg == [True, False, True, False], cfg
 EOF
 
 # Megatron's EP all-to-all overlap (--moe-a2a-overlap,

@@ -259,11 +259,12 @@ static void print_text(const eval_args *a, const loom_cluster *c, const loom_gra
     else snprintf(zero, sizeof zero, "no ZeRO");
     printf("%s on %s (%lld × %s)\n", loom_graph_name(g), c->name, (long long)r->gpus, c->gpu.name);
     printf("config: tp %lld × pp %lld × dp %lld (cp %lld, ep %lld); mbs %lld, gbs %lld → %lld "
-           "micro-batches; seq %lld, %s%s, recompute %s, vpp %lld, %s\n",
+           "micro-batches; seq %lld, %s%s, recompute %s, vpp %lld, %s%s%s\n",
            (long long)p->tp, (long long)p->pp, (long long)p->dp, (long long)p->cp, (long long)p->ep,
            (long long)p->mbs, (long long)p->gbs, (long long)r->microbatches, (long long)p->seq,
            loom_dtype_name(p->dtype), p->sp ? ", SP" : "", loom_recompute_name(p->recompute),
-           (long long)p->vpp, zero);
+           (long long)p->vpp, zero, p->vpp > 1 && !p->overlap_p2p ? ", blocking p2p" : "",
+           p->moe_a2a_overlap ? ", EP a2a overlap" : "");
     printf("\nstep time            %10.4f s\n", r->step_time_s);
     const struct { const char *name; double s; } parts[] = {
         {"compute", b->compute_s},     {"tensor-parallel comm", b->tp_comm_s},
@@ -335,6 +336,10 @@ static int print_json(const eval_args *a, const loom_cluster *c, const loom_grap
     cJSON_AddStringToObject(cfg, "framework", loom_framework_name(p->framework));
     cJSON_AddStringToObject(cfg, "dtype", loom_dtype_name(p->dtype));
     cJSON_AddBoolToObject(cfg, "flash_attention", p->flash);
+    cJSON_AddBoolToObject(cfg, "p2p_overlapped",
+                          loom_pipeline_overlaps_p2p(p->vpp, p->framework == LOOM_FRAMEWORK_MEGATRON &&
+                                                                 p->overlap_p2p));
+    cJSON_AddBoolToObject(cfg, "moe_a2a_overlap", p->moe_a2a_overlap);
     /* the inputs loom's shared defaults chose, as the text's "assumed:" line */
     cJSON *as = cJSON_AddArrayToObject(o, "assumed");
     if (!a->from_megatron) {
