@@ -128,6 +128,16 @@ def cluster_file(r, tmp):
     return path, approx
 
 
+def a2a_overlap(r):
+    """Megatron-Bridge's DeepSeek-V3 performance configs for H100
+    (scripts/performance/configs/deepseek/deepseek_llm_pretrain.py,
+    deepseek_v3_h100_1024gpus_*_config) call set_moe_a2a_overlap_overrides:
+    overlap_moe_expert_parallel_comm and delay_wgrad_compute, with DeepEP; its
+    GB200 and B200 configs do not."""
+    return (r.get("source_id") == "mbridge-perf" and r["model"].startswith("DeepSeek-V3")
+            and r["gpu"].startswith("H100"))
+
+
 def eval_args(r, assumed):
     tp, pp, cp, ep = r.get("tp") or 1, r.get("pp") or 1, r.get("cp") or 1, r.get("ep") or 1
     a = ["--tp", tp, "--pp", pp, "--cp", cp, "--ep", ep, "--gbs", r["global_batch"],
@@ -148,6 +158,9 @@ def eval_args(r, assumed):
         assumed.append("micro-batch 1")
     if r.get("virtual_stages") and pp > 1:
         a += ["--vpp", r["virtual_stages"]]
+        # Megatron overlaps the interleaved schedule's p2p unless told not to
+        if r.get("overlap_p2p_comm") is False:
+            a += ["--no-overlap-p2p"]
     # Megatron-Core's asymmetric split: embedding and loss count as a layer
     # each of the first and last chunk (NeMo's 405B recipe and MLPerf's).
     chunks, L = pp * (r.get("virtual_stages") or 1), r.get("layers") or 0
@@ -185,6 +198,9 @@ def eval_args(r, assumed):
             assumed.append("distributed optimizer (NeMo default)")
     if r.get("fp8"):
         a += ["--dtype", "fp8"]
+    if a2a_overlap(r):
+        a += ["--moe-a2a-overlap"]
+        assumed.append("EP all-to-all overlap (Megatron-Bridge's H100 DeepSeek-V3 config)")
     a += ["--framework", fw, "--memory-headroom", 0]
     return [str(x) for x in a]
 
@@ -202,6 +218,9 @@ MEGATRON_FLAGS = {"--tp": "--tensor-model-parallel-size", "--pp": "--pipeline-mo
                   "--cp": "--context-parallel-size", "--ep": "--expert-model-parallel-size",
                   "--etp": "--expert-tensor-parallel-size", "--gbs": "--global-batch-size",
                   "--seq": "--seq-length", "--mbs": "--micro-batch-size"}
+MEGATRON_SWITCHES = {"--sp": "--sequence-parallel", "--tp-comm-overlap": "--tp-comm-overlap",
+                     "--dist-opt": "--use-distributed-optimizer",
+                     "--moe-a2a-overlap": "--overlap-moe-expert-parallel-comm"}
 
 
 def layout_line(r, args, assumed):
@@ -231,9 +250,8 @@ def layout_line(r, args, assumed):
         elif a == "--dtype":
             line += ["--fp8-format", "hybrid"] if args[i + 1] == "fp8" else []
             i += 2
-        elif a in ("--sp", "--tp-comm-overlap", "--dist-opt"):
-            line += [{"--sp": "--sequence-parallel", "--tp-comm-overlap": "--tp-comm-overlap",
-                      "--dist-opt": "--use-distributed-optimizer"}[a]]
+        elif a in MEGATRON_SWITCHES:
+            line += [MEGATRON_SWITCHES[a]]
             i += 1
         else:   # --framework, --memory-headroom: loom eval's own
             rest += [a, args[i + 1]]

@@ -103,8 +103,8 @@ static const struct {
     double gemm_eff_max, mem_eff, attn_eff, intra_link_eff, grad_sync_overlap;
 } fitted[] = {
     {"A100", 0.750170, 0.654800, 0.550000, 0.639771, 0.000000},
-    {"H100", 0.671148, 0.400095, 0.286715, 0.949905, 0.625151},
-    {"H200", 0.671148, 0.400095, 0.286715, 0.949905, 0.625151},
+    {"H100", 0.670966, 0.400095, 0.286594, 0.949905, 0.626165},
+    {"H200", 0.670966, 0.400095, 0.286594, 0.949905, 0.626165},
 };
 
 /* Devices with no published run in the fit take the fractions of peak that

@@ -141,6 +141,12 @@ static loom_status read_record(const loom_jctx *c, const cJSON *o, const char *p
                   text_has(source, "distributed optimizer") || text_has(notes, "distributed optimizer");
     p->grad_reduce_bf16 = text_has(source, "grad-reduce-in-bf16") || text_has(notes, "grad-reduce-in-bf16");
     p->overlap_grad_reduce = true;
+    /* p2p overlap of the interleaved schedule: Megatron's default since it
+     * appeared (2023); a record of an older run says "overlap_p2p_comm": false */
+    cJSON *p2pj = cJSON_GetObjectItemCaseSensitive(o, "overlap_p2p_comm");
+    if (p2pj && !cJSON_IsNull(p2pj) &&
+        (s = loom_json_get_bool(c, o, path, "overlap_p2p_comm", true, &p->overlap_p2p)))
+        return s;
     /* attention: unfused for selective recompute (it exists to drop the
      * unfused s² tensors) and on pre-Hopper GPUs */
     bool pre_hopper = strncmp(r->gpu, "A100", 4) == 0 || strncmp(r->gpu, "V100", 4) == 0;

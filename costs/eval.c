@@ -55,7 +55,10 @@
  * attention kernels; expert parallelism pays Megatron's alltoall dispatcher
  * (costs/moe.h: the token counts gathered, the tokens and their routing
  * probabilities all-to-all and back, forward and backward, the busiest
- * rank's share), exposed as Megatron runs it by default. The dispatcher's
+ * rank's share), exposed as Megatron runs it by default; with
+ * --overlap-moe-expert-parallel-comm (moe_a2a_overlap) each MoE layer's
+ * paired passes take costs/moe_overlap.h's pair time instead of the sum of
+ * its phases. The dispatcher's
  * permutation kernels, the router's and the busiest rank's expert work are
  * the op times of loom_cost_op_time_ep (compute.h).
  *
@@ -68,7 +71,9 @@
  * Step (costs/pipeline.h). Per-rank micro-batch times t_i go into the 1F1B
  * formula with M = gbs / (mbs·dp) micro-batches; p2p transfers are the
  * hidden state [mbs, s/cp, h] / tp (Megatron's scatter-gather), over the
- * inter-node link when the pipeline spans nodes (its slowest boundary); the
+ * inter-node link when the pipeline spans nodes (its slowest boundary),
+ * all exposed with 1F1B and only the fill and drain's with Megatron's
+ * interleaved schedule, which overlaps the rest (pipeline.c); the
  * data-parallel sync is an all-reduce of fp32 gradients (Megatron reduces
  * bf16 runs' gradients in fp32 unless --grad-reduce-in-bf16), or reduce-scatter + all-gather of bf16
  * weights with a sharded optimizer, or per-micro-batch gathers with ZeRO-3;
@@ -93,6 +98,7 @@
 #include "costs/collective.h"
 #include "costs/dp_sync.h"
 #include "costs/moe.h"
+#include "costs/moe_overlap.h"
 #include "costs/pipeline.h"
 
 /* Megatron's tensor-parallel dims (split by tp); "qkv" (GPT-2's fused
@@ -119,6 +125,8 @@ typedef struct {
     double attn_flops;             /* forward attention-score FLOPs */
     double recompute_flops;        /* forward matmul FLOPs rerun */
     double measured_s, total_s;    /* profile-db share of fwd+bwd */
+    bool moe;                      /* has a token dispatcher: the a2a overlap's phases below */
+    loom_moe_phases ph_fwd, ph_bwd;/* compute + exposed comm (+ recompute in bwd) by phase */
 } layer_cost;
 
 static bool has_dim(const loom_tensor *t, const char *name)
@@ -338,6 +346,11 @@ static loom_status layer_costs(const ctx *x, int32_t l, layer_cost *lc, loom_err
     bool block = loom_memory_is_block(x->g, l);
     int32_t first, count;
     loom_graph_layer_ops(x->g, l, &first, &count);
+    /* the a2a overlap's phases (moe_overlap.h), by an op's place around the
+     * dispatcher: before and at the dispatch (its permute) the pre phase,
+     * the dispatch's collectives its own, then the experts, and from the
+     * combine on (its collectives, unpermute, residual) the combine phase */
+    int phase = 0;
     for (int32_t i = first; i < first + count; i++) {
         const loom_op *op = loom_graph_op(x->g, i);
         loom_dim_split sp[8];
@@ -350,6 +363,21 @@ static loom_status layer_costs(const ctx *x, int32_t l, layer_cost *lc, loom_err
         t.bwd_s /= div;
         double cf, cb;
         op_comm(x, op, &t, &cf, &cb);
+        if (op->kind == LOOM_OP_MOE_COMBINE) phase = 3;
+        double *pf = phase == 0 ? &lc->ph_fwd.pre_s : phase == 2 ? &lc->ph_fwd.mlp_s
+                                                                 : &lc->ph_fwd.combine_s;
+        double *pb = phase == 0 ? &lc->ph_bwd.pre_s : phase == 2 ? &lc->ph_bwd.mlp_s
+                                                                 : &lc->ph_bwd.combine_s;
+        *pf += t.fwd_s;
+        *pb += t.bwd_s;
+        if (op->kind == LOOM_OP_MOE_DISPATCH) {
+            lc->moe = true;
+            lc->ph_fwd.dispatch_s += cf, lc->ph_bwd.dispatch_s += cb;
+            phase = 2;
+        } else {
+            *pf += cf;
+            *pb += cb;
+        }
         lc->fwd_s += t.fwd_s;
         lc->bwd_s += t.bwd_s;
         lc->comm_fwd_s += cf;
@@ -367,6 +395,7 @@ static loom_status layer_costs(const ctx *x, int32_t l, layer_cost *lc, loom_err
         if (rerun) {
             lc->recompute_s += t.fwd_s + cf;
             lc->recompute_comm_s += cf;
+            *pb += t.fwd_s + cf;   /* rerun in the backward of its phase */
             if (matmul) lc->recompute_flops += (double)op->fwd_flops;
         }
         if (matmul) lc->model_flops += 3.0 * (double)op->fwd_flops;
@@ -597,7 +626,7 @@ loom_status loom_eval_megatron_ex(const loom_graph *g, const loom_cost_model *cm
     out->fits = memory;   /* and every stage below */
     for (int64_t r = 0; r < S; r++) {
         loom_eval_stage *st = &out->stages[r];
-        double fwd = 0, bwd = 0, comm = 0;
+        double fwd = 0, bwd = 0, comm = 0, a2a_hidden = 0;
         int64_t blocks_here = 0;
         st->first_layer = -1;
         for (int32_t l = 0; l < n_layers; l++) {
@@ -614,12 +643,25 @@ loom_status loom_eval_megatron_ex(const loom_graph *g, const loom_cost_model *cm
             fwd += c1->fwd_s + c1->comm_fwd_s;
             bwd += c1->bwd_s + c1->comm_bwd_s + (rerun ? c1->recompute_s : 0);
             comm += c1->comm_fwd_s + c1->comm_bwd_s + (rerun ? c1->recompute_comm_s : 0);
+            /* what the a2a overlap hides of this layer when its forward and
+             * backward run beside another micro-batch's */
+            if (p->moe_a2a_overlap && c1->moe)
+                a2a_hidden += loom_moe_overlap_serial_s(&c1->ph_fwd, &c1->ph_bwd) -
+                              loom_moe_overlap_pair_s(&c1->ph_fwd, &c1->ph_bwd);
             mb_model += c1->model_flops;
             mb_attn += c1->attn_flops;
             mb_hw_extra += rerun ? c1->recompute_flops : 0;
             measured += c1->measured_s;
             total += c1->total_s;
         }
+        /* ... on the share of its passes the schedule pairs, taken half from
+         * each pass. What it hides is the paired passes' communication, and
+         * beyond that the combine's kernels (unpermute, residual), which run
+         * on the communication stream beside the other pass's compute. */
+        double paired = loom_moe_overlap_paired_fraction(S, r, p->vpp, M);
+        a2a_hidden *= paired;
+        fwd -= a2a_hidden / 2, bwd -= a2a_hidden / 2;
+        comm -= fmin(a2a_hidden, paired * comm);
         st->fwd_s = fwd;
         st->bwd_s = bwd;
         st->comm_s = comm;
@@ -653,8 +695,10 @@ loom_status loom_eval_megatron_ex(const loom_graph *g, const loom_cost_model *cm
     }
 
     loom_pipeline_in pin = {.stages = S, .microbatches = M, .vpp = p->vpp, .stage_s = stage_s,
-                            .bwd_s = bwd_s, .p2p_s = p2p, .grad_sync_s = sync_s,
-                            .sync_window_s = window_s,
+                            .bwd_s = bwd_s, .p2p_s = p2p,
+                            .overlap_p2p = loom_pipeline_overlaps_p2p(
+                                p->vpp, p->framework == LOOM_FRAMEWORK_MEGATRON && p->overlap_p2p),
+                            .grad_sync_s = sync_s, .sync_window_s = window_s,
                             .sync_overlap = p->overlap_grad_reduce ? x.cal->grad_sync_overlap : 0,
                             .optimizer_s = opt_s};
     loom_pipeline_out po;

@@ -13,6 +13,7 @@ void loom_parallel_init(loom_parallel *p)
     p->dtype = LOOM_DTYPE_BF16;
     p->flash = true;
     p->overlap_grad_reduce = true;
+    p->overlap_p2p = true;
 }
 
 static const char *const recompute_names[] = {"none", "selective", "full"};

@@ -63,6 +63,12 @@ typedef struct {
     int64_t first_stage_layers;  /* uneven stages: layers on the first / last stage */
     int64_t last_stage_layers;   /* (0 = even split) */
     bool overlap_grad_reduce;    /* DP gradient reduction overlapped with backward (default on) */
+    bool overlap_p2p;            /* Megatron's overlap_p2p_comm: the interleaved schedule's
+                                    transfers overlapped with compute (default on, as
+                                    Megatron with vpp > 1; --no-overlap-p2p-communication) */
+    bool moe_a2a_overlap;        /* Megatron's --overlap-moe-expert-parallel-comm: one
+                                    micro-batch's expert all-to-alls beside another's
+                                    compute (costs/moe_overlap.h; default off) */
     bool tp_comm_overlap;        /* TP collectives overlapped with their GEMMs (needs sp) */
     bool grad_reduce_bf16;       /* DP gradients reduced in bf16 (Megatron --grad-reduce-in-bf16;
                                     default fp32, as Megatron does for bf16 training) */
@@ -70,7 +76,8 @@ typedef struct {
 } loom_parallel;
 
 /* Defaults: every degree 1, mbs 1, gbs 1, seq 2048, bf16, flash, 1F1B, no SP,
- * no recompute, ZeRO 0, gradient reduction overlapped, no TP comm overlap. */
+ * no recompute, ZeRO 0, gradient reduction and interleaved p2p overlapped, no
+ * TP comm overlap. */
 void loom_parallel_init(loom_parallel *p);
 
 /* Megatron-Core's MoE parallel folding (parallel_state.py, the expert

@@ -106,6 +106,17 @@ loom_status loom_parallel_check(const loom_parallel *p, const loom_model_info *m
         return loom_error_set(err, LOOM_ERR_INVALID,
                               "impossible configuration: expert tensor parallelism --etp %lld must "
                               "divide --tp %lld", (long long)p->etp, (long long)p->tp);
+    /* transformer_config.py's checks of overlap_moe_expert_parallel_comm */
+    if (p->moe_a2a_overlap && p->ep < 2)
+        return bad(err, "%s needs expert parallelism; found --ep %lld",
+                   "expert-parallel all-to-all overlap", (long long)p->ep);
+    if (p->moe_a2a_overlap && p->pp > 1 && p->vpp < 2)
+        return bad(err, "%s with --pp %lld needs the interleaved schedule (--vpp > 1), as in "
+                   "Megatron-LM", "expert-parallel all-to-all overlap", (long long)p->pp);
+    if (p->moe_a2a_overlap && p->recompute == LOOM_RECOMPUTE_FULL)
+        return loom_error_set(err, LOOM_ERR_INVALID, "impossible configuration: expert-parallel "
+                              "all-to-all overlap cannot be combined with full recompute "
+                              "(Megatron-LM refuses it)");
     if ((p->tp * p->dp * p->cp) % (loom_parallel_expert_tp(p) * p->ep) != 0)
         return loom_error_set(err, LOOM_ERR_INVALID,
                               "impossible configuration: --ep %lld × expert TP %lld must divide "

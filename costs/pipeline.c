@@ -10,13 +10,46 @@
  * of 1/v of a stage, so the bubble shrinks to (Σ t_i - t_max)/v (ibid.
  * §2.2.2).
  *
- * Point-to-point transfers. Each micro-batch crosses every stage boundary
- * forward (activations) and backward (their gradients); each rank sends and
- * receives concurrently (Megatron batches isend/irecv), so a rank pays
- * c = 2 transfers per chunk per micro-batch, 2v·p2p_s in all. The critical
- * path sees them as part of each t_i: T = Σ t'_i + (M-1)·max t'_i with
- * t'_i = t_i + c, and the p2p share of that is c·(M + (S-1)/v). With one
- * stage there is nothing to send.
+ * Point-to-point transfers. Each micro-batch crosses every chunk boundary
+ * forward (activations, one transfer p2p_s) and backward (their gradients).
+ * How many of those transfers the step waits for depends on when the
+ * schedule posts and waits on them (Megatron-Core,
+ * megatron/core/pipeline_parallel/schedules.py):
+ *
+ *   blocking (1F1B: forward_backward_pipelining_without_interleaving waits
+ *   on every recv_forward, send_forward_recv_backward,
+ *   send_backward_recv_forward, send_backward). A middle rank's steady
+ *   iteration holds two exchanges (after its forward: activation out,
+ *   gradient in; after its backward: gradient out, activation in), each one
+ *   transfer on the critical path, and the fill and drain add theirs; the
+ *   first and last ranks have one exchange per iteration. An event
+ *   simulation of the schedule (tests/test_pipeline_p2p.c) finds, for M >= 2,
+ *   2M + 2S - 5 transfers exposed with S >= 3 stages and M + 1 with two
+ *   (each rank is an end rank); one micro-batch pays 2(S - 1), down and
+ *   back. The interleaved schedule run blocking (--no-overlap-p2p-
+ *   communication, batch_p2p_comm) is charged two transfers per chunk per
+ *   micro-batch plus the fill and drain, 2(v·M + S - 1): an upper bound, as
+ *   it batches a forward's and a backward's transfers into one exchange.
+ *
+ *   overlapped (interleaved with overlap_p2p_comm, Megatron's default for
+ *   v > 1). Warm-up and cool-down still exchange blocking (their
+ *   send_forward_recv_forward / send_backward_recv_backward wait at once),
+ *   so the first micro-batch's forward pays every one of the S·v - 1 chunk
+ *   boundaries as it fills the pipeline and the last micro-batch's backward
+ *   pays them again as it drains: 2(S·v - 1) transfers. In the steady state
+ *   a forward's receive for the next forward is posted after it and waited
+ *   before the next forward, with a backward between them; a backward's
+ *   receive is posted after it and waited before the next backward, with a
+ *   forward between them. A transfer hides behind that compute, so one
+ *   steady iteration (a forward and a backward) exposes
+ *       e = max(0, p2p_s - min(f_c, b_c))
+ *   (f_c, b_c: one chunk's forward and backward on the bottleneck rank,
+ *   (t - bwd) / v and bwd / v), and the last rank runs the most of them,
+ *   v·M - (v-1)·S. In all
+ *       p2p = 2(S·v - 1)·p2p_s + (v·M - (v-1)·S)·e.
+ *   For uniform stages this is an event simulation of Megatron's schedule
+ *   exactly while p2p_s <= min(f_c, b_c), and within one e beyond
+ *   (tests/test_pipeline.c). With one stage there is nothing to send.
  *
  * Gradient synchronisation. With overlapped gradient reduction (Megatron's
  * --overlap-grad-reduce, PyTorch DDP buckets) a rank starts reducing
@@ -46,6 +79,34 @@ double loom_pipeline_bubble_fraction(int64_t stages, int64_t microbatches, int64
 {
     if (stages < 1 || microbatches < 1 || vpp < 1) return 0;
     return (double)(stages - 1) / ((double)vpp * (double)microbatches);
+}
+
+bool loom_pipeline_overlaps_p2p(int64_t vpp, bool megatron)
+{
+    return vpp > 1 && megatron;
+}
+
+double loom_pipeline_exposed_transfers(int64_t stages, int64_t microbatches, int64_t vpp,
+                                       bool overlap_p2p)
+{
+    if (stages < 2 || microbatches < 1 || vpp < 1) return 0;
+    double S = (double)stages, M = (double)microbatches, v = (double)vpp;
+    if (vpp > 1) return overlap_p2p ? 2.0 * (S * v - 1) : 2.0 * (v * M + S - 1);
+    if (microbatches == 1) return 2.0 * (S - 1);   /* down and back up, nothing else */
+    return stages == 2 ? M + 1 : 2.0 * M + 2.0 * S - 5;
+}
+
+/* Transfers the overlapped schedule exposes in its steady state (pipeline.c):
+ * v·M - (v-1)·S iterations of the last rank, each exposing what the
+ * transfer takes beyond the bottleneck rank's chunk forward or backward
+ * (whichever is shorter) that runs while it is in flight. */
+static double steady_excess_s(const loom_pipeline_in *in, int64_t bottleneck)
+{
+    double v = (double)in->vpp, t = in->stage_s[bottleneck];
+    double bwd = in->bwd_s ? in->bwd_s[bottleneck] : 2.0 * t / 3.0;
+    double hide = fmax(0, fmin(t - bwd, bwd)) / v;
+    double iters = v * (double)in->microbatches - (v - 1) * (double)in->stages;
+    return iters > 0 && in->p2p_s > hide ? iters * (in->p2p_s - hide) : 0;
 }
 
 static loom_status check_times(const char *name, const double *t, int64_t n, bool required,
@@ -109,7 +170,11 @@ loom_status loom_pipeline_step(const loom_pipeline_in *in, loom_pipeline_out *ou
     const double M = (double)in->microbatches, v = (double)in->vpp;
     out->compute_s = M * max;
     out->bubble_s = (sum - max) / v;
-    if (S > 1) out->p2p_s = 2.0 * v * in->p2p_s * (M + (double)(S - 1) / v);
+    bool overlap = in->overlap_p2p && in->vpp > 1;
+    if (S > 1)
+        out->p2p_s = loom_pipeline_exposed_transfers(S, in->microbatches, in->vpp, overlap) *
+                         in->p2p_s +
+                     (overlap ? steady_excess_s(in, out->bottleneck) : 0);
 
     double drained = 0;   /* Σ_{j<i} bwd_j: how much earlier rank i finishes */
     for (int64_t i = 0; i < S; i++) {

@@ -10,15 +10,18 @@
  *       = M · max t_i            (compute: the bottleneck rank's work)
  *       + (Σ t_i - max t_i)      (bubble; ÷ v with v interleaved chunks)
  *
- * plus stage-to-stage transfers, the exposed part of the data-parallel
- * gradient synchronisation and the optimizer step. The parts are returned
- * separately and add up to the step time.
+ * plus the exposed stage-to-stage transfers (all of them with 1F1B's
+ * blocking exchanges; only the fill and drain with the interleaved
+ * schedule's overlapped ones, Megatron's overlap_p2p_comm), the exposed part
+ * of the data-parallel gradient synchronisation and the optimizer step. The
+ * parts are returned separately and add up to the step time.
  *
  * Units: seconds.
  */
 #ifndef LOOM_PIPELINE_H
 #define LOOM_PIPELINE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include "base/error.h"
 
@@ -33,9 +36,14 @@ typedef struct {
     int64_t microbatches;       /* M: micro-batches per step per replica (>= 1) */
     int64_t vpp;                /* v: model chunks per rank (1 = plain 1F1B) */
     const double *stage_s;      /* [S] fwd+bwd of one micro-batch on rank i (all its chunks) */
-    const double *bwd_s;        /* [S] backward part of stage_s (NULL = none) */
+    const double *bwd_s;        /* [S] backward part of stage_s (NULL = none; the
+                                   p2p overlap then takes backward = 2 x forward) */
     double p2p_s;               /* one activation (or gradient) transfer between
                                    adjacent ranks, one micro-batch, one chunk */
+    bool overlap_p2p;           /* Megatron's overlap_p2p_comm: the interleaved
+                                   schedule's steady-state transfers run behind
+                                   compute (only with vpp > 1; see
+                                   loom_pipeline_overlaps_p2p) */
     const double *grad_sync_s;  /* [S] data-parallel gradient sync of rank i (NULL = none) */
     const double *sync_window_s;/* [S] compute the sync can hide behind on rank i
                                    (NULL = its last micro-batch's backward, bwd_s) */
@@ -47,7 +55,7 @@ typedef struct {
     double step_s;
     double compute_s;      /* M · max t_i */
     double bubble_s;       /* (Σ t_i - max t_i) / v */
-    double p2p_s;          /* 2v transfers per micro-batch on the critical path */
+    double p2p_s;          /* exposed transfers (pipeline.c) */
     double grad_sync_s;    /* exposed part */
     double optimizer_s;    /* slowest rank */
     int64_t bottleneck;    /* rank with max t_i */
@@ -76,6 +84,22 @@ void loom_pipeline_breakdown(const loom_pipeline_out *po, const double *comm_s, 
  * time is negative or not finite, or a required array is NULL. */
 loom_status loom_pipeline_step(const loom_pipeline_in *in, loom_pipeline_out *out,
                                loom_error *err);
+
+/* Whether a schedule of v chunks per rank overlaps its transfers with
+ * compute: Megatron-LM (megatron/training/arguments.py) and NeMo /
+ * Megatron-Bridge's comm-overlap configuration turn overlap_p2p_comm on
+ * whenever the schedule is interleaved (v > 1); plain 1F1B always exchanges
+ * blocking, and other frameworks' schedules are charged as blocking. The one
+ * rule `loom eval` and the planner (which plans for Megatron) both apply. */
+bool loom_pipeline_overlaps_p2p(int64_t vpp, bool megatron);
+
+/* Transfers on the critical path when each one hides behind the compute the
+ * schedule puts around it (pipeline.c): 1F1B 2M + 2S - 5 (M + 1 with two
+ * stages, 2(S - 1) with one micro-batch); interleaved blocking
+ * 2(v·M + S - 1), overlapped 2(S·v - 1). p2p_s of a step = this × one
+ * transfer in that regime. */
+double loom_pipeline_exposed_transfers(int64_t stages, int64_t microbatches, int64_t vpp,
+                                       bool overlap_p2p);
 
 /* Pipeline bubble fraction of the ideal (uniform stages): (S-1) / (v·M). */
 double loom_pipeline_bubble_fraction(int64_t stages, int64_t microbatches, int64_t vpp);

@@ -629,8 +629,11 @@ loom_status loom_search_eval(loom_search *s, const loom_graph *g, const loom_sea
             win[r] = cfg->zero >= 3   ? (double)M * ts[r]
                      : cfg->zero == 2 ? (double)M * bs[r] + fw[r]
                                       : bs[r] + (sharded ? fw[r] : 0);
+        /* the planner plans for Megatron (its exports' schedule) */
         loom_pipeline_in pin = {.stages = pp, .microbatches = M, .vpp = cfg->vpp, .stage_s = ts,
-                                .bwd_s = bs, .p2p_s = p2p, .grad_sync_s = sync,
+                                .bwd_s = bs, .p2p_s = p2p,
+                                .overlap_p2p = loom_pipeline_overlaps_p2p(cfg->vpp, true),
+                                .grad_sync_s = sync,
                                 .sync_window_s = win, .sync_overlap = s->cal->grad_sync_overlap,
                                 .optimizer_s = opt};
         loom_pipeline_out po;

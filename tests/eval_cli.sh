@@ -128,5 +128,56 @@ if "$LOOM" eval llama-3-70b --cluster dgx-h100-x3 --tp 8 --pp 3 --mbs 1 --gbs 12
 elif grep -q "80 layers + 2 (embedding/loss) do not split evenly into --pp 3" "$tmp/err"; then ok
 else bad "units message: $(cat "$tmp/err")"; fi
 
+# Megatron's interleaved schedule overlaps its transfers (overlap_p2p_comm)
+# and exposes the fill and drain's 2(S·v - 1); run blocking
+# (--no-overlap-p2p, imported from --no-overlap-p2p-communication) it pays
+# 2(v·M + S - 1). GPT-3 175B, pp 8, v 3, M 64: the ratio is 23 / 199, and
+# nothing but p2p moves.
+P=(gpt3-175b --cluster dgx-a100-80g-x8 --tp 8 --pp 8 --dp 1 --mbs 1 --gbs 64 --sp --vpp 3 --json)
+ML="pretrain_gpt.py --num-layers 96 --hidden-size 12288 --num-attention-heads 96 --vocab-size 50257"
+ML+=" --seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 1 --global-batch-size 64"
+ML+=" --tensor-model-parallel-size 8 --pipeline-model-parallel-size 8"
+ML+=" --num-layers-per-virtual-pipeline-stage 4 --sequence-parallel --bf16"
+"$LOOM" eval "${P[@]}" >"$tmp/ov.json" 2>"$tmp/err" || bad "overlapped p2p: $(cat "$tmp/err")"
+"$LOOM" eval "${P[@]}" --no-overlap-p2p >"$tmp/bl.json" 2>"$tmp/err" || bad "--no-overlap-p2p: $(cat "$tmp/err")"
+"$LOOM" eval --cluster dgx-a100-80g-x8 --json --from-megatron "$ML" >"$tmp/mov.json" 2>"$tmp/err" ||
+    bad "from-megatron overlapped: $(cat "$tmp/err")"
+"$LOOM" eval --cluster dgx-a100-80g-x8 --json --from-megatron "$ML --no-overlap-p2p-communication" \
+    >"$tmp/mbl.json" 2>"$tmp/err" || bad "from-megatron blocking: $(cat "$tmp/err")"
+python3 - "$tmp/ov.json" "$tmp/bl.json" "$tmp/mov.json" "$tmp/mbl.json" <<'EOF' && ok || bad "p2p overlap"
+import json, sys
+ov, bl, mov, mbl = (json.load(open(p))["breakdown"] for p in sys.argv[1:5])
+S, v, M = 8, 3, 64
+assert abs(ov["p2p_s"] / bl["p2p_s"] - (S * v - 1) / (v * M + S - 1)) < 1e-9, (ov, bl)
+for k in ("compute_s", "tp_comm_s", "bubble_s", "grad_sync_s", "optimizer_s"):
+    assert ov[k] == bl[k], k
+assert abs(mov["p2p_s"] / mbl["p2p_s"] - (S * v - 1) / (v * M + S - 1)) < 1e-9, (mov, mbl)
+cfg = [json.load(open(p))["config"]["p2p_overlapped"] for p in sys.argv[1:5]]
+assert cfg == [True, False, True, False], cfg
+EOF
+
+# Megatron's EP all-to-all overlap (--moe-a2a-overlap,
+# --overlap-moe-expert-parallel-comm): without a pipeline 3 of M = 4
+# micro-batches run paired, and where compute outlasts the all-to-alls the
+# paired passes hide all their communication: a quarter stays exposed, and the
+# step falls by at least the three quarters hidden.
+X=(mixtral-8x7b --cluster dgx-h100-x1 --ep 8 --dp 8 --mbs 1 --gbs 32 --seq 4096 --json)
+"$LOOM" eval "${X[@]}" >"$tmp/a2a0.json" 2>"$tmp/err" || bad "a2a serial: $(cat "$tmp/err")"
+"$LOOM" eval "${X[@]}" --moe-a2a-overlap >"$tmp/a2a1.json" 2>"$tmp/err" || bad "a2a overlap: $(cat "$tmp/err")"
+python3 - "$tmp/a2a0.json" "$tmp/a2a1.json" <<'EOF' && ok || bad "a2a overlap relations"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+x, y = a["breakdown"], b["breakdown"]
+assert x["tp_comm_s"] > 0 and abs(y["tp_comm_s"] - x["tp_comm_s"] / 4) < 1e-9 * x["tp_comm_s"], (x, y)
+assert a["step_time_s"] - b["step_time_s"] >= 0.75 * x["tp_comm_s"] * (1 - 1e-9), (a, b)
+assert y["compute_s"] <= x["compute_s"] and y["grad_sync_s"] == x["grad_sync_s"]
+EOF
+expect_fail eval 1 mixtral-8x7b --cluster dgx-h100-x1 --dp 8 --gbs 32 --moe-a2a-overlap -- \
+    "expert-parallel all-to-all overlap needs expert parallelism; found --ep 1"
+expect_fail eval 1 mixtral-8x7b --cluster dgx-h100-x1 --pp 2 --dp 4 --ep 4 --gbs 32 --moe-a2a-overlap -- \
+    "with --pp 2 needs the interleaved schedule"
+expect_fail eval 1 mixtral-8x7b --cluster dgx-h100-x1 --dp 8 --ep 8 --gbs 32 --recompute full --moe-a2a-overlap -- \
+    "cannot be combined with full recompute"
+
 echo "eval_cli: $passes passed, $fails failed"
 [ $fails -eq 0 ]

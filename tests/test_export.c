@@ -522,6 +522,8 @@ static void check_same_config(const char *what, const loom_runtime_config *a,
     CHECK_INT_EQ(x->last_stage_layers, y->last_stage_layers);
     CHECK_INT_EQ(x->overlap_grad_reduce, y->overlap_grad_reduce);
     CHECK_INT_EQ(x->tp_comm_overlap, y->tp_comm_overlap);
+    CHECK_INT_EQ(x->overlap_p2p, y->overlap_p2p);
+    CHECK_INT_EQ(x->moe_a2a_overlap, y->moe_a2a_overlap);
     CHECK_INT_EQ(a->n_chunks, b->n_chunks);
     for (int32_t i = 0; i < a->n_chunks && i < b->n_chunks; i++)
         CHECK_INT_EQ(a->chunk_layers[i], b->chunk_layers[i]);
@@ -568,9 +570,10 @@ static void test_configs(void)
     cs[n].par.vpp = 2, cs[n].par.recompute = LOOM_RECOMPUTE_FULL, cs[n].par.recompute_layers = 3;
     cs[n].par.dtype = LOOM_DTYPE_FP8, cs[n].par.sp = true, cs[n].par.tp_comm_overlap = true;
     what[n++] = "llama-3-70b interleaved";
-    /* interleaved with an uneven split: a layout; embedding alone on chunk 0 */
+    /* interleaved with an uneven split: a layout; embedding alone on chunk 0;
+     * blocking p2p (--no-overlap-p2p-communication) */
     cs[n] = base_config("llama-3-70b", 8, 4, 1, 1, 64, 8192);
-    cs[n].par.vpp = 2, cs[n].n_chunks = 8;
+    cs[n].par.vpp = 2, cs[n].n_chunks = 8, cs[n].par.overlap_p2p = false;
     memcpy(cs[n].chunk_layers, (int32_t[]){0, 12, 12, 12, 11, 11, 11, 11}, 8 * sizeof(int32_t));
     what[n++] = "llama-3-70b layout";
     /* PP 2, the first stage lighter; unfused attention; fp16; context parallel 2 */
@@ -580,9 +583,10 @@ static void test_configs(void)
     cs[n].n_chunks = 2;
     memcpy(cs[n].chunk_layers, (int32_t[]){14, 18}, 2 * sizeof(int32_t));
     what[n++] = "llama-3-8b pp2";
-    /* MoE: EP 8, expert TP 1, ZeRO-1 */
+    /* MoE: EP 8, expert TP 1, ZeRO-1; interleaved with the EP all-to-all overlap */
     cs[n] = base_config("mixtral-8x7b", 2, 2, 8, 1, 256, 4096);
     cs[n].par.ep = 8, cs[n].par.etp = 1, cs[n].par.sp = true, cs[n].par.zero = 1;
+    cs[n].par.vpp = 2, cs[n].par.moe_a2a_overlap = true;
     what[n++] = "mixtral ep8";
     /* MoE: pure DP + EP, ZeRO-3 (Megatron FSDP) */
     cs[n] = base_config("mixtral-8x7b", 1, 1, 32, 1, 128, 4096);

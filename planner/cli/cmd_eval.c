@@ -28,7 +28,7 @@ typedef struct {
     loom_parallel p;
     int mode;   /* 0 train (this command); serve goes to cmd_eval_serve.c */
     int32_t attn;   /* loom_attn_kernel */
-    bool json, unfused, no_grad_overlap, dp_given, gbs_given, seq_given, mbs_given, zero_given,
+    bool json, unfused, no_grad_overlap, no_p2p_overlap, dp_given, gbs_given, seq_given, mbs_given, zero_given,
         dist_opt_given, attn_given, split_embedding, split_loss;
     double memory_headroom;   /* < 0: the cluster's */
 } eval_args;
@@ -123,6 +123,12 @@ static const loom_cli_option eval_opts[] = {
      .help = "overlap TP collectives with GEMMs (needs --sp)"},
     {.name = "--no-overlap-grad-reduce", .kind = LOOM_CLI_FLAG, .field = F(no_grad_overlap),
      .help = "do not overlap the DP gradient reduction with backward"},
+    {.name = "--no-overlap-p2p", .kind = LOOM_CLI_FLAG, .field = F(no_p2p_overlap),
+     .help = "interleaved schedule: blocking stage-to-stage transfers (Megatron's\n"
+             "--no-overlap-p2p-communication; by default they overlap compute)"},
+    {.name = "--moe-a2a-overlap", .kind = LOOM_CLI_FLAG, .field = F(p.moe_a2a_overlap),
+     .help = "expert all-to-alls of one micro-batch beside another's compute (Megatron's\n"
+             "--overlap-moe-expert-parallel-comm; needs --ep > 1, --vpp with --pp > 1)"},
     {.name = "--framework", .kind = LOOM_CLI_ENUM, .field = F(p.framework),
      .choices = framework_choices, .metavar = "F",
      .help = "megatron, deepspeed or torchtitan: gradient and reduce dtypes, ZeRO-3 gathers, "
@@ -156,6 +162,7 @@ const loom_cli_spec loom_cli_spec_eval = {
         "                 [--zero 0|1|2|3] [--dist-opt] [--vpp V] [--dtype bf16|fp16|fp8]\n"
         "                 [--first-stage-layers N] [--last-stage-layers N] [--etp N]\n"
         "                 [--unfused-attention] [--tp-comm-overlap] [--no-overlap-grad-reduce]\n"
+        "                 [--no-overlap-p2p] [--moe-a2a-overlap]\n"
         "                 [--grad-reduce-bf16] [--framework megatron|deepspeed|torchtitan]\n"
         "                 [--calib FILE] [--profile DB] [--json]\n"
         "       loom eval [MODEL] --cluster C --from-megatron \"torchrun ... pretrain_gpt.py ...\"\n"
@@ -188,6 +195,7 @@ static int parse(int argc, char **argv, eval_args *a)
     if (!a->zero_given && !a->dist_opt_given && !a->from_megatron) a->p.zero = LOOM_CLI_DEFAULT_ZERO;
     a->p.flash = !a->unfused;
     a->p.overlap_grad_reduce = !a->no_grad_overlap;
+    a->p.overlap_p2p = !a->no_p2p_overlap;
     return LOOM_CLI_RUN;
 }
 
@@ -251,11 +259,12 @@ static void print_text(const eval_args *a, const loom_cluster *c, const loom_gra
     else snprintf(zero, sizeof zero, "no ZeRO");
     printf("%s on %s (%lld × %s)\n", loom_graph_name(g), c->name, (long long)r->gpus, c->gpu.name);
     printf("config: tp %lld × pp %lld × dp %lld (cp %lld, ep %lld); mbs %lld, gbs %lld → %lld "
-           "micro-batches; seq %lld, %s%s, recompute %s, vpp %lld, %s\n",
+           "micro-batches; seq %lld, %s%s, recompute %s, vpp %lld, %s%s%s\n",
            (long long)p->tp, (long long)p->pp, (long long)p->dp, (long long)p->cp, (long long)p->ep,
            (long long)p->mbs, (long long)p->gbs, (long long)r->microbatches, (long long)p->seq,
            loom_dtype_name(p->dtype), p->sp ? ", SP" : "", loom_recompute_name(p->recompute),
-           (long long)p->vpp, zero);
+           (long long)p->vpp, zero, p->vpp > 1 && !p->overlap_p2p ? ", blocking p2p" : "",
+           p->moe_a2a_overlap ? ", EP a2a overlap" : "");
     printf("\nstep time            %10.4f s\n", r->step_time_s);
     const struct { const char *name; double s; } parts[] = {
         {"compute", b->compute_s},     {"tensor-parallel comm", b->tp_comm_s},
@@ -327,6 +336,10 @@ static int print_json(const eval_args *a, const loom_cluster *c, const loom_grap
     cJSON_AddStringToObject(cfg, "framework", loom_framework_name(p->framework));
     cJSON_AddStringToObject(cfg, "dtype", loom_dtype_name(p->dtype));
     cJSON_AddBoolToObject(cfg, "flash_attention", p->flash);
+    cJSON_AddBoolToObject(cfg, "p2p_overlapped",
+                          loom_pipeline_overlaps_p2p(p->vpp, p->framework == LOOM_FRAMEWORK_MEGATRON &&
+                                                                 p->overlap_p2p));
+    cJSON_AddBoolToObject(cfg, "moe_a2a_overlap", p->moe_a2a_overlap);
     /* the inputs loom's shared defaults chose, as the text's "assumed:" line */
     cJSON *as = cJSON_AddArrayToObject(o, "assumed");
     if (!a->from_megatron) {

@@ -217,6 +217,7 @@ loom_status loom_runtime_config_normalize(loom_runtime_config *c, loom_error *er
     if (!p->sp) p->tp_comm_overlap = false;           /* it overlaps SP's collectives */
     /* no gradient reduction to hide: the data-parallel group spans dp × cp */
     if (p->dp * p->cp == 1) p->overlap_grad_reduce = false;
+    if (p->vpp == 1) p->overlap_p2p = true;           /* 1F1B has nothing to overlap */
     if (p->etp == p->tp) p->etp = 0;
     /* ZeRO-1 and Megatron's distributed optimizer are one thing; costs/eval.h
      * takes it as dist_opt with zero 0 (one name, not both) */

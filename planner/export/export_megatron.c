@@ -165,6 +165,8 @@ int loom_export_megatron_args(const loom_runtime_config *c, const int32_t *chunk
         }
     }
     if (p->overlap_grad_reduce && p->dp * p->cp > 1) arg(&a, "--overlap-grad-reduce", NULL);
+    if (!p->overlap_p2p && p->vpp > 1) arg(&a, "--no-overlap-p2p-communication", NULL);
+    if (p->moe_a2a_overlap) arg(&a, "--overlap-moe-expert-parallel-comm", NULL);
     if (p->zero == 1 || p->dist_opt) {
         arg(&a, "--use-distributed-optimizer", NULL);
     } else if (p->zero >= 2) {

@@ -20,8 +20,9 @@
  *             backward, then drains; interleaved (§2.2.2, v chunks per rank):
  *             (pp-i-1)·2 + (v-1)·pp warm-up forwards over chunks taken in
  *             groups of pp micro-batches. Chunk c of rank i is stage c·pp+i;
- *             its forward is 1/3 of its time plus one p2p transfer, its
- *             backward 2/3 plus one (matmul backward = 2 × forward). The
+ *             its forward is 1/3 of its time, its backward 2/3 (matmul
+ *             backward = 2 × forward), each plus one p2p transfer with
+ *             1F1B (the interleaved schedule overlaps them). The
  *             simulated pipeline is scaled onto compute + tp-comm + bubble +
  *             p2p of the breakdown (equal for uniform stages; the factor is
  *             in a comment), and the exposed gradient sync and the optimizer
@@ -382,12 +383,15 @@ static int draw_schedule(sbuf *b, const loom_plan *p, int y0)
     if (S < 1 || M < 1 || (int64_t)S * v != p->n_stages) return y0;
     const loom_step_breakdown *d = &p->breakdown;
     double step = p->step_time_s;
-    /* one stage-to-stage transfer, back from the breakdown's total:
-     * training 2v·p2p·(M + (S-1)/v); a decode step (S-1)·p2p when it is paced
-     * by the trip through the ranks */
+    /* one stage-to-stage transfer, back from the breakdown's total: training
+     * the schedule's exposed transfers (pipeline.h; plans are Megatron's, which
+     * overlaps the interleaved schedule's steady-state ones); a decode step
+     * (S-1)·p2p when it is paced by the trip through the ranks */
+    bool overlap = loom_pipeline_overlaps_p2p(v, true);
     double p2p = 0;
     if (S > 1 && d->p2p_s > 0)
-        p2p = train ? d->p2p_s / (2.0 * ((double)v * M + S - 1)) : d->p2p_s / (S - 1);
+        p2p = train ? d->p2p_s / loom_pipeline_exposed_transfers(S, M, v, overlap)
+                    : d->p2p_s / (S - 1);
     double *dur = calloc((size_t)S * (size_t)v, sizeof *dur);
     double *rank_t = calloc((size_t)S, sizeof *rank_t);
     span *fs = calloc((size_t)S * (size_t)v * (size_t)M, sizeof *fs);
@@ -400,7 +404,10 @@ static int draw_schedule(sbuf *b, const loom_plan *p, int y0)
     for (int c = 0; c < v; c++)
         for (int i = 0; i < S; i++) {
             double t = p->stages[c * S + i].time_s;
-            dur[c * S + i] = train ? t + (S > 1 ? 2 * p2p : 0) : t;
+            /* blocking: every chunk waits for its two transfers; overlapped:
+             * the steady state hides them and the fill and drain's come in
+             * through the scale onto the breakdown below */
+            dur[c * S + i] = train ? t + (S > 1 && !overlap ? 2 * p2p : 0) : t;
             rank_t[i] += t;
         }
     double pipe = 0, scale = 1, sim = 0;
