@@ -136,6 +136,54 @@ done:
     loom_graph_destroy(g);
 }
 
+static loom_serve_plan_request request(loom_graph *g, const loom_cluster *c);
+
+/* The engine settings offered beside each shape's defaults: vLLM on an H100
+ * (defaults 1024 sequences, 8192 tokens) gets chunks of 512, 1024, 2048 and
+ * 4096 tokens with max_num_seqs lowered to the chunk where it is larger
+ * (vLLM refuses a budget below it) and caps of 32, 64, 128 and 256 sequences at the default chunk;
+ * TensorRT-LLM (2048 sequences, no chunking) only the caps. Variants serve
+ * aggregated deployments only and are not counted as shapes. */
+static void test_engine_variants(void)
+{
+    loom_graph *g = load("examples/models/llama-3-8b.json");
+    loom_cluster c = cluster("dgx-h100-x1");
+    for (int k = 0; k < 2; k++) {
+        loom_serve_space_opts o = {.graph = g, .cluster = &c,
+                                   .engine = k ? LOOM_ENGINE_TRTLLM : LOOM_ENGINE_VLLM,
+                                   .weights = LOOM_WEIGHTS_BF16, .kv_dtype = LOOM_DTYPE_BF16,
+                                   .seq_tokens = 2048};
+        loom_serve_space sp;
+        loom_error err = {0};
+        CHECK(loom_serve_space_build(&o, &sp, &err) == LOOM_OK);
+        int shapes = 0, chunks = 0, caps = 0;
+        for (int32_t i = 0; i < sp.n; i++) {
+            const loom_serve_cand *cd = &sp.cand[i];
+            const loom_serve_engine *e = loom_serve_model_engine(cd->m);
+            if (!cd->agg_only) {
+                shapes++;
+                CHECK(cd->inst.chunk == 0 && cd->inst.seqs == 0);
+                CHECK_INT_EQ(e->max_num_seqs, k ? 2048 : 1024);
+                continue;
+            }
+            if (cd->inst.chunk > 0) {
+                chunks++;
+                CHECK_INT_EQ(e->max_batched_tokens, cd->inst.chunk);
+                CHECK_INT_EQ(e->max_num_seqs, cd->inst.chunk < 1024 ? cd->inst.chunk : 1024);
+            } else {
+                caps++;
+                CHECK_INT_EQ(e->max_num_seqs, cd->inst.seqs);
+                CHECK_INT_EQ(e->max_batched_tokens, 8192);
+            }
+        }
+        CHECK_INT_EQ(sp.tried, shapes + sp.refused + sp.no_fit);
+        CHECK_INT_EQ(chunks, k ? 0 : 4 * shapes);
+        CHECK_INT_EQ(caps, 4 * shapes);
+        loom_serve_space_free(&sp);
+    }
+    loom_graph_destroy(g);
+}
+
 static loom_serve_plan_request request(loom_graph *g, const loom_cluster *c)
 {
     loom_serve_plan_request r = {0};
@@ -172,7 +220,9 @@ static void test_kv_transfer(void)
     CHECK_NEAR_REL(p->ctx.kv_bytes_per_token, 327680, 1e-12);
     int32_t tp4 = -1;
     for (int32_t i = 0; i < p->space.n; i++)
-        if (p->space.cand[i].inst.tp == 4 && p->space.cand[i].inst.pp == 1) tp4 = i;
+        if (p->space.cand[i].inst.tp == 4 && p->space.cand[i].inst.pp == 1 &&
+            !p->space.cand[i].agg_only)
+            tp4 = i;
     CHECK(tp4 >= 0);
     loom_serve_deploy d = {.disagg = true, .prefill = tp4, .decode = tp4, .n_prefill = 1,
                            .n_decode = 1};
@@ -273,6 +323,7 @@ int main(void)
     test_pareto_front();
     test_decode_pool();
     test_kv_transfer();
+    test_engine_variants();
     test_disagg_margin();
     test_bad_requests();
     return check_done();

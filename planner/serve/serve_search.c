@@ -130,8 +130,8 @@ static int cmp_opt(const void *a, const void *b)
     if (x->feasible != y->feasible) return x->feasible ? -1 : 1;
     if (x->score != y->score) return x->score > y->score ? -1 : 1;
     if (x->dep.gpus != y->dep.gpus) return x->dep.gpus > y->dep.gpus ? -1 : 1;
-    /* a tie goes to the earlier shape: an engine's default chunk comes
-     * before its smaller-chunk variants (serve_space.c) */
+    /* a tie goes to the earlier shape: an engine's defaults come before
+     * its smaller-chunk and capped variants (serve_space.c) */
     if (x->dep.agg != y->dep.agg) return x->dep.agg < y->dep.agg ? -1 : 1;
     if (x->dep.prefill != y->dep.prefill) return x->dep.prefill < y->dep.prefill ? -1 : 1;
     if (x->dep.decode != y->dep.decode) return x->dep.decode < y->dep.decode ? -1 : 1;
@@ -575,7 +575,7 @@ loom_status loom_serve_plan_run(const loom_serve_plan_request *req, loom_serve_p
         if (s.n_opt[k] > 0) qsort(s.opt[k], (size_t)s.n_opt[k], sizeof *s.opt[k], cmp_opt);
     }
     int32_t k_max = req->recheck > 0 ? req->recheck : 3;
-    p->checked = calloc((size_t)(3 * k_max), sizeof *p->checked);   /* agg, agg chunked, disagg */
+    p->checked = calloc((size_t)(3 * k_max), sizeof *p->checked);   /* agg, agg variants, disagg */
     if (!p->checked) {
         st = loom_error_set(err, LOOM_ERR_NOMEM, "serving plan: out of memory");
         goto fail;

@@ -25,7 +25,9 @@ void loom_serve_inst_label(const loom_serve_inst *i, char *buf, size_t n)
     if (i->ep > 1 && k >= 0 && (size_t)k < n)
         k += snprintf(buf + k, n - (size_t)k, ", ep %lld", (long long)i->ep);
     if (i->chunk > 0 && k >= 0 && (size_t)k < n)
-        snprintf(buf + k, n - (size_t)k, ", chunk %lld", (long long)i->chunk);
+        k += snprintf(buf + k, n - (size_t)k, ", chunk %lld", (long long)i->chunk);
+    if (i->seqs > 0 && k >= 0 && (size_t)k < n)
+        snprintf(buf + k, n - (size_t)k, ", seqs %lld", (long long)i->seqs);
 }
 
 loom_status loom_serve_space_model(const loom_serve_space_opts *o, const loom_serve_inst *inst,
@@ -48,6 +50,7 @@ loom_status loom_serve_space_model(const loom_serve_space_opts *o, const loom_se
         if (o->engine == LOOM_ENGINE_VLLM && mo.engine.max_num_seqs > inst->chunk)
             mo.engine.max_num_seqs = inst->chunk;
     }
+    if (inst->seqs > 0 && inst->seqs < mo.engine.max_num_seqs) mo.engine.max_num_seqs = inst->seqs;
     return loom_serve_model_create(&mo, out, err);
 }
 
@@ -60,7 +63,7 @@ static bool packs(int64_t g, int64_t per_node)
 static loom_status add(loom_serve_space *s, int32_t *cap, const loom_serve_space_opts *o,
                        const loom_serve_inst *inst, loom_error *err)
 {
-    bool shape = inst->chunk == 0;   /* chunk variants are not counted as shapes */
+    bool shape = inst->chunk == 0 && inst->seqs == 0;   /* variants are not counted as shapes */
     if (shape) s->tried++;
     loom_serve_model *m = NULL;
     loom_error why = {0};
@@ -86,22 +89,31 @@ static loom_status add(loom_serve_space *s, int32_t *cap, const loom_serve_space
         s->cand = c;
         *cap = nc;
     }
-    s->cand[s->n++] = (loom_serve_cand){*inst, inst->tp * inst->attn_dp * inst->pp, m, inst->chunk > 0};
+    s->cand[s->n++] = (loom_serve_cand){*inst, inst->tp * inst->attn_dp * inst->pp, m, !shape};
     return LOOM_OK;
 }
 
-/* The shape inst at the engine's default budget, then (vLLM, SGLang) at the
- * smaller budgets of serve_space.h when the default one fits. */
-static loom_status add_chunks(loom_serve_space *s, int32_t *cap, const loom_serve_space_opts *o,
-                              loom_serve_inst inst, loom_error *err)
+/* The shape inst at the engine's defaults, then, when that fits, with the
+ * smaller budgets (vLLM, SGLang) and the smaller sequence caps of
+ * serve_space.h, one at a time. */
+static loom_status add_variants(loom_serve_space *s, int32_t *cap, const loom_serve_space_opts *o,
+                                loom_serve_inst inst, loom_error *err)
 {
     int32_t before = s->n;
     loom_status st = add(s, cap, o, &inst, err);
-    if (st || s->n == before || o->engine == LOOM_ENGINE_TRTLLM) return st;
-    int64_t def = loom_serve_model_engine(s->cand[s->n - 1].m)->max_batched_tokens;
-    for (int64_t chunk = 512; chunk < def && chunk <= 4096; chunk *= 2) {
-        inst.chunk = chunk;
-        if ((st = add(s, cap, o, &inst, err))) return st;
+    if (st || s->n == before) return st;
+    const loom_serve_engine *e = loom_serve_model_engine(s->cand[s->n - 1].m);
+    int64_t def_chunk = e->max_batched_tokens, def_seqs = e->max_num_seqs;
+    for (int64_t chunk = 512; o->engine != LOOM_ENGINE_TRTLLM && chunk < def_chunk && chunk <= 4096;
+         chunk *= 2) {
+        loom_serve_inst v = inst;
+        v.chunk = chunk;
+        if ((st = add(s, cap, o, &v, err))) return st;
+    }
+    for (int64_t seqs = 32; seqs < def_seqs && seqs <= 256; seqs *= 2) {
+        loom_serve_inst v = inst;
+        v.seqs = seqs;
+        if ((st = add(s, cap, o, &v, err))) return st;
     }
     return LOOM_OK;
 }
@@ -129,7 +141,7 @@ loom_status loom_serve_space_build(const loom_serve_space_opts *o, loom_serve_sp
                 for (int k = 0; k < n_ep; k++) {
                     if (moe && eps[k] > 1 && mi->experts % eps[k]) continue;
                     loom_serve_inst inst = {.tp = tp, .pp = pp, .ep = eps[k], .attn_dp = dp};
-                    if ((s = add_chunks(out, &cap, o, inst, err))) goto fail;
+                    if ((s = add_variants(out, &cap, o, inst, err))) goto fail;
                 }
             }
         }

@@ -24,7 +24,10 @@
  * max_num_seqs is lowered to the budget with it, as vLLM requires).
  * Disaggregated pools keep the default: a prefill instance has no decodes
  * to protect and a decode instance no prefill to chunk. TensorRT-LLM does
- * not chunk by default and is offered as it is.
+ * not chunk by default and is offered as it is. Likewise every engine's
+ * instance is offered with its running sequences capped at 32 … 256: a cap
+ * holds the decode batch, and so the TPOT, where the SLO wants it and lets
+ * the queue (TTFT) take the excess.
  *
  * Each surviving shape carries one serving model (costs/serve/step.h) of a
  * single instance: the search evaluates it at any load, and a deployment
@@ -43,11 +46,14 @@
 #include "costs/serve/step.h"
 #include "graph/graph.h"
 
-/* The parallel shape of one engine instance, and its prefill chunk. */
+/* The parallel shape of one engine instance, its prefill chunk and its
+ * sequence cap. */
 typedef struct {
     int64_t tp, pp, ep, attn_dp;
     int64_t chunk;   /* tokens per iteration (vLLM max_num_batched_tokens, SGLang
                         chunked_prefill_size); 0 = the engine's default */
+    int64_t seqs;    /* running sequences at most (vLLM max_num_seqs, SGLang
+                        max_running_requests, TRT-LLM max_batch_size); 0 = default */
 } loom_serve_inst;
 
 /* What every instance of the search shares. */
@@ -67,7 +73,7 @@ typedef struct {
     loom_serve_inst inst;
     int64_t gpus;               /* tp · attn_dp · pp */
     loom_serve_model *m;        /* owned by the space */
-    bool agg_only;              /* a chunk variant: aggregated deployments only */
+    bool agg_only;              /* a chunk or cap variant: aggregated deployments only */
 } loom_serve_cand;
 
 typedef struct {
@@ -91,7 +97,8 @@ void loom_serve_space_free(loom_serve_space *s);
 loom_status loom_serve_space_model(const loom_serve_space_opts *o, const loom_serve_inst *inst,
                                    int64_t replicas, loom_serve_model **out, loom_error *err);
 
-/* "tp 4", "tp 8 × pp 2", "tp 1 × attention-dp 8, ep 8", "tp 4, chunk 1024". */
+/* "tp 4", "tp 8 × pp 2", "tp 1 × attention-dp 8, ep 8", "tp 4, chunk 1024",
+ * "tp 4, seqs 64". */
 void loom_serve_inst_label(const loom_serve_inst *i, char *buf, size_t n);
 
 #endif
