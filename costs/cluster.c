@@ -163,3 +163,33 @@ int64_t loom_cluster_hbm_for_usable(const loom_cluster *c, int64_t bytes)
     if (h < 1) return (int64_t)((double)bytes / (1 - h) + 0.5);
     return bytes + (int64_t)(h * 1073741824.0);
 }
+
+int64_t loom_cluster_tile_gpus(const loom_cluster *c)
+{
+    int64_t g = c ? c->gpus_per_node : 0, t = 1;
+    if (g <= 8 || (g & (g - 1)) == 0) return 0;
+    while (2 * t < g) t *= 2;
+    return t > 8 ? t : 0;
+}
+
+bool loom_cluster_tile(const loom_cluster *c, loom_cluster *out)
+{
+    int64_t t = loom_cluster_tile_gpus(c);
+    if (t == 0) return false;
+    *out = *c;
+    out->idle_per_node = c->idle_per_node + (c->gpus_per_node - t);
+    out->gpus_per_node = t;
+    return true;
+}
+
+bool loom_cluster_job_view(const loom_cluster *c, int64_t gpus, loom_cluster *out)
+{
+    if (gpus == loom_cluster_gpus(c)) {
+        *out = *c;
+        return true;
+    }
+    loom_cluster t;
+    if (!loom_cluster_tile(c, &t) || gpus != loom_cluster_gpus(&t)) return false;
+    *out = t;
+    return true;
+}

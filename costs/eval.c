@@ -428,9 +428,11 @@ static double sync_time(const ctx *x, double n, loom_group grp, int64_t m, int64
     return loom_dp_sync_time_s(x->c, x->cal, &in, grp);
 }
 
+/* Megatron's groups of `count` ranks `stride` apart, over the whole job:
+ * the slowest of them (one may straddle two nodes when they do not tile). */
 static loom_group axis_group(const loom_cluster *c, int64_t count, int64_t stride)
 {
-    return loom_mesh_axis_group(c, (loom_mesh_shape){count, stride}, 0);
+    return loom_strided_group(c, count, stride, loom_cluster_gpus(c));
 }
 
 /* ---- the evaluation ---------------------------------------------------------- */
@@ -533,6 +535,20 @@ loom_status loom_eval_megatron_ex(const loom_graph *g, const loom_cost_model *cm
     bool layout = o && o->n_chunks > 0;
     if (layout) mi.layers = 0;
     loom_status s = layout ? check_layout(o, p, blocks, err) : LOOM_OK;
+    /* All the cluster's GPUs, or the tile of every NVLink domain (cluster.h):
+     * then the groups and links are the tile view's. */
+    loom_cluster view;
+    int64_t world = p->tp * p->pp * p->dp * p->cp;
+    if (s == LOOM_OK && world >= 1 && loom_cluster_job_view(c, world, &view)) c = &view;
+    else if (s == LOOM_OK && world >= 1 && loom_cluster_tile(c, &view))
+        s = loom_error_set(err, LOOM_ERR_INVALID,
+                           "impossible configuration: tp %lld × pp %lld × dp %lld × cp %lld = "
+                           "%lld GPUs, but the cluster has %lld, or %lld on the %lld-GPU tile "
+                           "of each %lld-GPU NVLink domain",
+                           (long long)p->tp, (long long)p->pp, (long long)p->dp,
+                           (long long)p->cp, (long long)world, (long long)loom_cluster_gpus(c),
+                           (long long)loom_cluster_gpus(&view), (long long)view.gpus_per_node,
+                           (long long)c->gpus_per_node);
     if (s == LOOM_OK) s = loom_parallel_check(p, &mi, loom_cluster_gpus(c), err);
     if (s == LOOM_OK) s = check_graph(g, p, err);
     if (s) return s;
@@ -664,6 +680,7 @@ loom_status loom_eval_megatron_ex(const loom_graph *g, const loom_cost_model *cm
     out->step_time_s = po.step_s;
     out->microbatches = M;
     out->gpus = loom_cluster_gpus(c);
+    out->idle_gpus = c->nodes * c->idle_per_node;
     /* The graph is one micro-batch; a step is gbs / mbs of them. */
     double mbs_per_step = (double)(p->gbs / p->mbs);
     out->model_flops = mb_model * mbs_per_step;
