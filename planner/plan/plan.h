@@ -14,7 +14,10 @@
  * On disk it is "loom-plan/1" JSON (plan_json.c; schema in
  * docs/plan-format.md); loom_plan_check validates either.
  *
- * GPU numbering: global id = node · gpus_per_node + local GPU. Stage GPU
+ * GPU numbering: global id = node · gpus_per_node + local GPU. A plan on
+ * the tile of every NVLink domain (costs/cluster.h: 64 of GB200 NVL72's
+ * 72 GPUs) numbers the GPUs it uses: gpus_per_node is the tile, and
+ * idle_gpus_per_node the domain's others, which it leaves idle. Stage GPU
  * lists are those of data-parallel replica 0; replica r runs the same stage
  * on ids + r · replica_stride. The planner puts a stage's copies side by
  * side (stride = the stage's GPUs, Megatron's tensor-data-pipeline rank
@@ -99,6 +102,16 @@ typedef struct {
     loom_plan_op *ops;               /* [n_ops], layer order */
 } loom_plan_stage;
 
+/* On a cluster whose NVLink domains have a power-of-two tile (costs/cluster.h):
+ * the best plan of the layout this plan is not on — all the GPUs when this
+ * plan runs on the tile of every domain, the tiles when it runs on all —
+ * as the plan's account of the domain says it (gpus 0: none). */
+typedef struct {
+    int64_t gpus;                    /* the GPUs it runs on */
+    double step_time_s;              /* its step (inference: its decode step) */
+    int64_t tensor_parallel, expert_parallel;   /* its largest groups */
+} loom_plan_alternative;
+
 /* The inputs a plan can have taken from loom's shared defaults (the CLI's
  * LOOM_CLI_DEFAULT_*) rather than from the user, as "assumed" names them. */
 #define LOOM_PLAN_ASSUMED_SEQ  1u
@@ -125,6 +138,7 @@ typedef struct {
     int64_t model_params;
     int32_t layer_count;                  /* layer slots of the graph */
     int64_t nodes, gpus_per_node;
+    int64_t idle_gpus_per_node;           /* on NVLink-domain tiles: the rest of each domain */
     char gpu[48];
     int64_t gpu_memory_bytes;
     double gpu_peak_flops;                /* dense, in the plan's dtype */
@@ -152,6 +166,7 @@ typedef struct {
     double cost_per_step_usd, cost_per_mtoken_usd;   /* -1 when the cluster has no price */
     double energy_per_step_j, energy_per_token_j;    /* -1 when it has no power figure */
     double measured_share;                /* of predicted compute from the profile db */
+    loom_plan_alternative nvlink_alternative;   /* NVLink domains with a tile only */
 
     /* search */
     char algorithm[32];
