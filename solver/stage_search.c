@@ -63,6 +63,7 @@ loom_status loom_search_create(const loom_problem *p, const loom_search_options 
     if (!st) st = loom_stage_workspace_create(&s->ws, err);
     /* an NVLink domain with a power-of-two tile: the second layout */
     s->has_tile = loom_cluster_tile(s->c, &s->tile);
+    s->track_groups = s->c->gpus_per_node > 8;
     if (!st && s->has_tile) st = loom_cost_model_view(p->cm, &s->tile, &s->tile_cm, err);
     if (st) {
         loom_intra_cache_destroy(s->cache);
@@ -267,6 +268,18 @@ static void consider(loom_search *s, const loom_search_config *cfg, loom_search_
         s->lay_score[lay] = ev->score;
         s->lay_step[lay] = s->pb.inference ? ev->latency_s : ev->step_s;
         s->lay_best[lay] = *cfg;
+    }
+    /* ... and on each side of 8 GPUs per tensor- or expert-parallel group */
+    const loom_graph *g;
+    loom_error e2;
+    if (ok && s->track_groups && loom_search_graph(s, cfg->mbs, &g, &e2) == LOOM_OK) {
+        int big = loom_search_largest_group(g, cfg, ev) > 8;
+        if (!s->have_grp[big] || ev->score < s->grp_score[big] * (1 - 1e-12)) {
+            s->have_grp[big] = true;
+            s->grp_score[big] = ev->score;
+            s->grp_step[big] = s->pb.inference ? ev->latency_s : ev->step_s;
+            s->grp_best[big] = *cfg;
+        }
     }
     if (!ev->fits && (s->res.min_memory_bytes == 0 || ev->memory_per_gpu_bytes < s->res.min_memory_bytes))
         s->res.min_memory_bytes = ev->memory_per_gpu_bytes;
@@ -998,6 +1011,13 @@ out:
         s->res.other = s->lay_best[other];
         s->res.other_step_s = s->lay_step[other];
         s->res.other_score = s->lay_score[other];
+    }
+    s->res.largest_group = loom_search_largest_group(gb, &s->res.best, &s->res.eval);
+    int side = s->res.largest_group > 8 ? 0 : 1;
+    s->res.have_other_groups = s->track_groups && s->have_grp[side];
+    if (s->res.have_other_groups) {
+        s->res.other_groups = s->grp_best[side];
+        s->res.other_groups_step_s = s->grp_step[side];
     }
     return LOOM_OK;
 }

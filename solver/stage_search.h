@@ -284,6 +284,14 @@ typedef struct {
     bool have_other;
     loom_search_config other;
     double other_step_s, other_score;
+    /* On a cluster whose nodes have more than 8 GPUs: the best configuration
+     * on the other side of 8 GPUs from the best one's largest tensor- or
+     * expert-parallel group (at most 8 when the best has more, and the other
+     * way round); have_other_groups false when there is none. */
+    bool have_other_groups;
+    int64_t largest_group;             /* of best */
+    loom_search_config other_groups;
+    double other_groups_step_s;
 } loom_search_result;
 
 typedef struct loom_search loom_search;

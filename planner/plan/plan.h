@@ -102,10 +102,8 @@ typedef struct {
     loom_plan_op *ops;               /* [n_ops], layer order */
 } loom_plan_stage;
 
-/* On a cluster whose NVLink domains have a power-of-two tile (costs/cluster.h):
- * the best plan of the layout this plan is not on — all the GPUs when this
- * plan runs on the tile of every domain, the tiles when it runs on all —
- * as the plan's account of the domain says it (gpus 0: none). */
+/* Another plan the search found, as the plan's account of an NVLink domain
+ * larger than 8 GPUs quotes it (gpus 0: none). */
 typedef struct {
     int64_t gpus;                    /* the GPUs it runs on */
     double step_time_s;              /* its step (inference: its decode step) */
@@ -166,7 +164,12 @@ typedef struct {
     double cost_per_step_usd, cost_per_mtoken_usd;   /* -1 when the cluster has no price */
     double energy_per_step_j, energy_per_token_j;    /* -1 when it has no power figure */
     double measured_share;                /* of predicted compute from the profile db */
-    loom_plan_alternative nvlink_alternative;   /* NVLink domains with a tile only */
+    /* Nodes (NVLink domains) of more than 8 GPUs: the best plan on the other
+     * side of 8 GPUs from this plan's largest tensor- or expert-parallel
+     * group; and where the domains have a power-of-two tile
+     * (costs/cluster.h), the best plan of the other layout: all the GPUs
+     * when this plan runs on the tiles, the tiles when it runs on all. */
+    loom_plan_alternative nvlink_groups_alt, nvlink_layout_alt;
 
     /* search */
     char algorithm[32];

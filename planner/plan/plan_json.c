@@ -225,9 +225,13 @@ char *loom_plan_to_json(const loom_plan *p, int flags)
         num(pr, "energy_per_token_j", p->energy_per_token_j);
     }
     num(pr, "measured_share", p->measured_share);
-    if (p->nvlink_alternative.gpus > 0) {
-        const loom_plan_alternative *a = &p->nvlink_alternative;
-        cJSON *al = cJSON_AddObjectToObject(pr, "nvlink_alternative");
+    const loom_plan_alternative *alts[2] = {&p->nvlink_groups_alt, &p->nvlink_layout_alt};
+    static const char *const alt_keys[2] = {"nvlink_groups_alternative",
+                                            "nvlink_layout_alternative"};
+    for (int i = 0; i < 2; i++) {
+        const loom_plan_alternative *a = alts[i];
+        if (a->gpus <= 0) continue;
+        cJSON *al = cJSON_AddObjectToObject(pr, alt_keys[i]);
         num(al, "gpus", (double)a->gpus);
         num(al, "step_time_s", a->step_time_s);
         num(al, "tensor_parallel", (double)a->tensor_parallel);
@@ -557,8 +561,8 @@ static loom_status read_predicted_search(const loom_jctx *c, const cJSON *root, 
     static const char *const pkeys[] = {
         "step_time_s", "tokens_per_s", "latency_per_token_s", "model_tflops_per_gpu", "mfu",
         "memory_per_gpu_bytes", "breakdown_s", "cost_per_step_usd", "cost_per_mtoken_usd",
-        "energy_per_step_j", "energy_per_token_j", "measured_share", "nvlink_alternative",
-        NULL};
+        "energy_per_step_j", "energy_per_token_j", "measured_share",
+        "nvlink_groups_alternative", "nvlink_layout_alternative", NULL};
     static const char *const akeys[] = {"gpus", "step_time_s", "tensor_parallel",
                                         "expert_parallel", NULL};
     static const char *const bkeys[] = {"compute", "tp_comm", "bubble", "p2p", "grad_sync",
@@ -592,11 +596,15 @@ static loom_status read_predicted_search(const loom_jctx *c, const cJSON *root, 
     TRY(loom_json_get_num(c, o, P, "energy_per_token_j", false, 0, 1e18,
                           &p->energy_per_token_j));
     TRY(loom_json_get_num(c, o, P, "measured_share", true, 0, 1, &p->measured_share));
-    const cJSON *al = NULL;
-    TRY(loom_json_get_object(c, o, P, "nvlink_alternative", false, &al));
-    if (al) {
-        const char *A = "$.predicted.nvlink_alternative";
-        loom_plan_alternative *a = &p->nvlink_alternative;
+    static const char *const alt_paths[2] = {"$.predicted.nvlink_groups_alternative",
+                                             "$.predicted.nvlink_layout_alternative"};
+    loom_plan_alternative *alts[2] = {&p->nvlink_groups_alt, &p->nvlink_layout_alt};
+    for (int i = 0; i < 2; i++) {
+        const cJSON *al = NULL;
+        const char *A = alt_paths[i];
+        TRY(loom_json_get_object(c, o, P, A + strlen("$.predicted."), false, &al));
+        if (!al) continue;
+        loom_plan_alternative *a = alts[i];
         TRY(loom_json_check_keys(c, al, A, akeys));
         TRY(loom_json_get_int(c, al, A, "gpus", true, 1, I64MAX, &a->gpus));
         TRY(loom_json_get_num(c, al, A, "step_time_s", true, 0, 1e12, &a->step_time_s));

@@ -252,20 +252,21 @@ fail:
 
 /* ---- the run -------------------------------------------------------------------- */
 
-/* The best plan of the other NVLink-domain layout (stage_search.h), as the
- * plan's account of the domain quotes it: its GPUs, step and largest tensor-
- * and expert-parallel groups, read from the plan it assembles into. */
-static loom_status alternative(loom_search *s, const loom_search_result *res,
+/* Another configuration the search found (the best of the other NVLink-
+ * domain layout, or on the other side of 8 GPUs per group: stage_search.h),
+ * as the plan's account of the domain quotes it: its GPUs, step and largest
+ * tensor- and expert-parallel groups, read from the plan it assembles into. */
+static loom_status alternative(loom_search *s, const loom_search_config *cfg,
                                const loom_plan_request *req, loom_plan_alternative *out,
                                loom_error *err)
 {
     const loom_graph *g;
     loom_search_eval_result ev;
     loom_plan *alt = NULL;
-    loom_status st = loom_search_graph(s, res->other.mbs, &g, err);
+    loom_status st = loom_search_graph(s, cfg->mbs, &g, err);
     if (st) return st;
-    if ((st = loom_search_eval(s, g, &res->other, &ev, err))) return st;
-    st = loom_plan_from_config(s, g, &res->other, &ev, req, &alt, err);
+    if ((st = loom_search_eval(s, g, cfg, &ev, err))) return st;
+    st = loom_plan_from_config(s, g, cfg, &ev, req, &alt, err);
     loom_search_eval_free(&ev);
     if (st) return st;
     *out = (loom_plan_alternative){alt->data_parallel * alt->gpus_per_replica, alt->step_time_s,
@@ -359,7 +360,9 @@ loom_status loom_plan_run(const loom_plan_request *req, loom_plan **out, loom_pl
         }
     }
     loom_plan *p = *out;
-    if (res->have_other && (st = alternative(s, res, req, &p->nvlink_alternative, err))) {
+    if ((res->have_other_groups &&
+         (st = alternative(s, &res->other_groups, req, &p->nvlink_groups_alt, err))) ||
+        (res->have_other && (st = alternative(s, &res->other, req, &p->nvlink_layout_alt, err)))) {
         loom_plan_destroy(*out);
         *out = NULL;
         goto done;

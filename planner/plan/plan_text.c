@@ -21,6 +21,23 @@ static const char *gib(int64_t bytes, char *buf, size_t n)
     return buf;
 }
 
+/* One alternative (plan.h) against the plan: its GPUs, largest groups and
+ * step, and how much longer it takes. */
+static void alternative_line(FILE *f, const loom_plan *p, const char *why,
+                             const loom_plan_alternative *a)
+{
+    if (!(p->step_time_s > 0)) return;
+    double more = a->step_time_s / p->step_time_s - 1;
+    char how[96];
+    if (more >= 0) snprintf(how, sizeof how, "%.1f%% longer", 100 * more);
+    else
+        snprintf(how, sizeof how, "%.1f%% shorter but worse by the objective (%s)", -100 * more,
+                 loom_problem_objective_name(p->objective));
+    fprintf(f, "              %s (%lld GPUs, largest tp %lld, ep %lld) takes %.4g s per %s, %s\n",
+            why, (long long)a->gpus, (long long)a->tensor_parallel, (long long)a->expert_parallel,
+            a->step_time_s, p->mode == LOOM_PLAN_TRAIN ? "step" : "decode step", how);
+}
+
 /* An NVLink domain larger than an 8-GPU board (GB200 NVL72): where a
  * group's collectives run, how large this plan's groups are, and — where
  * the domain has a power-of-two tile (costs/cluster.h) — which layout the
@@ -49,25 +66,20 @@ static void nvlink_account(FILE *f, const loom_plan *p)
                 (long long)p->gpus_per_node, (long long)used, (long long)p->gpus_per_node,
                 (long long)(p->nodes * p->idle_gpus_per_node), (long long)p->gpus_per_node,
                 (long long)domain, (long long)two, (long long)(domain / two));
-    const loom_plan_alternative *a = &p->nvlink_alternative;
-    if (a->gpus <= 0 || !(p->step_time_s > 0)) return;
-    double more = a->step_time_s / p->step_time_s - 1;
-    char how[96];
-    if (more >= 0) snprintf(how, sizeof how, "%.1f%% longer", 100 * more);
-    else
-        snprintf(how, sizeof how, "%.1f%% shorter but worse by the objective (%s)", -100 * more,
-                 loom_problem_objective_name(p->objective));
-    const char *per = p->mode == LOOM_PLAN_TRAIN ? "step" : "decode step";
-    if (p->idle_gpus_per_node > 0)
-        fprintf(f, "              why: the best plan on all %lld GPUs (largest tp %lld, ep %lld) "
-                   "takes %.4g s per %s, %s\n",
-                (long long)a->gpus, (long long)a->tensor_parallel, (long long)a->expert_parallel,
-                a->step_time_s, per, how);
-    else
-        fprintf(f, "              why not a tile: the best plan on the power-of-two tile of each "
-                   "domain (%lld GPUs, largest tp %lld, ep %lld) takes %.4g s per %s, %s\n",
-                (long long)a->gpus, (long long)a->tensor_parallel, (long long)a->expert_parallel,
-                a->step_time_s, per, how);
+    const loom_plan_alternative *g = &p->nvlink_groups_alt, *l = &p->nvlink_layout_alt;
+    if (g->gpus > 0)
+        alternative_line(f, p,
+                         tp > 8 || ep > 8
+                             ? "why a group above 8: its collectives stay on NVLink inside "
+                               "the domain, and the best plan whose groups stay within 8 GPUs"
+                             : "why no group above 8: the best plan with one",
+                         g);
+    if (l->gpus > 0 && !(l->gpus == g->gpus && l->step_time_s == g->step_time_s))
+        alternative_line(f, p,
+                         p->idle_gpus_per_node > 0
+                             ? "why the tile: the best plan on all the GPUs"
+                             : "why not the tile: the best plan on the tile of each domain",
+                         l);
 }
 
 static void table(FILE *f, const loom_plan *p)
