@@ -3,7 +3,8 @@
  * between a preset name and a loom-cluster/1 file (cluster_json.c).
  *
  * A preset is N DGX-style nodes of 8 GPUs (a GB200 NVL72 rack counts as one
- * node of 72: its NVLink domain):
+ * node of 72: its NVLink domain, whose power-of-two tile of 64 the tile view
+ * below uses):
  *   intra link = the GPU's NVLink per direction (device.c);
  *   inter link = one NIC per GPU: 200 Gb/s HDR = 25 GB/s on DGX A100
  *                (MLPerf v2.0 dgxa100 system JSON: "8x ConnectX-6 IB HDR

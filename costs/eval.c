@@ -15,7 +15,12 @@
  * expert TP degree etp (tp unless --etp), the expert data-parallel group of
  * tp·cp·dp / (etp·ep) ranks by etp·ep; with etp < tp an expert-parallel
  * group spans tensor-parallel ranks. Each group's collectives use the
- * intra- or inter-node link accordingly (loom_group_collective_time_s).
+ * intra- or inter-node link accordingly (loom_group_collective_time_s); a
+ * pattern that does not tile the nodes is priced as its slowest group
+ * (loom_strided_group: TP 16 on 72-GPU racks straddles GPUs 64-79). A
+ * configuration of nodes × tile GPUs on a cluster whose nodes have a
+ * power-of-two tile (GB200 NVL72: 64 of 72, costs/cluster.h) runs on the
+ * tile view: ranks in order on the first 64 GPUs of each rack.
  *
  * Stages. The L transformer blocks are split evenly over pp ranks (or
  * first/last stage sizes as given); with v virtual stages into pp·v chunks,
