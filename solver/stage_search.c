@@ -917,64 +917,64 @@ loom_status loom_search_run(loom_search *s, const loom_search_result **result, l
     /* Count the points for progress reports. */
     int64_t total = 0, done = 0;
     for (int pass = 0; pass < 2; pass++)
-        for (int lay = 0; lay < n_lay; lay++)
-        for (int ui = 0; ui < n_used[lay]; ui++)
-            for (int qi = 0; qi < n_seqs; qi++)
-                for (int64_t dp = 1; dp <= used[lay][ui]; dp++) {
-                    loom_search_use_layout(s, lay == 1);
-                    const int64_t g = s->c->gpus_per_node;
-                    int64_t U = used[lay][ui], B = seqs[qi];
-                    if (U % dp || B % dp || !valid_replica(U / dp, g)) continue;
-                    if (s->opt.pin_dp && dp != s->opt.pin_dp) continue;
-                    int64_t D = U / dp;
-                    /* the model state alone must fit on the replica's GPUs
-                     * under some ZeRO stage on offer */
-                    int zs[3], nz = 0;
-                    double state = INFINITY;
-                    for (int k = 0, all[3], n_all = loom_search_zero_options(s, dp, all); k < n_all;
-                         k++) {
-                        double x = (double)loom_search_state_bytes(s, tot.params, tot.params,
-                                                                   dp, all[k]) /
-                                   (double)D;
-                        if (x <= (double)(loom_cluster_usable_bytes(s->c) - LOOM_MEM_RESERVED_BYTES))
-                            zs[nz++] = all[k];
-                        if (x < state) state = x;
-                    }
-                    if (nz == 0) {
-                        if (pass == 1 && (s->res.min_memory_bytes == 0 ||
-                                          state + LOOM_MEM_RESERVED_BYTES < s->res.min_memory_bytes))
-                            s->res.min_memory_bytes = (int64_t)state + LOOM_MEM_RESERVED_BYTES;
-                        continue;
-                    }
-                    for (int64_t b = 1; b <= B / dp && b <= s->opt.max_micro_batch; b++) {
-                        if ((B / dp) % b || (fixed_b > 0 && b != fixed_b)) continue;
-                        if (s->opt.pin_mbs && b != s->opt.pin_mbs) continue;
-                        if (pass == 0) {
-                            total++;
+        for (int lay = 0; lay < n_lay; lay++)   /* all GPUs, then the tiles */
+            for (int ui = 0; ui < n_used[lay]; ui++)
+                for (int qi = 0; qi < n_seqs; qi++)
+                    for (int64_t dp = 1; dp <= used[lay][ui]; dp++) {
+                        loom_search_use_layout(s, lay == 1);
+                        const int64_t g = s->c->gpus_per_node;
+                        int64_t U = used[lay][ui], B = seqs[qi];
+                        if (U % dp || B % dp || !valid_replica(U / dp, g)) continue;
+                        if (s->opt.pin_dp && dp != s->opt.pin_dp) continue;
+                        int64_t D = U / dp;
+                        /* the model state alone must fit on the replica's GPUs
+                         * under some ZeRO stage on offer */
+                        int zs[3], nz = 0;
+                        double state = INFINITY;
+                        for (int k = 0, all[3], n_all = loom_search_zero_options(s, dp, all); k < n_all;
+                             k++) {
+                            double x = (double)loom_search_state_bytes(s, tot.params, tot.params,
+                                                                       dp, all[k]) /
+                                       (double)D;
+                            if (x <= (double)(loom_cluster_usable_bytes(s->c) - LOOM_MEM_RESERVED_BYTES))
+                                zs[nz++] = all[k];
+                            if (x < state) state = x;
+                        }
+                        if (nz == 0) {
+                            if (pass == 1 && (s->res.min_memory_bytes == 0 ||
+                                              state + LOOM_MEM_RESERVED_BYTES < s->res.min_memory_bytes))
+                                s->res.min_memory_bytes = (int64_t)state + LOOM_MEM_RESERVED_BYTES;
                             continue;
                         }
-                        if (stop_now(s)) goto out;
-                        point *pt = calloc(1, sizeof *pt);
-                        if (!pt) {
-                            st = loom_error_set(err, LOOM_ERR_NOMEM, "stage search: out of memory");
-                            goto out;
-                        }
-                        pt->D = D, pt->dp = dp, pt->b = b, pt->M = B / dp / b, pt->seqs = B;
-                        memcpy(pt->zs, zs, sizeof zs);
-                        pt->nz = nz;
-                        st = try_point(s, pt, err);
-                        free(pt);
-                        if (st) goto out;
-                        done++;
-                        if (s->opt.progress) {
-                            char what[128];
-                            snprintf(what, sizeof what, "%lld replica(s) of %lld GPUs%s, micro-batch %lld",
-                                     (long long)dp, (long long)D,
-                                     lay ? " on NVLink-domain tiles" : "", (long long)b);
-                            s->opt.progress(s->opt.progress_ctx, (double)done / (double)total, what);
+                        for (int64_t b = 1; b <= B / dp && b <= s->opt.max_micro_batch; b++) {
+                            if ((B / dp) % b || (fixed_b > 0 && b != fixed_b)) continue;
+                            if (s->opt.pin_mbs && b != s->opt.pin_mbs) continue;
+                            if (pass == 0) {
+                                total++;
+                                continue;
+                            }
+                            if (stop_now(s)) goto out;
+                            point *pt = calloc(1, sizeof *pt);
+                            if (!pt) {
+                                st = loom_error_set(err, LOOM_ERR_NOMEM, "stage search: out of memory");
+                                goto out;
+                            }
+                            pt->D = D, pt->dp = dp, pt->b = b, pt->M = B / dp / b, pt->seqs = B;
+                            memcpy(pt->zs, zs, sizeof zs);
+                            pt->nz = nz;
+                            st = try_point(s, pt, err);
+                            free(pt);
+                            if (st) goto out;
+                            done++;
+                            if (s->opt.progress) {
+                                char what[128];
+                                snprintf(what, sizeof what, "%lld replica(s) of %lld GPUs%s, micro-batch %lld",
+                                         (long long)dp, (long long)D,
+                                         lay ? " on NVLink-domain tiles" : "", (long long)b);
+                                s->opt.progress(s->opt.progress_ctx, (double)done / (double)total, what);
+                            }
                         }
                     }
-                }
 out:
     loom_search_use_layout(s, false);
     s->res.time_s = loom_clock_s() - s->t_start;
