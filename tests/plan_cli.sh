@@ -92,10 +92,10 @@ print("groups stay within 8 GPUs (%d GPUs, largest tp %d, ep %d) takes %.4g s pe
          100 * (g["step_time_s"] / pr["step_time_s"] - 1)))
 PY
 if [ -s "$tmp/want" ]; then ok; else bad "the NVL72 plan file lacks its tile or alternatives"; fi
-has "$tmp/out" "on the first 64 GPUs of each domain (256 GPUs in use, numbered node x 64 + k below; 32 idle)"
+has "$tmp/out" "on the first 64 GPUs of each domain (256 of the 288 GPUs in use, numbered node x 64 + k below; the other 8 of each domain idle)"
 has "$tmp/out" "why a group above 8: its collectives stay on NVLink inside the domain"
 has "$tmp/out" "$(cat "$tmp/want")"
-has "$tmp/out" "why the tile: the best plan on all the GPUs (288 GPUs"
+has "$tmp/out" "why the tile: the best plan on whole domains (288 GPUs"
 # a pinned TP axis of 16 exists only on the tiles (72 = 8 x 9 holds no group
 # of 16; --tp pins every stage's mesh axis 1)
 run 0 plan llama-3.1-405b --cluster gb200-nvl72-x4 --tp 16 -o "$tmp/tp16.json"

@@ -200,14 +200,14 @@ int main(void)
     CHECK(l->step_time_s > a->step_time_s);
     char *text = loom_plan_table(p);
     CHECK_STR_CONTAINS(text, "nvlink      72 GPUs share one NVLink domain");
-    CHECK_STR_CONTAINS(text, "on the first 64 GPUs of each domain (256 GPUs in use");
+    CHECK_STR_CONTAINS(text, "on the first 64 GPUs of each domain (256 of the 288 GPUs in use");
     char why[200];
     snprintf(why, sizeof why,
              "why a group above 8: its collectives stay on NVLink inside the domain, and the best "
              "plan whose groups stay within 8 GPUs (%lld GPUs, largest tp %lld, ep %lld) takes",
              (long long)a->gpus, (long long)a->tensor_parallel, (long long)a->expert_parallel);
     CHECK_STR_CONTAINS(text, why);
-    snprintf(why, sizeof why, "why the tile: the best plan on all the GPUs (288 GPUs, largest tp "
+    snprintf(why, sizeof why, "why the tile: the best plan on whole domains (288 GPUs, largest tp "
                               "%lld, ep %lld) takes",
              (long long)l->tensor_parallel, (long long)l->expert_parallel);
     CHECK_STR_CONTAINS(text, why);

@@ -10,6 +10,7 @@
  * expert-parallel size. Deterministic text; search time as the plan has it.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -29,7 +30,8 @@ static void alternative_line(FILE *f, const loom_plan *p, const char *why,
     if (!(p->step_time_s > 0)) return;
     double more = a->step_time_s / p->step_time_s - 1;
     char how[96];
-    if (more >= 0) snprintf(how, sizeof how, "%.1f%% longer", 100 * more);
+    if (fabs(more) < 5e-4) snprintf(how, sizeof how, "the same to 0.1%%");
+    else if (more >= 0) snprintf(how, sizeof how, "%.1f%% longer", 100 * more);
     else
         snprintf(how, sizeof how, "%.1f%% shorter but worse by the objective (%s)", -100 * more,
                  loom_problem_objective_name(p->objective));
@@ -59,13 +61,14 @@ static void nvlink_account(FILE *f, const loom_plan *p)
     int64_t used = p->data_parallel * p->gpus_per_replica, two = 1;
     while (domain % (2 * two) == 0) two *= 2;   /* 72 = 8 x 9 */
     if (p->idle_gpus_per_node > 0)
-        fprintf(f, "              on the first %lld GPUs of each domain (%lld GPUs in use, "
-                   "numbered node x %lld + k below; %lld idle): a power-of-two share, over "
-                   "which 2^k heads, experts and batches split into groups of up to %lld, as "
-                   "they do not over %lld = %lld x %lld\n",
-                (long long)p->gpus_per_node, (long long)used, (long long)p->gpus_per_node,
-                (long long)(p->nodes * p->idle_gpus_per_node), (long long)p->gpus_per_node,
-                (long long)domain, (long long)two, (long long)(domain / two));
+        fprintf(f, "              on the first %lld GPUs of each domain (%lld of the %lld GPUs "
+                   "in use, numbered node x %lld + k below; the other %lld of each domain "
+                   "idle): a power-of-two share, over which 2^k heads, experts and batches "
+                   "split into groups of up to %lld, as they do not over %lld = %lld x %lld\n",
+                (long long)p->gpus_per_node, (long long)used, (long long)(p->nodes * domain),
+                (long long)p->gpus_per_node, (long long)p->idle_gpus_per_node,
+                (long long)p->gpus_per_node, (long long)domain, (long long)two,
+                (long long)(domain / two));
     const loom_plan_alternative *g = &p->nvlink_groups_alt, *l = &p->nvlink_layout_alt;
     if (g->gpus > 0)
         alternative_line(f, p,
@@ -77,7 +80,7 @@ static void nvlink_account(FILE *f, const loom_plan *p)
     if (l->gpus > 0 && !(l->gpus == g->gpus && l->step_time_s == g->step_time_s))
         alternative_line(f, p,
                          p->idle_gpus_per_node > 0
-                             ? "why the tile: the best plan on all the GPUs"
+                             ? "why the tile: the best plan on whole domains"
                              : "why not the tile: the best plan on the tile of each domain",
                          l);
 }
