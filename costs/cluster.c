@@ -3,7 +3,8 @@
  * between a preset name and a loom-cluster/1 file (cluster_json.c).
  *
  * A preset is N DGX-style nodes of 8 GPUs (a GB200 NVL72 rack counts as one
- * node of 72: its NVLink domain):
+ * node of 72: its NVLink domain, whose power-of-two tile of 64 the tile view
+ * below uses):
  *   intra link = the GPU's NVLink per direction (device.c);
  *   inter link = one NIC per GPU: 200 Gb/s HDR = 25 GB/s on DGX A100
  *                (MLPerf v2.0 dgxa100 system JSON: "8x ConnectX-6 IB HDR
@@ -162,4 +163,34 @@ int64_t loom_cluster_hbm_for_usable(const loom_cluster *c, int64_t bytes)
     if (h <= 0) return bytes;
     if (h < 1) return (int64_t)((double)bytes / (1 - h) + 0.5);
     return bytes + (int64_t)(h * 1073741824.0);
+}
+
+int64_t loom_cluster_tile_gpus(const loom_cluster *c)
+{
+    int64_t g = c ? c->gpus_per_node : 0, t = 1;
+    if (g <= 8 || (g & (g - 1)) == 0) return 0;
+    while (2 * t < g) t *= 2;
+    return t > 8 ? t : 0;
+}
+
+bool loom_cluster_tile(const loom_cluster *c, loom_cluster *out)
+{
+    int64_t t = loom_cluster_tile_gpus(c);
+    if (t == 0) return false;
+    *out = *c;
+    out->idle_per_node = c->idle_per_node + (c->gpus_per_node - t);
+    out->gpus_per_node = t;
+    return true;
+}
+
+bool loom_cluster_job_view(const loom_cluster *c, int64_t gpus, loom_cluster *out)
+{
+    if (gpus == loom_cluster_gpus(c)) {
+        *out = *c;
+        return true;
+    }
+    loom_cluster t;
+    if (!loom_cluster_tile(c, &t) || gpus != loom_cluster_gpus(&t)) return false;
+    *out = t;
+    return true;
 }

@@ -41,6 +41,9 @@ typedef struct {
     double memory_headroom;   /* HBM a plan must leave free: a fraction of it when < 1,
                                  else GiB; 0 = none. Presets and files default to
                                  LOOM_CLUSTER_DEFAULT_HEADROOM ("memory_headroom") */
+    int64_t idle_per_node;    /* GPUs of each node this value leaves idle: 0, except in a
+                                 tile view (loom_cluster_tile), where a node's GPUs are
+                                 gpus_per_node + idle_per_node */
 } loom_cluster;
 
 /* 5% of HBM (4 GiB of 80) beyond the modelled workspace and fragmentation
@@ -84,5 +87,33 @@ loom_status loom_cluster_parse(const char *file, const char *text, size_t len, l
 
 /* nodes × gpus_per_node. */
 int64_t loom_cluster_gpus(const loom_cluster *c);
+
+/* ---- power-of-two tiles of an NVLink domain ----------------------------------
+ *
+ * Heads, query groups and experts come in powers of two, so a tensor- or
+ * expert-parallel group is 2^k GPUs, and a group stays on NVLink only when
+ * it stays inside a node (an NVLink domain: 72 GPUs on GB200 NVL72). A
+ * domain of 72 = 8 · 9 GPUs tiles into groups of 8 at most: 16, 32 and 64
+ * do not divide it. The tile of such a node is its largest power of two
+ * (64 of 72): a job that wants TP or EP groups of 16, 32 or 64 inside the
+ * domain runs on the tile of every domain and leaves the rest idle (two
+ * trays of four on NVL72). The tile view is an ordinary cluster of nodes of
+ * tile GPUs (so every cost, placement and plan reads it unchanged) with
+ * idle_per_node saying what it leaves out; GPU ids in it number the GPUs in
+ * use: node · tile + k is GPU k < tile of that node. */
+
+/* The tile of c's nodes: the largest power of two below gpus_per_node when
+ * that is not a power of two and the tile exceeds 8 GPUs (the groups an
+ * 8-GPU board already has); 0 when c has none (every 8-GPU box, and nodes
+ * of 16, 32 or 64, which are their own tile). */
+int64_t loom_cluster_tile_gpus(const loom_cluster *c);
+
+/* The tile view of c: nodes × tile GPUs, idle_per_node = the rest, the same
+ * name, device and links. False (out untouched) when c has no tile. */
+bool loom_cluster_tile(const loom_cluster *c, loom_cluster *out);
+
+/* The cluster a job of `gpus` GPUs runs on: c itself when gpus is all of
+ * them, its tile view when gpus = nodes × tile. False otherwise. */
+bool loom_cluster_job_view(const loom_cluster *c, int64_t gpus, loom_cluster *out);
 
 #endif

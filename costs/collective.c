@@ -129,22 +129,58 @@ double loom_group_collective_time_s(const loom_cluster *c, const loom_calib *cal
     }
 }
 
-/* Ranks of the group that contains global GPU 0 along an axis: `count` GPUs
- * at ids 0, stride, 2·stride, …; ranks_per_node is how many of them share
- * GPU 0's node (nodes hold consecutive ids). */
-static loom_group strided_group(int64_t count, int64_t stride, int64_t gpn)
+/* Greatest common divisor, for the period of a group pattern. */
+static int64_t gcd64(int64_t a, int64_t b)
 {
-    /* k · stride < gpn  <=>  k < ceil(gpn / stride) */
-    int64_t in_node = (gpn + stride - 1) / stride;
-    loom_group g = {count, count < in_node ? count : in_node};
-    return g;
+    while (b) {
+        int64_t t = a % b;
+        a = b, b = t;
+    }
+    return a;
+}
+
+loom_group loom_strided_group(const loom_cluster *c, int64_t count, int64_t stride, int64_t span)
+{
+    int64_t gpn = c->gpus_per_node > 0 ? c->gpus_per_node : 1;
+    if (count < 1) count = 1;
+    if (stride < 1) stride = 1;
+    int64_t block = count * stride;
+    /* Aligned patterns: every group sits in the nodes as the first one
+     * does (members a node apart, blocks inside a node, or blocks of whole
+     * nodes each holding gpn / stride members of every group), and
+     * k · stride < gpn <=> k < ceil(gpn / stride) counts its ranks there. */
+    if (stride % gpn == 0 || gpn % block == 0 || (block % gpn == 0 && gpn % stride == 0)) {
+        int64_t in_node = (gpn + stride - 1) / stride;
+        return (loom_group){count, count < in_node ? count : in_node};
+    }
+    /* Otherwise some group straddles a node boundary (a TP group of 16 on
+     * 72-GPU nodes: GPUs 64-79). The slowest group is the one with the
+     * fewest ranks in one node: those ranks carry its inter-node traffic
+     * through the fewest NICs. The pattern repeats every lcm(gpn, block)
+     * GPUs, so one period (or the span, if shorter) is scanned. */
+    int64_t period = gpn / gcd64(gpn, block) * block;
+    int64_t limit = span > 0 && span < period ? span : period, fewest = count;
+    for (int64_t b = 0; b + block <= limit || b == 0; b += block)
+        for (int64_t j = 0; j < stride; j++) {
+            int64_t run = 0, node = -1;
+            for (int64_t k = 0; k < count; k++) {
+                int64_t at = (b + j + k * stride) / gpn;
+                if (at != node) {
+                    if (node >= 0 && run < fewest) fewest = run;
+                    node = at, run = 0;
+                }
+                run++;
+            }
+            if (run < fewest) fewest = run;
+        }
+    return (loom_group){count, fewest};
 }
 
 loom_group loom_mesh_axis_group(const loom_cluster *c, loom_mesh_shape m, int axis)
 {
-    int64_t gpn = c->gpus_per_node > 0 ? c->gpus_per_node : 1;
-    if (axis == 1) return strided_group(m.n1, 1, gpn);
-    return strided_group(m.n0, m.n1 > 0 ? m.n1 : 1, gpn);
+    int64_t span = m.n0 * m.n1;
+    if (axis == 1) return loom_strided_group(c, m.n1, 1, span);
+    return loom_strided_group(c, m.n0, m.n1 > 0 ? m.n1 : 1, span);
 }
 
 void loom_ring_attention_exposed_s(const loom_cluster *c, const loom_calib *cal, loom_group ring,

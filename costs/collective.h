@@ -63,8 +63,17 @@ typedef struct {
     int64_t n0, n1;
 } loom_mesh_shape;
 
-/* The group of ranks along `axis` (0 or 1) of mesh m on c. */
+/* The group of ranks along `axis` (0 or 1) of mesh m on c: the slowest of
+ * them, loom_strided_group over the mesh's n0 · n1 GPUs. */
 loom_group loom_mesh_axis_group(const loom_cluster *c, loom_mesh_shape m, int axis);
+
+/* Groups of `count` ranks `stride` GPUs apart, in blocks of count · stride
+ * GPUs repeated over the first `span` GPUs of c (Megatron's rank groups;
+ * a mesh axis): the slowest group, the one with the fewest ranks in one of
+ * its nodes, ranks_per_node being that number. Where the blocks align with
+ * the nodes that is every group; a block that does not (16 on 72-GPU
+ * nodes) leaves a group straddling two nodes. */
+loom_group loom_strided_group(const loom_cluster *c, int64_t count, int64_t stride, int64_t span);
 
 /* Context parallelism's ring attention (Megatron's p2p ring): each rank of
  * the cp ring `ring` passes its K and V shards (kv_bytes on one GPU) to its

@@ -63,7 +63,8 @@ struct loom_cost_model {
     loom_cluster cluster;
     loom_calib cal;
     loom_attn_kernel attn;  /* the attention kernel the run launches */
-    loom_profile_db *db;   /* owned; NULL = roofline only */
+    loom_profile_db *db;   /* NULL = roofline only */
+    bool db_borrowed;      /* a view's db is its base's (loom_cost_model_view) */
 };
 
 /* Same GPU: canonical names equal, or both names resolve to one preset. */
@@ -114,10 +115,23 @@ loom_attn_kernel loom_cost_model_attention(const loom_cost_model *m)
     return m->attn;
 }
 
+loom_status loom_cost_model_view(const loom_cost_model *base, const loom_cluster *c,
+                                 loom_cost_model **out, loom_error *err)
+{
+    *out = NULL;
+    loom_cost_model *m = calloc(1, sizeof *m);
+    if (!m) return loom_error_set(err, LOOM_ERR_NOMEM, "cost model: out of memory");
+    *m = *base;
+    m->cluster = *c;
+    m->db_borrowed = true;
+    *out = m;
+    return LOOM_OK;
+}
+
 void loom_cost_model_destroy(loom_cost_model *m)
 {
     if (!m) return;
-    loom_profile_db_destroy(m->db);
+    if (!m->db_borrowed) loom_profile_db_destroy(m->db);
     free(m);
 }
 

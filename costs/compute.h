@@ -54,6 +54,12 @@ loom_status loom_cost_model_create(const loom_cluster *c, const loom_calib *cal,
                                    const char *profile_db_path, loom_cost_model **out,
                                    loom_error *err);
 void loom_cost_model_destroy(loom_cost_model *m);
+/* The same costs (calibration, attention kernel, profile db) on another
+ * view of the same machine, e.g. its tile view (cluster.h): what the stage
+ * search prices a tiled NVLink domain with. The profile db is base's,
+ * borrowed: base must outlive the view. */
+loom_status loom_cost_model_view(const loom_cost_model *base, const loom_cluster *c,
+                                 loom_cost_model **out, loom_error *err);
 const loom_cluster *loom_cost_model_cluster(const loom_cost_model *m);
 const loom_calib *loom_cost_model_calib(const loom_cost_model *m);
 /* The attention kernel priced (default LOOM_ATTN_FUSED). */

@@ -15,7 +15,12 @@
  * expert TP degree etp (tp unless --etp), the expert data-parallel group of
  * tp·cp·dp / (etp·ep) ranks by etp·ep; with etp < tp an expert-parallel
  * group spans tensor-parallel ranks. Each group's collectives use the
- * intra- or inter-node link accordingly (loom_group_collective_time_s).
+ * intra- or inter-node link accordingly (loom_group_collective_time_s); a
+ * pattern that does not tile the nodes is priced as its slowest group
+ * (loom_strided_group: TP 16 on 72-GPU racks straddles GPUs 64-79). A
+ * configuration of nodes × tile GPUs on a cluster whose nodes have a
+ * power-of-two tile (GB200 NVL72: 64 of 72, costs/cluster.h) runs on the
+ * tile view: ranks in order on the first 64 GPUs of each rack.
  *
  * Stages. The L transformer blocks are split evenly over pp ranks (or
  * first/last stage sizes as given); with v virtual stages into pp·v chunks,
@@ -457,9 +462,11 @@ static double sync_time(const ctx *x, double n, loom_group grp, int64_t m, int64
     return loom_dp_sync_time_s(x->c, x->cal, &in, grp);
 }
 
+/* Megatron's groups of `count` ranks `stride` apart, over the whole job:
+ * the slowest of them (one may straddle two nodes when they do not tile). */
 static loom_group axis_group(const loom_cluster *c, int64_t count, int64_t stride)
 {
-    return loom_mesh_axis_group(c, (loom_mesh_shape){count, stride}, 0);
+    return loom_strided_group(c, count, stride, loom_cluster_gpus(c));
 }
 
 /* ---- the evaluation ---------------------------------------------------------- */
@@ -562,6 +569,20 @@ loom_status loom_eval_megatron_ex(const loom_graph *g, const loom_cost_model *cm
     bool layout = o && o->n_chunks > 0;
     if (layout) mi.layers = 0;
     loom_status s = layout ? check_layout(o, p, blocks, err) : LOOM_OK;
+    /* All the cluster's GPUs, or the tile of every NVLink domain (cluster.h):
+     * then the groups and links are the tile view's. */
+    loom_cluster view;
+    int64_t world = p->tp * p->pp * p->dp * p->cp;
+    if (s == LOOM_OK && world >= 1 && loom_cluster_job_view(c, world, &view)) c = &view;
+    else if (s == LOOM_OK && world >= 1 && loom_cluster_tile(c, &view))
+        s = loom_error_set(err, LOOM_ERR_INVALID,
+                           "impossible configuration: tp %lld × pp %lld × dp %lld × cp %lld = "
+                           "%lld GPUs, but the cluster has %lld, or %lld on the %lld-GPU tile "
+                           "of each %lld-GPU NVLink domain",
+                           (long long)p->tp, (long long)p->pp, (long long)p->dp,
+                           (long long)p->cp, (long long)world, (long long)loom_cluster_gpus(c),
+                           (long long)loom_cluster_gpus(&view), (long long)view.gpus_per_node,
+                           (long long)c->gpus_per_node);
     if (s == LOOM_OK) s = loom_parallel_check(p, &mi, loom_cluster_gpus(c), err);
     if (s == LOOM_OK) s = check_graph(g, p, err);
     if (s) return s;
@@ -708,6 +729,7 @@ loom_status loom_eval_megatron_ex(const loom_graph *g, const loom_cost_model *cm
     out->step_time_s = po.step_s;
     out->microbatches = M;
     out->gpus = loom_cluster_gpus(c);
+    out->idle_gpus = c->nodes * c->idle_per_node;
     /* The graph is one micro-batch; a step is gbs / mbs of them. */
     double mbs_per_step = (double)(p->gbs / p->mbs);
     out->model_flops = mb_model * mbs_per_step;

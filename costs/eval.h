@@ -40,7 +40,9 @@ typedef struct {
     double step_time_s;
     double tokens_per_s;               /* gbs · seq / step */
     int64_t microbatches;              /* per data-parallel replica and step */
-    int64_t gpus;
+    int64_t gpus;                      /* the GPUs the configuration runs on */
+    int64_t idle_gpus;                 /* the cluster's others: on the tile of every NVLink
+                                          domain (cluster.h), the rest of each domain */
     double model_flops;                /* per step, all GPUs; full attention */
     double model_flops_causal;         /* per step, attention scores halved */
     double hardware_flops;             /* model FLOPs + recomputed forward matmuls */
@@ -58,7 +60,11 @@ typedef struct {
 
 /* Evaluates configuration p on the cost model's cluster. Checks p first
  * (loom_parallel_check against the graph's model info and the cluster's GPU
- * count) and that the graph was built for (mbs, seq, dtype). The result
+ * count) and that the graph was built for (mbs, seq, dtype). The GPU count
+ * tp · pp · dp · cp is all of the cluster's, or on a cluster whose NVLink
+ * domains have a power-of-two tile (GB200 NVL72: 64 of 72) the tile of every
+ * domain: the configuration then runs on the tile view (cluster.h), its
+ * ranks in order on the first tile GPUs of each domain. The result
  * must be released with loom_eval_result_free (also after a failure). */
 loom_status loom_eval_megatron(const loom_graph *g, const loom_cost_model *cm,
                                const loom_parallel *p, loom_eval_result *out, loom_error *err);

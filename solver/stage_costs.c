@@ -282,7 +282,7 @@ static loom_status build_tab(loom_search *s, const loom_graph *g, loom_layer_tab
     loom_intra_result r;
     memset(&r, 0, sizeof r);
     loom_error e2 = {0};
-    loom_status st = loom_intra_solve(g, s->pb.cm, 0, n - 1, m, &o, &r, &e2);
+    loom_status st = loom_intra_solve(g, s->cm, 0, n - 1, m, &o, &r, &e2);
     if (st == LOOM_ERR_LIMIT || st == LOOM_ERR_INVALID || st == LOOM_ERR_UNSUPPORTED ||
         (st == LOOM_OK && r.status == LOOM_ILP_INFEASIBLE)) {
         t->ok = false;   /* this mesh is not an option */
@@ -343,7 +343,7 @@ static loom_status build_tab(loom_search *s, const loom_graph *g, loom_layer_tab
             }
         }
         if (s->pb.inference)   /* each GPU streams its share of b sequences' caches */
-            t->kv_read_s[l] = loom_cost_memory_time_s(s->pb.cm, (double)t->kv_per_seq[l] * (double)t->b);
+            t->kv_read_s[l] = loom_cost_memory_time_s(s->cm, (double)t->kv_per_seq[l] * (double)t->b);
         int32_t iop;
         int ik;
         int32_t in = block ? layer_input(g, l, &iop, &ik) : -1;
@@ -369,7 +369,7 @@ loom_status loom_search_layer_tab(loom_search *s, int64_t b, loom_mesh_shape mes
 {
     for (int32_t i = 0; i < s->n_tabs; i++) {
         const loom_layer_tab *t = s->tabs[i];
-        if (t->b == b && t->n0 == mesh.n0 && t->n1 == mesh.n1 &&
+        if (t->b == b && t->n0 == mesh.n0 && t->n1 == mesh.n1 && t->tiled == s->tiled &&
             loom_search_space_eq(t->space, space)) {
             *out = t;
             return LOOM_OK;
@@ -386,7 +386,7 @@ loom_status loom_search_layer_tab(loom_search *s, int64_t b, loom_mesh_shape mes
     }
     loom_layer_tab *t = calloc(1, sizeof *t);
     if (!t) return loom_error_set(err, LOOM_ERR_NOMEM, "stage search: out of memory");
-    t->b = b, t->n0 = mesh.n0, t->n1 = mesh.n1, t->space = space;
+    t->b = b, t->n0 = mesh.n0, t->n1 = mesh.n1, t->tiled = s->tiled, t->space = space;
     st = build_tab(s, g, t, err);
     if (st) {
         tab_free(t);
@@ -396,6 +396,48 @@ loom_status loom_search_layer_tab(loom_search *s, int64_t b, loom_mesh_shape mes
     s->tabs[s->n_tabs++] = t;
     *out = t;
     return LOOM_OK;
+}
+
+/* ---- group sizes ------------------------------------------------------------------ */
+
+int64_t loom_search_largest_group(const loom_graph *g, const loom_search_config *cfg,
+                                  const loom_search_eval_result *ev)
+{
+    int64_t largest = 1;
+    for (int32_t i = 0; i < cfg->n_stages && i < ev->n_stages; i++) {
+        const loom_search_stage *st = &cfg->stages[i];
+        const loom_intra_result *r = &ev->stages[i].intra;
+        unsigned tp = 0, ep = 0;
+        int32_t first, count, last_first, last_count;
+        loom_graph_layer_ops(g, st->first_layer, &first, &count);
+        loom_graph_layer_ops(g, st->last_layer, &last_first, &last_count);
+        for (int32_t op = first; op < last_first + last_count; op++) {
+            const loom_op *o = loom_graph_op(g, op);
+            unsigned all = 0, e = 0;
+            bool has_e = false, has_f = false;
+            for (int k = 0; k < o->n_w; k++) {
+                loom_spec sp;
+                int32_t t = loom_intra_operand(g, op, LOOM_OPERAND_WEIGHT, k);
+                if (t < 0 || !loom_intra_op_spec(r, g, op, LOOM_OPERAND_WEIGHT, k, &sp)) continue;
+                const loom_tensor *ten = loom_graph_tensor(g, t);
+                for (int d = 0; d < ten->ndim; d++) {
+                    has_e |= !strcmp(ten->dims[d].name, "e");
+                    has_f |= !strcmp(ten->dims[d].name, "f");
+                }
+                all |= loom_spec_dim_axes(&sp, ten, NULL);
+                e |= loom_spec_dim_axes(&sp, ten, "e");
+            }
+            /* plan_roles.c's rule: an op whose weights carry e and f is an
+             * expert op (EP over the axes splitting e), any other weight is
+             * tensor parallel over every axis it splits */
+            if (has_e && has_f) ep |= e;
+            else tp |= all;
+        }
+        int64_t t = axes_parts(tp, st->mesh), x = axes_parts(ep, st->mesh);
+        if (t > largest) largest = t;
+        if (x > largest) largest = x;
+    }
+    return largest;
 }
 
 /* ---- exact evaluation -------------------------------------------------------------- */
@@ -415,7 +457,7 @@ static loom_status eval_stage(loom_search *s, const loom_graph *g, const loom_se
     bool train = !s->pb.inference;
     loom_intra_opts o;
     intra_opts(s, loom_search_stage_space(st), &o);
-    loom_status rs = loom_intra_solve(g, s->pb.cm, st->first_layer, st->last_layer, st->mesh, &o,
+    loom_status rs = loom_intra_solve(g, s->cm, st->first_layer, st->last_layer, st->mesh, &o,
                                       &e->intra, err);
     if (rs) return rs;
     if (e->intra.status == LOOM_ILP_INFEASIBLE)
@@ -466,7 +508,7 @@ static loom_status eval_stage(loom_search *s, const loom_graph *g, const loom_se
             for (int d = 0; d < nd; d++) sp[d] = (loom_dim_split){div[d].name, div[d].size};
             loom_op_time ot;
             loom_error eo;
-            if (loom_cost_op_time(s->pb.cm, g, q, sp, nd, &ot, &eo) == LOOM_OK) {
+            if (loom_cost_op_time(s->cm, g, q, sp, nd, &ot, &eo) == LOOM_OK) {
                 double tt = ot.fwd_s + (train ? ot.bwd_s : 0);
                 one.total += tt;
                 if (ot.source != LOOM_SRC_ROOFLINE) one.measured += tt;
@@ -519,7 +561,7 @@ static loom_status eval_stage(loom_search *s, const loom_graph *g, const loom_se
         double local = cfg->zero >= 1
                            ? ceil((double)e->intra.param_count_local_per_gpu / (double)cfg->dp)
                            : (double)e->params;
-        e->optimizer_s = loom_cost_memory_time_s(s->pb.cm, LOOM_OPTIM_STEP_BYTES_PER_PARAM * local);
+        e->optimizer_s = loom_cost_memory_time_s(s->cm, LOOM_OPTIM_STEP_BYTES_PER_PARAM * local);
     }
     return LOOM_OK;
 }
@@ -575,10 +617,27 @@ static double p2p_time(loom_search *s, const loom_search_config *cfg, int32_t i,
                                         (loom_group){2, same_node ? 2 : 1}, bytes);
 }
 
+static loom_status eval_config(loom_search *s, const loom_graph *g, const loom_search_config *cfg,
+                               loom_search_eval_result *out, loom_error *err);
+
 loom_status loom_search_eval(loom_search *s, const loom_graph *g, const loom_search_config *cfg,
                              loom_search_eval_result *out, loom_error *err)
 {
+    /* on the layout the configuration is for, then back */
+    bool was = loom_search_use_layout(s, cfg->tiled);
+    loom_status st = eval_config(s, g, cfg, out, err);
+    loom_search_use_layout(s, was);
+    return st;
+}
+
+static loom_status eval_config(loom_search *s, const loom_graph *g, const loom_search_config *cfg,
+                               loom_search_eval_result *out, loom_error *err)
+{
     memset(out, 0, sizeof *out);
+    if (cfg->tiled && !s->has_tile)
+        return loom_error_set(err, LOOM_ERR_INVALID,
+                              "stage search: a configuration on NVLink-domain tiles, but %s has "
+                              "none", s->c->name);
     bool train = !s->pb.inference;
     int32_t S = cfg->n_stages;
     int64_t pp = cfg->pp;

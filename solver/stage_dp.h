@@ -78,7 +78,10 @@
  * without overlap: whole-node meshes take consecutive nodes, and the
  * sub-node meshes, placed largest first at the lowest free aligned slot, fill
  * each node exactly because every size divides every larger one and g
- * (buddy allocation). loom_stage_place does that placement.
+ * (buddy allocation). loom_stage_place does that placement. A node whose
+ * size is not a power of two (a 72-GPU NVLink domain) only has sub-node
+ * meshes up to 8 here; the stage search adds its 64-GPU tile as a second
+ * cluster of nodes of 64 (costs/cluster.h, stage_search.h).
  *
  * LAYER CLUSTERING
  *

@@ -55,13 +55,19 @@ loom_status loom_search_create(const loom_problem *p, const loom_search_options 
     if (s->opt.max_micro_batch < 1) s->opt.max_micro_batch = 8;
     if (s->opt.general_max_gpus < 1) s->opt.general_max_gpus = 16;
     s->c = loom_cost_model_cluster(p->cm);
+    s->cm = p->cm;
     s->cal = loom_cost_model_calib(p->cm);
     s->context = p->seq > 0 ? p->seq : 2048;
     s->seq_tokens = s->context;
     loom_status st = loom_intra_cache_create(&s->cache, err);
     if (!st) st = loom_stage_workspace_create(&s->ws, err);
+    /* an NVLink domain with a power-of-two tile: the second layout */
+    s->has_tile = loom_cluster_tile(s->c, &s->tile);
+    s->track_groups = s->c->gpus_per_node > 8;
+    if (!st && s->has_tile) st = loom_cost_model_view(p->cm, &s->tile, &s->tile_cm, err);
     if (st) {
         loom_intra_cache_destroy(s->cache);
+        loom_stage_workspace_destroy(s->ws);
         free(s);
         return st;
     }
@@ -80,11 +86,26 @@ void loom_search_destroy(loom_search *s)
     loom_search_eval_free(&s->res.eval);
     loom_intra_cache_destroy(s->cache);
     loom_stage_workspace_destroy(s->ws);
+    loom_cost_model_destroy(s->tile_cm);
     free(s->keys);
     free(s);
 }
 
 const loom_problem *loom_search_problem(const loom_search *s) { return &s->pb; }
+
+bool loom_search_use_layout(loom_search *s, bool tiled)
+{
+    bool was = s->tiled;
+    s->tiled = tiled && s->has_tile;
+    s->c = s->tiled ? &s->tile : loom_cost_model_cluster(s->pb.cm);
+    s->cm = s->tiled ? s->tile_cm : s->pb.cm;
+    return was;
+}
+
+const loom_cluster *loom_search_cluster(const loom_search *s, const loom_search_config *cfg)
+{
+    return cfg->tiled && s->has_tile ? &s->tile : loom_cost_model_cluster(s->pb.cm);
+}
 
 loom_status loom_search_graph(loom_search *s, int64_t b, const loom_graph **out, loom_error *err)
 {
@@ -199,7 +220,7 @@ static void keep_top(loom_search *s, const loom_search_config *cfg, const loom_s
                          .micro_batches = cfg->micro_batches, .tp = s0->mesh.n1,
                          .stage_dp = s0->context_parallel ? 1 : s0->mesh.n0,
                          .cp = s0->context_parallel ? s0->mesh.n0 : 1, .zero = cfg->zero,
-                         .megatron = true, .tp_comm_overlap = true,
+                         .megatron = true, .tp_comm_overlap = true, .tiled = cfg->tiled,
                          .step_s = s->pb.inference ? ev->latency_s : ev->step_s,
                          .score = ev->score, .memory_per_gpu_bytes = ev->memory_per_gpu_bytes};
     for (int32_t i = 0; i < cfg->n_stages; i++) {
@@ -216,7 +237,7 @@ static void keep_top(loom_search *s, const loom_search_config *cfg, const loom_s
         if (t[i].dp == e.dp && t[i].pp == e.pp && t[i].vpp == e.vpp && t[i].mbs == e.mbs &&
             t[i].tp == e.tp && t[i].stage_dp == e.stage_dp && t[i].cp == e.cp &&
             t[i].zero == e.zero && t[i].megatron == e.megatron &&
-            t[i].tp_comm_overlap == e.tp_comm_overlap &&
+            t[i].tp_comm_overlap == e.tp_comm_overlap && t[i].tiled == e.tiled &&
             t[i].recompute_stages == e.recompute_stages) {
             if (t[i].score <= e.score) return;
             at = i;   /* its twin, now replaced */
@@ -240,6 +261,26 @@ static void consider(loom_search *s, const loom_search_config *cfg, loom_search_
         ev->latency_s > s->pb.latency_bound_s)
         ok = false;
     if (ok) keep_top(s, cfg, ev);
+    /* the best of each layout, for the plan's account of the NVLink domain */
+    int lay = cfg->tiled ? 1 : 0;
+    if (ok && (!s->have_lay[lay] || ev->score < s->lay_score[lay] * (1 - 1e-12))) {
+        s->have_lay[lay] = true;
+        s->lay_score[lay] = ev->score;
+        s->lay_step[lay] = s->pb.inference ? ev->latency_s : ev->step_s;
+        s->lay_best[lay] = *cfg;
+    }
+    /* ... and on each side of 8 GPUs per tensor- or expert-parallel group */
+    const loom_graph *g;
+    loom_error e2;
+    if (ok && s->track_groups && loom_search_graph(s, cfg->mbs, &g, &e2) == LOOM_OK) {
+        int big = loom_search_largest_group(g, cfg, ev) > 8;
+        if (!s->have_grp[big] || ev->score < s->grp_score[big] * (1 - 1e-12)) {
+            s->have_grp[big] = true;
+            s->grp_score[big] = ev->score;
+            s->grp_step[big] = s->pb.inference ? ev->latency_s : ev->step_s;
+            s->grp_best[big] = *cfg;
+        }
+    }
     if (!ev->fits && (s->res.min_memory_bytes == 0 || ev->memory_per_gpu_bytes < s->res.min_memory_bytes))
         s->res.min_memory_bytes = ev->memory_per_gpu_bytes;
     if (ok && (!s->have_best || ev->score < s->res.eval.score * (1 - 1e-12))) {
@@ -422,7 +463,7 @@ static loom_status to_config(loom_search *s, const point *pt, const int32_t *mes
     memset(cfg, 0, sizeof *cfg);
     cfg->mbs = pt->b, cfg->micro_batches = pt->M, cfg->dp = pt->dp;
     cfg->gpus_per_replica = pt->D, cfg->vpp = 1, cfg->pp = sol->n_stages;
-    cfg->sequences = pt->seqs, cfg->zero = pt->zero;
+    cfg->sequences = pt->seqs, cfg->zero = pt->zero, cfg->tiled = s->tiled;
     cfg->n_stages = sol->n_stages;
     loom_submesh subs[LOOM_STAGE_MAX];
     int64_t firsts[LOOM_STAGE_MAX];
@@ -650,7 +691,7 @@ static loom_status try_interleaved(loom_search *s, const point *pt, int32_t m, i
     if (!cfg) return loom_error_set(err, LOOM_ERR_NOMEM, "stage search: out of memory");
     cfg->mbs = pt->b, cfg->micro_batches = pt->M, cfg->dp = pt->dp;
     cfg->gpus_per_replica = pt->D, cfg->vpp = v, cfg->pp = pp;
-    cfg->sequences = pt->seqs, cfg->zero = pt->zero;
+    cfg->sequences = pt->seqs, cfg->zero = pt->zero, cfg->tiled = s->tiled;
     cfg->n_stages = (int32_t)chunks;
     for (int64_t c = 0, at = b0; c < chunks; c++) {
         loom_search_stage *x = &cfg->stages[c];
@@ -831,7 +872,7 @@ loom_status loom_search_run(loom_search *s, const loom_search_result **result, l
 {
     *result = &s->res;
     s->t_start = loom_clock_s();
-    const int64_t G = loom_cluster_gpus(s->c), g = s->c->gpus_per_node;
+    loom_search_use_layout(s, false);
     loom_status st = LOOM_OK;
     const loom_graph *g1;
     if ((st = loom_search_graph(s, 1, &g1, err))) return st;
@@ -851,12 +892,19 @@ loom_status loom_search_run(loom_search *s, const loom_search_result **result, l
                               "(HF config.json); a loom graph file has fixed shapes",
                               loom_model_source_name(s->pb.model));
 
-    /* GPU counts to try: all of them, or for cost/energy also fewer. */
-    int64_t used[64];
-    int n_used = 0;
-    for (int64_t u = G; u >= 1 && n_used < 64; u = u % 2 ? 0 : u / 2) {
-        if (valid_replica(u, g) || u == G) used[n_used++] = u;
-        if (s->pb.objective != LOOM_OBJ_COST && s->pb.objective != LOOM_OBJ_ENERGY) break;
+    /* The layouts (all GPUs; the tile of every NVLink domain when the
+     * nodes have one) and in each the GPU counts to try: all of them, or
+     * for cost/energy also fewer. */
+    int n_lay = s->has_tile ? 2 : 1;
+    int64_t used[2][64];
+    int n_used[2] = {0, 0};
+    for (int lay = 0; lay < n_lay; lay++) {
+        const loom_cluster *c = lay ? &s->tile : s->c;
+        const int64_t G = loom_cluster_gpus(c), g = c->gpus_per_node;
+        for (int64_t u = G; u >= 1 && n_used[lay] < 64; u = u % 2 ? 0 : u / 2) {
+            if (valid_replica(u, g) || u == G) used[lay][n_used[lay]++] = u;
+            if (s->pb.objective != LOOM_OBJ_COST && s->pb.objective != LOOM_OBJ_ENERGY) break;
+        }
     }
     /* Concurrent sequences: the given count, or for throughput every power
      * of two below it too. */
@@ -869,61 +917,66 @@ loom_status loom_search_run(loom_search *s, const loom_search_result **result, l
     /* Count the points for progress reports. */
     int64_t total = 0, done = 0;
     for (int pass = 0; pass < 2; pass++)
-        for (int ui = 0; ui < n_used; ui++)
-            for (int qi = 0; qi < n_seqs; qi++)
-                for (int64_t dp = 1; dp <= used[ui]; dp++) {
-                    int64_t U = used[ui], B = seqs[qi];
-                    if (U % dp || B % dp || !valid_replica(U / dp, g)) continue;
-                    if (s->opt.pin_dp && dp != s->opt.pin_dp) continue;
-                    int64_t D = U / dp;
-                    /* the model state alone must fit on the replica's GPUs
-                     * under some ZeRO stage on offer */
-                    int zs[3], nz = 0;
-                    double state = INFINITY;
-                    for (int k = 0, all[3], n_all = loom_search_zero_options(s, dp, all); k < n_all;
-                         k++) {
-                        double x = (double)loom_search_state_bytes(s, tot.params, tot.params,
-                                                                   dp, all[k]) /
-                                   (double)D;
-                        if (x <= (double)(loom_cluster_usable_bytes(s->c) - LOOM_MEM_RESERVED_BYTES))
-                            zs[nz++] = all[k];
-                        if (x < state) state = x;
-                    }
-                    if (nz == 0) {
-                        if (pass == 1 && (s->res.min_memory_bytes == 0 ||
-                                          state + LOOM_MEM_RESERVED_BYTES < s->res.min_memory_bytes))
-                            s->res.min_memory_bytes = (int64_t)state + LOOM_MEM_RESERVED_BYTES;
-                        continue;
-                    }
-                    for (int64_t b = 1; b <= B / dp && b <= s->opt.max_micro_batch; b++) {
-                        if ((B / dp) % b || (fixed_b > 0 && b != fixed_b)) continue;
-                        if (s->opt.pin_mbs && b != s->opt.pin_mbs) continue;
-                        if (pass == 0) {
-                            total++;
+        for (int lay = 0; lay < n_lay; lay++)   /* all GPUs, then the tiles */
+            for (int ui = 0; ui < n_used[lay]; ui++)
+                for (int qi = 0; qi < n_seqs; qi++)
+                    for (int64_t dp = 1; dp <= used[lay][ui]; dp++) {
+                        loom_search_use_layout(s, lay == 1);
+                        const int64_t g = s->c->gpus_per_node;
+                        int64_t U = used[lay][ui], B = seqs[qi];
+                        if (U % dp || B % dp || !valid_replica(U / dp, g)) continue;
+                        if (s->opt.pin_dp && dp != s->opt.pin_dp) continue;
+                        int64_t D = U / dp;
+                        /* the model state alone must fit on the replica's GPUs
+                         * under some ZeRO stage on offer */
+                        int zs[3], nz = 0;
+                        double state = INFINITY;
+                        for (int k = 0, all[3], n_all = loom_search_zero_options(s, dp, all); k < n_all;
+                             k++) {
+                            double x = (double)loom_search_state_bytes(s, tot.params, tot.params,
+                                                                       dp, all[k]) /
+                                       (double)D;
+                            if (x <= (double)(loom_cluster_usable_bytes(s->c) - LOOM_MEM_RESERVED_BYTES))
+                                zs[nz++] = all[k];
+                            if (x < state) state = x;
+                        }
+                        if (nz == 0) {
+                            if (pass == 1 && (s->res.min_memory_bytes == 0 ||
+                                              state + LOOM_MEM_RESERVED_BYTES < s->res.min_memory_bytes))
+                                s->res.min_memory_bytes = (int64_t)state + LOOM_MEM_RESERVED_BYTES;
                             continue;
                         }
-                        if (stop_now(s)) goto out;
-                        point *pt = calloc(1, sizeof *pt);
-                        if (!pt) {
-                            st = loom_error_set(err, LOOM_ERR_NOMEM, "stage search: out of memory");
-                            goto out;
-                        }
-                        pt->D = D, pt->dp = dp, pt->b = b, pt->M = B / dp / b, pt->seqs = B;
-                        memcpy(pt->zs, zs, sizeof zs);
-                        pt->nz = nz;
-                        st = try_point(s, pt, err);
-                        free(pt);
-                        if (st) goto out;
-                        done++;
-                        if (s->opt.progress) {
-                            char what[96];
-                            snprintf(what, sizeof what, "%lld replica(s) of %lld GPUs, micro-batch %lld",
-                                     (long long)dp, (long long)D, (long long)b);
-                            s->opt.progress(s->opt.progress_ctx, (double)done / (double)total, what);
+                        for (int64_t b = 1; b <= B / dp && b <= s->opt.max_micro_batch; b++) {
+                            if ((B / dp) % b || (fixed_b > 0 && b != fixed_b)) continue;
+                            if (s->opt.pin_mbs && b != s->opt.pin_mbs) continue;
+                            if (pass == 0) {
+                                total++;
+                                continue;
+                            }
+                            if (stop_now(s)) goto out;
+                            point *pt = calloc(1, sizeof *pt);
+                            if (!pt) {
+                                st = loom_error_set(err, LOOM_ERR_NOMEM, "stage search: out of memory");
+                                goto out;
+                            }
+                            pt->D = D, pt->dp = dp, pt->b = b, pt->M = B / dp / b, pt->seqs = B;
+                            memcpy(pt->zs, zs, sizeof zs);
+                            pt->nz = nz;
+                            st = try_point(s, pt, err);
+                            free(pt);
+                            if (st) goto out;
+                            done++;
+                            if (s->opt.progress) {
+                                char what[128];
+                                snprintf(what, sizeof what, "%lld replica(s) of %lld GPUs%s, micro-batch %lld",
+                                         (long long)dp, (long long)D,
+                                         lay ? " on NVLink-domain tiles" : "", (long long)b);
+                                s->opt.progress(s->opt.progress_ctx, (double)done / (double)total, what);
+                            }
                         }
                     }
-                }
 out:
+    loom_search_use_layout(s, false);
     s->res.time_s = loom_clock_s() - s->t_start;
     if (st) return st;
     if (!s->have_best) {
@@ -951,5 +1004,20 @@ out:
     if (st) return st;
     loom_search_eval_free(&s->res.eval);
     s->res.eval = ev;
+    /* the best of the other layout, for the plan's account of the domain */
+    int other = s->res.best.tiled ? 0 : 1;
+    s->res.have_other = s->have_lay[other];
+    if (s->res.have_other) {
+        s->res.other = s->lay_best[other];
+        s->res.other_step_s = s->lay_step[other];
+        s->res.other_score = s->lay_score[other];
+    }
+    s->res.largest_group = loom_search_largest_group(gb, &s->res.best, &s->res.eval);
+    int side = s->res.largest_group > 8 ? 0 : 1;
+    s->res.have_other_groups = s->track_groups && s->have_grp[side];
+    if (s->res.have_other_groups) {
+        s->res.other_groups = s->grp_best[side];
+        s->res.other_groups_step_s = s->grp_step[side];
+    }
     return LOOM_OK;
 }

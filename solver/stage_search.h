@@ -112,6 +112,22 @@
  * replica. A token of one sequence takes latency = max(Σ t_i + (S-1) · p2p,
  * M · max t_i); the replica produces gbs / dp tokens per latency.
  *
+ * NVLink domains larger than a board. On a cluster whose nodes (NVLink
+ * domains) have a power-of-two tile (cluster.h: 64 of GB200 NVL72's 72
+ * GPUs) every point above is searched twice: on all the GPUs, whose
+ * domains of 72 = 8 · 9 hold tensor- and expert-parallel groups of up to 8
+ * GPUs (2^k heads and experts), and on the tile view, the tile of every
+ * domain with the rest idle, whose sub-meshes of 16 and 32 GPUs and whole
+ * tiles of 64 hold groups of 16, 32 and 64 on NVLink. Each layout is an
+ * ordinary cluster to the code below (sub-meshes aligned to their size
+ * never straddle a node, so never a domain); the configuration says which
+ * one it runs on (loom_search_config.tiled), and the result keeps the best
+ * of the other layout too, so a plan can say what the tile bought or what
+ * it would have cost. Mixed tilings of one domain (64 + 8, 32 + 32 + 8)
+ * are left out: the stage DP counts GPUs, not which domain they are in,
+ * so it would accept stages of 64 + 64 + 16 on two domains that cannot hold
+ * them (docs/design.md §6).
+ *
  * Objectives: time (step), cost (step × GPUs × price), energy (step × GPUs
  * × power: GPUs are counted at full power for the whole step), latency
  * (per token), throughput (tokens/s: concurrent sequences up to gbs, the
@@ -192,6 +208,8 @@ typedef struct {
     int64_t mbs, micro_batches, dp, gpus_per_replica, vpp, pp;
     int64_t sequences;                 /* train: gbs; infer: concurrent sequences used */
     int zero;
+    bool tiled;                        /* runs on the tile of every NVLink domain (cluster.h:
+                                          loom_cluster_tile); GPU ids are the tile view's */
     int32_t n_stages;                  /* pp · vpp */
     loom_search_stage stages[LOOM_STAGE_MAX];
 } loom_search_config;
@@ -227,6 +245,7 @@ typedef struct {
     bool megatron;                     /* every stage in Megatron's strategy space */
     bool tp_comm_overlap;              /* every stage with TP communication overlap */
     int32_t recompute_stages;          /* stages with full recompute */
+    bool tiled;                        /* on the tile of every NVLink domain */
     double step_s, score;
     int64_t memory_per_gpu_bytes;
 } loom_search_top;
@@ -258,6 +277,21 @@ typedef struct {
      * distinct by dp, pp, vpp, mbs, tp, ZeRO, strategy space and recompute. */
     int32_t n_top;
     loom_search_top top[LOOM_SEARCH_TOP_MAX];
+    /* On a cluster with NVLink-domain tiles: the best configuration of the
+     * layout the best one is not on (all GPUs, or the tile of every
+     * domain), and its step and score; have_other false when that layout
+     * has no plan or the cluster no tile. */
+    bool have_other;
+    loom_search_config other;
+    double other_step_s, other_score;
+    /* On a cluster whose nodes have more than 8 GPUs: the best configuration
+     * on the other side of 8 GPUs from the best one's largest tensor- or
+     * expert-parallel group (at most 8 when the best has more, and the other
+     * way round); have_other_groups false when there is none. */
+    bool have_other_groups;
+    int64_t largest_group;             /* of best */
+    loom_search_config other_groups;
+    double other_groups_step_s;
 } loom_search_result;
 
 typedef struct loom_search loom_search;
@@ -296,6 +330,10 @@ loom_status loom_search_graph(loom_search *s, int64_t b, const loom_graph **out,
 
 /* The problem the search solves. */
 const loom_problem *loom_search_problem(const loom_search *s);
+
+/* The cluster configuration cfg runs on: the problem's, or its tile view
+ * when cfg->tiled (a value the search owns). */
+const loom_cluster *loom_search_cluster(const loom_search *s, const loom_search_config *cfg);
 
 /* The distinct (op, dtype, shard shape) keys of the strategies the search
  * chose on every mesh it tabled: the profile requests of

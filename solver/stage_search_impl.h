@@ -38,6 +38,7 @@ static inline bool loom_search_space_eq(loom_search_space a, loom_search_space b
  * whole model; arrays indexed by layer slot. */
 typedef struct {
     int64_t b, n0, n1;
+    bool tiled;              /* priced on the tile view (its groups may differ) */
     loom_search_space space;
     int32_t n;
     bool ok;                 /* the ILP found strategies */
@@ -60,7 +61,19 @@ typedef struct {
 struct loom_search {
     loom_problem pb;                 /* what to plan */
     loom_search_options opt;         /* how */
-    const loom_cluster *c;
+    const loom_cluster *c;           /* the layout being searched: the problem's cluster, */
+    const loom_cost_model *cm;       /* or its tile view (tiled), and its cost model */
+    bool tiled;
+    loom_cluster tile;               /* the tile view (cluster.h), when has_tile */
+    loom_cost_model *tile_cm;        /* a view of pb.cm on it (owned) */
+    bool has_tile;
+    bool have_lay[2];                /* the best plan of each layout (0 all GPUs, 1 tile) */
+    double lay_score[2], lay_step[2];
+    loom_search_config lay_best[2];
+    bool track_groups;               /* nodes of more than 8 GPUs: ... */
+    bool have_grp[2];                /* ... the best plan whose largest TP/EP group is */
+    double grp_score[2], grp_step[2];   /* at most 8 GPUs [0], or more [1] */
+    loom_search_config grp_best[2];
     const loom_calib *cal;
     loom_intra_cache *cache;
     loom_stage_workspace *ws;        /* DP buffers reused across solves */
@@ -79,6 +92,17 @@ struct loom_search {
     bool want_measured;              /* eval: also look up each op's time source */
     double t_start;
 };
+
+/* The largest tensor- or expert-parallel group of configuration cfg (ev its
+ * evaluation, g the graph of cfg->mbs): over its stages, the GPUs the
+ * dense weights split over, or the experts, read off the chosen specs by
+ * the rule loom_plan_stage_roles names roles with (planner/plan). */
+int64_t loom_search_largest_group(const loom_graph *g, const loom_search_config *cfg,
+                                  const loom_search_eval_result *ev);
+
+/* Makes the search price the given layout (s->c, s->cm, s->tiled); returns
+ * the one it was on. */
+bool loom_search_use_layout(loom_search *s, bool tiled);
 
 /* Layer signatures of a graph the search loaded (NULL for another graph). */
 const uint64_t *loom_search_sigs(const loom_search *s, const loom_graph *g);

@@ -108,6 +108,19 @@ done
 "$LOOM" eval llama-3-70b --cluster dgx-a100-80g-x1 --dp 8 --mbs 1 --gbs 8 --seq 4096 >"$tmp/t.txt" 2>"$tmp/err"
 if [ $? -eq 0 ] && grep -q "does NOT fit" "$tmp/t.txt"; then ok; else bad "70B on 8 GPUs without TP should not fit"; fi
 
+# GB200 NVL72 (issue 21): a configuration of 256 GPUs on 4 racks of 72 runs
+# on the 64-GPU tile of each rack, which holds an expert-parallel group of
+# 64 on NVLink; the text says so, the JSON counts 256 GPUs and 32 idle; a
+# count that is neither 288 nor 256 names both.
+"$LOOM" eval deepseek-v3 --cluster gb200-nvl72-x4 --tp 1 --pp 4 --dp 64 --ep 64 --mbs 1 \
+    --first-stage-layers 16 --last-stage-layers 15 --recompute full >"$tmp/t.txt" 2>"$tmp/err" || bad "tile: $(cat "$tmp/err")"
+if grep -q "runs on the first 64 GPUs of each 72-GPU NVLink domain (its power-of-two tile: TP and EP groups up to 64 on NVLink); 32 GPUs idle" "$tmp/t.txt"; then ok; else bad "tile text: $(head -3 "$tmp/t.txt")"; fi
+"$LOOM" eval deepseek-v3 --cluster gb200-nvl72-x4 --tp 1 --pp 4 --dp 64 --ep 64 --mbs 1 \
+    --first-stage-layers 16 --last-stage-layers 15 --recompute full --json >"$tmp/tile.json" 2>"$tmp/err" || bad "tile json: $(cat "$tmp/err")"
+python3 -c 'import json,sys; o=json.load(open(sys.argv[1])); assert o["gpus"] == 256 and o["idle_gpus"] == 32, o["gpus"]' "$tmp/tile.json" && ok || bad "tile json: gpus / idle_gpus"
+expect_fail eval 1 deepseek-v3 --cluster gb200-nvl72-x4 --tp 1 --pp 2 --dp 64 --ep 64 --mbs 1 --first-stage-layers 31 --last-stage-layers 30 -- \
+    "tp 1 × pp 2 × dp 64 × cp 1 = 128 GPUs, but the cluster has 288, or 256 on the 64-GPU tile of each 72-GPU NVLink domain"
+
 # Megatron-Core's asymmetric split: 80 blocks + the embedding as one unit =
 # 81 units over pp 3 = 27 each, the first chunk 26 blocks (+ embedding), the
 # others 27 (graph layers: 0 embedding, 1-80 blocks, 81 head). Without the

@@ -76,6 +76,32 @@ run 0 plan deepseek-v3 --cluster gb200-nvl72-x4 -o "$tmp/nvl.json"
 want=$(python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["stages"]; print("largest here: tp %d, ep %d" % (max(x["tensor_parallel"] for x in s), max(x["expert_parallel"] for x in s)))' "$tmp/nvl.json")
 has "$tmp/out" "nvlink      72 GPUs share one NVLink domain (a node here)"
 has "$tmp/out" "$want"
+# ... on the 64-GPU tile of each rack (EP 32 on NVLink), which the plan file
+# records with the two plans it beat; the text quotes them (their figures
+# read here from the file)
+python3 - "$tmp/nvl.json" >"$tmp/want" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+h, pr = p["hardware"], p["predicted"]
+assert h["gpus_per_node"] == 64 and h["idle_gpus_per_node"] == 8, h
+g, l = pr["nvlink_groups_alternative"], pr["nvlink_layout_alternative"]
+assert max(g["tensor_parallel"], g["expert_parallel"]) <= 8 and l["gpus"] == 288, (g, l)
+assert g["step_time_s"] > pr["step_time_s"] and l["step_time_s"] > pr["step_time_s"]
+print("groups stay within 8 GPUs (%d GPUs, largest tp %d, ep %d) takes %.4g s per step, %.1f%% longer"
+      % (g["gpus"], g["tensor_parallel"], g["expert_parallel"], g["step_time_s"],
+         100 * (g["step_time_s"] / pr["step_time_s"] - 1)))
+PY
+if [ -s "$tmp/want" ]; then ok; else bad "the NVL72 plan file lacks its tile or alternatives"; fi
+has "$tmp/out" "on the first 64 GPUs of each domain (256 of the 288 GPUs in use, numbered node x 64 + k below; the other 8 of each domain idle)"
+has "$tmp/out" "why a group above 8: its collectives stay on NVLink inside the domain"
+has "$tmp/out" "$(cat "$tmp/want")"
+has "$tmp/out" "why the tile: the best plan on whole domains (288 GPUs"
+# a pinned TP axis of 16 exists only on the tiles (72 = 8 x 9 holds no group
+# of 16; --tp pins every stage's mesh axis 1)
+run 0 plan llama-3.1-405b --cluster gb200-nvl72-x4 --tp 16 -o "$tmp/tp16.json"
+python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); assert {s["mesh"][1] for s in p["stages"]} == {16} and min(s["tensor_parallel"] for s in p["stages"]) >= 16 and p["hardware"]["gpus_per_node"] == 64' "$tmp/tp16.json" && ok || bad "--tp 16 on NVL72: not TP 16 on the tiles"
+run 0 plan llama-3.1-405b --cluster gb200-nvl72-x4
+has "$tmp/out" "loom plan: llama-3.1-405b on gb200-nvl72-x4 (288 x B200-NVL72-186GB)"
 run 0 plan deepseek-v3 --cluster dgx-h800-x256
 has "$tmp/out" "loom plan: deepseek-v3 on dgx-h800-x256 (2048 x H800-SXM5-80GB)"
 if grep -q "nvlink   " "$tmp/out"; then bad "an 8-GPU node got the NVLink-domain line"; else ok; fi

@@ -307,6 +307,42 @@ static void nvlink_domains(void)
     CHECK_INT_EQ(trays.gpus_per_node, 8);
 }
 
+/* The power-of-two tile of a node (cluster.h): 64 of NVL72's 72, 32 of a
+ * 36-GPU domain; none for nodes that are their own tile (8, 16, 64) or
+ * whose tile would hold no group an 8-GPU board lacks (12: tile 8). The
+ * tile view keeps the device and links, numbers only the GPUs in use and
+ * counts the rest idle; a job of all GPUs or of the tiles has a view, any
+ * other count none. */
+static void nvlink_tiles(void)
+{
+    loom_cluster c, t;
+    loom_error err = {0};
+    CHECK_INT_EQ(loom_cluster_preset("gb200-nvl72-x4", &c, &err), LOOM_OK);
+    CHECK_INT_EQ(loom_cluster_tile_gpus(&c), 64);
+    CHECK(loom_cluster_tile(&c, &t));
+    CHECK_INT_EQ(t.nodes, 4);
+    CHECK_INT_EQ(t.gpus_per_node, 64);
+    CHECK_INT_EQ(t.idle_per_node, 8);
+    CHECK_INT_EQ(loom_cluster_gpus(&t), 256);
+    CHECK_NEAR_REL(t.intra.bandwidth_Bps, c.intra.bandwidth_Bps, 0);
+    CHECK_NEAR_REL(t.inter.bandwidth_Bps, c.inter.bandwidth_Bps, 0);
+    CHECK(strcmp(t.name, c.name) == 0 && strcmp(t.gpu.name, c.gpu.name) == 0);
+    CHECK_INT_EQ(loom_cluster_tile_gpus(&t), 0);   /* a tile has no tile */
+    CHECK(loom_cluster_job_view(&c, 288, &t) && t.gpus_per_node == 72 && t.idle_per_node == 0);
+    CHECK(loom_cluster_job_view(&c, 256, &t) && t.gpus_per_node == 64 && t.idle_per_node == 8);
+    CHECK(!loom_cluster_job_view(&c, 128, &t));
+    const struct { int64_t gpn, tile; } sizes[] = {{72, 64}, {36, 32}, {144, 128}, {8, 0},
+                                                   {16, 0}, {64, 0}, {12, 0}, {6, 0}, {1, 0}};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        c.gpus_per_node = sizes[i].gpn;
+        CHECK_INT_EQ(loom_cluster_tile_gpus(&c), sizes[i].tile);
+        CHECK(loom_cluster_tile(&c, &t) == (sizes[i].tile > 0));
+    }
+    CHECK_INT_EQ(loom_cluster_preset("dgx-h100-x4", &c, &err), LOOM_OK);
+    CHECK(!loom_cluster_job_view(&c, 16, &t));
+    CHECK(loom_cluster_job_view(&c, 32, &t) && t.gpus_per_node == 8);
+}
+
 static void calib_files(void)
 {
     loom_calib a, b;
@@ -382,6 +418,7 @@ int main(void)
     presets();
     files();
     nvlink_domains();
+    nvlink_tiles();
     bad_files();
     calib_files();
     check_tmpdir_remove(dir);

@@ -169,6 +169,44 @@ static void mesh_axes(void)
     CHECK_NEAR_REL(t0, 1.5e9 / 50e9 + 4 * 8e-6, 1e-12);   /* tree: 2·log2 4 latencies */
 }
 
+/* Rank groups that do not tile the nodes (loom_strided_group): Megatron's
+ * TP groups of 16 consecutive ranks on 72-GPU NVLink domains are 0-15 …
+ * 48-63 inside domain 0, then 64-79 with 8 ranks on each side of the
+ * boundary; the slowest group has 8 ranks in a node. By hand, on
+ * gb200-nvl72-x4 with link efficiencies 1 (NVLink 900 GB/s, 3 us; NIC
+ * 50 GB/s, 8 us), B = 1 GB:
+ *   straddling (p = 8, m = 2): RS_nv(8) + AR_nic(2, B/8) + AG_nv(8)
+ *     = 2 · (7/8 · 1e9/900e9 + 7 · 3 us) + (1/2 · 2 · 0.125e9/50e9 + 2 · 8 us)
+ *   inside a 64-GPU tile (p = 16): 2 · 15/16 · 1e9/900e9 + 30 · 3 us. */
+static void straddling_groups(void)
+{
+    loom_cluster c, tile;
+    loom_error err = {0};
+    CHECK_INT_EQ(loom_cluster_preset("gb200-nvl72-x4", &c, &err), LOOM_OK);
+    loom_group g = loom_strided_group(&c, 16, 1, 288);
+    CHECK_INT_EQ(g.ranks, 16);
+    CHECK_INT_EQ(g.ranks_per_node, 8);
+    g = loom_strided_group(&c, 8, 1, 288);   /* 72 = 9 groups of 8: aligned */
+    CHECK_INT_EQ(g.ranks_per_node, 8);
+    /* 18 ranks 16 apart (dp over tp 16): 4 or 5 of them per domain */
+    CHECK_INT_EQ(loom_strided_group(&c, 18, 16, 288).ranks_per_node, 4);
+    /* the first block alone (a mesh placed from GPU 0) does not straddle */
+    CHECK_INT_EQ(loom_strided_group(&c, 16, 1, 16).ranks_per_node, 16);
+    loom_calib cal = unit_calib(&c);
+    double t = loom_group_collective_time_s(&c, &cal, LOOM_COLL_ALL_REDUCE,
+                                            loom_strided_group(&c, 16, 1, 288), 1e9);
+    CHECK_NEAR_REL(t, 2 * (0.875e9 / 900e9 + 21e-6) + (0.125e9 / 50e9 + 16e-6), 1e-12);
+    CHECK(loom_cluster_tile(&c, &tile));
+    g = loom_strided_group(&tile, 16, 1, 256);
+    CHECK_INT_EQ(g.ranks_per_node, 16);
+    t = loom_group_collective_time_s(&tile, &cal, LOOM_COLL_ALL_REDUCE, g, 1e9);
+    CHECK_NEAR_REL(t, 2 * 15.0 / 16 * 1e9 / 900e9 + 30 * 3e-6, 1e-12);
+    /* on 8-GPU nodes too: 3 ranks 4 apart are 0, 4 | 8 — one alone in its node */
+    CHECK_INT_EQ(loom_cluster_preset("dgx-h100-x3", &c, &err), LOOM_OK);
+    CHECK_INT_EQ(loom_strided_group(&c, 3, 4, 24).ranks_per_node, 1);
+    CHECK_INT_EQ(loom_strided_group(&c, 2, 4, 24).ranks_per_node, 2);   /* aligned */
+}
+
 /* ZeRO's data-parallel sync, by hand: 1e9 parameters, 8 micro-batches,
  * fp32 gradients (4 GB) and bf16 weights (2 GB). */
 static void zero_sync(void)
@@ -247,6 +285,7 @@ int main(void)
     intra_vs_inter();
     hierarchical();
     mesh_axes();
+    straddling_groups();
     zero_sync();
     return check_done();
 }

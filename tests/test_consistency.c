@@ -43,6 +43,9 @@
  * planner therefore reports the SP variant: it equals eval with SP and is
  * never slower or larger than eval without it (checked below).
  *
+ * Clusters: DGX H100 boxes, and GB200 NVL72 racks with configurations on
+ * the 64-GPU tile of each rack (TP 16 and 32 inside the NVLink domain).
+ *
  * Models: llama-3-8b, llama-3-70b, gpt3-175b (vocabulary 50257, padded
  * over TP as Megatron does), mixtral-8x7b (MoE), gpt2 and Llama-3.2-1B
  * (tests/data/llama-3.2-1b.json, its published HF config; tied embeddings). Units: seconds, bytes.
@@ -214,6 +217,13 @@ static const cfg_case cases[] = {
     {MX, "dgx-h100-x2", 4096, 64, 2, 2, 2, 1, 1, false, 1, true, false, 2, true},
     {GPT2, "dgx-h100-x1", 1024, 256, 2, 1, 4, 4, 1, false, 1, true, false, 0, true},
     {L1B, "dgx-h100-x1", 4096, 256, 2, 2, 1, 1, 1, false, 1, true, false, 2, true},
+    /* the 64-GPU tile of each GB200 NVL72 rack (issue 21; costs/cluster.h):
+     * TP 16 and 32 on NVLink inside it, the rack's other 8 GPUs idle; the
+     * planner's evaluator on the tile view, eval on the same ranks */
+    {G175, "gb200-nvl72-x1", 2048, 64, 16, 4, 1, 1, 1, false, 1, true, false, 0, true},
+    {G175, "gb200-nvl72-x2", 2048, 128, 32, 2, 2, 1, 1, true, 1, true, false, 0, false},
+    {G175, "gb200-nvl72-x1", 2048, 64, 16, 2, 2, 1, 2, false, 1, true, false, 0, true},
+    {G175, "gb200-nvl72-x2", 2048, 64, 16, 1, 8, 1, 1, false, 1, true, false, 0, true},
 };
 
 static void test_agreement(void)

@@ -472,8 +472,83 @@ static void test_zero3_scaling(void)
     CHECK(step[3] >= 0.95 * step[2]);  /* communication-bound at 64 -> 128 */
 }
 
+/* NVLink-domain tiles (costs/cluster.h). On gb200-nvl72-x1 a configuration
+ * of 64 GPUs runs on the first 64 of the rack's 72: it must cost exactly
+ * what it costs on a cluster of one 64-GPU node with the same GPU and links
+ * (built here by hand), run on 64 GPUs and leave 8 idle; 72 GPUs are the
+ * whole rack; other counts are refused, naming both. On two racks a TP
+ * group of 16 over all 144 GPUs straddles the racks (GPUs 64-79) and pays
+ * the NIC, so its TP communication per micro-batch exceeds that of the
+ * same TP 16 on the tiles. */
+static void test_tiles(void)
+{
+    loom_graph *g = build("{\"architectures\": [\"GPT2LMHeadModel\"], \"n_embd\": 512, "
+                          "\"n_layer\": 4, \"n_head\": 16, \"vocab_size\": 1024, "
+                          "\"n_positions\": 128}", 1, true);
+    loom_cluster rack, by_hand;
+    loom_cost_model *cm = model_on("gb200-nvl72-x1", &rack), *ref = NULL;
+    loom_error e = {0};
+    by_hand = rack;
+    by_hand.gpus_per_node = 64;
+    CHECK_INT_EQ(loom_cost_model_create(&by_hand, NULL, NULL, &ref, &e), LOOM_OK);
+    const int64_t shapes[][3] = {{16, 4, 1}, {16, 2, 2}, {8, 4, 2}, {16, 1, 4}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        loom_parallel p = config(shapes[i][0], shapes[i][1], shapes[i][2], 1, 64);
+        p.sp = true;
+        loom_eval_result a, b;
+        CHECK_INT_EQ(loom_eval_megatron(g, cm, &p, &a, &e), LOOM_OK);
+        CHECK_INT_EQ(loom_eval_megatron(g, ref, &p, &b, &e), LOOM_OK);
+        check_same(&a, &b);
+        CHECK_NEAR_REL(a.breakdown.tp_comm_s, b.breakdown.tp_comm_s, 1e-12);
+        CHECK_INT_EQ(a.gpus, 64);
+        CHECK_INT_EQ(a.idle_gpus, 8);
+        CHECK_INT_EQ(b.idle_gpus, 0);
+        loom_eval_result_free(&a);
+        loom_eval_result_free(&b);
+    }
+    loom_parallel whole = config(8, 1, 9, 1, 72);
+    loom_eval_result r;
+    CHECK_INT_EQ(loom_eval_megatron(g, cm, &whole, &r, &e), LOOM_OK);
+    CHECK_INT_EQ(r.gpus, 72);
+    CHECK_INT_EQ(r.idle_gpus, 0);
+    loom_eval_result_free(&r);
+    expect_error(g, cm, config(16, 2, 1, 1, 64), LOOM_ERR_INVALID,
+                 "= 32 GPUs, but the cluster has 72, or 64 on the 64-GPU tile of each 72-GPU "
+                 "NVLink domain");
+    loom_cost_model_destroy(cm);
+    loom_cost_model_destroy(ref);
+
+    /* messages large enough for bandwidth to rule (128 MiB per all-reduce:
+     * 1 × 8192 tokens × 8192 × 2 bytes) */
+    cJSON *big = cJSON_Parse("{\"architectures\": [\"GPT2LMHeadModel\"], \"n_embd\": 8192, "
+                             "\"n_layer\": 2, \"n_head\": 64, \"vocab_size\": 1024, "
+                             "\"n_positions\": 8192}");
+    loom_model_opts o;
+    loom_model_opts_init(&o);
+    o.seq = 8192;
+    loom_graph_destroy(g);
+    g = NULL;
+    CHECK_INT_EQ(loom_model_build_hf("big", big, "big-gpt", &o, &g, &e), LOOM_OK);
+    cJSON_Delete(big);
+    cm = model_on("gb200-nvl72-x2", &rack);
+    loom_parallel across = config(16, 1, 9, 1, 72), tiled = config(16, 1, 8, 1, 72);
+    across.sp = tiled.sp = false;
+    across.seq = tiled.seq = 8192;
+    loom_eval_result x, t;
+    CHECK_INT_EQ(loom_eval_megatron(g, cm, &across, &x, &e), LOOM_OK);
+    CHECK_INT_EQ(loom_eval_megatron(g, cm, &tiled, &t, &e), LOOM_OK);
+    CHECK_INT_EQ(x.gpus, 144);
+    CHECK_INT_EQ(t.gpus, 128);
+    CHECK(x.stages[0].comm_s > 1.5 * t.stages[0].comm_s);
+    loom_eval_result_free(&x);
+    loom_eval_result_free(&t);
+    loom_cost_model_destroy(cm);
+    loom_graph_destroy(g);
+}
+
 int main(void)
 {
+    test_tiles();
     test_fp8_175b();
     test_zero3_scaling();
     test_one_gpu();

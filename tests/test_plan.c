@@ -308,6 +308,43 @@ static void test_assumed(void)
     free(text);
 }
 
+/* A plan on the tile of every NVLink domain (idle GPUs per node) with the
+ * two plans its account quotes round-trips; the fields are left out when
+ * absent, and bad values are refused with their JSON path. */
+static void test_nvlink_fields(void)
+{
+    loom_plan *p = small_plan();
+    loom_error err = {0};
+    char *none = loom_plan_to_json(p, 0);
+    CHECK(none && !strstr(none, "idle_gpus_per_node") && !strstr(none, "nvlink_"));
+    p->idle_gpus_per_node = 8;
+    p->nvlink_groups_alt = (loom_plan_alternative){256, 1.721, 2, 8};
+    p->nvlink_layout_alt = (loom_plan_alternative){288, 2.02, 8, 8};
+    char *text = loom_plan_to_json(p, 0);
+    loom_plan *q = NULL;
+    CHECK_INT_EQ(loom_plan_parse("nv.json", text, strlen(text), &q, &err), LOOM_OK);
+    char *again = q ? loom_plan_to_json(q, 0) : NULL;
+    CHECK(again && text && strcmp(again, text) == 0);
+    if (q) {
+        CHECK_INT_EQ(q->idle_gpus_per_node, 8);
+        CHECK_INT_EQ(q->nvlink_groups_alt.gpus, 256);
+        CHECK_INT_EQ(q->nvlink_groups_alt.expert_parallel, 8);
+        CHECK_NEAR_REL(q->nvlink_layout_alt.step_time_s, 2.02, 1e-12);
+    }
+    char *bad = text ? replace(text, "\"idle_gpus_per_node\":\t8", "\"idle_gpus_per_node\":\t-8")
+                     : NULL;
+    CHECK(bad != NULL);
+    if (bad) expect_read_error(bad, "$.hardware", "idle_gpus_per_node");
+    free(bad);
+    bad = text ? replace(text, "\"gpus\":\t288", "\"gpus\":\t0") : NULL;
+    CHECK(bad != NULL);
+    if (bad) expect_read_error(bad, "$.predicted.nvlink_layout_alternative", "gpus");
+    free(bad);
+    loom_plan_destroy(q);
+    loom_plan_destroy(p);
+    free(none), free(text), free(again);
+}
+
 static void test_reader_errors(void)
 {
     loom_plan *p = small_plan();
@@ -590,6 +627,7 @@ int main(void)
     test_validator();
     test_rank_memory();
     test_assumed();
+    test_nvlink_fields();
     test_reader_errors();
     test_gpt2_one_gpu();
     test_llama8b_vs_megatron();

@@ -46,6 +46,12 @@ memcheck 0 plan -o "$tmp/plan.json"                     # the README example (ma
 memcheck 0 plan gpt2 --cluster dgx-h100-x1 --gbs 16 --seq 1024 --svg "$tmp/p.svg" --json \
     --emit-profile-requests "$tmp/req.json"
 memcheck 0 inspect mixtral-8x7b --json
+# an NVLink domain of 24 GPUs: both layouts (its 16-GPU tile), the cost
+# model's view borrowing the profile db, the plans quoted on the nvlink lines
+echo '{ "format": "loom-cluster/1", "name": "h100-24", "nodes": 2, "gpus_per_node": 24,
+  "gpu": "H100", "inter_node": { "bandwidth_GBps": 50 } }' >"$tmp/h24.json"
+memcheck 0 plan llama-3-8b --cluster "$tmp/h24.json" --gbs 64 -o "$tmp/h24.plan.json" \
+    --profile "$PWD/examples/profiles/h100-llama3-seq4096.json"
 # the serving planner: both kinds simulated, -o; and a plan nothing meets
 memcheck 0 plan llama-3-8b --cluster dgx-h100-x1 --mode serve --isl 512 --osl 128 --ttft 0.5 \
     --tpot 0.02 -o "$tmp/serve.plan.json"

@@ -258,6 +258,11 @@ static void print_text(const eval_args *a, const loom_cluster *c, const loom_gra
     else if (p->zero) snprintf(zero, sizeof zero, "ZeRO-%d", p->zero);
     else snprintf(zero, sizeof zero, "no ZeRO");
     printf("%s on %s (%lld × %s)\n", loom_graph_name(g), c->name, (long long)r->gpus, c->gpu.name);
+    if (r->idle_gpus > 0)
+        printf("runs on the first %lld GPUs of each %lld-GPU NVLink domain (its power-of-two tile: "
+               "TP and EP groups up to %lld on NVLink); %lld GPUs idle\n",
+               (long long)(r->gpus / c->nodes), (long long)c->gpus_per_node,
+               (long long)(r->gpus / c->nodes), (long long)r->idle_gpus);
     printf("config: tp %lld × pp %lld × dp %lld (cp %lld, ep %lld); mbs %lld, gbs %lld → %lld "
            "micro-batches; seq %lld, %s%s, recompute %s, vpp %lld, %s%s%s\n",
            (long long)p->tp, (long long)p->pp, (long long)p->dp, (long long)p->cp, (long long)p->ep,
@@ -323,6 +328,7 @@ static int print_json(const eval_args *a, const loom_cluster *c, const loom_grap
     cJSON_AddStringToObject(o, "cluster", c->name);
     cJSON_AddStringToObject(o, "gpu", c->gpu.name);
     cJSON_AddNumberToObject(o, "gpus", (double)r->gpus);
+    if (r->idle_gpus > 0) cJSON_AddNumberToObject(o, "idle_gpus", (double)r->idle_gpus);
     cJSON *cfg = cJSON_AddObjectToObject(o, "config");
     const struct { const char *k; int64_t v; } ints[] = {
         {"tp", p->tp},   {"pp", p->pp},   {"dp", p->dp},   {"cp", p->cp},       {"ep", p->ep},

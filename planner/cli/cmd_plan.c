@@ -323,20 +323,24 @@ static void print_top(const loom_plan_diag *dg)
     printf("\n  top %d     %-4s %-5s %-5s %-4s %-4s %-9s %-5s %-4s %-9s %-11s %s\n",
            (int)dg->n_top, "dp", "pp", "vpp", "tp", "cp", "mbs x M", "zero", "meg", "recompute",
            "step (s)", "memory/GPU");
+    bool tiled = false;
     for (int32_t i = 0; i < dg->n_top; i++) {
         const loom_search_top *t = &dg->top[i];
-        char tp[24], cp[24], mb[48];
+        char dp[24], tp[24], cp[24], mb[48];
+        snprintf(dp, sizeof dp, "%lld%s", (long long)t->dp, t->tiled ? "*" : "");
+        tiled |= t->tiled;
         if (t->tp > 0) snprintf(tp, sizeof tp, "%lld", (long long)t->tp);
         else snprintf(tp, sizeof tp, "mix");
         if (t->cp > 0) snprintf(cp, sizeof cp, "%lld", (long long)t->cp);
         else snprintf(cp, sizeof cp, "mix");
         snprintf(mb, sizeof mb, "%lldx%lld", (long long)t->mbs, (long long)t->micro_batches);
-        printf("  %-9d %-4lld %-5lld %-5lld %-4s %-4s %-9s %-5d %-4s %-9d %-11.4g %s\n",
-               (int)i + 1, (long long)t->dp, (long long)t->pp, (long long)t->vpp, tp, cp, mb,
-               t->zero,
+        printf("  %-9d %-4s %-5lld %-5lld %-4s %-4s %-9s %-5d %-4s %-9d %-11.4g %s\n",
+               (int)i + 1, dp, (long long)t->pp, (long long)t->vpp, tp, cp, mb, t->zero,
                t->megatron ? "yes" : "no", (int)t->recompute_stages, t->step_s,
                gib(t->memory_per_gpu_bytes, a, sizeof a));
     }
+    if (tiled)
+        printf("  (* on the power-of-two tile of each NVLink domain, the rest of it idle)\n");
 }
 
 /* The cannot-fit message: how much a GPU would need, and what would help. */

@@ -148,10 +148,17 @@ void loom_mspace_free(loom_mspace *s)
 
 void loom_mspace_config(const loom_algo_ctx *ctx, const loom_parallel *p, loom_search_config *cfg)
 {
-    const int64_t g = loom_algo_ctx_cluster(ctx)->gpus_per_node;
     const int64_t pp = p->pp, v = p->vpp, chunks = pp * v, cp = p->cp > 1 ? p->cp : 1;
     const int64_t size = p->tp * cp;   /* a stage's GPUs */
+    /* a configuration on the tile of every NVLink domain (costs/cluster.h)
+     * is laid out on the tile view, as loom eval places it */
+    const loom_cluster *c = loom_algo_ctx_cluster(ctx);
+    loom_cluster view;
+    bool tiled = loom_cluster_job_view(c, size * pp * p->dp, &view) &&
+                 view.idle_per_node > c->idle_per_node;
+    const int64_t g = tiled ? view.gpus_per_node : c->gpus_per_node;
     memset(cfg, 0, sizeof *cfg);
+    cfg->tiled = tiled;
     cfg->mbs = p->mbs;
     cfg->micro_batches = p->gbs / (p->dp * p->mbs);
     cfg->dp = p->dp;

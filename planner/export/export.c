@@ -348,6 +348,16 @@ loom_status loom_export_render(const loom_runtime_config *c, loom_export_target 
     loom_export_list own = {0};
     s = targets[t].write(c, chunks, source, f, &own, err);
     for (int i = 0; i < own.n; i++) loom_export_list_add(notes, "%s", own.item[i]);
+    if (c->idle_gpus_per_node > 0)
+        loom_export_list_add(notes,
+                             "the plan runs on the first %lld GPUs of each %lld-GPU NVLink domain "
+                             "(its power-of-two tile), the other %lld idle: a \"node\" here is "
+                             "those %lld GPUs of one domain, rank r on GPU r mod %lld of domain "
+                             "r / %lld",
+                             (long long)c->gpus_per_node,
+                             (long long)(c->gpus_per_node + c->idle_gpus_per_node),
+                             (long long)c->idle_gpus_per_node, (long long)c->gpus_per_node,
+                             (long long)c->gpus_per_node, (long long)c->gpus_per_node);
     if (fclose(f) != 0 && s == LOOM_OK)
         s = loom_error_set(err, LOOM_ERR_NOMEM, "out of memory rendering the %s config",
                            loom_export_target_name(t));

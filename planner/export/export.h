@@ -66,6 +66,8 @@ typedef struct {
     char model_name[256];        /* the MODEL argument / HF id, for comments ("" = unknown) */
     bool inference;              /* a serving plan (vLLM) rather than a training plan */
     int64_t gpus_per_node;       /* GPUs of one node (torchrun --nproc-per-node) */
+    int64_t idle_gpus_per_node;  /* a plan on the tile of every NVLink domain: the
+                                    domain's other GPUs, left idle (costs/cluster.h) */
     int32_t n_chunks;            /* pp · vpp, or 0 for the even split */
     int32_t chunk_layers[LOOM_EXPORT_MAX_CHUNKS];
 

@@ -281,6 +281,7 @@ loom_status loom_export_from_plan(const loom_plan *p, loom_runtime_config *c,
     snprintf(c->model_name, sizeof c->model_name, "%s", p->model);
     c->inference = p->mode == LOOM_PLAN_INFER;
     c->gpus_per_node = p->gpus_per_node > 0 ? p->gpus_per_node : 8;
+    c->idle_gpus_per_node = p->idle_gpus_per_node;
     par->tp = roles[0].tp;
     par->pp = pp;
     par->vpp = v;

@@ -14,7 +14,10 @@
  * On disk it is "loom-plan/1" JSON (plan_json.c; schema in
  * docs/plan-format.md); loom_plan_check validates either.
  *
- * GPU numbering: global id = node · gpus_per_node + local GPU. Stage GPU
+ * GPU numbering: global id = node · gpus_per_node + local GPU. A plan on
+ * the tile of every NVLink domain (costs/cluster.h: 64 of GB200 NVL72's
+ * 72 GPUs) numbers the GPUs it uses: gpus_per_node is the tile, and
+ * idle_gpus_per_node the domain's others, which it leaves idle. Stage GPU
  * lists are those of data-parallel replica 0; replica r runs the same stage
  * on ids + r · replica_stride. The planner puts a stage's copies side by
  * side (stride = the stage's GPUs, Megatron's tensor-data-pipeline rank
@@ -99,6 +102,14 @@ typedef struct {
     loom_plan_op *ops;               /* [n_ops], layer order */
 } loom_plan_stage;
 
+/* Another plan the search found, as the plan's account of an NVLink domain
+ * larger than 8 GPUs quotes it (gpus 0: none). */
+typedef struct {
+    int64_t gpus;                    /* the GPUs it runs on */
+    double step_time_s;              /* its step (inference: its decode step) */
+    int64_t tensor_parallel, expert_parallel;   /* its largest groups */
+} loom_plan_alternative;
+
 /* The inputs a plan can have taken from loom's shared defaults (the CLI's
  * LOOM_CLI_DEFAULT_*) rather than from the user, as "assumed" names them. */
 #define LOOM_PLAN_ASSUMED_SEQ  1u
@@ -125,6 +136,7 @@ typedef struct {
     int64_t model_params;
     int32_t layer_count;                  /* layer slots of the graph */
     int64_t nodes, gpus_per_node;
+    int64_t idle_gpus_per_node;           /* on NVLink-domain tiles: the rest of each domain */
     char gpu[48];
     int64_t gpu_memory_bytes;
     double gpu_peak_flops;                /* dense, in the plan's dtype */
@@ -152,6 +164,12 @@ typedef struct {
     double cost_per_step_usd, cost_per_mtoken_usd;   /* -1 when the cluster has no price */
     double energy_per_step_j, energy_per_token_j;    /* -1 when it has no power figure */
     double measured_share;                /* of predicted compute from the profile db */
+    /* Nodes (NVLink domains) of more than 8 GPUs: the best plan on the other
+     * side of 8 GPUs from this plan's largest tensor- or expert-parallel
+     * group; and where the domains have a power-of-two tile
+     * (costs/cluster.h), the best plan of the other layout: all the GPUs
+     * when this plan runs on the tiles, the tiles when it runs on all. */
+    loom_plan_alternative nvlink_groups_alt, nvlink_layout_alt;
 
     /* search */
     char algorithm[32];

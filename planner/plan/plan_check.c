@@ -62,6 +62,12 @@ static loom_status check_schedule(const loom_plan *p, const char *w, loom_error 
         p->gpus_per_node > LOOM_CLUSTER_MAX_GPUS_PER_NODE)
         return bad(err, w, "$.hardware", "nodes must be in 1..%d and gpus_per_node in 1..%d",
                    LOOM_CLUSTER_MAX_NODES, LOOM_CLUSTER_MAX_GPUS_PER_NODE);
+    if (p->idle_gpus_per_node < 0 ||
+        p->idle_gpus_per_node > LOOM_CLUSTER_MAX_GPUS_PER_NODE - p->gpus_per_node)
+        return bad(err, w, "$.hardware.idle_gpus_per_node",
+                   "expected 0..%lld (a node of at most %d GPUs), found %lld",
+                   (long long)(LOOM_CLUSTER_MAX_GPUS_PER_NODE - p->gpus_per_node),
+                   LOOM_CLUSTER_MAX_GPUS_PER_NODE, (long long)p->idle_gpus_per_node);
     int64_t cluster = p->nodes * p->gpus_per_node;
     if (p->gpus_per_replica > cluster || p->data_parallel > cluster / p->gpus_per_replica)
         return bad(err, w, "$.schedule.data_parallel",

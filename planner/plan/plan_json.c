@@ -183,6 +183,7 @@ char *loom_plan_to_json(const loom_plan *p, int flags)
     cJSON *hw = cJSON_AddObjectToObject(root, "hardware");
     num(hw, "nodes", (double)p->nodes);
     num(hw, "gpus_per_node", (double)p->gpus_per_node);
+    if (p->idle_gpus_per_node > 0) num(hw, "idle_gpus_per_node", (double)p->idle_gpus_per_node);
     str(hw, "gpu", p->gpu);
     num(hw, "gpu_memory_bytes", (double)p->gpu_memory_bytes);
     num(hw, "gpu_peak_flops", p->gpu_peak_flops);
@@ -224,6 +225,18 @@ char *loom_plan_to_json(const loom_plan *p, int flags)
         num(pr, "energy_per_token_j", p->energy_per_token_j);
     }
     num(pr, "measured_share", p->measured_share);
+    const loom_plan_alternative *alts[2] = {&p->nvlink_groups_alt, &p->nvlink_layout_alt};
+    static const char *const alt_keys[2] = {"nvlink_groups_alternative",
+                                            "nvlink_layout_alternative"};
+    for (int i = 0; i < 2; i++) {
+        const loom_plan_alternative *a = alts[i];
+        if (a->gpus <= 0) continue;
+        cJSON *al = cJSON_AddObjectToObject(pr, alt_keys[i]);
+        num(al, "gpus", (double)a->gpus);
+        num(al, "step_time_s", a->step_time_s);
+        num(al, "tensor_parallel", (double)a->tensor_parallel);
+        num(al, "expert_parallel", (double)a->expert_parallel);
+    }
 
     cJSON *se = cJSON_AddObjectToObject(root, "search");
     str(se, "algorithm", p->algorithm);
@@ -507,9 +520,9 @@ static loom_status read_model(const loom_jctx *c, const cJSON *root, loom_plan *
 
 static loom_status read_hardware_schedule(const loom_jctx *c, const cJSON *root, loom_plan *p)
 {
-    static const char *const hkeys[] = {"nodes", "gpus_per_node", "gpu", "gpu_memory_bytes",
-                                        "gpu_peak_flops", "price_per_gpu_hour_usd", "power_w",
-                                        NULL};
+    static const char *const hkeys[] = {"nodes", "gpus_per_node", "idle_gpus_per_node", "gpu",
+                                        "gpu_memory_bytes", "gpu_peak_flops",
+                                        "price_per_gpu_hour_usd", "power_w", NULL};
     static const char *const skeys[] = {"kind", "micro_batch", "micro_batches", "virtual_stages",
                                         "pipeline_stages", "data_parallel", "gpus_per_replica",
                                         NULL};
@@ -520,6 +533,8 @@ static loom_status read_hardware_schedule(const loom_jctx *c, const cJSON *root,
     TRY(loom_json_check_keys(c, o, P, hkeys));
     TRY(loom_json_get_int(c, o, P, "nodes", true, 1, I64MAX, &p->nodes));
     TRY(loom_json_get_int(c, o, P, "gpus_per_node", true, 1, I64MAX, &p->gpus_per_node));
+    TRY(loom_json_get_int(c, o, P, "idle_gpus_per_node", false, 0, I64MAX,
+                          &p->idle_gpus_per_node));
     TRY(copy_str(c, o, P, "gpu", true, p->gpu, sizeof p->gpu));
     TRY(loom_json_get_int(c, o, P, "gpu_memory_bytes", true, 1, I64MAX, &p->gpu_memory_bytes));
     TRY(loom_json_get_num(c, o, P, "gpu_peak_flops", true, 0, 1e20, &p->gpu_peak_flops));
@@ -546,7 +561,10 @@ static loom_status read_predicted_search(const loom_jctx *c, const cJSON *root, 
     static const char *const pkeys[] = {
         "step_time_s", "tokens_per_s", "latency_per_token_s", "model_tflops_per_gpu", "mfu",
         "memory_per_gpu_bytes", "breakdown_s", "cost_per_step_usd", "cost_per_mtoken_usd",
-        "energy_per_step_j", "energy_per_token_j", "measured_share", NULL};
+        "energy_per_step_j", "energy_per_token_j", "measured_share",
+        "nvlink_groups_alternative", "nvlink_layout_alternative", NULL};
+    static const char *const akeys[] = {"gpus", "step_time_s", "tensor_parallel",
+                                        "expert_parallel", NULL};
     static const char *const bkeys[] = {"compute", "tp_comm", "bubble", "p2p", "grad_sync",
                                         "optimizer", NULL};
     static const char *const skeys[] = {"algorithm", "time_s", "ilp_solves", "dp_runs",
@@ -578,6 +596,21 @@ static loom_status read_predicted_search(const loom_jctx *c, const cJSON *root, 
     TRY(loom_json_get_num(c, o, P, "energy_per_token_j", false, 0, 1e18,
                           &p->energy_per_token_j));
     TRY(loom_json_get_num(c, o, P, "measured_share", true, 0, 1, &p->measured_share));
+    static const char *const alt_paths[2] = {"$.predicted.nvlink_groups_alternative",
+                                             "$.predicted.nvlink_layout_alternative"};
+    loom_plan_alternative *alts[2] = {&p->nvlink_groups_alt, &p->nvlink_layout_alt};
+    for (int i = 0; i < 2; i++) {
+        const cJSON *al = NULL;
+        const char *A = alt_paths[i];
+        TRY(loom_json_get_object(c, o, P, A + strlen("$.predicted."), false, &al));
+        if (!al) continue;
+        loom_plan_alternative *a = alts[i];
+        TRY(loom_json_check_keys(c, al, A, akeys));
+        TRY(loom_json_get_int(c, al, A, "gpus", true, 1, I64MAX, &a->gpus));
+        TRY(loom_json_get_num(c, al, A, "step_time_s", true, 0, 1e12, &a->step_time_s));
+        TRY(loom_json_get_int(c, al, A, "tensor_parallel", true, 1, I64MAX, &a->tensor_parallel));
+        TRY(loom_json_get_int(c, al, A, "expert_parallel", true, 1, I64MAX, &a->expert_parallel));
+    }
 
     P = "$.search";
     TRY(loom_json_get_object(c, root, "$", "search", true, &o));

@@ -123,7 +123,7 @@ loom_status loom_plan_from_config(loom_search *s, const loom_graph *g,
     loom_plan *p;
     loom_status st = loom_plan_create(&p, err);
     if (st) return st;
-    const loom_cluster *c = loom_cost_model_cluster(loom_search_problem(s)->cm);
+    const loom_cluster *c = loom_search_cluster(s, cfg);   /* or its tile view */
     bool train = !req->problem.inference;
 
     snprintf(p->model, sizeof p->model, "%s",
@@ -145,6 +145,7 @@ loom_status loom_plan_from_config(loom_search *s, const loom_graph *g,
     p->layer_count = loom_graph_layer_count(g);
     p->nodes = c->nodes;
     p->gpus_per_node = c->gpus_per_node;
+    p->idle_gpus_per_node = c->idle_per_node;
     snprintf(p->gpu, sizeof p->gpu, "%s", c->gpu.name);
     p->gpu_memory_bytes = c->gpu.hbm_bytes;
     p->gpu_peak_flops = loom_device_peak_flops(&c->gpu, req->problem.dtype);
@@ -251,6 +252,34 @@ fail:
 
 /* ---- the run -------------------------------------------------------------------- */
 
+/* Another configuration the search found (the best of the other NVLink-
+ * domain layout, or on the other side of 8 GPUs per group: stage_search.h),
+ * as the plan's account of the domain quotes it: its GPUs, step and largest
+ * tensor- and expert-parallel groups, read from the plan it assembles into. */
+static loom_status alternative(loom_search *s, const loom_search_config *cfg,
+                               const loom_plan_request *req, loom_plan_alternative *out,
+                               loom_error *err)
+{
+    const loom_graph *g;
+    loom_search_eval_result ev;
+    loom_plan *alt = NULL;
+    loom_status st = loom_search_graph(s, cfg->mbs, &g, err);
+    if (st) return st;
+    if ((st = loom_search_eval(s, g, cfg, &ev, err))) return st;
+    st = loom_plan_from_config(s, g, cfg, &ev, req, &alt, err);
+    loom_search_eval_free(&ev);
+    if (st) return st;
+    *out = (loom_plan_alternative){alt->data_parallel * alt->gpus_per_replica, alt->step_time_s,
+                                   1, 1};
+    for (int32_t i = 0; i < alt->n_stages; i++) {
+        const loom_plan_stage *x = &alt->stages[i];
+        if (x->tensor_parallel > out->tensor_parallel) out->tensor_parallel = x->tensor_parallel;
+        if (x->expert_parallel > out->expert_parallel) out->expert_parallel = x->expert_parallel;
+    }
+    loom_plan_destroy(alt);
+    return LOOM_OK;
+}
+
 static loom_status check_request(const loom_plan_request *r, loom_error *err)
 {
     if ((!r->model_path && !r->problem.model) || !r->cluster)
@@ -331,6 +360,13 @@ loom_status loom_plan_run(const loom_plan_request *req, loom_plan **out, loom_pl
         }
     }
     loom_plan *p = *out;
+    if ((res->have_other_groups &&
+         (st = alternative(s, &res->other_groups, req, &p->nvlink_groups_alt, err))) ||
+        (res->have_other && (st = alternative(s, &res->other, req, &p->nvlink_layout_alt, err)))) {
+        loom_plan_destroy(*out);
+        *out = NULL;
+        goto done;
+    }
     snprintf(p->algorithm, sizeof p->algorithm, "alpa");
     p->search_time_s = res->time_s;
     p->ilp_solves = res->ilp_solves;

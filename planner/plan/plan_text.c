@@ -10,6 +10,7 @@
  * expert-parallel size. Deterministic text; search time as the plan has it.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -21,12 +22,76 @@ static const char *gib(int64_t bytes, char *buf, size_t n)
     return buf;
 }
 
+/* One alternative (plan.h) against the plan: its GPUs, largest groups and
+ * step, and how much longer it takes. */
+static void alternative_line(FILE *f, const loom_plan *p, const char *why,
+                             const loom_plan_alternative *a)
+{
+    if (!(p->step_time_s > 0)) return;
+    double more = a->step_time_s / p->step_time_s - 1;
+    char how[96];
+    if (fabs(more) < 5e-4) snprintf(how, sizeof how, "the same to 0.1%%");
+    else if (more >= 0) snprintf(how, sizeof how, "%.1f%% longer", 100 * more);
+    else
+        snprintf(how, sizeof how, "%.1f%% shorter but worse by the objective (%s)", -100 * more,
+                 loom_problem_objective_name(p->objective));
+    fprintf(f, "              %s (%lld GPUs, largest tp %lld, ep %lld) takes %.4g s per %s, %s\n",
+            why, (long long)a->gpus, (long long)a->tensor_parallel, (long long)a->expert_parallel,
+            a->step_time_s, p->mode == LOOM_PLAN_TRAIN ? "step" : "decode step", how);
+}
+
+/* An NVLink domain larger than an 8-GPU board (GB200 NVL72): where a
+ * group's collectives run, how large this plan's groups are, and — where
+ * the domain has a power-of-two tile (costs/cluster.h) — which layout the
+ * plan took and what the best plan of the other one takes: the reason a
+ * group is, or is not, larger than 8. */
+static void nvlink_account(FILE *f, const loom_plan *p)
+{
+    int64_t domain = p->gpus_per_node + p->idle_gpus_per_node, tp = 1, ep = 1;
+    for (int32_t i = 0; i < p->n_stages; i++) {
+        loom_plan_roles ro;
+        loom_plan_stage_roles(&p->stages[i], &ro);
+        if (ro.tp > tp) tp = ro.tp;
+        if (ro.ep > ep) ep = ro.ep;
+    }
+    fprintf(f, "  nvlink      %lld GPUs share one NVLink domain (a node here): a TP or EP group "
+               "inside it runs on NVLink, one across domains on the NICs; largest here: tp "
+               "%lld, ep %lld\n",
+            (long long)domain, (long long)tp, (long long)ep);
+    int64_t used = p->data_parallel * p->gpus_per_replica, two = 1;
+    while (domain % (2 * two) == 0) two *= 2;   /* 72 = 8 x 9 */
+    if (p->idle_gpus_per_node > 0)
+        fprintf(f, "              on the first %lld GPUs of each domain (%lld of the %lld GPUs "
+                   "in use, numbered node x %lld + k below; the other %lld of each domain "
+                   "idle): a power-of-two share, over which 2^k heads, experts and batches "
+                   "split into groups of up to %lld, as they do not over %lld = %lld x %lld\n",
+                (long long)p->gpus_per_node, (long long)used, (long long)(p->nodes * domain),
+                (long long)p->gpus_per_node, (long long)p->idle_gpus_per_node,
+                (long long)p->gpus_per_node, (long long)domain, (long long)two,
+                (long long)(domain / two));
+    const loom_plan_alternative *g = &p->nvlink_groups_alt, *l = &p->nvlink_layout_alt;
+    if (g->gpus > 0)
+        alternative_line(f, p,
+                         tp > 8 || ep > 8
+                             ? "why a group above 8: its collectives stay on NVLink inside "
+                               "the domain, and the best plan whose groups stay within 8 GPUs"
+                             : "why no group above 8: the best plan with one",
+                         g);
+    if (l->gpus > 0 && !(l->gpus == g->gpus && l->step_time_s == g->step_time_s))
+        alternative_line(f, p,
+                         p->idle_gpus_per_node > 0
+                             ? "why the tile: the best plan on whole domains"
+                             : "why not the tile: the best plan on the tile of each domain",
+                         l);
+}
+
 static void table(FILE *f, const loom_plan *p)
 {
     char a[32], b[32];
     bool train = p->mode == LOOM_PLAN_TRAIN;
     fprintf(f, "loom plan: %s on %s (%lld x %s), %s, %s %lld x seq %lld, %s, objective %s\n",
-            p->model, p->cluster, (long long)(p->nodes * p->gpus_per_node), p->gpu,
+            p->model, p->cluster,
+            (long long)(p->nodes * (p->gpus_per_node + p->idle_gpus_per_node)), p->gpu,
             train ? "training" : "inference", train ? "gbs" : "sequences", (long long)p->gbs,
             (long long)p->seq, loom_dtype_name(p->dtype), loom_problem_objective_name(p->objective));
     const char *kind = !train ? "forward only (decode)"
@@ -63,22 +128,7 @@ static void table(FILE *f, const loom_plan *p)
     if (p->energy_per_step_j >= 0)
         fprintf(f, "  energy      %.4g kJ per step, %.4g J per token\n", p->energy_per_step_j / 1e3,
                 p->energy_per_token_j);
-    /* An NVLink domain larger than an 8-GPU board (GB200 NVL72): say where a
-     * group's collectives run and how large this plan's groups are, since the
-     * domain is what allows a TP or EP group beyond 8. */
-    if (p->gpus_per_node > 8) {
-        int64_t tp = 1, ep = 1;
-        for (int32_t i = 0; i < p->n_stages; i++) {
-            loom_plan_roles ro;
-            loom_plan_stage_roles(&p->stages[i], &ro);
-            if (ro.tp > tp) tp = ro.tp;
-            if (ro.ep > ep) ep = ro.ep;
-        }
-        fprintf(f, "  nvlink      %lld GPUs share one NVLink domain (a node here): a TP or EP group "
-                   "inside it runs on NVLink, one across domains on the NICs; largest here: tp "
-                   "%lld, ep %lld\n",
-                (long long)p->gpus_per_node, (long long)tp, (long long)ep);
-    }
+    if (p->gpus_per_node + p->idle_gpus_per_node > 8) nvlink_account(f, p);
     fprintf(f, "\n  %-5s %-4s %-13s %-13s %-5s %-13s %-4s %-4s %-4s %-4s %-3s %-9s %-9s %s\n",
             "stage", "rank", "layers", "GPUs (rep. 0)", "nodes", "parallel", "tp", "cp", "dp",
             "ep", "sp", "recompute", "time/mb", "memory/GPU");
