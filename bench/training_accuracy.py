@@ -182,6 +182,14 @@ def eval_args(r, assumed):
         elif r.get("source_id") in PERF_RECIPES:
             a += ["--tp-comm-overlap"]
             assumed.append("TP comm overlap (NeMo performance recipe)")
+        elif r.get("source_id") == "mlperf":
+            # NVIDIA's NeMo MLPerf submissions run the userbuffer overlap
+            # whenever TP > 1 with SP: the v3.1 GPT-3 and v5.0 Llama 3.1
+            # 405B records state it, and the v4.1-era GPT-3 configs (TP4
+            # PP8 VP4 MBS2) export TP_COMM_OVERLAP=True ("userbuffer backend
+            # ... training.model.ub_tp_comm_overlap") in config_*.sh.
+            a += ["--tp-comm-overlap"]
+            assumed.append("TP comm overlap (NeMo MLPerf configs)")
     rc = (r.get("recompute") or "none").lower()
     a += ["--recompute", "full" if rc.startswith("full") else
           "selective" if rc.startswith("selective") else "none"]
