@@ -95,5 +95,11 @@ assert nim["config"]["engine"] == "trtllm" and nim["config"]["trt_engine"] and n
 assert srv["config"]["frontend"] == "server" and not srv["config"]["trt_engine"]
 PY
 
+# loom plan takes the same front end and says it; the plan file records it
+"$LOOM" plan llama-3-8b "${S[@]}" --frontend nim --isl 512 --osl 128 --concurrency 16 -o "$tmp/nim.plan.json" >"$tmp/nim.txt" 2>/dev/null
+if grep -q "serving with trtllm (a built TensorRT engine) behind NIM's server" "$tmp/nim.txt" &&
+   python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["serving"]; sys.exit(not (s["frontend"] == "nim" and s["trt_engine"] and s["engine"] == "trtllm"))' "$tmp/nim.plan.json"
+then ok; else bad "plan --frontend nim: $(head -2 "$tmp/nim.txt")"; fi
+
 echo "serve_cli: $passes passed, $fails failed"
 [ $fails -eq 0 ]

@@ -34,7 +34,8 @@ typedef struct {
     int64_t isl, osl, concurrency, seed, recheck;
     int len_dist;
     double len_spread, qps, ttft, tpot, attainment;
-    int objective, disagg, engine, weights, kv_dtype;
+    int objective, disagg, engine, weights, kv_dtype, frontend;
+    bool trt_engine, engine_given;
     bool json, no_timings;
     bool isl_given, osl_given, qps_given, conc_given, obj_given, weights_given;
 } plan_serve_args;
@@ -99,8 +100,16 @@ static const loom_cli_option opts[] = {
      .def = "goodput; throughput with --concurrency; gpus with --qps"},
     {.name = "--disagg", .kind = LOOM_CLI_ENUM, .field = F(disagg), .choices = disagg_choices,
      .metavar = "D", .help = "prefill/decode disaggregation: auto (the objective picks), on, off"},
-    {.name = "--engine", .kind = LOOM_CLI_ENUM, .field = F(engine), .choices = loom_serve_engine_choices,
-     .metavar = "E", .help = "engine whose policy and defaults apply"},
+    {.name = "--engine", .kind = LOOM_CLI_ENUM, .field = F(engine), .given = F(engine_given),
+     .choices = loom_serve_engine_choices, .metavar = "E",
+     .help = "engine whose policy and defaults apply"},
+    {.name = "--frontend", .kind = LOOM_CLI_ENUM, .field = F(frontend),
+     .choices = loom_serve_frontend_choices, .metavar = "F",
+     .help = "what serves the requests: the engine's OpenAI server, NVIDIA NIM's\n"
+             "(TensorRT-LLM; implies --trt-engine), or none (an in-process harness)",
+     .def = "server"},
+    {.name = "--trt-engine", .kind = LOOM_CLI_FLAG, .field = F(trt_engine),
+     .help = "TensorRT-LLM runs a built TensorRT engine from its C++ executor"},
     {.name = "--weights", .kind = LOOM_CLI_ENUM, .field = F(weights), .given = F(weights_given),
      .choices = loom_serve_weight_choices, .metavar = "W",
      .help = "stored weights: bf16, fp8, int4 (AWQ/GPTQ), mxfp4 (experts)", .def = "the checkpoint's, else bf16"},
@@ -223,11 +232,21 @@ int loom_cmd_plan_serve(int argc, char **argv)
     loom_graph *g = NULL;
     if (loom_model_load(model_path, &mo, &g, &err)) return loom_cli_fail(&err);
 
+    if (a.frontend == LOOM_FRONTEND_NIM && !a.engine_given) a.engine = LOOM_ENGINE_TRTLLM;
+    if ((a.frontend == LOOM_FRONTEND_NIM || a.trt_engine) && a.engine != LOOM_ENGINE_TRTLLM) {
+        fprintf(stderr, "loom plan: %s runs TensorRT-LLM, not %s: use --engine trtllm\n",
+                a.trt_engine ? "--trt-engine" : "--frontend nim",
+                loom_engine_name((loom_engine_kind)a.engine));
+        loom_graph_destroy(g);
+        return LOOM_EXIT_USAGE;
+    }
     loom_serve_plan_request req = {0};
     req.space = (loom_serve_space_opts){.graph = g, .cluster = &cluster,
                                         .calib = a.calib ? &cal : NULL,
                                         .serve_calib = a.serve_calib ? &scal : NULL,
                                         .engine = (loom_engine_kind)a.engine,
+                                        .frontend = (loom_serve_frontend)a.frontend,
+                                        .trt_engine = a.trt_engine,
                                         .weights = (loom_serve_weights)a.weights,
                                         .kv_dtype = (loom_dtype)a.kv_dtype};
     if (!a.weights_given) checkpoint_weights(model_path, &req.space.weights);

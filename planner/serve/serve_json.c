@@ -161,6 +161,9 @@ char *loom_serve_plan_to_json(const loom_serve_plan *p, const char *model_label,
     cJSON *sv = cJSON_AddObjectToObject(root, "serving");
     str(sv, "format", LOOM_SERVING_FORMAT);
     str(sv, "engine", loom_engine_name(r->space.engine));
+    str(sv, "frontend", loom_serve_frontend_name(r->space.frontend));
+    if (r->space.trt_engine || r->space.frontend == LOOM_FRONTEND_NIM)
+        cJSON_AddBoolToObject(sv, "trt_engine", 1);
     str(sv, "weights", loom_serve_weights_name(r->space.weights));
     str(sv, "kv_dtype", loom_dtype_name(r->space.kv_dtype));
     cJSON *w = cJSON_AddObjectToObject(sv, "workload");

@@ -34,7 +34,8 @@ loom_status loom_serve_space_model(const loom_serve_space_opts *o, const loom_se
                                    int64_t replicas, loom_serve_model **out, loom_error *err)
 {
     loom_serve_model_opts mo = {.graph = o->graph, .cluster = o->cluster, .calib = o->calib,
-                                .serve_calib = o->serve_calib, .seq_tokens = o->seq_tokens};
+                                .serve_calib = o->serve_calib, .seq_tokens = o->seq_tokens,
+                                .frontend = o->frontend};
     loom_serve_parallel_init(&mo.par);
     mo.par.tp = inst->tp;
     mo.par.pp = inst->pp;
@@ -44,6 +45,7 @@ loom_status loom_serve_space_model(const loom_serve_space_opts *o, const loom_se
     mo.par.weights = o->weights;
     mo.par.kv_dtype = o->kv_dtype;
     loom_serve_engine_defaults(o->engine, &o->cluster->gpu, inst->tp * inst->attn_dp, &mo.engine);
+    mo.engine.compiled_runtime = o->trt_engine || o->frontend == LOOM_FRONTEND_NIM;
     if (inst->chunk > 0) {
         mo.engine.max_batched_tokens = inst->chunk;
         /* vLLM refuses max_num_batched_tokens < max_num_seqs */

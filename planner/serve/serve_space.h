@@ -63,6 +63,8 @@ typedef struct {
     const loom_calib *calib;              /* NULL: the device's defaults */
     const loom_serve_calib *serve_calib;  /* NULL: the shipped serving calibration */
     loom_engine_kind engine;
+    loom_serve_frontend frontend;         /* what serves the requests (engine.h) */
+    bool trt_engine;                      /* TensorRT-LLM on a built engine (engine.h) */
     loom_serve_weights weights;
     loom_dtype kv_dtype;
     int64_t seq_tokens;                   /* the longest request: prompt + output */

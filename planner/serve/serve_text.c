@@ -155,9 +155,14 @@ static void text(FILE *f, const loom_serve_plan *p, const char *model)
     const loom_serve_plan_request *r = &p->req;
     const loom_cluster *c = r->space.cluster;
     char buf[320], slo[160];
-    fprintf(f, "loom plan: %s on %s (%lld × %s), serving with %s, weights %s, KV %s\n", model,
+    const char *fe = r->space.frontend == LOOM_FRONTEND_NIM    ? " behind NIM's server"
+                     : r->space.frontend == LOOM_FRONTEND_NONE ? " in-process (no server)"
+                                                               : "";
+    bool trt = r->space.trt_engine || r->space.frontend == LOOM_FRONTEND_NIM;
+    fprintf(f, "loom plan: %s on %s (%lld × %s), serving with %s%s%s, weights %s, KV %s\n", model,
             c->name, (long long)loom_cluster_gpus(c), c->gpu.name, loom_engine_name(r->space.engine),
-            loom_serve_weights_name(r->space.weights), loom_dtype_name(r->space.kv_dtype));
+            trt ? " (a built TensorRT engine)" : "", fe, loom_serve_weights_name(r->space.weights),
+            loom_dtype_name(r->space.kv_dtype));
     slo_text(&r->slo, slo, sizeof slo);
     fprintf(f, "  workload    ISL %lld, OSL %lld; SLO %s\n", (long long)r->work.isl,
             (long long)r->work.osl, slo);
