@@ -103,11 +103,18 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
     return h;
 }
 
+/* Expert parallelism beyond the mesh is Megatron's (MoE parallel folding). */
+static int64_t intra_ep_span(const loom_intra_opts *o)
+{
+    return o->megatron_only && o->ep_span > 1 ? o->ep_span : 1;
+}
+
 static uint64_t opts_hash(const loom_intra_opts *o)
 {
-    int64_t v[8] = {o->train, o->megatron_only, o->micro_batches, o->zero_stage,
+    int64_t v[9] = {o->train, o->megatron_only, o->micro_batches, o->zero_stage,
                     o->dp_degree_outside, o->act_multiplier,
-                    o->megatron_only && o->megatron_cp, o->megatron_only && o->tp_comm_overlap};
+                    o->megatron_only && o->megatron_cp, o->megatron_only && o->tp_comm_overlap,
+                    intra_ep_span(o)};
     return fnv(14695981039346656037ull, v, sizeof v);
 }
 
@@ -588,6 +595,7 @@ loom_status loom_intra_solve(const loom_graph *g, const loom_cost_model *cm, int
     run_ctx r = {.g = g, .cm = cm, .o = o, .cache = o->cache, .cm_fp = cost_model_fingerprint(cm)};
     loom_strategy_ctx_init(&r.sctx, g, cm, mesh, o->train, o->megatron_only);
     r.sctx.megatron_cp = o->megatron_only && o->megatron_cp;
+    loom_mesh_ctx_set_ep_span(&r.sctx.mesh, intra_ep_span(o));
     r.sctx.tp_overlap = o->megatron_only && o->tp_comm_overlap;
     r.sctx.zero = o->zero_stage;
     r.sctx.micro_batches = o->micro_batches;

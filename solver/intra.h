@@ -67,6 +67,9 @@ typedef struct {
                                       sequence split in every op, ring attention) */
     bool tp_comm_overlap;          /* with megatron_only: TP collectives beside their GEMMs
                                       (Megatron's --tp-comm-overlap; strategy.h) */
+    int64_t ep_span;               /* with megatron_only: experts split over axis 0 are split
+                                      over this many data-parallel replicas too (spec.h
+                                      loom_mesh_ctx.ep_span; 0 or 1: inside the mesh) */
     loom_intra_cache *cache;       /* NULL: no reuse across calls */
     const char *debug_lp_path;     /* non-NULL: write each layer's ILP (glp_write_lp) to
                                       "<path>.L<layer>.lp" */

@@ -24,15 +24,31 @@ void loom_mesh_ctx_init(loom_mesh_ctx *m, const loom_cluster *c, const loom_cali
     /* The whole mesh, filled node-major from a node boundary. */
     int64_t n = mesh.n0 * mesh.n1, gpn = c->gpus_per_node > 0 ? c->gpus_per_node : 1;
     m->group[3] = (loom_group){n, n < gpn ? n : gpn};
+    loom_mesh_ctx_set_ep_span(m, 1);
+}
+
+void loom_mesh_ctx_set_ep_span(loom_mesh_ctx *m, int64_t span)
+{
+    m->ep_span = span > 1 ? span : 1;
+    m->ep_group = m->ep_span > 1
+                      ? loom_strided_group(m->cluster, m->mesh.n0 * m->ep_span, m->mesh.n1,
+                                           m->mesh.n0 * m->mesh.n1 * m->ep_span)
+                      : m->group[1];
 }
 
 int64_t loom_mesh_parts(const loom_mesh_ctx *m, unsigned axes)
 {
-    return ((axes & LOOM_AXIS0) ? m->mesh.n0 : 1) * ((axes & LOOM_AXIS1) ? m->mesh.n1 : 1);
+    if (axes & LOOM_AXIS0_EP_SPAN) axes |= LOOM_AXIS0;
+    return ((axes & LOOM_AXIS0) ? m->mesh.n0 : 1) * ((axes & LOOM_AXIS1) ? m->mesh.n1 : 1) *
+           ((axes & LOOM_AXIS0_EP_SPAN) ? m->ep_span : 1);
 }
 
 double loom_mesh_coll_s(const loom_mesh_ctx *m, loom_collective k, unsigned axes, double bytes)
 {
+    if (axes == LOOM_AXIS0_EP_SPAN || axes == (LOOM_AXIS0_EP_SPAN | LOOM_AXIS0))
+        return m->mesh.n0 * m->ep_span > 1 && bytes > 0
+                   ? loom_group_collective_time_s(m->cluster, m->calib, k, m->ep_group, bytes)
+                   : 0;
     axes &= LOOM_AXES_BOTH;
     if (!axes || loom_mesh_parts(m, axes) <= 1 || !(bytes > 0)) return 0;
     return loom_group_collective_time_s(m->cluster, m->calib, k, m->group[axes], bytes);

@@ -42,6 +42,11 @@
 #define LOOM_AXIS0 1u
 #define LOOM_AXIS1 2u
 #define LOOM_AXES_BOTH 3u
+/* A collective's group only (never a spec's): axis 0 together with the
+ * ep_span - 1 pipeline replicas beside the mesh, the expert-parallel group
+ * of Megatron-Core's MoE parallel folding when it spans data-parallel
+ * replicas (loom_mesh_ctx.ep_span). */
+#define LOOM_AXIS0_EP_SPAN 4u
 
 typedef struct {
     uint8_t ax[LOOM_MAX_DIMS];   /* per dim: LOOM_AXIS0 | LOOM_AXIS1 bits */
@@ -53,11 +58,23 @@ typedef struct {
     const loom_calib *calib;
     loom_mesh_shape mesh;
     loom_group group[4];         /* by axes mask: [1] axis 0, [2] axis 1, [3] whole mesh */
+    /* Expert parallelism beyond the mesh: experts split over axis 0 are
+     * split over ep_span replicas too (Megatron-Core's parallel folding: EP
+     * × expert TP divides TP × CP × DP), so an expert weight split over
+     * axis 0 holds 1 / (n0 · ep_span) of the experts, and the token
+     * all-to-all runs over ep_group: n0 · ep_span ranks at stride n1, the
+     * replicas side by side as the planner lays them out (stage_search.h)
+     * and Megatron orders its ranks (tp, cp, dp). 1: inside the mesh. */
+    int64_t ep_span;
+    loom_group ep_group;
 } loom_mesh_ctx;
 
 void loom_mesh_ctx_init(loom_mesh_ctx *m, const loom_cluster *c, const loom_calib *cal,
                         loom_mesh_shape mesh);
-/* Ranks along the axes in mask (1 for an empty mask). */
+/* Sets the expert-parallel span (see loom_mesh_ctx; span >= 1). */
+void loom_mesh_ctx_set_ep_span(loom_mesh_ctx *m, int64_t span);
+/* Ranks along the axes in mask (1 for an empty mask; LOOM_AXIS0_EP_SPAN counts
+ * axis 0 times ep_span). */
 int64_t loom_mesh_parts(const loom_mesh_ctx *m, unsigned axes);
 /* Time of collective k over the axes in mask (0 when they hold one rank). */
 double loom_mesh_coll_s(const loom_mesh_ctx *m, loom_collective k, unsigned axes, double bytes);

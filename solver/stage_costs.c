@@ -88,6 +88,22 @@ loom_group loom_search_dp_group(const loom_search *s, loom_mesh_shape mesh, unsi
     return (loom_group){n0 * n1 * dp, per_node > 0 ? per_node : 1};
 }
 
+loom_group loom_search_weight_dp_group(const loom_search *s, loom_mesh_shape mesh, unsigned axes,
+                                       int64_t dp, int64_t replica_stride, int64_t first_gpu,
+                                       loom_search_space space)
+{
+    /* In Megatron's spaces on a mesh with axis 0, every weight but the
+     * experts split over it is a data-parallel copy along axis 0 (the
+     * batch or the sequence splits there in every op), so the weights
+     * partial over no mesh axis are those experts: with expert parallelism
+     * across ep_span replicas, their copies are the replicas ep_span apart
+     * (Megatron's expert data-parallel group, costs/eval.c) */
+    int64_t span = loom_search_space_ep_span(space);
+    if (axes == 0 && span > 1 && mesh.n0 > 1 && dp % span == 0)
+        return loom_search_dp_group(s, mesh, 0, dp / span, replica_stride * span, first_gpu);
+    return loom_search_dp_group(s, mesh, axes, dp, replica_stride, first_gpu);
+}
+
 double loom_search_dp_sync_s(const loom_search *s, double n, loom_group grp, int zero,
                              int64_t micro_batches, int64_t blocks, bool full_recompute)
 {
@@ -226,6 +242,7 @@ static void intra_opts(const loom_search *s, loom_search_space space, loom_intra
     o->megatron_only = space.megatron;
     o->megatron_cp = space.cp;
     o->tp_comm_overlap = space.tp_overlap;
+    o->ep_span = loom_search_space_ep_span(space);
     o->cache = s->cache;
 }
 
@@ -433,7 +450,9 @@ int64_t loom_search_largest_group(const loom_graph *g, const loom_search_config 
             if (has_e && has_f) ep |= e;
             else tp |= all;
         }
-        int64_t t = axes_parts(tp, st->mesh), x = axes_parts(ep, st->mesh);
+        int64_t t = axes_parts(tp, st->mesh),
+                x = axes_parts(ep, st->mesh) *
+                    (ep ? loom_search_space_ep_span(loom_search_stage_space(st)) : 1);
         if (t > largest) largest = t;
         if (x > largest) largest = x;
     }
@@ -556,7 +575,8 @@ static loom_status eval_stage(loom_search *s, const loom_graph *g, const loom_se
         for (unsigned a = 0; a < 4; a++)
             e->grad_sync_s += loom_search_dp_sync_s(
                 s, e->intra.dp_params_per_gpu[a],
-                loom_search_dp_group(s, st->mesh, a, cfg->dp, st->replica_stride, st->first_gpu),
+                loom_search_weight_dp_group(s, st->mesh, a, cfg->dp, st->replica_stride,
+                                            st->first_gpu, loom_search_stage_space(st)),
                 cfg->zero, cfg->micro_batches, blocks, rc);
         double local = cfg->zero >= 1
                            ? ceil((double)e->intra.param_count_local_per_gpu / (double)cfg->dp)

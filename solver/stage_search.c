@@ -25,8 +25,10 @@
 #include "solver/stage_search_impl.h"
 
 #define MAX_LOGICAL 8              /* logical shapes per sub-mesh */
-#define MAX_SHAPES (3 * MAX_LOGICAL) /* × strategy space (full, Megatron data or context
-                                        parallel on axis 0) */
+#define MAX_SPACES 19               /* strategy spaces per logical mesh: full, Megatron data
+                                        or context parallel on axis 0, each of those two
+                                        with expert parallelism across 2 .. 256 replicas */
+#define MAX_SHAPES (MAX_SPACES * MAX_LOGICAL)
 #define MAX_VPP 8      /* interleaving depths tried: 2 .. MAX_VPP chunks per rank */
 #define DP_GAP 0.005   /* t_max candidates closer than 0.5 % are skipped */
 
@@ -312,8 +314,9 @@ static void sync_rates(const loom_search *s, const point *pt, int32_t m, int32_t
         double p_ref = 0;
         for (int32_t l = 0; t && t->ok && l < pt->n_layers; l++) p_ref += t->dp_params[4 * l + a];
         rate[a] = p_ref > 0 ? loom_search_dp_sync_s(s, p_ref,
-                                                    loom_search_dp_group(s, mesh, a, pt->dp,
-                                                                         stride, 0),
+                                                    loom_search_weight_dp_group(
+                                                        s, mesh, a, pt->dp, stride, 0,
+                                                        pt->space[m][si]),
                                                     pt->zero, pt->M, 1, false) /
                                   p_ref
                             : 0;
@@ -444,6 +447,7 @@ static void set_space(loom_search_stage *st, loom_search_space sp)
     st->megatron = sp.megatron;
     st->context_parallel = sp.cp;
     st->tp_comm_overlap = sp.tp_overlap;
+    st->ep_span = loom_search_space_ep_span(sp);
 }
 
 /* The kinds of strategy space try_interleaved weighs apart. */
@@ -713,6 +717,14 @@ static loom_status try_interleaved(loom_search *s, const point *pt, int32_t m, i
     return st;
 }
 
+/* A replica of D GPUs is a valid pipeline block: whole nodes, or a power of
+ * two dividing a node. */
+static bool valid_replica(int64_t D, int64_t g)
+{
+    if (D % g == 0) return true;
+    return D < g && g % D == 0 && (D & (D - 1)) == 0;
+}
+
 /* The strategy spaces offered on logical mesh (n0, n1): the ILP's full
  * space (unless Megatron-only), Megatron's with data parallelism on axis 0,
  * and for training Megatron's with context parallelism on axis 0 where
@@ -723,9 +735,10 @@ static loom_status try_interleaved(loom_search *s, const point *pt, int32_t m, i
  * or drains and exposes max(0, comm - GEMM) <= comm, so over the same
  * strategies it is never slower and the variant without it is not
  * searched. Returns the count. */
-static int mesh_spaces(const loom_search *s, int64_t n0, int64_t n1, int64_t b,
-                       loom_search_space out[KIND_COUNT])
+static int mesh_spaces(const loom_search *s, const point *pt, int64_t n0, int64_t n1,
+                       loom_search_space out[MAX_SPACES])
 {
+    int64_t b = pt->b;
     int n = 0;
     bool train = !s->pb.inference;
     int64_t seq = s->seq_tokens;
@@ -733,13 +746,33 @@ static int mesh_spaces(const loom_search *s, int64_t n0, int64_t n1, int64_t b,
      * the TP ranks (and the CP ranks): loom_parallel_check's rules */
     bool overlap = train && n1 > 1 && !s->opt.no_tp_comm_overlap;
     int64_t pin = s->opt.pin_cp;   /* > 1: only that context-parallel size */
-    if (!s->opt.megatron_only && pin <= 1) out[n++] = (loom_search_space){false, false, false};
+    if (!s->opt.megatron_only && pin <= 1) out[n++] = (loom_search_space){false, false, false, 1};
     /* Megatron's axis 0 is data parallel: it splits the micro-batch, so the
      * micro-batch must divide over it (strategy.c: megatron_dp_forced) */
-    if (pin <= 1 && b % n0 == 0) out[n++] = (loom_search_space){true, false, overlap && seq % n1 == 0};
+    if (pin <= 1 && b % n0 == 0) out[n++] = (loom_search_space){true, false, overlap && seq % n1 == 0, 1};
     if (train && n0 > 1 && s->pb.flash_attention && seq % (2 * n0) == 0 &&
         !s->opt.no_context_parallel && (pin == 0 || pin == n0))
-        out[n++] = (loom_search_space){true, true, overlap && seq % (n0 * n1) == 0};
+        out[n++] = (loom_search_space){true, true, overlap && seq % (n0 * n1) == 0, 1};
+    /* Expert parallelism across replicas (Megatron-Core's MoE parallel
+     * folding: EP × expert TP divides TP × CP × DP): each Megatron space
+     * with experts split over axis 0 again with the expert-parallel group
+     * spanning 2, 4, 8, … neighbouring replicas, the experts dividing
+     * over the group and the replicas over the spans */
+    int64_t experts = loom_graph_info_c(pt->g)->experts, g = s->c->gpus_per_node;
+    int64_t block = n0 * n1 * pt->dp;   /* a stage's copies side by side (loom_search_layout) */
+    bool side_by_side = block % g == 0 || (block < g && g % block == 0);
+    for (int base = n - 1; train && experts > 0 && n0 > 1 && side_by_side && base >= 0; base--) {
+        if (!out[base].megatron) continue;
+        /* the group's GPUs (k meshes side by side) form a block the layout
+         * allows, as a sub-mesh does: whole nodes or a power of two inside
+         * one (on 72-GPU NVLink domains: up to 8, stage_search.h) */
+        for (int64_t k = 2; k <= pt->dp && pt->dp % k == 0 && experts % (n0 * k) == 0 &&
+                            valid_replica(n0 * n1 * k, g) && n < MAX_SPACES;
+             k *= 2) {
+            out[n] = out[base];
+            out[n++].ep_span = k;
+        }
+    }
     return n;
 }
 
@@ -790,8 +823,8 @@ static loom_status try_point(loom_search *s, point *pt, loom_error *err)
         for (int32_t si = 0; si < ns; si++) {
             if (shapes[si][1] > g) continue;
             if (s->opt.pin_tp && shapes[si][1] != s->opt.pin_tp) continue;
-            loom_search_space spaces[KIND_COUNT];
-            int nsp = mesh_spaces(s, shapes[si][0], shapes[si][1], pt->b, spaces);
+            loom_search_space spaces[MAX_SPACES];
+            int nsp = mesh_spaces(s, pt, shapes[si][0], shapes[si][1], spaces);
             for (int var = 0; var < nsp; var++) {
                 int32_t k = pt->nshape[m]++;
                 pt->shape[m][k][0] = shapes[si][0], pt->shape[m][k][1] = shapes[si][1];
@@ -860,13 +893,6 @@ static loom_status try_point(loom_search *s, point *pt, loom_error *err)
     return st;
 }
 
-/* A replica of D GPUs is a valid pipeline block: whole nodes, or a power of
- * two dividing a node. */
-static bool valid_replica(int64_t D, int64_t g)
-{
-    if (D % g == 0) return true;
-    return D < g && g % D == 0 && (D & (D - 1)) == 0;
-}
 
 loom_status loom_search_run(loom_search *s, const loom_search_result **result, loom_error *err)
 {

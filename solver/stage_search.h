@@ -198,6 +198,10 @@ typedef struct {
     bool context_parallel;             /* Megatron's space with axis 0 context parallel
                                           (the sequence split, ring attention) */
     bool tp_comm_overlap;              /* Megatron's space with --tp-comm-overlap */
+    int64_t ep_span;                   /* Megatron's space: experts split over axis 0 are
+                                          split over this many neighbouring replicas too,
+                                          one expert-parallel group of n0 · ep_span ranks
+                                          (MoE parallel folding; 0 or 1: inside the mesh) */
     loom_recompute recompute;
     int64_t first_gpu;                 /* global id of replica 0's first GPU of the stage */
     int64_t replica_stride;            /* replica r runs it on ids + r · stride */

@@ -21,17 +21,26 @@
  * without TP communication overlap). */
 typedef struct {
     bool megatron, cp, tp_overlap;
+    int64_t ep_span;   /* Megatron's: expert parallelism over axis 0 × this many
+                          replicas (spec.h loom_mesh_ctx.ep_span); 0 or 1: the mesh */
 } loom_search_space;
+
+static inline int64_t loom_search_space_ep_span(loom_search_space sp)
+{
+    return sp.megatron && sp.ep_span > 1 ? sp.ep_span : 1;
+}
 
 static inline loom_search_space loom_search_stage_space(const loom_search_stage *st)
 {
     return (loom_search_space){st->megatron, st->megatron && st->context_parallel,
-                               st->megatron && st->tp_comm_overlap};
+                               st->megatron && st->tp_comm_overlap,
+                               st->megatron && st->ep_span > 1 ? st->ep_span : 1};
 }
 
 static inline bool loom_search_space_eq(loom_search_space a, loom_search_space b)
 {
-    return a.megatron == b.megatron && a.cp == b.cp && a.tp_overlap == b.tp_overlap;
+    return a.megatron == b.megatron && a.cp == b.cp && a.tp_overlap == b.tp_overlap &&
+           loom_search_space_ep_span(a) == loom_search_space_ep_span(b);
 }
 
 /* Per-layer costs of graph(b) on one logical mesh, from one ILP run over the
@@ -129,6 +138,13 @@ int loom_search_zero_options(const loom_search *s, int64_t dp, int out[3]);
  * (the layouts of loom_search_layout make it representative). */
 loom_group loom_search_dp_group(const loom_search *s, loom_mesh_shape mesh, unsigned axes,
                                 int64_t dp, int64_t replica_stride, int64_t first_gpu);
+/* The data-parallel group of a stage's weights partial over mesh axes
+ * `axes`: loom_search_dp_group, but for the experts of a space whose
+ * expert parallelism spans replicas (their copies are dp / ep_span
+ * replicas, ep_span · replica_stride apart). */
+loom_group loom_search_weight_dp_group(const loom_search *s, loom_mesh_shape mesh, unsigned axes,
+                                       int64_t dp, int64_t replica_stride, int64_t first_gpu,
+                                       loom_search_space space);
 /* Seconds per step to synchronise the gradients of n_params parameters
  * (per GPU) over group grp under ZeRO stage `zero`, with M micro-batches
  * per step, for a stage of `blocks` transformer blocks (ZeRO-3 gathers and

@@ -120,6 +120,10 @@ static bool megatron_tp_dim(const char *dim)
  * over the TP group before the experts and reduce-scatters it after). */
 static bool megatron_ok(const loom_strategy_ctx *c, const char *dim, int axis, bool compute)
 {
+    /* experts spanning replicas (spec.h ep_span): their token slots reach
+     * them through the dispatcher's all-to-all over the whole expert group
+     * only, never by a reshard over axis 0 alone */
+    if (axis == 0 && c->mesh.ep_span > 1 && !strcmp(dim, "c")) return false;
     if (axis == 0 && c->megatron_cp)
         return !strcmp(dim, "s") || !strcmp(dim, "c") || !strcmp(dim, "e");
     if (axis == 0) return !strcmp(dim, "b") || !strcmp(dim, "e") || !strcmp(dim, "c");
@@ -225,6 +229,35 @@ static int split_dividing(const loom_graph *g, const loom_op *o, const loom_stra
     return n;
 }
 
+
+/* An expert weight (it has experts e and no token slots c) split over axis
+ * 0 on a mesh whose expert parallelism spans replicas (spec.h ep_span). */
+static bool expert_spanned(const loom_strategy_ctx *c, const loom_tensor *w, const loom_spec *sp)
+{
+    if (c->mesh.ep_span <= 1 || tensor_has_dim(w, "c")) return false;
+    for (int d = 0; d < w->ndim; d++)
+        if (!strcmp(w->dims[d].name, "e") && (sp->ax[d] & LOOM_AXIS0)) return true;
+    return false;
+}
+
+/* Whether op runs on experts split over axis 0 under strategy s (an
+ * operand with e on axis 0) on a mesh whose expert parallelism spans
+ * replicas. */
+static bool op_expert_spanned(const loom_strategy_ctx *c, const loom_op *o, const loom_strategy *s)
+{
+    if (c->mesh.ep_span <= 1) return false;
+    const loom_spec *specs[3] = {s->in, s->w, s->out};
+    const int32_t *ids[3] = {o->in, o->w, o->out};
+    int counts[3] = {o->n_in, o->n_w, o->n_out};
+    for (int g = 0; g < 3; g++)
+        for (int k = 0; k < counts[g]; k++) {
+            const loom_tensor *t = loom_graph_tensor(c->g, ids[g][k]);
+            for (int d = 0; d < t->ndim; d++)
+                if (!strcmp(t->dims[d].name, "e") && (specs[g][k].ax[d] & LOOM_AXIS0)) return true;
+        }
+    return false;
+}
+
 loom_status loom_strategy_cost(const loom_strategy_ctx *c, int32_t op, loom_strategy *s,
                                loom_error *err)
 {
@@ -235,7 +268,12 @@ loom_status loom_strategy_cost(const loom_strategy_ctx *c, int32_t op, loom_stra
     if (o->kind != LOOM_OP_RESHAPE && o->kind != LOOM_OP_TRANSPOSE) {
         loom_dim_split sp[LOOM_MAX_DIMS + 2];
         int n = split_dividing(c->g, o, s, sp, &uneven);
-        loom_status st = loom_cost_op_time(c->cm, c->g, op, sp, n, &t, err);
+        /* experts spanning replicas: a GPU holds 1/ep_span of the axis-0
+         * shard's experts and receives ep_span times the tokens for each
+         * (fewer, larger expert GEMMs), as loom eval prices it */
+        int64_t span = op_expert_spanned(c, o, s) ? m->ep_span : 1;
+        loom_status st = span > 1 ? loom_cost_op_time_ep(c->cm, c->g, op, sp, n, span, &t, err)
+                                  : loom_cost_op_time(c->cm, c->g, op, sp, n, &t, err);
         if (st) return st;
     }
     s->compute_s = (t.fwd_s + (c->train ? t.bwd_s : 0)) * s->compute_scale / uneven;
@@ -300,10 +338,16 @@ loom_status loom_strategy_cost(const loom_strategy_ctx *c, int32_t op, loom_stra
         for (int j = 0; j < k; j++) dup = dup || o->w[j] == o->w[k];
         if (dup) continue;
         const loom_tensor *w = loom_graph_tensor(c->g, o->w[k]);
-        int64_t shards = loom_spec_shards(&s->w[k], w->ndim, m);
+        /* experts split over axis 0 are split over the ep_span replicas
+         * too (spec.h): 1 / ep_span of the shard here, and its gradient
+         * syncs over dp / ep_span replicas, which ZeRO shards it over: the
+         * local count (shard / copies, divided by dp at the stage) stays
+         * that of the unspanned shard */
+        int64_t span = expert_spanned(c, w, &s->w[k]) ? m->ep_span : 1;
+        int64_t shards = loom_spec_shards(&s->w[k], w->ndim, m) * span;
         int64_t shard = (loom_tensor_numel(w) + shards - 1) / shards;   /* padded: ceil */
         s->param_count += shard;
-        double b = loom_spec_bytes(&s->w[k], w, m);
+        double b = loom_spec_bytes(&s->w[k], w, m) / (double)span;
         s->param_bytes += b;
         unsigned partial = s->compute_axes & ~loom_spec_axes(&s->w[k], w->ndim);
         /* copies ZeRO shards: along the data-parallel axes; in Megatron's
@@ -311,7 +355,7 @@ loom_status loom_strategy_cost(const loom_strategy_ctx *c, int32_t op, loom_stra
          * as Megatron-LM's distributed optimizer keeps them */
         unsigned dp_axes = partial & data_axes;
         int64_t copies = loom_mesh_parts(m, dp_axes);
-        s->param_count_local += (shard + copies - 1) / copies;
+        s->param_count_local += (shard * span + copies - 1) / copies;
         if (!c->train || !loom_strategy_float(w->dtype)) continue;
         s->dp_params[dp_axes] += (double)shard;
         if (partial) s->grad_sync_s += dp_sync_s(c, partial, (double)shard);
@@ -699,6 +743,8 @@ static const char *const moe_mode_names[MOE_COUNT] = {"", "h", "tok", "tok", "ep
  * expert is split by its hidden f (megatron_tp_dim). */
 static bool moe_megatron_ok(const loom_strategy_ctx *c, int mode, int axis)
 {
+    /* experts spanning replicas: expert parallel over axis 0 */
+    if (axis == 0 && c->mesh.ep_span > 1) return mode == MOE_EP_B || mode == MOE_EP_S;
     if (axis == 0 && c->megatron_cp) return mode == MOE_NONE || mode == MOE_TOK_S || mode == MOE_EP_S;
     if (axis == 0) return mode == MOE_NONE || mode == MOE_TOK_B || mode == MOE_EP_B;
     return mode == MOE_NONE || mode == MOE_TOK_S;
@@ -740,6 +786,12 @@ static loom_status enum_moe(const loom_strategy_ctx *c, const loom_op *o, strat_
                 }
             }
             if (!loom_spec_valid(&ts, tok, m) || !loom_spec_valid(&es, ex, m)) continue;
+            /* experts over axis 0 and the ep_span replicas beside the
+             * mesh: the tokens go round the wider group (spec.h) */
+            if (a2a == LOOM_AXIS0 && m->ep_span > 1) {
+                if (ex->dims[0].size % (m->mesh.n0 * m->ep_span)) continue;
+                a2a = LOOM_AXIS0_EP_SPAN;
+            }
             loom_strategy *s = push(out);
             if (!s) return loom_error_set(err, LOOM_ERR_NOMEM, "out of memory (strategies)");
             /* routing tensors [b, s, topk] follow the token side's b and s */
@@ -769,7 +821,9 @@ static loom_status enum_moe(const loom_strategy_ctx *c, const loom_op *o, strat_
                 double tokens = loom_spec_bytes(&ts, tok, m) / row;
                 int64_t k = o->topk > 0 ? o->topk : 1;
                 loom_moe_side side = {.tokens = tokens, .row_bytes = row, .topk = k,
-                                      .local_experts = experts / loom_mesh_parts(m, es.ax[0]),
+                                      .local_experts = experts /
+                                                       (loom_mesh_parts(m, es.ax[0]) *
+                                                        (a2a & LOOM_AXIS0_EP_SPAN ? m->ep_span : 1)),
                                       .ep = ranks,
                                       .load_factor = loom_moe_max_load_factor(
                                           experts, k, ranks, tokens * (double)ranks)};

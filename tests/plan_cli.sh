@@ -76,7 +76,7 @@ run 0 plan deepseek-v3 --cluster gb200-nvl72-x4 -o "$tmp/nvl.json"
 want=$(python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["stages"]; print("largest here: tp %d, ep %d" % (max(x["tensor_parallel"] for x in s), max(x["expert_parallel"] for x in s)))' "$tmp/nvl.json")
 has "$tmp/out" "nvlink      72 GPUs share one NVLink domain (a node here)"
 has "$tmp/out" "$want"
-# ... on the 64-GPU tile of each rack (EP 32 on NVLink), which the plan file
+# ... on the 64-GPU tile of each rack (EP 16 on NVLink), which the plan file
 # records with the two plans it beat; the text quotes them (their figures
 # read here from the file)
 python3 - "$tmp/nvl.json" >"$tmp/want" <<'PY'
@@ -96,6 +96,24 @@ has "$tmp/out" "on the first 64 GPUs of each domain (256 of the 288 GPUs in use,
 has "$tmp/out" "why a group above 8: its collectives stay on NVLink inside the domain"
 has "$tmp/out" "$(cat "$tmp/want")"
 has "$tmp/out" "why the tile: the best plan on whole domains (288 GPUs"
+# issue 19 on NVL72: Megatron's space forms expert-parallel groups spanning
+# context- and data-parallel ranks (MoE parallel folding), so no
+# configuration loom eval prices beats its plan by more than 0.1%: not the
+# EP 16 over cp 2 x dp 16 one (1.635 s; the space without such groups
+# planned 1.72 s), and the plan's own EP spans replicas
+run 0 plan deepseek-v3 --cluster gb200-nvl72-x4 --space megatron --json --no-timings
+cp "$tmp/out" "$tmp/nvl-meg.json"
+run 0 eval deepseek-v3 --cluster gb200-nvl72-x4 --tp 2 --cp 2 --pp 4 --dp 16 --ep 16 --mbs 1 --sp \
+    --tp-comm-overlap --first-stage-layers 14 --last-stage-layers 15 --json
+python3 - "$tmp/nvl-meg.json" "$tmp/out" <<'PY' && ok || bad "--space megatron on NVL72 is beaten by an EP 16 configuration loom eval prices"
+import json, sys
+plan, ev = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert ev["fits"], ev
+assert plan["predicted"]["step_time_s"] <= ev["step_time_s"] * 1.001, (plan["predicted"]["step_time_s"], ev["step_time_s"])
+spans = [s.get("expert_parallel_replicas", 1) for s in plan["stages"]]
+assert max(spans) > 1, spans
+assert all(s["expert_parallel"] > s["mesh"][0] for s in plan["stages"] if s.get("expert_parallel_replicas", 1) > 1)
+PY
 # a pinned TP axis of 16 exists only on the tiles (72 = 8 x 9 holds no group
 # of 16; --tp pins every stage's mesh axis 1)
 run 0 plan llama-3.1-405b --cluster gb200-nvl72-x4 --tp 16 -o "$tmp/tp16.json"

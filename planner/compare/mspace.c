@@ -181,6 +181,10 @@ void loom_mspace_config(const loom_algo_ctx *ctx, const loom_parallel *p, loom_s
         st->megatron = true;
         st->context_parallel = cp > 1;
         st->tp_comm_overlap = p->tp_comm_overlap && p->tp > 1;
+        /* expert parallelism beyond the context-parallel ranks spans
+         * ep / cp neighbouring replicas (Megatron's rank order tp-cp-dp;
+         * the expert group ep-edp over the same ranks) */
+        st->ep_span = cp > 1 && p->ep > cp && p->ep % cp == 0 ? p->ep / cp : 1;
         st->recompute = p->recompute;
         st->first_gpu = st->group * size;   /* inside replica 0 */
     }
@@ -217,6 +221,7 @@ static bool same_stage(const loom_search_stage *a, const loom_search_stage *b)
            a->mesh.n1 == b->mesh.n1 && a->megatron == b->megatron &&
            a->context_parallel == b->context_parallel &&
            a->tp_comm_overlap == b->tp_comm_overlap &&
+           (a->ep_span > 1 ? a->ep_span : 1) == (b->ep_span > 1 ? b->ep_span : 1) &&
            a->recompute == b->recompute && a->first_gpu == b->first_gpu &&
            a->replica_stride == b->replica_stride;
 }

@@ -250,6 +250,8 @@ loom_status loom_export_from_plan(const loom_plan *p, loom_runtime_config *c,
             check_spec(op, "output", op->output, s, &roles[i], issues);
             int64_t e, t;
             if (op->weight[0] && expert_degrees(op->weight, s->mesh, &e, &t)) {
+                /* an expert group spanning replicas (plan.h ep_span) */
+                if (e > 1 && s->ep_span > 1) e *= s->ep_span;
                 if (ep == 0) ep = e, etp = t;
                 else if (e != ep || t != etp) ep_mixed = true;
             }

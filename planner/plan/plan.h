@@ -86,6 +86,9 @@ typedef struct {
     int64_t context_parallel;        /* GPUs the sequence is split over outside TP (CP) */
     int64_t data_parallel;           /* in-stage replicas: n_gpus / (tensor · context parallel) */
     int64_t expert_parallel;         /* GPUs the experts are split over (1: none) */
+    int64_t ep_span;                 /* the expert-parallel group spans this many neighbouring
+                                        replicas of the stage (Megatron-Core's MoE parallel
+                                        folding: EP over CP × DP ranks); 0 or 1: the mesh */
     bool sequence_parallel;          /* activations split along s on the TP axis (Megatron SP) */
     bool tp_comm_overlap;            /* TP collectives overlapped with their GEMMs (Megatron's
                                         --tp-comm-overlap; needs SP and TP > 1) */

@@ -90,6 +90,9 @@ static void write_stage(cJSON *arr, const loom_plan_stage *s, int flags)
     num(o, "context_parallel", (double)ro.cp);
     num(o, "data_parallel", (double)ro.dp);
     num(o, "expert_parallel", (double)ro.ep);
+    /* written when the experts span replicas only: plans without it read
+     * (and write) as before */
+    if (s->ep_span > 1 && ro.ep > 1) num(o, "expert_parallel_replicas", (double)s->ep_span);
     cJSON_AddBoolToObject(o, "sequence_parallel", s->sequence_parallel);
     /* written when on only: plans without it read (and write) as before */
     if (s->tp_comm_overlap) cJSON_AddBoolToObject(o, "tp_comm_overlap", true);
@@ -350,7 +353,8 @@ static loom_status read_stage(const loom_jctx *c, const cJSON *o, const char *pa
     static const char *const keys[] = {"index", "group", "layers", "gpus", "replica_stride",
                                        "submesh", "mesh", "mesh_axes",
                                        "tensor_parallel", "context_parallel", "data_parallel",
-                                       "expert_parallel", "sequence_parallel", "tp_comm_overlap",
+                                       "expert_parallel", "expert_parallel_replicas",
+                                       "sequence_parallel", "tp_comm_overlap",
                                        "recompute", "zero", "in_flight", "ops", "memory_bytes",
                                        "time_s", NULL};
     static const char *const tkeys[] = {"compute", "comm", "grad_sync", "stage", NULL};
@@ -394,6 +398,8 @@ static loom_status read_stage(const loom_jctx *c, const cJSON *o, const char *pa
     TRY(loom_json_get_int(c, o, path, "context_parallel", false, 1, I64MAX, &st->context_parallel));
     TRY(loom_json_get_int(c, o, path, "data_parallel", true, 1, I64MAX, &st->data_parallel));
     TRY(loom_json_get_int(c, o, path, "expert_parallel", false, 1, I64MAX, &st->expert_parallel));
+    st->ep_span = 1;
+    TRY(loom_json_get_int(c, o, path, "expert_parallel_replicas", false, 1, I64MAX, &st->ep_span));
     TRY(loom_json_get_bool(c, o, path, "sequence_parallel", true, &st->sequence_parallel));
     st->tp_comm_overlap = false;   /* came later: optional */
     TRY(loom_json_get_bool(c, o, path, "tp_comm_overlap", false, &st->tp_comm_overlap));

@@ -150,7 +150,7 @@ void loom_plan_stage_roles(const loom_plan_stage *s, loom_plan_roles *r)
     }
     r->tp = axes_size(tp, s->mesh);
     r->cp = axes_size(cp, s->mesh);
-    r->ep = axes_size(ep, s->mesh);
+    r->ep = axes_size(ep, s->mesh) * (ep && s->ep_span > 1 ? s->ep_span : 1);
     r->dp = n % (r->tp * r->cp) == 0 ? n / (r->tp * r->cp) : 1;
 }
 

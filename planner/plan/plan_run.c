@@ -182,6 +182,7 @@ loom_status loom_plan_from_config(loom_search *s, const loom_graph *g,
         for (int64_t n = 0; n < cs->submesh.nodes; n++)
             for (int64_t q = 0; q < cs->submesh.gpus; q++) ps->gpus[k++] = cs->first_gpu + n * g_node + q;
         ps->replica_stride = cs->replica_stride;
+        ps->ep_span = cs->megatron && cs->ep_span > 1 ? cs->ep_span : 1;
         ps->recompute = cs->recompute;
         ps->zero = cfg->zero;
         ps->in_flight = se->in_flight;
