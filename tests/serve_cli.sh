@@ -34,6 +34,7 @@ expect_fail eval 3 llama-3-70b "${S[@]}" "${W[@]}" --qps 1 -- "does not fit"
 expect_fail eval 2 llama-3-8b "${S[@]}" "${W[@]}" --qps 1 --engine vllm --frontend nim -- "--frontend nim runs TensorRT-LLM, not vllm"
 expect_fail eval 2 llama-3-8b "${S[@]}" "${W[@]}" --qps 1 --engine sglang --trt-engine -- "--trt-engine runs TensorRT-LLM, not sglang"
 expect_fail eval 2 llama-3-8b "${S[@]}" "${W[@]}" --qps 1 --frontend triton -- "--frontend expects"
+expect_fail plan 2 llama-3-8b "${S[@]}" --isl 512 --osl 128 --concurrency 8 --engine sglang --frontend nim -- "loom plan: --frontend nim runs TensorRT-LLM, not sglang"
 expect_fail eval 1 --cluster dgx-h100-x1 --from-vllm "vllm serve meta-llama/Meta-Llama-3-8B --tp-size 2" "${W[@]}" --qps 1 -- "--from-vllm:1: unknown vLLM option '--tp-size'"
 expect_fail eval 1 --cluster dgx-h100-x1 --from-sglang "python -m sglang.launch_server --model-path x/unknown-model" "${W[@]}" --qps 1 -- "x/unknown-model" "not a bundled model"
 

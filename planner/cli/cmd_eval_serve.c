@@ -556,11 +556,7 @@ int loom_cmd_eval_serve(int argc, char **argv)
         snprintf(load_text, sizeof load_text, "%lld concurrent clients", (long long)a.concurrency);
     else snprintf(load_text, sizeof load_text, "offline (all at once)");
 
-    if (a.frontend == LOOM_FRONTEND_NIM && !a.engine_given) a.engine = LOOM_ENGINE_TRTLLM;
-    if ((a.frontend == LOOM_FRONTEND_NIM || a.trt_engine) && a.engine != LOOM_ENGINE_TRTLLM) {
-        fprintf(stderr, "loom eval: %s runs TensorRT-LLM, not %s: use --engine trtllm\n",
-                a.trt_engine ? "--trt-engine" : "--frontend nim",
-                loom_engine_name((loom_engine_kind)a.engine));
+    if (!loom_cli_serve_runtime_check("eval", a.frontend, a.trt_engine, a.engine_given, &a.engine)) {
         loom_graph_destroy(g);
         return LOOM_EXIT_USAGE;
     }

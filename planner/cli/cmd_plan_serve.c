@@ -232,11 +232,7 @@ int loom_cmd_plan_serve(int argc, char **argv)
     loom_graph *g = NULL;
     if (loom_model_load(model_path, &mo, &g, &err)) return loom_cli_fail(&err);
 
-    if (a.frontend == LOOM_FRONTEND_NIM && !a.engine_given) a.engine = LOOM_ENGINE_TRTLLM;
-    if ((a.frontend == LOOM_FRONTEND_NIM || a.trt_engine) && a.engine != LOOM_ENGINE_TRTLLM) {
-        fprintf(stderr, "loom plan: %s runs TensorRT-LLM, not %s: use --engine trtllm\n",
-                a.trt_engine ? "--trt-engine" : "--frontend nim",
-                loom_engine_name((loom_engine_kind)a.engine));
+    if (!loom_cli_serve_runtime_check("plan", a.frontend, a.trt_engine, a.engine_given, &a.engine)) {
         loom_graph_destroy(g);
         return LOOM_EXIT_USAGE;
     }

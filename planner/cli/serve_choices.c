@@ -8,6 +8,8 @@
 #include "costs/serve/shape.h"
 #include "costs/serve/workload.h"
 
+#include <stdio.h>
+
 const loom_cli_choice loom_serve_engine_choices[] = {{"vllm", LOOM_ENGINE_VLLM, false},
                                                      {"sglang", LOOM_ENGINE_SGLANG, false},
                                                      {"trtllm", LOOM_ENGINE_TRTLLM, false},
@@ -32,3 +34,16 @@ const loom_cli_choice loom_serve_dist_choices[] = {{"fixed", LOOM_LEN_FIXED, fal
                                                    {"uniform", LOOM_LEN_UNIFORM, false},
                                                    {"lognormal", LOOM_LEN_LOGNORMAL, false},
                                                    {NULL, 0, false}};
+
+bool loom_cli_serve_runtime_check(const char *cmd, int frontend, bool trt_engine,
+                                  bool engine_given, int *engine)
+{
+    if (frontend == LOOM_FRONTEND_NIM && !engine_given) *engine = LOOM_ENGINE_TRTLLM;
+    if ((frontend == LOOM_FRONTEND_NIM || trt_engine) && *engine != LOOM_ENGINE_TRTLLM) {
+        fprintf(stderr, "loom %s: %s runs TensorRT-LLM, not %s: use --engine trtllm\n", cmd,
+                trt_engine ? "--trt-engine" : "--frontend nim",
+                loom_engine_name((loom_engine_kind)*engine));
+        return false;
+    }
+    return true;
+}

@@ -6,6 +6,7 @@
 #ifndef LOOM_CLI_SERVE_CHOICES_H
 #define LOOM_CLI_SERVE_CHOICES_H
 
+#include <stdbool.h>
 #include "planner/cli/options.h"
 
 extern const loom_cli_choice loom_serve_engine_choices[];   /* --engine */
@@ -13,5 +14,11 @@ extern const loom_cli_choice loom_serve_weight_choices[];   /* --weights */
 extern const loom_cli_choice loom_serve_kv_choices[];       /* --kv-dtype */
 extern const loom_cli_choice loom_serve_dist_choices[];     /* --len-dist */
 extern const loom_cli_choice loom_serve_frontend_choices[]; /* --frontend */
+
+/* --frontend nim and --trt-engine run TensorRT-LLM: nim picks it when
+ * --engine was not given; either one with another engine is a usage error,
+ * said on stderr as `loom CMD: …`. Returns false on that error. */
+bool loom_cli_serve_runtime_check(const char *cmd, int frontend, bool trt_engine,
+                                  bool engine_given, int *engine);
 
 #endif
