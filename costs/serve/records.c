@@ -77,13 +77,18 @@ static loom_status one(const loom_jctx *c, const cJSON *o, const char *path, loo
         return LOOM_OK;
     }
     /* TensorRT-LLM ran built TensorRT engines from its C++ executor until
-     * 1.0 made the PyTorch backend the default; NIM 1.x ships such engines,
-     * and NVIDIA's MLPerf harnesses drive them */
+     * 1.0 made the PyTorch backend the default; NIM 1.x ships such engines.
+     * A record says so itself ("trt_engine": true, e.g. NVIDIA's MLPerf
+     * harnesses, whose version is not a release number), else the version
+     * decides. */
     if (r->engine == LOOM_ENGINE_TRTLLM) {
         const char *v = NULL;
-        if ((st = loom_json_get_str(c, o, path, "engine_version", false, &v))) return st;
-        r->compiled_runtime = r->frontend == LOOM_FRONTEND_NIM ||
-                              (v && (!strncmp(v, "0.", 2) || strstr(v, "MLPerf")));
+        bool stated = false;
+        if ((st = loom_json_get_str(c, o, path, "engine_version", false, &v)) ||
+            (st = loom_json_get_bool(c, o, path, "trt_engine", false, &stated)))
+            return st;
+        r->compiled_runtime = stated || r->frontend == LOOM_FRONTEND_NIM ||
+                              (v && !strncmp(v, "0.", 2));
     }
     if ((st = loom_json_get_str(c, o, path, "gpu", true, &s))) return st;
     const loom_device *d = loom_device_find(s);

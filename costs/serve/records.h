@@ -14,6 +14,8 @@
  *                   "e2e_mean_s": …, "output_tokens_per_s": …,
  *                   "requests_per_s": …},
  *       "frontend": "none",   (optional: no API server or streaming client)
+ *       "trt_engine": true,   (optional: TensorRT-LLM on a built engine; else
+ *                              versions before 1.0 and NIM are)
  *       "engine_settings": {…}, "notes": "…", "confidence": "…" } ] }
  * (a bare array of records is accepted too). Metrics may be null or
  * absent: a record is used for the metrics it has. Load kind "batch" is a
