@@ -71,6 +71,20 @@ done
 "$LOOM" eval --cluster dgx-h100-x1 "${W[@]}" --concurrency 32 --json --from-vllm \
     "vllm serve meta-llama/Meta-Llama-3-70B-Instruct --tensor-parallel-size 8 --quantization fp8 --kv-cache-dtype fp8_e4m3 --max-num-seqs 128 --port 8000 --disable-log-requests" >"$tmp/l.json" 2>"$tmp/err"
 if cmp -s "$tmp/f.json" "$tmp/l.json"; then ok; else bad "--from-vllm differs from the flags: $(cat "$tmp/err")"; fi
+# vLLM V0 multi-step: the launch line (SGLang's own vLLM 0.6 benchmark line,
+# with argparse's '--tensor' abbreviation and underscores) equals the flags;
+# V0's policy comes with it: 256 sequences, whole prompts, budget
+# max(max_model_len 4096, 2048)
+"$LOOM" eval llama-3.1-70b "${S[@]}" --tp 4 --num-scheduler-steps 10 --max-batched-tokens 4096 "${W[@]}" --qps 4 --json >"$tmp/f.json" 2>/dev/null
+"$LOOM" eval --cluster dgx-h100-x1 "${W[@]}" --qps 4 --json --from-vllm \
+    "python -m vllm.entrypoints.openai.api_server --model meta-llama/Llama-3.1-70B-Instruct --disable-log-requests --num-scheduler-steps 10 --max_model_len 4096 --tensor 4" >"$tmp/l.json" 2>"$tmp/err"
+if cmp -s "$tmp/f.json" "$tmp/l.json"; then ok; else bad "--from-vllm multi-step differs from the flags: $(cat "$tmp/err")"; fi
+python3 - "$tmp/l.json" <<'PY' && ok || bad "multi-step config: $(cat "$tmp/err")"
+import json, sys
+c = json.load(open(sys.argv[1]))["config"]
+assert c["scheduler_steps"] == 10 and c["max_num_seqs"] == 256 and c["max_batched_tokens"] == 4096 and c["tp"] == 4, c
+PY
+expect_fail eval 2 llama-3-8b "${S[@]}" "${W[@]}" --qps 1 --engine sglang --num-scheduler-steps 4 -- "--num-scheduler-steps is vLLM's"
 printf '#!/bin/bash\nTP=8\npython3 -m sglang.launch_server \\\n  --model-path deepseek-ai/DeepSeek-V3 --tp $TP --dp 8 \\\n  --enable-dp-attention --trust-remote-code --mem-fraction-static 0.85\n' >"$tmp/launch.sh"
 "$LOOM" eval --cluster dgx-h200-x1 "${W[@]}" --concurrency 64 --json --from-sglang "@$tmp/launch.sh" >"$tmp/s.json" 2>"$tmp/err"
 python3 - "$tmp/s.json" <<'PY' && ok || bad "--from-sglang dp attention: $(cat "$tmp/err")"

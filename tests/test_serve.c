@@ -2,7 +2,8 @@
  * test_serve.c — the serving model of one engine instance (costs/serve/):
  * a decode step against a hand computation, weights and KV at their real
  * bytes, the FP8/int4 deployments that must fit, the simulator against the
- * steady-state estimate, determinism, and the errors for bad input.
+ * steady-state estimate, determinism, vLLM V0's multi-step rounds by hand,
+ * and the errors for bad input.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -371,6 +372,62 @@ static void test_engine_defaults(void)
     CHECK(e.reserve_full_output && e.mem_fraction_of_free);
 }
 
+
+/* vLLM V0 multi-step scheduling (engine.h scheduler_steps): one request of
+ * 128 prompt and 13 output tokens, k = 4. After the prefill step gives the
+ * first token, three decode rounds of 4 steps each produce the other 12;
+ * round j's steps run at contexts 129 + 4j .. 132 + 4j and pay the host
+ * work (the iteration's overhead_s) once, so by hand
+ *     R_j = sum over its 4 steps of iter(1 decode, ctx) - 3 * overhead,
+ * each round reaches the client as one chunk: ITL = mean R_j over the 3
+ * chunks, TPOT = (R_0 + R_1 + R_2) / 12. With k = 1 every step is its own
+ * chunk and pays its host work. */
+static void test_multi_step(void)
+{
+    loom_graph *g = load("examples/models/llama-3-8b.json");
+    static loom_cluster c;
+    loom_error err = {0};
+    CHECK(loom_cluster_load("dgx-h100-x1", &c, &err) == LOOM_OK);
+    loom_serve_parallel p;
+    loom_serve_parallel_init(&p);
+    loom_serve_workload w;
+    loom_serve_workload_init(&w);
+    w.isl = 128;
+    w.osl = 13;
+    w.load = LOOM_LOAD_CONCURRENCY;
+    w.concurrency = 1;
+    w.num_requests = 1;
+    for (int32_t k = 1; k <= 4; k += 3) {
+        loom_serve_model_opts o = {.graph = g, .cluster = &c, .par = p, .seq_tokens = 256};
+        loom_serve_engine_defaults(LOOM_ENGINE_VLLM, &c.gpu, 1, &o.engine);
+        loom_serve_engine_multi_step(&o.engine, k, 4096);
+        CHECK(o.engine.max_batched_tokens == (k > 1 ? 4096 : 8192));
+        CHECK(o.engine.chunked_prefill == (k == 1) && o.engine.max_num_seqs == (k > 1 ? 256 : 1024));
+        loom_serve_model *m = NULL;
+        CHECK(loom_serve_model_create(&o, &m, &err) == LOOM_OK);
+        if (!m) continue;
+        double rounds = 0;
+        int chunks = 0;
+        for (int64_t ctx = 129; ctx <= 140; ctx += k, chunks++) {
+            for (int32_t s = 0; s < k; s++) {
+                loom_serve_batch b = {.n_decode = 1, .decode_ctx = (double)(ctx + s), .n_sampled = 1};
+                loom_serve_iter bd;
+                rounds += loom_serve_iter_time(m, &b, &bd) - (s > 0 ? bd.overhead_s : 0);
+            }
+        }
+        loom_serve_sim_result *r = malloc(sizeof *r);
+        CHECK(loom_serve_simulate(m, &w, r, &err) == LOOM_OK);
+        printf("multi-step k %d: ITL %.3f ms (hand %.3f), TPOT %.3f ms (hand %.3f)\n", (int)k,
+               r->m.itl.mean * 1e3, rounds / chunks * 1e3, r->m.tpot.mean * 1e3, rounds / 12 * 1e3);
+        CHECK(chunks == (k == 1 ? 12 : 3));
+        CHECK_NEAR_REL(r->m.itl.mean, rounds / chunks, 1e-9);
+        CHECK_NEAR_REL(r->m.tpot.mean, rounds / 12, 1e-9);
+        free(r);
+        loom_serve_model_destroy(m);
+    }
+    loom_graph_destroy(g);
+}
+
 int main(void)
 {
     test_engine_defaults();
@@ -378,6 +435,7 @@ int main(void)
     test_pp_lone_prompt();
     test_fits();
     test_sim_vs_steady();
+    test_multi_step();
     test_pressure();
     test_errors();
     return check_done();

@@ -34,6 +34,14 @@
  * 1.0, NIM 1.x and NVIDIA's MLPerf harnesses run built TensorRT engines
  * from the C++ executor instead (compiled_runtime: no eager launch cost,
  * the C++ per-sequence cost), which the serving records mark by version.
+ *
+ * vLLM V0 multi-step scheduling (v0.6.0, vllm/engine/arg_utils.py and
+ * vllm/core/scheduler.py; removed with V0): --num-scheduler-steps k makes a
+ * decode-only batch k forward passes long, scheduled and prepared on the
+ * host once (later steps advance the inputs on the GPU), with k tokens per
+ * streamed chunk; prefills are scheduled first and run as one step of their
+ * own. 0.6.0 refuses it with chunked prefill, and V0 enables chunked prefill
+ * by itself only past a 32K context, so prompts are whole.
  */
 #include "costs/serve/engine.h"
 
@@ -118,6 +126,16 @@ void loom_serve_engine_defaults(loom_engine_kind k, const loom_device *d, int64_
     }
 }
 
+void loom_serve_engine_multi_step(loom_serve_engine *e, int32_t k, int64_t max_model_len)
+{
+    e->scheduler_steps = k;
+    if (k <= 1) return;
+    e->chunked_prefill = false;
+    e->mixed_batches = false;
+    e->max_num_seqs = 256;   /* V0's default on every GPU */
+    if (max_model_len > 0) e->max_batched_tokens = max_model_len > 2048 ? max_model_len : 2048;
+}
+
 loom_status loom_serve_engine_validate(const loom_serve_engine *e, loom_error *err)
 {
     if ((unsigned)e->kind >= LOOM_ENGINE_COUNT)
@@ -127,6 +145,7 @@ loom_status loom_serve_engine_validate(const loom_serve_engine *e, loom_error *e
         {"max_batched_tokens", e->max_batched_tokens, 1, (int64_t)1 << 26},
         {"block_size", e->block_size, 1, 1 << 16},
         {"cuda_graph_max_bs", e->cuda_graph_max_bs, 0, (int64_t)1 << 24},
+        {"scheduler_steps", e->scheduler_steps, 0, 1024},
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if (ints[i].v < ints[i].lo || ints[i].v > ints[i].hi)

@@ -78,6 +78,11 @@ typedef struct {
                                     (SGLang new_token_ratio; 0 = the prompt only) */
     int64_t cuda_graph_max_bs;   /* decode batches up to this size replay a CUDA graph */
     int64_t cuda_graph_count;    /* graphs captured (memory, not time) */
+    int32_t scheduler_steps;     /* vLLM V0 multi-step scheduling (--num-scheduler-steps k,
+                                    v0.6-0.7): a decode-only batch runs k forward passes per
+                                    scheduling, its host work paid once, and streams its k
+                                    tokens as one chunk; a prefill runs alone, one step.
+                                    0 or 1: every iteration is scheduled */
     bool compiled_runtime;       /* TensorRT-LLM executing a built TensorRT engine from its
                                     C++ executor (releases before 1.0, NIM 1.x, MLPerf
                                     harnesses): every kernel is launched from C++ ahead of
@@ -91,6 +96,13 @@ typedef struct {
  * depends on it). */
 void loom_serve_engine_defaults(loom_engine_kind k, const loom_device *d, int64_t tp,
                                 loom_serve_engine *out);
+
+/* vLLM V0 with --num-scheduler-steps k > 1 (v0.6.0 refuses it with chunked
+ * prefill): V0's default policy comes with it — prompts whole, prefill
+ * batches alone ahead of decodes, 256 sequences, a budget of
+ * max(max_model_len, 2048) tokens (EngineArgs without chunked prefill). max_model_len <= 0: unknown,
+ * the budget is left as it is. */
+void loom_serve_engine_multi_step(loom_serve_engine *e, int32_t k, int64_t max_model_len);
 
 /* Range checks; errors name the field ("max_num_seqs: expected >= 1, found 0"). */
 loom_status loom_serve_engine_validate(const loom_serve_engine *e, loom_error *err);

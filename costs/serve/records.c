@@ -200,16 +200,11 @@ static loom_status one(const loom_jctx *c, const cJSON *o, const char *path, loo
         if (!(r->measured[k] > 0)) r->measured[k] = -1;
         else have++;
     }
-    /* vLLM's multi-step scheduling (--num-scheduler-steps k, v0.6) streams k
-     * tokens per chunk: its inter-token gaps are k steps long, which loom
-     * does not model; TPOT is unaffected */
-    if (es && num_or(es, "num_scheduler_steps", 1) > 1) {
-        const loom_serve_metric itl[] = {LOOM_SM_ITL, LOOM_SM_ITL_P99, LOOM_SM_ITL_P50};
-        for (size_t k = 0; k < sizeof itl / sizeof itl[0]; k++)
-            if (r->measured[itl[k]] > 0) {
-                r->measured[itl[k]] = -1;
-                have--;
-            }
+    /* vLLM's multi-step scheduling (--num-scheduler-steps k, v0.6): engine.h */
+    if (es) {
+        double k = num_or(es, "num_scheduler_steps", 1);
+        r->scheduler_steps = k >= 1 && k <= 1024 ? (int32_t)k : 1;
+        r->max_model_len = (int64_t)num_or(es, "max_model_len", 0);
     }
     if (!have) snprintf(r->skip, sizeof r->skip, "%.64s: no metric loom predicts", path);
     const cJSON *dpa = es ? cJSON_GetObjectItemCaseSensitive(es, "dp_attention") : NULL;

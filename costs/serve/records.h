@@ -72,6 +72,8 @@ typedef struct {
                                      "nvidia-nim": NIM's server; else the engine's own */
     loom_serve_workload work;
     int64_t max_num_seqs, max_batched_tokens;   /* engine_settings (0 = default) */
+    int32_t scheduler_steps;      /* engine_settings num_scheduler_steps (vLLM V0 multi-step) */
+    int64_t max_model_len;        /* engine_settings max_model_len (0 = not stated) */
     double mem_fraction;
     double measured[LOOM_SM_COUNT];   /* < 0 = not measured */
     int64_t index;                /* position in the file's records */

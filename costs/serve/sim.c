@@ -419,7 +419,33 @@ static loom_status run(const loom_serve_model *m, const loom_serve_workload *w,
                 if (q->prefilled + c == q->prompt) b.n_sampled++;
             }
         }
-        double dt = loom_serve_iter_time(m, &b, NULL);
+        loom_serve_iter bd;
+        double dt = loom_serve_iter_time(m, &b, &bd);
+        /* vLLM V0 multi-step: a decode-only batch runs `steps` forward
+         * passes, the host work (scheduling, input preparation) paid once;
+         * every sequence keeps its seat to the end of the round, and each
+         * step's tokens need their KV slots up front (lookahead slots) — a
+         * round those do not fit runs one step */
+        int64_t steps = 1;
+        if (s.e->scheduler_steps > 1 && b.n_prefill == 0) {
+            int64_t k = s.e->scheduler_steps, need = 0;
+            for (int64_t i = 0; i < s.n_sel; i++) {
+                const req_t *q = &s.r[s.sel[i]];
+                need += blocks_for(&s, kv_tokens(q) + k) - q->blocks;
+            }
+            if (need <= s.free_blocks) {
+                steps = k;
+                for (int64_t i = 0; i < s.n_sel; i++) {
+                    req_t *q = &s.r[s.sel[i]];
+                    int64_t more = blocks_for(&s, kv_tokens(q) + k) - q->blocks;
+                    if (more > 0) s.free_blocks -= more, q->blocks += more;
+                }
+                for (int64_t j = 1; j < steps; j++) {
+                    b.decode_ctx += (double)b.n_decode;
+                    dt += loom_serve_iter_time(m, &b, &bd) - bd.overhead_s;
+                }
+            }
+        }
         double used = s.total_blocks > 0
                           ? (double)(s.total_blocks - s.free_blocks) / (double)s.total_blocks
                           : 0;
@@ -441,7 +467,7 @@ static loom_status run(const loom_serve_model *m, const loom_serve_workload *w,
             }
         }
         t += dt;
-        iters++;
+        iters += steps;
         in_tokens += (double)b.n_prefill;
         for (int64_t i = 0; i < s.n_sel; i++) {
             req_t *q = &s.r[s.sel[i]];
@@ -450,8 +476,10 @@ static loom_status run(const loom_serve_model *m, const loom_serve_workload *w,
                 q->prefilled += c;
                 if (q->prefilled < q->prompt) continue;
             }
-            q->generated++;
-            out_tokens += 1;
+            /* a multi-step round's tokens reach the client as one chunk */
+            int64_t gen = q->osl - q->generated < steps ? q->osl - q->generated : steps;
+            q->generated += gen;
+            out_tokens += (double)gen;
             /* the client sees the token when the streaming queue has
              * passed it on (frontend: calib.h stream_token_s) */
             stream_free = (t > stream_free ? t : stream_free) + stream_s;

@@ -29,6 +29,9 @@
  * the prompt's chunks, ceil(I / (budget − B)) iterations carrying B decodes
  * (one prefill iteration for the alternating engine), plus an M/D/1 wait
  * ρ/(2(1 − ρ)) · S for the prefill server of service S and load ρ = λ·S.
+ * vLLM V0 multi-step rounds of k steps (engine.h) pay the host work once:
+ * T(B) loses (1 − 1/k) of the iteration's overhead, and a prompt waits for
+ * the k-step round in progress (k·T/2 instead of T/2).
  * Cached prompts (the decode instance of a disaggregated deployment,
  * workload prompt_cached): no prefill rides in the rounds, T(B) = iter(decodes
  * B); a request's first token is the next decode iteration, so TTFT = T/2 + T
@@ -55,7 +58,10 @@ static double round_int(const ctx_t *c, int64_t n)
     double I = c->isl, O = c->osl, b = (double)n;
     const loom_serve_engine *e = c->e;
     loom_serve_batch d = {.n_decode = n, .decode_ctx = b * (I + O / 2), .n_sampled = n};
-    double t_dec = loom_serve_iter_time(c->m, &d, NULL);
+    loom_serve_iter bd;
+    double t_dec = loom_serve_iter_time(c->m, &d, &bd);
+    /* multi-step rounds of k steps pay the host work once */
+    if (e->scheduler_steps > 1) t_dec -= bd.overhead_s * (1 - 1.0 / e->scheduler_steps);
     if (c->cached) return t_dec;
     /* P prompt tokens per round, in iterations of q tokens */
     double P = b * I / O;
@@ -163,6 +169,7 @@ loom_status loom_serve_steady(const loom_serve_model *m, const loom_serve_worklo
     out->capacity_rps = cap * rep;
 
     double b = 0, T = 0, ttft = 0, dur = 0;
+    double steps = e->scheduler_steps > 1 ? (double)e->scheduler_steps : 1;
     bool saturated = false;
     loom_serve_metrics *mt = &out->m;
     if (w->load == LOOM_LOAD_QPS) {
@@ -184,7 +191,9 @@ loom_status loom_serve_steady(const loom_serve_model *m, const loom_serve_worklo
         double rho = c.cached ? 0 : lam * S, rf = lam * F;
         double wait = rho < 0.98 ? rho / (2 * (1 - rho)) * S : 0;
         wait += rf < 0.98 ? rf / (2 * (1 - rf)) * F : 0;
-        ttft = F + T / 2 + S + wait;
+        /* a prompt waits for the decode round in progress: k steps with
+         * multi-step scheduling */
+        ttft = F + T * steps / 2 + S + wait;
         double e2e = ttft + (O - 1) * T;
         if (saturated) {
             double mu = bmax / (O * T);

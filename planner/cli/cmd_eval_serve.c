@@ -40,7 +40,7 @@ typedef struct {
     bool offline;
     int weights, kv_dtype, engine, frontend;
     bool trt_engine;
-    int64_t max_num_seqs, max_batched_tokens, block_size;
+    int64_t max_num_seqs, max_batched_tokens, block_size, scheduler_steps;
     double mem_fraction, slo_ttft, slo_tpot;
     bool steady_only, json;
     bool tp_given, pp_given, ep_given, dp_given, isl_given, osl_given, qps_given, conc_given,
@@ -120,6 +120,10 @@ static const loom_cli_option serve_opts[] = {
     {.name = "--max-batched-tokens", .kind = LOOM_CLI_SIZE, .field = F(max_batched_tokens),
      .lo = 1, .hi = 1 << 26, .metavar = "N", .help = "token budget of an iteration (chunk size)",
      .def = "the engine's"},
+    {.name = "--num-scheduler-steps", .kind = LOOM_CLI_INT, .field = F(scheduler_steps), .lo = 1,
+     .hi = 1024, .metavar = "K", .help = "vLLM V0 multi-step scheduling (0.6-0.7): K decode steps per\n"
+             "scheduling, streamed as one chunk; V0's policy with it (whole prompts\n"
+             "in their own batches)", .def = "1"},
     {.name = "--block-size", .kind = LOOM_CLI_INT, .field = F(block_size), .lo = 1, .hi = 1 << 16,
      .metavar = "N", .help = "KV tokens per block", .def = "the engine's"},
     {.name = "--mem-fraction", .kind = LOOM_CLI_NUM, .field = F(mem_fraction), .min = 0,
@@ -149,7 +153,7 @@ const loom_cli_spec loom_cli_spec_eval_serve = {
              "                 [--weights bf16|fp8|int4|mxfp4] [--kv-dtype bf16|fp8]\n"
              "                 [--engine vllm|sglang|trtllm] [--frontend server|nim|none]\n"
              "                 [--trt-engine] [--max-num-seqs N]\n"
-             "                 [--max-batched-tokens N] [--json]\n"
+             "                 [--max-batched-tokens N] [--num-scheduler-steps K] [--json]\n"
              "       loom eval [MODEL] --cluster C --from-vllm \"vllm serve MODEL …\" --isl N …\n"
              "       loom eval [MODEL] --cluster C --from-sglang \"… sglang.launch_server …\" …\n",
     .about = "Predicts one serving deployment: replicas of an engine instance (vLLM, SGLang,\n"
@@ -266,6 +270,9 @@ static void print_text(const report *r)
            (long long)e->max_num_seqs, (long long)e->max_batched_tokens,
            e->chunked_prefill ? "chunked" : "whole", e->mixed_batches ? " mixed with decodes" : " in its own batches",
            (long long)e->block_size, e->mem_fraction, e->mem_fraction_of_free ? " of free memory" : "");
+    if (e->scheduler_steps > 1)
+        printf("multi-step: %d decode steps per scheduling, streamed as one chunk\n",
+               (int)e->scheduler_steps);
     printf("workload: ISL %lld, OSL %lld, %s, %lld requests\n", (long long)r->w->isl,
            (long long)r->w->osl, r->load_text, (long long)loom_serve_workload_requests(r->w));
     printf("\nlatency (%s)            mean        p50        p90        p99\n",
@@ -381,6 +388,7 @@ static int print_json(const report *r)
     cJSON_AddNumberToObject(cfg, "max_num_seqs", (double)e->max_num_seqs);
     cJSON_AddNumberToObject(cfg, "max_batched_tokens", (double)e->max_batched_tokens);
     cJSON_AddNumberToObject(cfg, "block_size", (double)e->block_size);
+    cJSON_AddNumberToObject(cfg, "scheduler_steps", e->scheduler_steps > 1 ? e->scheduler_steps : 1);
     cJSON_AddNumberToObject(cfg, "mem_fraction", e->mem_fraction);
     cJSON *wl = cJSON_AddObjectToObject(o, "workload");
     cJSON_AddNumberToObject(wl, "isl", (double)r->w->isl);
@@ -575,6 +583,15 @@ int loom_cmd_eval_serve(int argc, char **argv)
     loom_serve_engine_defaults((loom_engine_kind)a.engine, &cluster.gpu, a.tp * o.par.attn_dp,
                                &o.engine);
     if (have_line) loom_serve_launch_apply(&line, &o.engine);
+    if (a.scheduler_steps > 1 && o.engine.kind != LOOM_ENGINE_VLLM) {
+        fprintf(stderr, "loom eval: --num-scheduler-steps is vLLM's (V0 multi-step scheduling); "
+                "the engine here is %s\n", loom_engine_name(o.engine.kind));
+        loom_graph_destroy(g);
+        return LOOM_EXIT_USAGE;
+    }
+    if (a.scheduler_steps > 1)
+        loom_serve_engine_multi_step(&o.engine, (int32_t)a.scheduler_steps,
+                                     have_line ? line.max_model_len : 0);
     if (a.max_num_seqs) o.engine.max_num_seqs = a.max_num_seqs;
     if (a.max_batched_tokens) o.engine.max_batched_tokens = a.max_batched_tokens;
     if (a.block_size) o.engine.block_size = a.block_size;

@@ -19,7 +19,7 @@
 
 typedef enum {
     K_IGNORE, K_MODEL, K_TP, K_PP, K_DP, K_EP, K_DP_ATTN, K_EXPERT_PAR, K_QUANT, K_KV,
-    K_SEQS, K_TOKENS, K_BLOCK, K_MEM, K_LEN, K_GRAPH_BS, K_EAGER, K_CHUNKED, K_NO_CHUNKED,
+    K_SEQS, K_TOKENS, K_BLOCK, K_MEM, K_LEN, K_GRAPH_BS, K_STEPS, K_EAGER, K_CHUNKED, K_NO_CHUNKED,
     K_MIXED, K_DTYPE,
 } field_t;
 
@@ -59,7 +59,7 @@ static const opt_t vllm_opts[] = {
     {"-O", true, K_IGNORE}, {"--async-scheduling", false, K_IGNORE},
     {"--load-format", true, K_IGNORE}, {"--revision", true, K_IGNORE},
     {"--tokenizer-mode", true, K_IGNORE}, {"--max-log-len", true, K_IGNORE},
-    {"--num-scheduler-steps", true, K_IGNORE}, {"--disable-custom-all-reduce", false, K_IGNORE},
+    {"--num-scheduler-steps", true, K_STEPS}, {"--disable-custom-all-reduce", false, K_IGNORE},
     {"--generation-config", true, K_IGNORE}, {"--chat-template", true, K_IGNORE},
     {NULL, false, K_IGNORE},
 };
@@ -141,13 +141,15 @@ static loom_status set(const char *src, int line, const opt_t *o, const char *na
     int64_t *ints[] = {[K_TP] = &l->tp, [K_PP] = &l->pp, [K_DP] = &l->dp, [K_EP] = &l->ep,
                        [K_SEQS] = &l->max_num_seqs, [K_TOKENS] = &l->max_batched_tokens,
                        [K_BLOCK] = &l->block_size, [K_LEN] = &l->max_model_len,
-                       [K_GRAPH_BS] = &l->cuda_graph_max_bs};
+                       [K_GRAPH_BS] = &l->cuda_graph_max_bs, [K_STEPS] = &l->scheduler_steps};
     switch (o->f) {
     case K_IGNORE: case K_DTYPE: break;
     case K_MODEL: snprintf(l->model, sizeof l->model, "%s", v); break;
     case K_TP: case K_PP: case K_DP: case K_EP: case K_SEQS: case K_TOKENS: case K_BLOCK:
-    case K_LEN: case K_GRAPH_BS:
-        if ((s = num_of(src, line, name, v, o->f == K_GRAPH_BS ? 0 : 1, 1 << 26, &x, err))) return s;
+    case K_LEN: case K_GRAPH_BS: case K_STEPS:
+        if ((s = num_of(src, line, name, v, o->f == K_GRAPH_BS ? 0 : 1,
+                        o->f == K_STEPS ? 1024 : 1 << 26, &x, err)))
+            return s;
         if (x != (double)(int64_t)x)
             return loom_error_set(err, LOOM_ERR_INVALID, "%s:%d: %s expects an integer, found '%s'",
                                   src, line, name, v);
@@ -230,6 +232,17 @@ static loom_status parse_text(const char *src, const char *text, loom_engine_kin
         const opt_t *o = NULL;
         for (int k = 0; table[k].name && !o; k++)
             if (!strcmp(table[k].name, name)) o = &table[k];
+        /* argparse also takes an unambiguous abbreviation ("--tensor" for
+         * --tensor-parallel-size in SGLang's own vLLM benchmark line) */
+        size_t nl = strlen(name);
+        for (int k = 0; table[k].name && !o && nl >= 6; k++)
+            if (!strncmp(table[k].name, name, nl)) {
+                const opt_t *hit = &table[k];
+                for (int j = k + 1; table[j].name && hit; j++)
+                    if (!strncmp(table[j].name, name, nl) && table[j].f != hit->f) hit = NULL;
+                o = hit;
+                break;
+            }
         if (!o) {
             s = loom_error_set(err, LOOM_ERR_UNSUPPORTED, "%s:%d: unknown %s option '%s' (loom "
                                "reads the options that shape the deployment; see docs)",
@@ -286,6 +299,8 @@ loom_status loom_serve_launch_read(const char *flag, const char *arg, loom_engin
 
 void loom_serve_launch_apply(const loom_serve_launch *l, loom_serve_engine *e)
 {
+    if (l->scheduler_steps > 1)
+        loom_serve_engine_multi_step(e, (int32_t)l->scheduler_steps, l->max_model_len);
     if (l->max_num_seqs) e->max_num_seqs = l->max_num_seqs;
     if (l->max_batched_tokens) e->max_batched_tokens = l->max_batched_tokens;
     if (l->block_size) e->block_size = l->block_size;
