@@ -200,6 +200,15 @@ static loom_status one(const loom_jctx *c, const cJSON *o, const char *path, loo
         if (!(r->measured[k] > 0)) r->measured[k] = -1;
         else have++;
     }
+    /* a harness that gathers queries into batches before the engine
+     * schedules them (AMD's MLPerf harness, --enable-batcher) runs its own
+     * policy, which loom does not model: such a run says so and is kept
+     * out, like an engine without a policy */
+    if (es && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(es, "harness_batcher"))) {
+        snprintf(r->skip, sizeof r->skip, "%.64s: a harness batches the queries before the "
+                 "engine (its own policy, not the engine's)", path);
+        return LOOM_OK;
+    }
     /* vLLM's multi-step scheduling (--num-scheduler-steps k, v0.6): engine.h */
     if (es) {
         double k = num_or(es, "num_scheduler_steps", 1);
