@@ -62,14 +62,14 @@ static loom_status get_pos(const loom_jctx *c, const cJSON *obj, const char *pat
     return LOOM_OK;
 }
 
-/* "gpu": {"name", "peak_tflops": {bf16, fp16, fp32, fp8}, "vector_tflops",
+/* "gpu": {"name", "peak_tflops": {bf16, fp16, fp32, fp8, fp4}, "vector_tflops",
  * "hbm_GBps", "hbm_GB", "nvlink_GBps", "tdp_w"}. */
 static loom_status parse_device(const loom_jctx *c, const cJSON *o, const char *path,
                                 loom_device *d)
 {
     static const char *const keys[] = {"name",  "peak_tflops", "vector_tflops", "hbm_GBps",
                                        "hbm_GB", "nvlink_GBps", "tdp_w",         NULL};
-    static const char *const peak_keys[] = {"bf16", "fp16", "fp32", "fp8", NULL};
+    static const char *const peak_keys[] = {"bf16", "fp16", "fp32", "fp8", "fp4", NULL};
     static const loom_dtype peak_dt[] = {LOOM_DTYPE_BF16, LOOM_DTYPE_FP16, LOOM_DTYPE_FP32,
                                          LOOM_DTYPE_FP8};
     loom_status s = loom_json_check_keys(c, o, path, keys);
@@ -91,6 +91,11 @@ static loom_status parse_device(const loom_jctx *c, const cJSON *o, const char *
     for (int i = 0; peak_keys[i]; i++) {
         double v = 0;
         if ((s = get_pos(c, peaks, sub, peak_keys[i], false, true, MAX_TFLOPS, &v))) return s;
+        /* fp4 (block-scaled NVFP4/MXFP4, Blackwell) is no loom_dtype: its own field */
+        if (i == 4) {
+            d->fp4_flops = v * 1e12;
+            continue;
+        }
         d->peak_flops[peak_dt[i]] = v * 1e12;
         if (v > best) best = v;
     }

@@ -28,6 +28,8 @@ typedef struct {
     int64_t hbm_bytes;                    /* HBM capacity, bytes */
     double nvlink_Bps;                    /* NVLink per direction per GPU, bytes/s */
     double tdp_w;                         /* board power, watts */
+    double fp4_flops;                     /* dense block-scaled FP4 (NVFP4, MXFP4) tensor-core
+                                             FLOP/s; 0 before Blackwell */
 } loom_device;
 
 /* Case-insensitive lookup of a canonical name ("H100-SXM5-80GB") or an alias

@@ -122,6 +122,8 @@ static loom_status one(const loom_jctx *c, const cJSON *o, const char *path, loo
     if (s) {
         if (!strncasecmp(s, "fp8", 3)) r->par.weights = LOOM_WEIGHTS_FP8;
         else if (!strncasecmp(s, "mxfp4", 5)) r->par.weights = LOOM_WEIGHTS_MXFP4;
+        else if (!strncasecmp(s, "nvfp4", 5) || !strncasecmp(s, "fp4", 3))
+            r->par.weights = LOOM_WEIGHTS_NVFP4;
         else if (!strncasecmp(s, "int4", 4) || strstr(s, "awq") || strstr(s, "gptq"))
             r->par.weights = LOOM_WEIGHTS_INT4;
         else if (!strncasecmp(s, "bf16", 4) || !strncasecmp(s, "fp16", 4)) r->par.weights = LOOM_WEIGHTS_BF16;

@@ -61,6 +61,7 @@ double loom_serve_weights_bytes(loom_serve_weights w)
     case LOOM_WEIGHTS_FP8: return 1.0;
     case LOOM_WEIGHTS_INT4: return 0.5 + 4.0 / 128;   /* 16-bit scale and zero per 128 */
     case LOOM_WEIGHTS_MXFP4: return 0.5 + 1.0 / 32;   /* 8-bit scale per 32 */
+    case LOOM_WEIGHTS_NVFP4: return 0.5 + 1.0 / 16;   /* fp8 scale per 16 */
     default: return 2.0;
     }
 }
@@ -85,7 +86,8 @@ static loom_status add_gemm(loom_serve_shape *s, loom_serve_gemm g, int32_t *cap
 {
     for (int32_t i = 0; i < s->n_gemm; i++) {
         loom_serve_gemm *h = &s->gemm[i];
-        if (h->expert == g.expert && h->fp8 == g.fp8 && h->flops_per_token == g.flops_per_token &&
+        if (h->expert == g.expert && h->fp8 == g.fp8 && h->fp4 == g.fp4 &&
+            h->flops_per_token == g.flops_per_token &&
             h->weight_bytes == g.weight_bytes && h->act_bytes_per_token == g.act_bytes_per_token) {
             h->count++;
             return LOOM_OK;
@@ -231,6 +233,7 @@ loom_status loom_serve_shape_build(const loom_graph *g, const loom_serve_paralle
             loom_serve_gemm gm = {0};
             gm.expert = expert;
             gm.fp8 = quant && p->weights == LOOM_WEIGHTS_FP8;
+            gm.fp4 = quant && p->weights == LOOM_WEIGHTS_NVFP4;
             if (expert) {
                 /* one expert's shard: numel / e / moe_tp */
                 double per = numel / (double)m->experts / (double)out->moe_tp;

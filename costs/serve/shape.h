@@ -30,6 +30,11 @@
  * gpt-oss ships them (its attention and router are bf16). int4 and mxfp4
  * run weight-only (dequantised to bf16 in the GEMM: Marlin, and vLLM's
  * Triton MoE kernels on Hopper and Ampere), so they save bytes, not FLOPs.
+ * nvfp4 (NVIDIA's 4-bit E2M1 elements with one FP8 E4M3 scale per block of
+ * 16, and a per-tensor FP32 scale: 0.5 + 1/16 bytes) quantises the block
+ * GEMMs as fp8 does, activations too (TensorRT-LLM's and vLLM's NVFP4
+ * GEMMs on Blackwell): they run on the FP4 tensor cores (device.h
+ * fp4_flops, 2x fp8); a GPU without them cannot run it (error).
  *
  * Units: FLOPs, bytes, per GPU.
  */
@@ -46,7 +51,8 @@
     X(BF16, "bf16")                \
     X(FP8, "fp8")                  \
     X(INT4, "int4")                \
-    X(MXFP4, "mxfp4")
+    X(MXFP4, "mxfp4")               \
+    X(NVFP4, "nvfp4")
 
 typedef enum {
 #define LOOM_X(n, s) LOOM_WEIGHTS_##n,
@@ -78,6 +84,7 @@ typedef struct {
     double act_bytes_per_token;
     bool expert;
     bool fp8;          /* runs on fp8 tensor cores (fp8 weights, W8A8) */
+    bool fp4;          /* runs on fp4 tensor cores (nvfp4 weights, W4A4) */
     int32_t count;     /* GEMMs of this class in the model */
 } loom_serve_gemm;
 

@@ -19,7 +19,7 @@ struct loom_serve_model {
     loom_serve_calib sc;
     loom_calib cal;
     loom_cluster cluster;        /* intra latency zeroed: the serving calibration has it */
-    double peak_bf16, peak_fp8, hbm_Bps;
+    double peak_bf16, peak_fp8, peak_fp4, hbm_Bps;
     loom_group tp_group, stage_group, p2p_group;
     double iter_overhead_s;   /* the engine's, from sc */
     double seq_s;             /* per sequence per iteration, from sc */
@@ -50,6 +50,13 @@ loom_status loom_serve_model_create(const loom_serve_model_opts *o, loom_serve_m
     const loom_cluster *c = o->cluster;
     if ((s = loom_serve_shape_build(o->graph, &o->par, &m->shape, err))) goto fail;
     if ((s = loom_serve_engine_validate(&o->engine, err))) goto fail;
+    if (o->par.weights == LOOM_WEIGHTS_NVFP4 && !(c->gpu.fp4_flops > 0)) {
+        s = loom_error_set(err, LOOM_ERR_INVALID,
+                           "--weights nvfp4 runs its GEMMs on FP4 tensor cores, which %s does not "
+                           "have (Blackwell: B200, GB200); use fp8 or int4 there",
+                           c->gpu.name);
+        goto fail;
+    }
     int64_t gpus = m->shape.gpus * o->par.replicas, have = loom_cluster_gpus(c);
     if (gpus > have) {
         s = loom_error_set(err, LOOM_ERR_INVALID,
@@ -76,6 +83,7 @@ loom_status loom_serve_model_create(const loom_serve_model_opts *o, loom_serve_m
     /* fp8 weights without fp8 tensor cores (A100): weight-only FP8 (Marlin)
      * upcasts and multiplies in 16 bits */
     if (!(m->peak_fp8 > 0)) m->peak_fp8 = m->peak_bf16;
+    m->peak_fp4 = c->gpu.fp4_flops;
     m->hbm_Bps = c->gpu.hbm_bw_Bps;
     int64_t gpn = c->gpus_per_node, stage = o->par.tp * o->par.attn_dp;
     m->tp_group = (loom_group){o->par.tp, o->par.tp < gpn ? o->par.tp : gpn};
@@ -150,7 +158,7 @@ double loom_serve_iter_time(const loom_serve_model *m, const loom_serve_batch *b
 
     for (int32_t i = 0; i < s->n_gemm; i++) {
         const loom_serve_gemm *g = &s->gemm[i];
-        double peak = g->fp8 ? m->peak_fp8 : m->peak_bf16, f, w, a;
+        double peak = g->fp4 ? m->peak_fp4 : g->fp8 ? m->peak_fp8 : m->peak_bf16, f, w, a;
         if (g->expert) {
             double slots = n_group * (double)s->topk / (double)p->ep;
             double touched = (double)s->experts_local *

@@ -102,7 +102,7 @@ static const loom_cli_option serve_opts[] = {
     {.name = "--seed", .kind = LOOM_CLI_INT, .field = F(seed), .lo = 0, .hi = INT64_MAX,
      .metavar = "S", .help = "seed of arrivals and lengths"},
     {.name = "--weights", .kind = LOOM_CLI_ENUM, .field = F(weights), .given = F(weights_given),
-     .choices = loom_serve_weight_choices, .metavar = "W", .help = "stored weights: bf16, fp8, int4 (AWQ/GPTQ), mxfp4 (experts)"},
+     .choices = loom_serve_weight_choices, .metavar = "W", .help = "stored weights: bf16, fp8, int4 (AWQ/GPTQ), mxfp4 (experts), nvfp4 (Blackwell)"},
     {.name = "--kv-dtype", .kind = LOOM_CLI_ENUM, .field = F(kv_dtype), .given = F(kv_given),
      .choices = loom_serve_kv_choices, .metavar = "T", .help = "KV cache dtype"},
     {.name = "--engine", .kind = LOOM_CLI_ENUM, .field = F(engine), .given = F(engine_given),
@@ -150,7 +150,7 @@ const loom_cli_spec loom_cli_spec_eval_serve = {
     .cmd = "eval",
     .usage = "usage: loom eval MODEL --cluster C --mode serve --tp T [--pp P] [--ep E] [--dp D]\n"
              "                 --isl N --osl N (--qps R | --concurrency N | --offline) [--requests N]\n"
-             "                 [--weights bf16|fp8|int4|mxfp4] [--kv-dtype bf16|fp8]\n"
+             "                 [--weights bf16|fp8|int4|mxfp4|nvfp4] [--kv-dtype bf16|fp8]\n"
              "                 [--engine vllm|sglang|trtllm] [--frontend server|nim|none]\n"
              "                 [--trt-engine] [--max-num-seqs N]\n"
              "                 [--max-batched-tokens N] [--num-scheduler-steps K] [--json]\n"
@@ -208,21 +208,6 @@ bool loom_cli_find_model_id(const char *id, char *path, size_t n)
         if (loom_cli_find_data(s, "models", path, n)) return true;
     }
     return false;
-}
-
-/* The checkpoint's own quantisation (config.json "quantization_config":
- * DeepSeek-V3 ships FP8; AWQ/GPTQ checkpoints int4), which the engines
- * load without a flag. */
-static bool checkpoint_weights(const char *path, loom_serve_weights *out)
-{
-    cJSON *root = NULL;
-    loom_error ignore;
-    if (loom_json_parse_file(path, &root, &ignore)) return false;
-    const cJSON *q = cJSON_GetObjectItemCaseSensitive(root, "quantization_config");
-    const cJSON *m = q ? cJSON_GetObjectItemCaseSensitive(q, "quant_method") : NULL;
-    bool found = cJSON_IsString(m) && loom_serve_weights_parse(m->valuestring, out);
-    cJSON_Delete(root);
-    return found;
 }
 
 static double gib(int64_t b) { return (double)b / (double)((int64_t)1 << 30); }
@@ -578,7 +563,10 @@ int loom_cmd_eval_serve(int argc, char **argv)
     if (attn_dp) o.par.attn_dp = a.dp;
     else o.par.replicas = a.dp;
     o.par.weights = (loom_serve_weights)a.weights;
-    if (!a.weights_given) checkpoint_weights(model_path, &o.par.weights);
+    if (!a.weights_given) {
+        int qw;
+        if (loom_cli_checkpoint_weights(model_path, &qw)) o.par.weights = (loom_serve_weights)qw;
+    }
     o.par.kv_dtype = (loom_dtype)a.kv_dtype;
     loom_serve_engine_defaults((loom_engine_kind)a.engine, &cluster.gpu, a.tp * o.par.attn_dp,
                                &o.engine);

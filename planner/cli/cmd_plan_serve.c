@@ -112,7 +112,7 @@ static const loom_cli_option opts[] = {
      .help = "TensorRT-LLM runs a built TensorRT engine from its C++ executor"},
     {.name = "--weights", .kind = LOOM_CLI_ENUM, .field = F(weights), .given = F(weights_given),
      .choices = loom_serve_weight_choices, .metavar = "W",
-     .help = "stored weights: bf16, fp8, int4 (AWQ/GPTQ), mxfp4 (experts)", .def = "the checkpoint's, else bf16"},
+     .help = "stored weights: bf16, fp8, int4 (AWQ/GPTQ), mxfp4 (experts), nvfp4 (Blackwell)", .def = "the checkpoint's, else bf16"},
     {.name = "--kv-dtype", .kind = LOOM_CLI_ENUM, .field = F(kv_dtype), .choices = loom_serve_kv_choices,
      .metavar = "T", .help = "KV cache dtype"},
     {.name = "--recheck", .kind = LOOM_CLI_INT, .field = F(recheck), .lo = 1, .hi = 64,
@@ -158,19 +158,6 @@ const loom_cli_spec loom_cli_spec_plan_serve = {
     .init = args_init,
 };
 #undef F
-
-/* The checkpoint's own quantisation (config.json "quantization_config"). */
-static bool checkpoint_weights(const char *path, loom_serve_weights *out)
-{
-    cJSON *root = NULL;
-    loom_error ignore;
-    if (loom_json_parse_file(path, &root, &ignore)) return false;
-    const cJSON *q = cJSON_GetObjectItemCaseSensitive(root, "quantization_config");
-    const cJSON *m = q ? cJSON_GetObjectItemCaseSensitive(q, "quant_method") : NULL;
-    bool found = cJSON_IsString(m) && loom_serve_weights_parse(m->valuestring, out);
-    cJSON_Delete(root);
-    return found;
-}
 
 static int write_out(const plan_serve_args *a, const loom_serve_plan *p, bool no_timings)
 {
@@ -245,7 +232,10 @@ int loom_cmd_plan_serve(int argc, char **argv)
                                         .trt_engine = a.trt_engine,
                                         .weights = (loom_serve_weights)a.weights,
                                         .kv_dtype = (loom_dtype)a.kv_dtype};
-    if (!a.weights_given) checkpoint_weights(model_path, &req.space.weights);
+    if (!a.weights_given) {
+        int w;
+        if (loom_cli_checkpoint_weights(model_path, &w)) req.space.weights = (loom_serve_weights)w;
+    }
     loom_serve_workload_init(&req.work);
     req.work.isl = a.isl;
     req.work.osl = a.osl;

@@ -9,6 +9,9 @@
 #include "costs/serve/workload.h"
 
 #include <stdio.h>
+#include <string.h>
+#include <cJSON.h>
+#include "base/json.h"
 
 const loom_cli_choice loom_serve_engine_choices[] = {{"vllm", LOOM_ENGINE_VLLM, false},
                                                      {"sglang", LOOM_ENGINE_SGLANG, false},
@@ -18,6 +21,7 @@ const loom_cli_choice loom_serve_engine_choices[] = {{"vllm", LOOM_ENGINE_VLLM, 
 const loom_cli_choice loom_serve_weight_choices[] = {
     {"bf16", LOOM_WEIGHTS_BF16, false}, {"fp8", LOOM_WEIGHTS_FP8, false},
     {"int4", LOOM_WEIGHTS_INT4, false}, {"mxfp4", LOOM_WEIGHTS_MXFP4, false},
+    {"nvfp4", LOOM_WEIGHTS_NVFP4, false},
     {"fp16", LOOM_WEIGHTS_BF16, true},
     {"awq", LOOM_WEIGHTS_INT4, true},   {"gptq", LOOM_WEIGHTS_INT4, true},
     {NULL, 0, false}};
@@ -46,4 +50,23 @@ bool loom_cli_serve_runtime_check(const char *cmd, int frontend, bool trt_engine
         return false;
     }
     return true;
+}
+
+bool loom_cli_checkpoint_weights(const char *path, int *out)
+{
+    cJSON *root = NULL;
+    loom_error ignore;
+    if (loom_json_parse_file(path, &root, &ignore)) return false;
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(root, "quantization_config");
+    const cJSON *m = q ? cJSON_GetObjectItemCaseSensitive(q, "quant_method") : NULL;
+    const cJSON *algo = q ? cJSON_GetObjectItemCaseSensitive(q, "quant_algo") : NULL;
+    loom_serve_weights w = LOOM_WEIGHTS_BF16;
+    bool found = false;
+    if (cJSON_IsString(m) && !strcmp(m->valuestring, "modelopt") && cJSON_IsString(algo))
+        found = loom_serve_weights_parse(algo->valuestring, &w);
+    else if (cJSON_IsString(m))
+        found = loom_serve_weights_parse(m->valuestring, &w);
+    cJSON_Delete(root);
+    if (found) *out = (int)w;
+    return found;
 }

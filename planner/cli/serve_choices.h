@@ -21,4 +21,11 @@ extern const loom_cli_choice loom_serve_frontend_choices[]; /* --frontend */
 bool loom_cli_serve_runtime_check(const char *cmd, int frontend, bool trt_engine,
                                   bool engine_given, int *engine);
 
+/* The checkpoint's own quantisation, which the engines load without a flag
+ * (config.json "quantization_config": DeepSeek-V3 ships FP8, AWQ/GPTQ
+ * checkpoints int4, gpt-oss mxfp4; NVIDIA's ModelOpt checkpoints say
+ * "quant_method": "modelopt" with "quant_algo" FP8 or NVFP4). path: a
+ * config.json; false (out untouched) when it states none loom reads. */
+bool loom_cli_checkpoint_weights(const char *path, int *out);
+
 #endif
