@@ -118,6 +118,8 @@ def cluster_file(r, tmp):
     per = min(n, domain)
     while n % per:
         per -= 1
+    if r.get("internode_gbps_per_node"):   # the network the source states, shared by a node's GPUs
+        nic = r["internode_gbps_per_node"] / 8 / per
     cl = {"format": "loom-cluster/1", "name": f"bench-{dev}-{n}", "nodes": n // per,
           "gpus_per_node": per, "gpu": dev}
     if n // per > 1:
@@ -191,8 +193,15 @@ def eval_args(r, assumed):
             a += ["--tp-comm-overlap"]
             assumed.append("TP comm overlap (NeMo MLPerf configs)")
     rc = (r.get("recompute") or "none").lower()
-    a += ["--recompute", "full" if rc.startswith("full") else
-          "selective" if rc.startswith("selective") else "none"]
+    frac = r.get("recompute_block_fraction")
+    if frac is not None and L:
+        # block-level checkpointing of a fraction of the blocks (FMS-FSDP's
+        # selective_checkpointing): those blocks rerun whole
+        n = round(frac * L / pp)
+        a += ["--recompute", "full", "--recompute-layers", n] if n > 0 else ["--recompute", "none"]
+    else:
+        a += ["--recompute", "full" if rc.startswith("full") else
+              "selective" if rc.startswith("selective") else "none"]
     z = r.get("zero_stage")
     if z in ("fsdp-full-shard", "hsdp"):
         a += ["--zero", 3]
@@ -204,6 +213,8 @@ def eval_args(r, assumed):
         a += ["--dist-opt"]
         if r.get("distributed_optimizer") is None:
             assumed.append("distributed optimizer (NeMo default)")
+    if r.get("reduce_dtype") == "bf16":   # stated: FSDP MixedPrecision(reduce_dtype=bf16)
+        a += ["--grad-reduce-bf16"]
     if r.get("fp8"):
         a += ["--dtype", "fp8"]
     if a2a_overlap(r):

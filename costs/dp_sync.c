@@ -25,7 +25,9 @@ int loom_dp_sync_ops(double n, int zero, bool grad_bf16, int64_t micro_batches,
 double loom_dp_sync_grad_bytes(int framework, bool grad_reduce_bf16)
 {
     if (framework == LOOM_FRAMEWORK_DEEPSPEED) return 2;
-    if (framework == LOOM_FRAMEWORK_MEGATRON && grad_reduce_bf16) return 2;
+    /* Megatron --grad-reduce-in-bf16; FSDP's MixedPrecision(reduce_dtype=bf16)
+     * (torchtitan's mixed_precision_reduce = "bfloat16", FMS-FSDP's bfSixteen) */
+    if (grad_reduce_bf16) return 2;
     return LOOM_MEM_GRAD_BYTES;
 }
 
@@ -79,6 +81,20 @@ double loom_dp_sync_time_s(const loom_cluster *c, const loom_calib *cal, const l
         double calls = ops[i].calls > 1 ? ops[i].calls : 1;
         t += ops[i].per_step * calls *
              loom_group_collective_time_s(c, cal, ops[i].kind, grp, ops[i].bytes / calls);
+    }
+    return t;
+}
+
+double loom_dp_sync_unhidden_s(const loom_cluster *c, const loom_calib *cal,
+                               const loom_dp_sync_in *in, loom_group grp)
+{
+    if (in->zero < 3 || grp.ranks <= 1 || !(in->params > 0)) return 0;
+    loom_dp_sync_op ops[LOOM_DP_SYNC_MAX_OPS];
+    int k = loom_dp_sync_ops_ex(in, ops);
+    double m = in->micro_batches > 0 ? (double)in->micro_batches : 1, t = 0;
+    for (int i = 0; i < k; i++) {   /* one call of each: a block's gather, a block's scatter */
+        double calls = ops[i].calls > 1 ? ops[i].calls : 1;
+        t += m * loom_group_collective_time_s(c, cal, ops[i].kind, grp, ops[i].bytes / calls);
     }
     return t;
 }

@@ -46,7 +46,7 @@ typedef struct {
     double params;           /* parameters synced over the group */
     int zero;                /* 0..3 (Megatron's distributed optimizer = 1) */
     int framework;           /* loom_framework (parallel.h) */
-    bool grad_reduce_bf16;   /* Megatron --grad-reduce-in-bf16 */
+    bool grad_reduce_bf16;   /* Megatron --grad-reduce-in-bf16, FSDP reduce_dtype bf16 */
     bool full_recompute;     /* the backward reruns each block's forward */
     int64_t micro_batches;   /* per step (< 1 counts as 1) */
     int64_t blocks;          /* transformer blocks the params belong to (>= 1) */
@@ -55,7 +55,8 @@ typedef struct {
 
 /* Per framework (parallel.h's loom_framework):
  *   reduce dtype   megatron fp32 (bf16 if asked), deepspeed 2 bytes,
- *                  torchtitan fp32 (FSDP2 reduce_dtype, torchtitan's default)
+ *                  torchtitan fp32 (FSDP2 reduce_dtype, torchtitan's default;
+ *                  bf16 if asked: mixed_precision_reduce, FMS-FSDP's bfSixteen)
  *   calls          ZeRO-3 / FSDP: one gather and one reduce-scatter per
  *                  block per pass (DeepSpeed's per-submodule fetches are
  *                  coalesced by its prefetch bucket into about one per
@@ -73,6 +74,19 @@ int loom_dp_sync_ops_ex(const loom_dp_sync_in *in, loom_dp_sync_op out[LOOM_DP_S
  * replica sync (solver/stage_costs.c). 0 for one rank or no parameters. */
 double loom_dp_sync_time_s(const loom_cluster *c, const loom_calib *cal, const loom_dp_sync_in *in,
                            loom_group grp);
+
+/* ZeRO-3 / FSDP prefetch: the weights of block i+1 are gathered while
+ * block i computes (FSDP2's implicit forward prefetch and explicit backward
+ * prefetch, DeepSpeed's prefetch bucket, Megatron-FSDP's), and block i's
+ * gradients are reduce-scattered while block i-1's backward runs. Only the
+ * first gather of each forward (nothing runs before it) and the last
+ * reduce-scatter of each backward (nothing runs after it) cannot hide:
+ *     unhidden = micro_batches · (t_gather(one block) + t_scatter(one block))
+ * seconds per step; the rest of the sync hides while compute lasts
+ * (pipeline.h's window). 0 below ZeRO-3 (those syncs hide up to the fitted
+ * grad_sync_overlap) or for one rank. */
+double loom_dp_sync_unhidden_s(const loom_cluster *c, const loom_calib *cal,
+                               const loom_dp_sync_in *in, loom_group grp);
 
 /* Gradient bytes per parameter the framework keeps and reduces. */
 double loom_dp_sync_grad_bytes(int framework, bool grad_reduce_bf16);
