@@ -181,6 +181,12 @@ def eval_args(r, assumed):
         words = ((r.get("notes") or "") + " " + (r.get("source") or "")).lower()
         if "tp comm overlap" in words or "tp-comm-overlap" in words:
             a += ["--tp-comm-overlap"]
+        elif fw == "torchtitan" and ("asynctp" in words or "async tp" in words) \
+                and "vanilla tp" not in words:
+            # torchtitan's async TP (enable_async_tensor_parallel): the
+            # all-gather / reduce-scatter of each TP matmul micro-pipelined
+            # with it through SymmetricMemory, as TE's userbuffer overlap
+            a += ["--tp-comm-overlap"]
         elif r.get("source_id") in PERF_RECIPES:
             a += ["--tp-comm-overlap"]
             assumed.append("TP comm overlap (NeMo performance recipe)")

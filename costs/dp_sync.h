@@ -51,6 +51,7 @@ typedef struct {
     int64_t micro_batches;   /* per step (< 1 counts as 1) */
     int64_t blocks;          /* transformer blocks the params belong to (>= 1) */
     int64_t dp;              /* data-parallel degree (Megatron's bucket size grows with it) */
+    bool pipelined;          /* pp > 1: torchtitan keeps FSDP's weights gathered */
 } loom_dp_sync_in;
 
 /* Per framework (parallel.h's loom_framework):
@@ -65,7 +66,14 @@ typedef struct {
  *                  even at ZeRO-1/2) one per block
  *   ZeRO-3 gathers per micro-batch: forward + backward (2); DeepSpeed
  *                  refetches for the recomputed forward (3); FSDP2 gathers
- *                  once for recompute + backward. */
+ *                  once for recompute + backward. torchtitan under pipeline
+ *                  parallelism gathers once per step and reduce-scatters once
+ *                  per step: it sets reshard_after_forward=False with PP "to
+ *                  avoid per-microbatch all-gathers" (parallelize_llama.py,
+ *                  apply_fsdp), and PyTorch's pipeline stage turns gradient
+ *                  sync and resharding off but for the last backward
+ *                  (torch/distributed/pipelining/stage.py,
+ *                  backward_maybe_with_nosync). */
 int loom_dp_sync_ops_ex(const loom_dp_sync_in *in, loom_dp_sync_op out[LOOM_DP_SYNC_MAX_OPS]);
 
 /* Seconds per step of the synchronisation `in` over group grp: each
@@ -82,6 +90,8 @@ double loom_dp_sync_time_s(const loom_cluster *c, const loom_calib *cal, const l
  * first gather of each forward (nothing runs before it) and the last
  * reduce-scatter of each backward (nothing runs after it) cannot hide:
  *     unhidden = micro_batches · (t_gather(one block) + t_scatter(one block))
+ * (once per step, not per micro-batch, where the weights stay gathered:
+ * torchtitan with pipelining, above)
  * seconds per step; the rest of the sync hides while compute lasts
  * (pipeline.h's window). 0 below ZeRO-3 (those syncs hide up to the fitted
  * grad_sync_overlap) or for one rank. */

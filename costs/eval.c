@@ -478,7 +478,8 @@ static loom_dp_sync_in sync_in(const ctx *x, double n, loom_group grp, int64_t m
     return (loom_dp_sync_in){.params = n, .zero = p->dist_opt && p->zero < 1 ? 1 : p->zero,
                              .framework = p->framework, .grad_reduce_bf16 = p->grad_reduce_bf16,
                              .full_recompute = p->recompute == LOOM_RECOMPUTE_FULL,
-                             .micro_batches = m, .blocks = blocks, .dp = grp.ranks};
+                             .micro_batches = m, .blocks = blocks, .dp = grp.ranks,
+                             .pipelined = p->pp > 1};
 }
 
 static double sync_time(const ctx *x, double n, loom_group grp, int64_t m, int64_t blocks)

@@ -282,7 +282,8 @@ static void zero3_growth(void)
  * blocks, 4 micro-batches, 8 ranks of one node: per micro-batch one
  * block's gather of 2e9/32 bf16 bytes and one block's reduce-scatter of
  * 4e9/32 fp32 bytes (2e9/32 with FSDP's reduce_dtype bf16), each a flat
- * NVLink ring: (n-1)/n · B/bw + (n-1)·α. Below ZeRO-3, or on one rank, 0. */
+ * NVLink ring: (n-1)/n · B/bw + (n-1)·α. Below ZeRO-3, or on one rank, 0.
+ * Under pipelining torchtitan gathers and scatters once per step. */
 static void zero3_unhidden(void)
 {
     loom_cluster c;
@@ -304,6 +305,19 @@ static void zero3_unhidden(void)
     CHECK(loom_dp_sync_grad_bytes(LOOM_FRAMEWORK_TORCHTITAN, true) == 2);
     CHECK(loom_dp_sync_grad_bytes(LOOM_FRAMEWORK_TORCHTITAN, false) == 4);
     CHECK_NEAR_REL(loom_dp_sync_unhidden_s(&c, &cal, &in, node), 4 * (2 * ag), 1e-12);
+    /* torchtitan with pipelining keeps the weights gathered for the step:
+     * one gather and one (bf16 here) reduce-scatter per block per step, and
+     * one block's of each unhidden instead of 4 micro-batches' */
+    in.pipelined = true;
+    loom_dp_sync_op ops[LOOM_DP_SYNC_MAX_OPS];
+    CHECK_INT_EQ(loom_dp_sync_ops_ex(&in, ops), 2);
+    CHECK(ops[0].per_step == 1 && ops[1].per_step == 1 && ops[1].calls == 32);
+    CHECK_NEAR_REL(loom_dp_sync_time_s(&c, &cal, &in, node), 32 * (2 * ag), 1e-12);
+    CHECK_NEAR_REL(loom_dp_sync_unhidden_s(&c, &cal, &in, node), 2 * ag, 1e-12);
+    in.framework = LOOM_FRAMEWORK_MEGATRON;   /* Megatron-FSDP: still per micro-batch */
+    loom_dp_sync_ops_ex(&in, ops);
+    CHECK(ops[0].per_step == 4 && ops[1].per_step == 8);
+    in.framework = LOOM_FRAMEWORK_TORCHTITAN, in.pipelined = false;
     in.zero = 1;
     CHECK(loom_dp_sync_unhidden_s(&c, &cal, &in, node) == 0);
     in.zero = 3;
