@@ -18,7 +18,11 @@ weights and FLOPs), or the bundled model where the record names one
 (DeepSeek-V3, Qwen3 MoE, gpt-oss); the cluster from the GPU and count; TP, PP,
 DP, CP, EP, micro-batch, interleaving, sequence parallelism, recomputation,
 ZeRO stage / FSDP, FP8 and the framework (Megatron/NeMo, torchtitan/FSDP,
-DeepSpeed). What the record leaves open is assumed and listed. Records are
+DeepSpeed), and what the source states beyond those: the node network
+("internode_gbps_per_node"), a bf16 gradient reduce-scatter ("reduce_dtype"),
+block-level checkpointing of a fraction of the blocks
+("recompute_block_fraction"), torchtitan's async TP. What the record leaves
+open is assumed and listed. Records are
 skipped, with the reason, when they have no step time or throughput, or name
 hardware loom does not model (A800, "A100" without a size).
 
