@@ -100,9 +100,16 @@ double loom_dp_sync_unhidden_s(const loom_cluster *c, const loom_calib *cal,
     loom_dp_sync_op ops[LOOM_DP_SYNC_MAX_OPS];
     int k = loom_dp_sync_ops_ex(in, ops);
     double m = in->micro_batches > 0 && !stays_gathered(in) ? (double)in->micro_batches : 1, t = 0;
+    /* the share of a block's gather that is fetched ahead of need */
+    double block = in->params / (in->blocks > 0 ? (double)in->blocks : 1);
+    double ahead = in->framework == LOOM_FRAMEWORK_DEEPSPEED
+                       ? fmin(1, LOOM_DEEPSPEED_PREFETCH_ELEMS / block) : 1;
     for (int i = 0; i < k; i++) {   /* one call of each: a block's gather, a block's scatter */
         double calls = ops[i].calls > 1 ? ops[i].calls : 1;
-        t += m * loom_group_collective_time_s(c, cal, ops[i].kind, grp, ops[i].bytes / calls);
+        double one = loom_group_collective_time_s(c, cal, ops[i].kind, grp, ops[i].bytes / calls);
+        t += m * one;
+        if (ops[i].kind == LOOM_COLL_ALL_GATHER)   /* the rest of the other gathers */
+            t += (ops[i].per_step * calls - m) * one * (1 - ahead);
     }
     return t;
 }

@@ -317,7 +317,17 @@ static void zero3_unhidden(void)
     in.framework = LOOM_FRAMEWORK_MEGATRON;   /* Megatron-FSDP: still per micro-batch */
     loom_dp_sync_ops_ex(&in, ops);
     CHECK(ops[0].per_step == 4 && ops[1].per_step == 8);
-    in.framework = LOOM_FRAMEWORK_TORCHTITAN, in.pipelined = false;
+    /* DeepSpeed prefetches 5e7 elements ahead: 1e10 parameters in 32
+     * blocks (312.5M a block) fetch 16% of a block ahead, so of the 4 · 2 ·
+     * 32 gathers all but the 4 first are 84% exposed; 2-byte gradients */
+    in.framework = LOOM_FRAMEWORK_DEEPSPEED, in.pipelined = false, in.params = 1e10;
+    double ag10 = 7.0 / 8 * (2e10 / 32) / bw + 7 * a, rs10 = 7.0 / 8 * (2e10 / 32) / bw + 7 * a;
+    double ahead = 5e7 / (1e10 / 32);
+    CHECK_NEAR_REL(loom_dp_sync_unhidden_s(&c, &cal, &in, node),
+                   4 * (ag10 + rs10) + (4 * 2 * 32 - 4) * ag10 * (1 - ahead), 1e-12);
+    in.params = 1e9;   /* 31.25M a block: all of it ahead, as FSDP */
+    CHECK_NEAR_REL(loom_dp_sync_unhidden_s(&c, &cal, &in, node), 4 * (2 * ag), 1e-12);
+    in.framework = LOOM_FRAMEWORK_TORCHTITAN;
     in.zero = 1;
     CHECK(loom_dp_sync_unhidden_s(&c, &cal, &in, node) == 0);
     in.zero = 3;
