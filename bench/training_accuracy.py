@@ -18,7 +18,11 @@ weights and FLOPs), or the bundled model where the record names one
 (DeepSeek-V3, Qwen3 MoE, gpt-oss); the cluster from the GPU and count; TP, PP,
 DP, CP, EP, micro-batch, interleaving, sequence parallelism, recomputation,
 ZeRO stage / FSDP, FP8 and the framework (Megatron/NeMo, torchtitan/FSDP,
-DeepSpeed). What the record leaves open is assumed and listed. Records are
+DeepSpeed), and what the source states beyond those: the node network
+("internode_gbps_per_node"), a bf16 gradient reduce-scatter ("reduce_dtype"),
+block-level checkpointing of a fraction of the blocks
+("recompute_block_fraction"), torchtitan's async TP. What the record leaves
+open is assumed and listed. Records are
 skipped, with the reason, when they have no step time or throughput, or name
 hardware loom does not model (A800, "A100" without a size).
 
@@ -118,6 +122,8 @@ def cluster_file(r, tmp):
     per = min(n, domain)
     while n % per:
         per -= 1
+    if r.get("internode_gbps_per_node"):   # the network the source states, shared by a node's GPUs
+        nic = r["internode_gbps_per_node"] / 8 / per
     cl = {"format": "loom-cluster/1", "name": f"bench-{dev}-{n}", "nodes": n // per,
           "gpus_per_node": per, "gpu": dev}
     if n // per > 1:
@@ -179,6 +185,12 @@ def eval_args(r, assumed):
         words = ((r.get("notes") or "") + " " + (r.get("source") or "")).lower()
         if "tp comm overlap" in words or "tp-comm-overlap" in words:
             a += ["--tp-comm-overlap"]
+        elif fw == "torchtitan" and ("asynctp" in words or "async tp" in words) \
+                and "vanilla tp" not in words:
+            # torchtitan's async TP (enable_async_tensor_parallel): the
+            # all-gather / reduce-scatter of each TP matmul micro-pipelined
+            # with it through SymmetricMemory, as TE's userbuffer overlap
+            a += ["--tp-comm-overlap"]
         elif r.get("source_id") in PERF_RECIPES:
             a += ["--tp-comm-overlap"]
             assumed.append("TP comm overlap (NeMo performance recipe)")
@@ -191,8 +203,15 @@ def eval_args(r, assumed):
             a += ["--tp-comm-overlap"]
             assumed.append("TP comm overlap (NeMo MLPerf configs)")
     rc = (r.get("recompute") or "none").lower()
-    a += ["--recompute", "full" if rc.startswith("full") else
-          "selective" if rc.startswith("selective") else "none"]
+    frac = r.get("recompute_block_fraction")
+    if frac is not None and L:
+        # block-level checkpointing of a fraction of the blocks (FMS-FSDP's
+        # selective_checkpointing): those blocks rerun whole
+        n = round(frac * L / pp)
+        a += ["--recompute", "full", "--recompute-layers", n] if n > 0 else ["--recompute", "none"]
+    else:
+        a += ["--recompute", "full" if rc.startswith("full") else
+              "selective" if rc.startswith("selective") else "none"]
     z = r.get("zero_stage")
     if z in ("fsdp-full-shard", "hsdp"):
         a += ["--zero", 3]
@@ -204,6 +223,8 @@ def eval_args(r, assumed):
         a += ["--dist-opt"]
         if r.get("distributed_optimizer") is None:
             assumed.append("distributed optimizer (NeMo default)")
+    if r.get("reduce_dtype") == "bf16":   # stated: FSDP MixedPrecision(reduce_dtype=bf16)
+        a += ["--grad-reduce-bf16"]
     if r.get("fp8"):
         a += ["--dtype", "fp8"]
     if a2a_overlap(r):

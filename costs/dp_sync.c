@@ -25,7 +25,9 @@ int loom_dp_sync_ops(double n, int zero, bool grad_bf16, int64_t micro_batches,
 double loom_dp_sync_grad_bytes(int framework, bool grad_reduce_bf16)
 {
     if (framework == LOOM_FRAMEWORK_DEEPSPEED) return 2;
-    if (framework == LOOM_FRAMEWORK_MEGATRON && grad_reduce_bf16) return 2;
+    /* Megatron --grad-reduce-in-bf16; FSDP's MixedPrecision(reduce_dtype=bf16)
+     * (torchtitan's mixed_precision_reduce = "bfloat16", FMS-FSDP's bfSixteen) */
+    if (grad_reduce_bf16) return 2;
     return LOOM_MEM_GRAD_BYTES;
 }
 
@@ -46,6 +48,13 @@ static double buckets(const loom_dp_sync_in *in)
     }
 }
 
+/* torchtitan with pipelining: FSDP's weights gathered once and kept for
+ * the whole step, gradients scattered once at its end (dp_sync.h). */
+static bool stays_gathered(const loom_dp_sync_in *in)
+{
+    return in->zero >= 3 && in->framework == LOOM_FRAMEWORK_TORCHTITAN && in->pipelined;
+}
+
 int loom_dp_sync_ops_ex(const loom_dp_sync_in *in, loom_dp_sync_op out[LOOM_DP_SYNC_MAX_OPS])
 {
     double n = in->params, m = in->micro_batches > 0 ? (double)in->micro_batches : 1;
@@ -63,6 +72,7 @@ int loom_dp_sync_ops_ex(const loom_dp_sync_in *in, loom_dp_sync_op out[LOOM_DP_S
         return 2;
     }
     double gathers = in->framework == LOOM_FRAMEWORK_DEEPSPEED && in->full_recompute ? 3 : 2;
+    if (stays_gathered(in)) m = 1, gathers = 1;
     out[0] = (loom_dp_sync_op){LOOM_COLL_REDUCE_SCATTER, grads, m, blocks};
     out[1] = (loom_dp_sync_op){LOOM_COLL_ALL_GATHER, weights, gathers * m, blocks};
     return 2;
@@ -79,6 +89,27 @@ double loom_dp_sync_time_s(const loom_cluster *c, const loom_calib *cal, const l
         double calls = ops[i].calls > 1 ? ops[i].calls : 1;
         t += ops[i].per_step * calls *
              loom_group_collective_time_s(c, cal, ops[i].kind, grp, ops[i].bytes / calls);
+    }
+    return t;
+}
+
+double loom_dp_sync_unhidden_s(const loom_cluster *c, const loom_calib *cal,
+                               const loom_dp_sync_in *in, loom_group grp)
+{
+    if (in->zero < 3 || grp.ranks <= 1 || !(in->params > 0)) return 0;
+    loom_dp_sync_op ops[LOOM_DP_SYNC_MAX_OPS];
+    int k = loom_dp_sync_ops_ex(in, ops);
+    double m = in->micro_batches > 0 && !stays_gathered(in) ? (double)in->micro_batches : 1, t = 0;
+    /* the share of a block's gather that is fetched ahead of need */
+    double block = in->params / (in->blocks > 0 ? (double)in->blocks : 1);
+    double ahead = in->framework == LOOM_FRAMEWORK_DEEPSPEED
+                       ? fmin(1, LOOM_DEEPSPEED_PREFETCH_ELEMS / block) : 1;
+    for (int i = 0; i < k; i++) {   /* one call of each: a block's gather, a block's scatter */
+        double calls = ops[i].calls > 1 ? ops[i].calls : 1;
+        double one = loom_group_collective_time_s(c, cal, ops[i].kind, grp, ops[i].bytes / calls);
+        t += m * one;
+        if (ops[i].kind == LOOM_COLL_ALL_GATHER)   /* the rest of the other gathers */
+            t += (ops[i].per_step * calls - m) * one * (1 - ahead);
     }
     return t;
 }

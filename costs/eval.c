@@ -71,7 +71,8 @@
  * communication) during the backward (only the first recompute_layers
  * blocks of a stage when that is set); selective reruns the attention core
  * (the ops touching s×t tensors; nothing with flash attention, whose
- * backward recomputes internally).
+ * backward recomputes internally), and under torchtitan its op-level
+ * policy also reruns every second weight GEMM of a block (plain_mm).
  *
  * Step (costs/pipeline.h). Per-rank micro-batch times t_i go into the 1F1B
  * formula with M = gbs / (mbs·dp) micro-batches; p2p transfers are the
@@ -344,6 +345,21 @@ static void op_comm(const ctx *x, const loom_op *op, const loom_op_time *t, doub
     }
 }
 
+/* A dense weight GEMM, aten.mm in PyTorch (not an expert's grouped GEMM,
+ * whose input is already per expert). torchtitan's op-level selective
+ * checkpointing (models/llama3/parallelize_llama.py, _apply_ac_to_
+ * transformer_block with selective_ac_option "op") saves the outputs of
+ * mm, SDPA, reduce-scatter and max, "except every second mm": counted per
+ * block in forward order, the 2nd, 4th, 6th … rerun in the backward (for a
+ * Llama block wq wk wv wo w1 w3 w2: wk, wo and w3, about 36% of its GEMM
+ * FLOPs), and so do the cheap ops around them. */
+static bool plain_mm(const loom_graph *g, const loom_op *op)
+{
+    if (op->kind != LOOM_OP_EINSUM || op->n_w < 1 || op->n_in < 1) return false;
+    return !(has_dim(loom_graph_tensor(g, op->w[0]), "e") &&
+             has_dim(loom_graph_tensor(g, op->in[0]), "e"));
+}
+
 /* Costs of layer l, one micro-batch. */
 static loom_status layer_costs(const ctx *x, int32_t l, layer_cost *lc, loom_error *err)
 {
@@ -355,7 +371,7 @@ static loom_status layer_costs(const ctx *x, int32_t l, layer_cost *lc, loom_err
      * dispatcher: before and at the dispatch (its permute) the pre phase,
      * the dispatch's collectives its own, then the experts, and from the
      * combine on (its collectives, unpermute, residual) the combine phase */
-    int phase = 0;
+    int phase = 0, mm = 0;
     for (int32_t i = first; i < first + count; i++) {
         const loom_op *op = loom_graph_op(x->g, i);
         loom_dim_split sp[8];
@@ -395,8 +411,12 @@ static loom_status layer_costs(const ctx *x, int32_t l, layer_cost *lc, loom_err
         int n_ids = operands(op, ids);
         for (int k = 0; k < n_ids; k++) core |= attention_core(loom_graph_tensor(x->g, ids[k]));
         bool matmul = op->kind == LOOM_OP_EINSUM || op->kind == LOOM_OP_ATTENTION;
+        mm += plain_mm(x->g, op);
         bool rerun = (p->recompute == LOOM_RECOMPUTE_FULL && block) ||
-                     (p->recompute == LOOM_RECOMPUTE_SELECTIVE && core);
+                     (p->recompute == LOOM_RECOMPUTE_SELECTIVE && core) ||
+                     (p->recompute == LOOM_RECOMPUTE_SELECTIVE && block &&
+                      p->framework == LOOM_FRAMEWORK_TORCHTITAN && plain_mm(x->g, op) &&
+                      mm % 2 == 0);
         if (rerun) {
             lc->recompute_s += t.fwd_s + cf;
             lc->recompute_comm_s += cf;
@@ -452,14 +472,27 @@ static void assign_ranks(const loom_graph *g, const loom_parallel *p, const loom
 
 /* Data-parallel synchronisation of n parameters over group grp per step
  * (dp_sync.h: the collectives of p's ZeRO stage). */
-static double sync_time(const ctx *x, double n, loom_group grp, int64_t m, int64_t blocks)
+static loom_dp_sync_in sync_in(const ctx *x, double n, loom_group grp, int64_t m, int64_t blocks)
 {
     const loom_parallel *p = x->p;
-    loom_dp_sync_in in = {.params = n, .zero = p->dist_opt && p->zero < 1 ? 1 : p->zero,
-                          .framework = p->framework, .grad_reduce_bf16 = p->grad_reduce_bf16,
-                          .full_recompute = p->recompute == LOOM_RECOMPUTE_FULL,
-                          .micro_batches = m, .blocks = blocks, .dp = grp.ranks};
+    return (loom_dp_sync_in){.params = n, .zero = p->dist_opt && p->zero < 1 ? 1 : p->zero,
+                             .framework = p->framework, .grad_reduce_bf16 = p->grad_reduce_bf16,
+                             .full_recompute = p->recompute == LOOM_RECOMPUTE_FULL,
+                             .micro_batches = m, .blocks = blocks, .dp = grp.ranks,
+                             .pipelined = p->pp > 1};
+}
+
+static double sync_time(const ctx *x, double n, loom_group grp, int64_t m, int64_t blocks)
+{
+    loom_dp_sync_in in = sync_in(x, n, grp, m, blocks);
     return loom_dp_sync_time_s(x->c, x->cal, &in, grp);
+}
+
+/* The part of a ZeRO-3 sync its per-block prefetch cannot hide (dp_sync.h). */
+static double sync_unhidden(const ctx *x, double n, loom_group grp, int64_t m, int64_t blocks)
+{
+    loom_dp_sync_in in = sync_in(x, n, grp, m, blocks);
+    return loom_dp_sync_unhidden_s(x->c, x->cal, &in, grp);
 }
 
 /* Megatron's groups of `count` ranks `stride` apart, over the whole job:
@@ -604,7 +637,7 @@ loom_status loom_eval_megatron_ex(const loom_graph *g, const loom_cost_model *cm
     int32_t *rank = calloc((size_t)n_layers, sizeof *rank);
     int32_t *cls = calloc((size_t)n_layers, sizeof *cls);
     bool *in_stage = calloc((size_t)n_layers, 1);
-    double *arr = calloc((size_t)S * 6, sizeof *arr);
+    double *arr = calloc((size_t)S * 7, sizeof *arr);
     x.col_seen = calloc((size_t)n_t + 1, sizeof *x.col_seen);
     loom_layer_act *acts = calloc((size_t)n_layers, sizeof *acts);
     out->stages = calloc((size_t)S, sizeof *out->stages);
@@ -614,7 +647,7 @@ loom_status loom_eval_megatron_ex(const loom_graph *g, const loom_cost_model *cm
     }
     out->n_stages = S;
     double *stage_s = arr, *bwd_s = arr + S, *sync_s = arr + 2 * S, *window_s = arr + 3 * S,
-           *opt_s = arr + 4 * S, *comm_s = arr + 5 * S;
+           *opt_s = arr + 4 * S, *comm_s = arr + 5 * S, *overlap_of = arr + 6 * S;
 
     /* Per-layer costs, computed once per class of identical layers. */
     if (o && o->layer_class) memcpy(cls, o->layer_class, (size_t)n_layers * sizeof *cls);
@@ -696,6 +729,13 @@ loom_status loom_eval_megatron_ex(const loom_graph *g, const loom_cost_model *cm
         sync_s[r] = sync_time(&x, dense, x.dp, M, blocks_here) +
                     sync_time(&x, expert, x.edp, M, blocks_here);
         st->grad_sync_s = sync_s[r];
+        /* ZeRO-3: prefetched per-block collectives, all but the first
+         * gather and last scatter of each micro-batch hideable (dp_sync.h) */
+        if (p->zero >= 3 && sync_s[r] > 0)
+            overlap_of[r] = fmax(0, 1 - (sync_unhidden(&x, dense, x.dp, M, blocks_here) +
+                                         sync_unhidden(&x, expert, x.edp, M, blocks_here)) /
+                                            sync_s[r]);
+        else overlap_of[r] = x.cal->grad_sync_overlap;
         window_s[r] = p->zero >= 3   ? (double)M * stage_s[r]
                       : p->zero == 2 ? (double)M * bwd + fwd   /* a scatter per backward */
                                      : bwd + (p->zero >= 1 || p->dist_opt ? fwd : 0);
@@ -721,6 +761,7 @@ loom_status loom_eval_megatron_ex(const loom_graph *g, const loom_cost_model *cm
                                 p->vpp, p->framework == LOOM_FRAMEWORK_MEGATRON && p->overlap_p2p),
                             .grad_sync_s = sync_s, .sync_window_s = window_s,
                             .sync_overlap = p->overlap_grad_reduce ? x.cal->grad_sync_overlap : 0,
+                            .sync_overlap_of = p->overlap_grad_reduce ? overlap_of : NULL,
                             .optimizer_s = opt_s};
     loom_pipeline_out po;
     if ((s = loom_pipeline_step(&pin, &po, err))) goto done;

@@ -17,6 +17,9 @@
  *    2020). Context-parallel ranks hold the same weights, so the
  *    data-parallel group of dense weights is dp·cp; expert weights are
  *    replicated over dp·cp/ep ranks.
+ *    torchtitan under pipelining is the exception to ZeRO-3's sharding: it
+ *    keeps the stage's weights gathered and its gradients unsharded for
+ *    the whole step (2 + 4 bytes a parameter on top of the shards).
  *
  * 2. Activations saved for the backward pass. The graph says which tensor
  *    every op saves (graph.h: matmuls their activation input, gelu its input,
@@ -58,6 +61,7 @@
  * 4. Recompute working set. Recomputing a layer re-materialises its
  *    dropped activations for one micro-batch during its backward: the
  *    attention core (selective) or the whole layer (full).
+ *
  *
  * 5. The rest: CUDA context, cuBLAS and NCCL workspaces, communication
  *    buffers (a fixed LOOM_MEM_RESERVED_BYTES) and the caching allocator's
@@ -418,6 +422,16 @@ loom_status loom_memory_stage(const loom_graph *g, const loom_parallel *p,
                                !o->inference, &sd);
     loom_memory_model_state_fw(expert, dp_expert, p->zero, p->dist_opt, p->framework,
                                !o->inference, &se);
+    if (!o->inference && p->framework == LOOM_FRAMEWORK_TORCHTITAN && p->zero >= 3 && p->pp > 1) {
+        /* torchtitan under pipelining keeps FSDP's weights gathered through
+         * the step and accumulates unsharded gradients until the last
+         * backward (costs/dp_sync.h), in FSDP2's reduce dtype (fp32):
+         * bf16 weights whole, fp32 gradients whole besides the sharded ones */
+        sd.params_bytes = dense * LOOM_MEM_PARAM_BYTES;
+        se.params_bytes = expert * LOOM_MEM_PARAM_BYTES;
+        sd.grads_bytes += dense * LOOM_MEM_GRAD_BYTES;
+        se.grads_bytes += expert * LOOM_MEM_GRAD_BYTES;
+    }
     out->params = dense + expert;
     out->params_bytes = sd.params_bytes + se.params_bytes;
     out->grads_bytes = sd.grads_bytes + se.grads_bytes;

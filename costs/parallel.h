@@ -70,8 +70,9 @@ typedef struct {
                                     micro-batch's expert all-to-alls beside another's
                                     compute (costs/moe_overlap.h; default off) */
     bool tp_comm_overlap;        /* TP collectives overlapped with their GEMMs (needs sp) */
-    bool grad_reduce_bf16;       /* DP gradients reduced in bf16 (Megatron --grad-reduce-in-bf16;
-                                    default fp32, as Megatron does for bf16 training) */
+    bool grad_reduce_bf16;       /* DP gradients reduced in bf16 (Megatron --grad-reduce-in-bf16,
+                                    FSDP reduce_dtype bf16; default fp32, as Megatron and
+                                    torchtitan do for bf16 training) */
     loom_framework framework;    /* whose semantics (default megatron) */
 } loom_parallel;
 

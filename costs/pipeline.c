@@ -61,7 +61,9 @@
  * (1 - sync_overlap) of every sync is never hidden (the last bucket, launch
  * gaps, contention with compute):
  *     exposed_i = sync_i - min(sync_overlap · sync_i, window_i + Σ_{j<i} bwd_j)
- * and the step waits for the worst rank.
+ * and the step waits for the worst rank. ZeRO-3 / FSDP give each rank its
+ * own fraction (sync_overlap_of, costs/dp_sync.h): there the sync is one
+ * collective per block, prefetched behind the neighbouring block's compute.
  *
  * Optimizer. All ranks step at once; the slowest one counts. (Its time is
  * memory-bound: LOOM_OPTIM_STEP_BYTES_PER_PARAM per local parameter.)
@@ -151,6 +153,11 @@ loom_status loom_pipeline_step(const loom_pipeline_in *in, loom_pipeline_out *ou
                               "pipeline: p2p_s must be >= 0 (found %g) and sync_overlap in [0, 1] "
                               "(found %g)", in->p2p_s, in->sync_overlap);
     const int64_t S = in->stages;
+    for (int64_t i = 0; in->sync_overlap_of && i < S; i++)
+        if (!(in->sync_overlap_of[i] >= 0) || in->sync_overlap_of[i] > 1)
+            return loom_error_set(err, LOOM_ERR_INVALID,
+                                  "pipeline: sync_overlap_of[%lld] must be in [0, 1] (found %g)",
+                                  (long long)i, in->sync_overlap_of[i]);
     loom_status s;
     if ((s = check_times("stage_s", in->stage_s, S, true, err)) ||
         (s = check_times("bwd_s", in->bwd_s, S, false, err)) ||
@@ -181,7 +188,8 @@ loom_status loom_pipeline_step(const loom_pipeline_in *in, loom_pipeline_out *ou
         double window = in->sync_window_s ? in->sync_window_s[i] : in->bwd_s ? in->bwd_s[i] : 0;
         if (in->grad_sync_s) {
             double sync = in->grad_sync_s[i];
-            double hidden = fmin(in->sync_overlap * sync, window + drained);
+            double f = in->sync_overlap_of ? in->sync_overlap_of[i] : in->sync_overlap;
+            double hidden = fmin(f * sync, window + drained);
             double exposed = sync - hidden;
             if (exposed > out->grad_sync_s) out->grad_sync_s = exposed;
         }

@@ -48,6 +48,8 @@ typedef struct {
     const double *sync_window_s;/* [S] compute the sync can hide behind on rank i
                                    (NULL = its last micro-batch's backward, bwd_s) */
     double sync_overlap;        /* at most this fraction of a sync is hidden (0..1) */
+    const double *sync_overlap_of; /* [S] rank i's own fraction instead (NULL = sync_overlap):
+                                   ZeRO-3's per-block collectives, loom_dp_sync_zero3_overlap */
     const double *optimizer_s;  /* [S] optimizer step of rank i (NULL = none) */
 } loom_pipeline_in;
 

@@ -42,13 +42,16 @@ int loom_search_zero(const loom_search *s)
 
 int loom_search_zero_options(const loom_search *s, int64_t dp, int out[3])
 {
-    if (s->pb.inference || dp <= 1 || s->opt.zero >= 0) {
+    (void)dp;   /* one replica too: the group also spans a stage's in-mesh copies (cp) */
+    if (s->pb.inference || s->opt.zero >= 0) {
         out[0] = loom_search_zero(s);
         return 1;
     }
     /* ZeRO-0 is left out: ZeRO-1 moves fewer bytes (reduce-scatter of the
      * gradients + all-gather of the bf16 weights vs an all-reduce of the
-     * gradients) and holds less, so it is never worse */
+     * gradients) and holds less, so it is never worse. With one replica
+     * ZeRO-3 over the context-parallel copies can pay: its per-block
+     * gathers hide behind compute (costs/dp_sync.h). */
     out[0] = 1, out[1] = 2, out[2] = 3;
     return 3;
 }
@@ -104,15 +107,29 @@ loom_group loom_search_weight_dp_group(const loom_search *s, loom_mesh_shape mes
     return loom_search_dp_group(s, mesh, axes, dp, replica_stride, first_gpu);
 }
 
+/* Megatron-LM's rule, as loom eval prices a Megatron configuration */
+static loom_dp_sync_in megatron_sync(double n, loom_group grp, int zero, int64_t micro_batches,
+                                     int64_t blocks, bool full_recompute)
+{
+    return (loom_dp_sync_in){.params = n, .zero = zero, .framework = LOOM_FRAMEWORK_MEGATRON,
+                             .full_recompute = full_recompute, .micro_batches = micro_batches,
+                             .blocks = blocks > 0 ? blocks : 1, .dp = grp.ranks};
+}
+
 double loom_search_dp_sync_s(const loom_search *s, double n, loom_group grp, int zero,
                              int64_t micro_batches, int64_t blocks, bool full_recompute)
 {
     if (s->pb.inference || !(n > 0)) return 0;
-    /* Megatron-LM's rule, as loom eval prices a Megatron configuration */
-    loom_dp_sync_in in = {.params = n, .zero = zero, .framework = LOOM_FRAMEWORK_MEGATRON,
-                          .full_recompute = full_recompute, .micro_batches = micro_batches,
-                          .blocks = blocks > 0 ? blocks : 1, .dp = grp.ranks};
+    loom_dp_sync_in in = megatron_sync(n, grp, zero, micro_batches, blocks, full_recompute);
     return loom_dp_sync_time_s(s->c, s->cal, &in, grp);
+}
+
+double loom_search_dp_unhidden_s(const loom_search *s, double n, loom_group grp, int zero,
+                                 int64_t micro_batches, int64_t blocks, bool full_recompute)
+{
+    if (s->pb.inference || !(n > 0)) return 0;
+    loom_dp_sync_in in = megatron_sync(n, grp, zero, micro_batches, blocks, full_recompute);
+    return loom_dp_sync_unhidden_s(s->c, s->cal, &in, grp);
 }
 
 /* ---- specs ------------------------------------------------------------------- */
@@ -572,12 +589,17 @@ static loom_status eval_stage(loom_search *s, const loom_graph *g, const loom_se
          * data-parallel copies in the mesh × the replicas), and over the
          * other axes it is partial over inside the mesh */
         e->grad_sync_s = e->intra.other_sync_s;
-        for (unsigned a = 0; a < 4; a++)
-            e->grad_sync_s += loom_search_dp_sync_s(
-                s, e->intra.dp_params_per_gpu[a],
-                loom_search_weight_dp_group(s, st->mesh, a, cfg->dp, st->replica_stride,
-                                            st->first_gpu, loom_search_stage_space(st)),
-                cfg->zero, cfg->micro_batches, blocks, rc);
+        e->grad_sync_unhidden_s = 0;
+        for (unsigned a = 0; a < 4; a++) {
+            loom_group grp = loom_search_weight_dp_group(s, st->mesh, a, cfg->dp,
+                                                         st->replica_stride, st->first_gpu,
+                                                         loom_search_stage_space(st));
+            double n = e->intra.dp_params_per_gpu[a];
+            e->grad_sync_s += loom_search_dp_sync_s(s, n, grp, cfg->zero, cfg->micro_batches,
+                                                    blocks, rc);
+            e->grad_sync_unhidden_s += loom_search_dp_unhidden_s(s, n, grp, cfg->zero,
+                                                                 cfg->micro_batches, blocks, rc);
+        }
         double local = cfg->zero >= 1
                            ? ceil((double)e->intra.param_count_local_per_gpu / (double)cfg->dp)
                            : (double)e->params;
@@ -663,14 +685,15 @@ static loom_status eval_config(loom_search *s, const loom_graph *g, const loom_s
     int64_t pp = cfg->pp;
     loom_status st = LOOM_OK;
     out->stages = calloc((size_t)S, sizeof *out->stages);
-    double *arr = calloc((size_t)pp * 7, sizeof *arr);
+    double *arr = calloc((size_t)pp * 9, sizeof *arr);
     if (!out->stages || !arr) {
         free(arr);
         return loom_error_set(err, LOOM_ERR_NOMEM, "stage search: out of memory");
     }
     out->n_stages = S;
     double *ts = arr, *bs = arr + pp, *sync = arr + 2 * pp, *win = arr + 3 * pp,
-           *opt = arr + 4 * pp, *comm = arr + 5 * pp, *fw = arr + 6 * pp;
+           *opt = arr + 4 * pp, *comm = arr + 5 * pp, *fw = arr + 6 * pp,
+           *unhidden = arr + 7 * pp, *overlap_of = arr + 8 * pp;
     double p2p = 0, mb_flops = 0, measured = 0, total = 0;
     for (int32_t i = 0; i < S; i++) {
         loom_stage_eval *e = &out->stages[i];
@@ -680,6 +703,7 @@ static loom_status eval_config(loom_search *s, const loom_graph *g, const loom_s
         bs[r] += e->bwd_s;
         fw[r] += e->time_s - e->bwd_s;
         sync[r] += e->grad_sync_s;
+        unhidden[r] += e->grad_sync_unhidden_s;
         opt[r] += e->optimizer_s;
         comm[r] += e->comm_s;
         mb_flops += e->model_flops;
@@ -704,16 +728,21 @@ static loom_status eval_config(loom_search *s, const loom_graph *g, const loom_s
          * next first forward for a sharded optimizer's weight all-gather;
          * ZeRO-3's per-micro-batch gathers and scatters, every micro-batch */
         bool sharded = cfg->zero >= 1;
-        for (int64_t r = 0; r < pp; r++)
+        for (int64_t r = 0; r < pp; r++) {
             win[r] = cfg->zero >= 3   ? (double)M * ts[r]
                      : cfg->zero == 2 ? (double)M * bs[r] + fw[r]
                                       : bs[r] + (sharded ? fw[r] : 0);
+            /* ZeRO-3's prefetch hides all but its unhidden part (eval.c) */
+            overlap_of[r] = cfg->zero >= 3 && sync[r] > 0 ? fmax(0, 1 - unhidden[r] / sync[r])
+                                                          : s->cal->grad_sync_overlap;
+        }
         /* the planner plans for Megatron (its exports' schedule) */
         loom_pipeline_in pin = {.stages = pp, .microbatches = M, .vpp = cfg->vpp, .stage_s = ts,
                                 .bwd_s = bs, .p2p_s = p2p,
                                 .overlap_p2p = loom_pipeline_overlaps_p2p(cfg->vpp, true),
                                 .grad_sync_s = sync,
                                 .sync_window_s = win, .sync_overlap = s->cal->grad_sync_overlap,
+                                .sync_overlap_of = overlap_of,
                                 .optimizer_s = opt};
         loom_pipeline_out po;
         if ((st = loom_pipeline_step(&pin, &po, err))) goto done;

@@ -225,6 +225,7 @@ typedef struct {
     double compute_s, comm_s;          /* ILP parts of time_s (recompute and KV added to compute) */
     double bwd_s;                      /* backward share of time_s */
     double grad_sync_s;                /* per step: in-mesh + across replicas, before overlap */
+    double grad_sync_unhidden_s;       /* of it, what ZeRO-3's prefetch cannot hide (dp_sync.h) */
     double optimizer_s;
     double in_flight;
     int64_t params;                    /* parameters per GPU */

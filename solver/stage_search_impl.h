@@ -153,6 +153,10 @@ loom_group loom_search_weight_dp_group(const loom_search *s, loom_mesh_shape mes
  * calls. The table estimates pass 1 block. */
 double loom_search_dp_sync_s(const loom_search *s, double n_params, loom_group grp, int zero,
                              int64_t micro_batches, int64_t blocks, bool full_recompute);
+/* Of that sync, the part ZeRO-3's per-block prefetch cannot hide
+ * (loom_dp_sync_unhidden_s; 0 below ZeRO-3). */
+double loom_search_dp_unhidden_s(const loom_search *s, double n_params, loom_group grp, int zero,
+                                 int64_t micro_batches, int64_t blocks, bool full_recompute);
 /* Model-state bytes per GPU for n_params (n_local once shared among the
  * mesh's copies, costs/memory.h) under ZeRO stage `zero` over dp replicas. */
 int64_t loom_search_state_bytes(const loom_search *s, int64_t n_params, int64_t n_local,

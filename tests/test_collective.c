@@ -278,9 +278,66 @@ static void zero3_growth(void)
     CHECK_NEAR_REL(t[1] - t[0], hand, 1e-9);
 }
 
+/* ZeRO-3's unhidden part (dp_sync.h): torchtitan, 1e9 parameters in 32
+ * blocks, 4 micro-batches, 8 ranks of one node: per micro-batch one
+ * block's gather of 2e9/32 bf16 bytes and one block's reduce-scatter of
+ * 4e9/32 fp32 bytes (2e9/32 with FSDP's reduce_dtype bf16), each a flat
+ * NVLink ring: (n-1)/n · B/bw + (n-1)·α. Below ZeRO-3, or on one rank, 0.
+ * Under pipelining torchtitan gathers and scatters once per step. */
+static void zero3_unhidden(void)
+{
+    loom_cluster c;
+    loom_error e;
+    CHECK(loom_cluster_preset("dgx-h100-x1", &c, &e) == LOOM_OK);
+    loom_calib cal;
+    loom_calib_default(&c.gpu, &cal);
+    double bw = c.intra.bandwidth_Bps * cal.intra_link_eff, a = c.intra.latency_s;
+    loom_dp_sync_in in = {.params = 1e9, .zero = 3, .framework = LOOM_FRAMEWORK_TORCHTITAN,
+                          .micro_batches = 4, .blocks = 32, .dp = 8};
+    loom_group node = {8, 8};
+    double ag = 7.0 / 8 * (2e9 / 32) / bw + 7 * a, rs = 7.0 / 8 * (4e9 / 32) / bw + 7 * a;
+    double got = loom_dp_sync_unhidden_s(&c, &cal, &in, node);
+    printf("zero-3 unhidden: %.4f ms of a %.4f ms sync (hand %.4f ms)\n", 1e3 * got,
+           1e3 * loom_dp_sync_time_s(&c, &cal, &in, node), 1e3 * 4 * (ag + rs));
+    CHECK_NEAR_REL(got, 4 * (ag + rs), 1e-12);
+    CHECK_NEAR_REL(loom_dp_sync_time_s(&c, &cal, &in, node), 4 * 32 * (2 * ag + rs), 1e-12);
+    in.grad_reduce_bf16 = true;   /* FSDP MixedPrecision(reduce_dtype=bf16) halves the scatter */
+    CHECK(loom_dp_sync_grad_bytes(LOOM_FRAMEWORK_TORCHTITAN, true) == 2);
+    CHECK(loom_dp_sync_grad_bytes(LOOM_FRAMEWORK_TORCHTITAN, false) == 4);
+    CHECK_NEAR_REL(loom_dp_sync_unhidden_s(&c, &cal, &in, node), 4 * (2 * ag), 1e-12);
+    /* torchtitan with pipelining keeps the weights gathered for the step:
+     * one gather and one (bf16 here) reduce-scatter per block per step, and
+     * one block's of each unhidden instead of 4 micro-batches' */
+    in.pipelined = true;
+    loom_dp_sync_op ops[LOOM_DP_SYNC_MAX_OPS];
+    CHECK_INT_EQ(loom_dp_sync_ops_ex(&in, ops), 2);
+    CHECK(ops[0].per_step == 1 && ops[1].per_step == 1 && ops[1].calls == 32);
+    CHECK_NEAR_REL(loom_dp_sync_time_s(&c, &cal, &in, node), 32 * (2 * ag), 1e-12);
+    CHECK_NEAR_REL(loom_dp_sync_unhidden_s(&c, &cal, &in, node), 2 * ag, 1e-12);
+    in.framework = LOOM_FRAMEWORK_MEGATRON;   /* Megatron-FSDP: still per micro-batch */
+    loom_dp_sync_ops_ex(&in, ops);
+    CHECK(ops[0].per_step == 4 && ops[1].per_step == 8);
+    /* DeepSpeed prefetches 5e7 elements ahead: 1e10 parameters in 32
+     * blocks (312.5M a block) fetch 16% of a block ahead, so of the 4 · 2 ·
+     * 32 gathers all but the 4 first are 84% exposed; 2-byte gradients */
+    in.framework = LOOM_FRAMEWORK_DEEPSPEED, in.pipelined = false, in.params = 1e10;
+    double ag10 = 7.0 / 8 * (2e10 / 32) / bw + 7 * a, rs10 = 7.0 / 8 * (2e10 / 32) / bw + 7 * a;
+    double ahead = 5e7 / (1e10 / 32);
+    CHECK_NEAR_REL(loom_dp_sync_unhidden_s(&c, &cal, &in, node),
+                   4 * (ag10 + rs10) + (4 * 2 * 32 - 4) * ag10 * (1 - ahead), 1e-12);
+    in.params = 1e9;   /* 31.25M a block: all of it ahead, as FSDP */
+    CHECK_NEAR_REL(loom_dp_sync_unhidden_s(&c, &cal, &in, node), 4 * (2 * ag), 1e-12);
+    in.framework = LOOM_FRAMEWORK_TORCHTITAN;
+    in.zero = 1;
+    CHECK(loom_dp_sync_unhidden_s(&c, &cal, &in, node) == 0);
+    in.zero = 3;
+    CHECK(loom_dp_sync_unhidden_s(&c, &cal, &in, (loom_group){1, 1}) == 0);
+}
+
 int main(void)
 {
     zero3_growth();
+    zero3_unhidden();
     flat_formulas();
     intra_vs_inter();
     hierarchical();

@@ -546,8 +546,92 @@ static void test_tiles(void)
     loom_graph_destroy(g);
 }
 
+/* torchtitan's op-level selective checkpointing reruns every second weight
+ * GEMM of a block in the backward (wk, wo and up of q k v o gate up down).
+ * For a Llama block of hidden h = 256, 8 heads (head dim 32) over 2 kv
+ * heads, ffn f = 512, seq 128, micro-batch 2, the rerun forward FLOPs per
+ * block and micro-batch are
+ *     2·b·s·(h·kvh·dh + heads·dh·h + h·f) = 2·256·(256·64 + 256·256 + 256·512)
+ *                                         = 109,051,904,
+ * × 4 blocks × 16 micro-batches per step (gbs 32 over dp 8): the hardware
+ * FLOPs exceed the model FLOPs by that, and by nothing under Megatron's
+ * selective recompute (flash attention: nothing to rerun). */
+static void test_torchtitan_op_sac(void)
+{
+    loom_graph *g = build("{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 256, "
+                          "\"intermediate_size\": 512, \"num_hidden_layers\": 4, "
+                          "\"num_attention_heads\": 8, \"num_key_value_heads\": 2, "
+                          "\"vocab_size\": 1024, \"max_position_embeddings\": 128}", 2, true);
+    loom_cluster c;
+    loom_cost_model *cm = model_on("dgx-h100-x1", &c);
+    loom_error e;
+    double extra[2];
+    for (int i = 0; i < 2; i++) {
+        loom_parallel p = config(1, 1, 8, 2, 32);
+        p.recompute = LOOM_RECOMPUTE_SELECTIVE;
+        p.framework = i ? LOOM_FRAMEWORK_TORCHTITAN : LOOM_FRAMEWORK_MEGATRON;
+        loom_eval_result r;
+        loom_eval_opts eo = {.time_only = true};
+        CHECK(loom_eval_megatron_ex(g, cm, &p, &eo, &r, &e) == LOOM_OK);
+        extra[i] = r.hardware_flops - r.model_flops;
+        loom_eval_result_free(&r);
+    }
+    double hand = 2.0 * 2 * 128 * (256 * 64 + 256 * 256 + 256 * 512) * 4 * 16;
+    printf("op-level SAC: rerun %.6g FLOPs per step (hand %.6g), Megatron selective %.3g\n",
+           extra[1], hand, extra[0]);
+    CHECK_NEAR_REL(extra[1], hand, 1e-12);
+    CHECK(extra[0] == 0);
+    loom_cost_model_destroy(cm);
+    loom_graph_destroy(g);
+}
+
+/* ZeRO-3 prefetch: with compute longer than the sync, what a step exposes
+ * of it is its unhidden part, one block's gather and one block's
+ * reduce-scatter per micro-batch (dp_sync.h), not the fitted
+ * grad_sync_overlap's (1 - 0.63) of the whole sync. tp 1, dp 8 on one
+ * node, torchtitan (fp32 reduce, two gathers), 4 blocks, 2 micro-batches:
+ * unhidden = 2 · (AG(2n/4) + RS(4n/4)) over NVLink for the stage's n
+ * dense parameters; bandwidth alone would make it 2 / (2·2·4 + 2·4) = 1/12
+ * of the sync, the per-call ring latency makes it more. */
+static void test_zero3_prefetch(void)
+{
+    loom_graph *g = gpt(1, true);
+    loom_cluster c;
+    loom_cost_model *cm = model_on("dgx-h100-x1", &c);
+    loom_error e;
+    loom_parallel p = config(1, 1, 8, 1, 16);
+    p.zero = 3, p.framework = LOOM_FRAMEWORK_TORCHTITAN;
+    loom_eval_result r;
+    loom_eval_opts eo = {.time_only = true};
+    CHECK(loom_eval_megatron_ex(g, cm, &p, &eo, &r, &e) == LOOM_OK);
+    bool *all = malloc((size_t)loom_graph_layer_count(g));
+    for (int32_t l = 0; l < loom_graph_layer_count(g); l++) all[l] = true;
+    int64_t dense, expert;
+    loom_memory_stage_params(g, &p, all, &dense, &expert);
+    free(all);
+    loom_calib cal;
+    loom_calib_default(&c.gpu, &cal);
+    loom_link nv = c.intra;
+    nv.bandwidth_Bps *= cal.intra_link_eff;
+    double n = (double)dense;
+    double hand = 2 * (loom_collective_time_s(LOOM_COLL_ALL_GATHER, 8, 2 * n / 4, nv) +
+                       loom_collective_time_s(LOOM_COLL_REDUCE_SCATTER, 8, 4 * n / 4, nv));
+    double sync = r.stages[0].grad_sync_s;
+    printf("zero-3 prefetch: sync %.4g ms, exposed %.4g ms (hand %.4g ms), fitted overlap would "
+           "expose %.4g ms\n", 1e3 * sync, 1e3 * r.breakdown.grad_sync_s, 1e3 * hand,
+           1e3 * (1 - cal.grad_sync_overlap) * sync);
+    CHECK(r.breakdown.compute_s > sync);   /* the window holds the rest */
+    CHECK_NEAR_REL(r.breakdown.grad_sync_s, hand, 1e-9);
+    CHECK(hand > sync / 12 && hand < (1 - cal.grad_sync_overlap) * sync);
+    loom_eval_result_free(&r);
+    loom_cost_model_destroy(cm);
+    loom_graph_destroy(g);
+}
+
 int main(void)
 {
+    test_torchtitan_op_sac();
+    test_zero3_prefetch();
     test_tiles();
     test_fp8_175b();
     test_zero3_scaling();

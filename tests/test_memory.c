@@ -482,6 +482,8 @@ static void test_zero_paper(void)
  *   80 GiB less the 5% headroom (76 GiB). Under Megatron's distributed
  *   optimizer the unsharded fp32 main-gradient buffer adds 11.8 GiB:
  *   84.6 GiB, the over-count the published run did not pay. */
+/* (ZeRO-3 on the same stage, below: torchtitan's pipelining keeps the
+ * weights gathered and the gradients unsharded.) */
 static void test_llama405b_layout(void)
 {
     loom_model_opts o;
@@ -517,6 +519,19 @@ static void test_llama405b_layout(void)
            (double)m.activations_bytes / GiB, total / GiB);
     CHECK_NEAR_REL((double)m.total_bytes, total, 0.02);
     CHECK((double)m.total_bytes < 0.95 * 80 * GiB);
+    /* ZeRO-3 under torchtitan's pipelining keeps the stage's n weights
+     * gathered (2n bytes) and accumulates unsharded fp32 gradients (4n)
+     * beside the shards (4n/128), through the whole step; Megatron's
+     * ZeRO-3 shards them (2n/128 and 4n/128) */
+    p.zero = 3;
+    CHECK_INT_EQ(loom_memory_stage(g, &p, &so, &m, &e), LOOM_OK);
+    int64_t np = m.params;
+    CHECK_INT_EQ(m.params_bytes, 2 * np);
+    CHECK_INT_EQ(m.grads_bytes, 4 * np + (4 * np + 127) / 128);
+    p.framework = LOOM_FRAMEWORK_MEGATRON;
+    CHECK_INT_EQ(loom_memory_stage(g, &p, &so, &m, &e), LOOM_OK);
+    CHECK_INT_EQ(m.params_bytes, (2 * np + 127) / 128);
+    CHECK_INT_EQ(m.grads_bytes, (4 * np + 127) / 128);
     free(in_stage);
     loom_graph_destroy(g);
 }

@@ -158,6 +158,18 @@ static void test_grad_sync_and_optimizer(void)
     in.sync_window_s = win;
     CHECK_INT_EQ(loom_pipeline_step(&in, &o, &e), LOOM_OK);
     CHECK_NEAR_REL(o.grad_sync_s, 0.4, 1e-12);
+    /* each rank's own fraction (ZeRO-3's prefetch): with room to hide,
+     * rank 0 exposes (1 - 0.9)·0.5 = 0.05, rank 1 (1 - 0.5)·0.5 = 0.25 */
+    const double roomy[2] = {2, 2}, own[2] = {0.9, 0.5};
+    in.sync_window_s = roomy;
+    in.sync_overlap_of = own;
+    CHECK_INT_EQ(loom_pipeline_step(&in, &o, &e), LOOM_OK);
+    CHECK_NEAR_REL(o.grad_sync_s, 0.25, 1e-12);
+    const double bad_own[2] = {0.9, 1.5};
+    in.sync_overlap_of = bad_own;
+    CHECK_INT_EQ(loom_pipeline_step(&in, &o, &e), LOOM_ERR_INVALID);
+    CHECK_STR_CONTAINS(e.msg, "sync_overlap_of[1]");
+    in.sync_overlap_of = NULL;
 
     /* bad input */
     in.stages = 0;
