@@ -243,6 +243,7 @@ static void intra_opts(const loom_search *s, loom_search_space space, loom_intra
     o->megatron_cp = space.cp;
     o->tp_comm_overlap = space.tp_overlap;
     o->ep_span = loom_search_space_ep_span(space);
+    o->expert_split = space.megatron ? space.experts : 0;
     o->cache = s->cache;
 }
 
@@ -417,46 +418,67 @@ loom_status loom_search_layer_tab(loom_search *s, int64_t b, loom_mesh_shape mes
 
 /* ---- group sizes ------------------------------------------------------------------ */
 
+/* The tensor- and expert-parallel group sizes of stage st, read off the
+ * specs its evaluation chose (r) by the rule loom_plan_stage_roles names
+ * roles with (planner/plan): an op whose weights carry e and f is an
+ * expert op (EP over the axes splitting e, times the replicas its group
+ * spans), any other weight is tensor parallel over every axis it splits.
+ * *ep is 0 for a stage without expert ops. */
+static void stage_groups(const loom_graph *g, const loom_search_stage *st,
+                         const loom_intra_result *r, int64_t *tp_out, int64_t *ep_out)
+{
+    unsigned tp = 0, ep = 0;
+    bool experts = false;
+    int32_t first, count, last_first, last_count;
+    loom_graph_layer_ops(g, st->first_layer, &first, &count);
+    loom_graph_layer_ops(g, st->last_layer, &last_first, &last_count);
+    for (int32_t op = first; op < last_first + last_count; op++) {
+        const loom_op *o = loom_graph_op(g, op);
+        unsigned all = 0, e = 0;
+        bool has_e = false, has_f = false;
+        for (int k = 0; k < o->n_w; k++) {
+            loom_spec sp;
+            int32_t t = loom_intra_operand(g, op, LOOM_OPERAND_WEIGHT, k);
+            if (t < 0 || !loom_intra_op_spec(r, g, op, LOOM_OPERAND_WEIGHT, k, &sp)) continue;
+            const loom_tensor *ten = loom_graph_tensor(g, t);
+            for (int d = 0; d < ten->ndim; d++) {
+                has_e |= !strcmp(ten->dims[d].name, "e");
+                has_f |= !strcmp(ten->dims[d].name, "f");
+            }
+            all |= loom_spec_dim_axes(&sp, ten, NULL);
+            e |= loom_spec_dim_axes(&sp, ten, "e");
+        }
+        if (has_e && has_f) ep |= e, experts = true;
+        else tp |= all;
+    }
+    *tp_out = axes_parts(tp, st->mesh);
+    *ep_out = !experts ? 0
+                       : axes_parts(ep, st->mesh) *
+                             (ep ? loom_search_space_ep_span(loom_search_stage_space(st)) : 1);
+}
+
 int64_t loom_search_largest_group(const loom_graph *g, const loom_search_config *cfg,
                                   const loom_search_eval_result *ev)
 {
     int64_t largest = 1;
     for (int32_t i = 0; i < cfg->n_stages && i < ev->n_stages; i++) {
-        const loom_search_stage *st = &cfg->stages[i];
-        const loom_intra_result *r = &ev->stages[i].intra;
-        unsigned tp = 0, ep = 0;
-        int32_t first, count, last_first, last_count;
-        loom_graph_layer_ops(g, st->first_layer, &first, &count);
-        loom_graph_layer_ops(g, st->last_layer, &last_first, &last_count);
-        for (int32_t op = first; op < last_first + last_count; op++) {
-            const loom_op *o = loom_graph_op(g, op);
-            unsigned all = 0, e = 0;
-            bool has_e = false, has_f = false;
-            for (int k = 0; k < o->n_w; k++) {
-                loom_spec sp;
-                int32_t t = loom_intra_operand(g, op, LOOM_OPERAND_WEIGHT, k);
-                if (t < 0 || !loom_intra_op_spec(r, g, op, LOOM_OPERAND_WEIGHT, k, &sp)) continue;
-                const loom_tensor *ten = loom_graph_tensor(g, t);
-                for (int d = 0; d < ten->ndim; d++) {
-                    has_e |= !strcmp(ten->dims[d].name, "e");
-                    has_f |= !strcmp(ten->dims[d].name, "f");
-                }
-                all |= loom_spec_dim_axes(&sp, ten, NULL);
-                e |= loom_spec_dim_axes(&sp, ten, "e");
-            }
-            /* plan_roles.c's rule: an op whose weights carry e and f is an
-             * expert op (EP over the axes splitting e), any other weight is
-             * tensor parallel over every axis it splits */
-            if (has_e && has_f) ep |= e;
-            else tp |= all;
-        }
-        int64_t t = axes_parts(tp, st->mesh),
-                x = axes_parts(ep, st->mesh) *
-                    (ep ? loom_search_space_ep_span(loom_search_stage_space(st)) : 1);
+        int64_t t, x;
+        stage_groups(g, &cfg->stages[i], &ev->stages[i].intra, &t, &x);
         if (t > largest) largest = t;
         if (x > largest) largest = x;
     }
     return largest;
+}
+
+bool loom_search_ep_is(const loom_graph *g, const loom_search_config *cfg,
+                       const loom_search_eval_result *ev, int64_t ep)
+{
+    for (int32_t i = 0; i < cfg->n_stages && i < ev->n_stages; i++) {
+        int64_t t, x;
+        stage_groups(g, &cfg->stages[i], &ev->stages[i].intra, &t, &x);
+        if (x != 0 && x != ep) return false;
+    }
+    return true;
 }
 
 /* ---- exact evaluation -------------------------------------------------------------- */

@@ -193,10 +193,16 @@ static bool stop_now(loom_search *s)
     return false;
 }
 
-/* Does cfg respect the pinned dimensions? */
-static bool pinned_ok(const loom_search *s, const loom_search_config *cfg)
+/* Does cfg (evaluated: ev) respect the pinned dimensions? */
+static bool pinned_ok(loom_search *s, const loom_search_config *cfg,
+                      const loom_search_eval_result *ev)
 {
     const loom_search_options *o = &s->opt;
+    const loom_graph *g;
+    loom_error e2;
+    if (o->pin_ep && (loom_search_graph(s, cfg->mbs, &g, &e2) != LOOM_OK ||
+                      !loom_search_ep_is(g, cfg, ev, o->pin_ep)))
+        return false;
     if ((o->pin_dp && cfg->dp != o->pin_dp) || (o->pin_pp && cfg->pp != o->pin_pp) ||
         (o->pin_vpp && cfg->vpp != o->pin_vpp) || (o->pin_mbs && cfg->mbs != o->pin_mbs))
         return false;
@@ -209,6 +215,26 @@ static bool pinned_ok(const loom_search *s, const loom_search_config *cfg)
             return false;
     }
     return true;
+}
+
+static bool pins_given(const loom_search_options *o)
+{
+    return o->pin_tp || o->pin_pp || o->pin_dp || o->pin_mbs || o->pin_vpp || o->pin_cp ||
+           o->pin_ep;
+}
+
+/* "tp 8, ep 4": the pinned sizes, for messages. */
+static void pins_text(const loom_search_options *o, char *dst, size_t cap)
+{
+    const char *names[] = {"tp", "pp", "dp", "cp", "ep", "mbs", "vpp"};
+    int64_t vals[] = {o->pin_tp, o->pin_pp, o->pin_dp, o->pin_cp, o->pin_ep, o->pin_mbs,
+                      o->pin_vpp};
+    size_t n = 0;
+    dst[0] = '\0';
+    for (int i = 0; i < 7 && n < cap; i++)
+        if (vals[i])
+            n += (size_t)snprintf(dst + n, cap - n, "%s%s %lld", n ? ", " : "", names[i],
+                                  (long long)vals[i]);
 }
 
 /* Keeps (cfg, ev) among the top runners-up when it is distinct from them
@@ -258,7 +284,9 @@ static void keep_top(loom_search *s, const loom_search_config *cfg, const loom_s
 static void consider(loom_search *s, const loom_search_config *cfg, loom_search_eval_result *ev)
 {
     s->res.configs_evaluated++;
-    bool ok = ev->fits && pinned_ok(s, cfg);
+    bool pinned = pinned_ok(s, cfg, ev);
+    s->pinned_configs += pinned;
+    bool ok = ev->fits && pinned;
     if (s->pb.objective == LOOM_OBJ_THROUGHPUT && s->pb.latency_bound_s > 0 &&
         ev->latency_s > s->pb.latency_bound_s)
         ok = false;
@@ -448,6 +476,7 @@ static void set_space(loom_search_stage *st, loom_search_space sp)
     st->context_parallel = sp.cp;
     st->tp_comm_overlap = sp.tp_overlap;
     st->ep_span = loom_search_space_ep_span(sp);
+    st->expert_split = sp.megatron ? sp.experts : 0;
 }
 
 /* The kinds of strategy space try_interleaved weighs apart. */
@@ -746,13 +775,13 @@ static int mesh_spaces(const loom_search *s, const point *pt, int64_t n0, int64_
      * the TP ranks (and the CP ranks): loom_parallel_check's rules */
     bool overlap = train && n1 > 1 && !s->opt.no_tp_comm_overlap;
     int64_t pin = s->opt.pin_cp;   /* > 1: only that context-parallel size */
-    if (!s->opt.megatron_only && pin <= 1) out[n++] = (loom_search_space){false, false, false, 1};
+    if (!s->opt.megatron_only && pin <= 1) out[n++] = (loom_search_space){false, false, false, 1, 0};
     /* Megatron's axis 0 is data parallel: it splits the micro-batch, so the
      * micro-batch must divide over it (strategy.c: megatron_dp_forced) */
-    if (pin <= 1 && b % n0 == 0) out[n++] = (loom_search_space){true, false, overlap && seq % n1 == 0, 1};
+    if (pin <= 1 && b % n0 == 0) out[n++] = (loom_search_space){true, false, overlap && seq % n1 == 0, 1, 0};
     if (train && n0 > 1 && s->pb.flash_attention && seq % (2 * n0) == 0 &&
         !s->opt.no_context_parallel && (pin == 0 || pin == n0))
-        out[n++] = (loom_search_space){true, true, overlap && seq % (n0 * n1) == 0, 1};
+        out[n++] = (loom_search_space){true, true, overlap && seq % (n0 * n1) == 0, 1, 0};
     /* Expert parallelism across replicas (Megatron-Core's MoE parallel
      * folding: EP × expert TP divides TP × CP × DP): each Megatron space
      * with experts split over axis 0 again with the expert-parallel group
@@ -772,6 +801,27 @@ static int mesh_spaces(const loom_search *s, const point *pt, int64_t n0, int64_
             out[n] = out[base];
             out[n++].ep_span = k;
         }
+    }
+    /* A pinned expert-parallel size (MoE models; loom_search_run refuses
+     * EP > 1 for dense ones): Megatron's spaces only, each forced to the
+     * pinned size: the experts split over axis 0 (× the replicas the
+     * group spans) where that is the size and the experts divide, nowhere
+     * for EP 1. Forced rather than only filtered: the ILP's optimum on a
+     * mesh has one EP, and a pin asks for the best plan of another. */
+    int64_t pin_ep = s->opt.pin_ep;
+    if (pin_ep > 0 && experts > 0) {
+        int kept = 0;
+        for (int i = 0; i < n; i++) {
+            loom_search_space sp = out[i];
+            int64_t span = loom_search_space_ep_span(sp);
+            if (!sp.megatron) continue;
+            if (pin_ep == 1 && span == 1) sp.experts = -1;
+            else if (pin_ep > 1 && n0 * span == pin_ep && n0 > 1 && experts % pin_ep == 0)
+                sp.experts = 1;
+            else continue;
+            out[kept++] = sp;
+        }
+        n = kept;
     }
     return n;
 }
@@ -918,6 +968,13 @@ loom_status loom_search_run(loom_search *s, const loom_search_result **result, l
                               "(HF config.json); a loom graph file has fixed shapes",
                               loom_model_source_name(s->pb.model));
 
+    /* a dense model has no expert groups to pin: EP 1 is what it runs */
+    if (s->opt.pin_ep > 1 && loom_graph_info_c(g1)->experts <= 0)
+        return loom_error_set(err, LOOM_ERR_INVALID,
+                              "%s has no experts: an expert-parallel size of %lld applies to "
+                              "mixture-of-experts models only",
+                              loom_model_source_name(s->pb.model), (long long)s->opt.pin_ep);
+
     /* The layouts (all GPUs; the tile of every NVLink domain when the
      * nodes have one) and in each the GPU counts to try: all of them, or
      * for cost/energy also fewer. */
@@ -1009,6 +1066,14 @@ out:
         if (s->res.stopped)
             return loom_error_set(err, LOOM_ERR_LIMIT,
                                   "the search was stopped before it found a plan");
+        if (s->pinned_configs == 0 && pins_given(&s->opt)) {
+            char pins[160];
+            pins_text(&s->opt, pins, sizeof pins);
+            return loom_error_set(err, LOOM_ERR_INVALID,
+                                  "no configuration of %s on %s has the pinned sizes (%s): "
+                                  "none divides the model and the cluster that way",
+                                  loom_model_source_name(s->pb.model), s->c->name, pins);
+        }
         double need = (double)s->res.min_memory_bytes / 1073741824.0;
         return loom_error_set(err, LOOM_ERR_INFEASIBLE,
                               "no plan fits: every plan needs at least %.1f GiB per GPU, the %s "

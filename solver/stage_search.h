@@ -174,6 +174,10 @@ typedef struct {
     int64_t pin_tp, pin_pp, pin_dp, pin_mbs, pin_vpp;
     int64_t pin_cp;                /* Megatron context-parallel size (0 = searched; 1 = none;
                                       > 1: every stage in Megatron's context-parallel space) */
+    int64_t pin_ep;                /* expert-parallel size of every stage with experts (0 =
+                                      searched; a MoE model's stages then in Megatron's spaces,
+                                      experts split over axis 0 × the replicas the group spans,
+                                      or for 1 split nowhere; a dense model takes 1 only) */
     int32_t top;                   /* runners-up kept in the result (0/1: the best only) */
     bool collect_profile_keys;     /* gather loom_search_profile_keys (they cost time) */
     const volatile sig_atomic_t *stop;   /* non-zero: stop and return the best so far (a
@@ -202,6 +206,9 @@ typedef struct {
                                           split over this many neighbouring replicas too,
                                           one expert-parallel group of n0 · ep_span ranks
                                           (MoE parallel folding; 0 or 1: inside the mesh) */
+    int expert_split;                  /* Megatron's space under a pinned EP: 1 = every expert
+                                          op splits the experts over axis 0, -1 = none does
+                                          (EP 1), 0 = the ILP's choice */
     loom_recompute recompute;
     int64_t first_gpu;                 /* global id of replica 0's first GPU of the stage */
     int64_t replica_stride;            /* replica r runs it on ids + r · stride */

@@ -124,6 +124,8 @@ static bool megatron_ok(const loom_strategy_ctx *c, const char *dim, int axis, b
      * them through the dispatcher's all-to-all over the whole expert group
      * only, never by a reshard over axis 0 alone */
     if (axis == 0 && c->mesh.ep_span > 1 && !strcmp(dim, "c")) return false;
+    /* a pinned EP 1: no op splits the experts */
+    if (c->expert_split < 0 && !strcmp(dim, "e")) return false;
     if (axis == 0 && c->megatron_cp)
         return !strcmp(dim, "s") || !strcmp(dim, "c") || !strcmp(dim, "e");
     if (axis == 0) return !strcmp(dim, "b") || !strcmp(dim, "e") || !strcmp(dim, "c");
@@ -610,6 +612,14 @@ static loom_status enum_einsum(const loom_strategy_ctx *c, const loom_op *o, str
         if (e.in_out[l] && !strcmp(e.name[l], "b") && megatron_dp_forced(c, e.size[l]) &&
             letter_ok(c, &e, l, LOOM_AXIS0, true))
             must_dp = l;
+    /* ... but a pinned EP > 1 puts an expert GEMM's experts on axis 0
+     * (letter_ok admits e only in expert GEMMs): the tokens reach them by
+     * the dispatcher's all-to-all, as Megatron's expert ranks do */
+    for (int l = 0; c->megatron_only && c->expert_split > 0 && hi0 > 0 && l < e.n_letters; l++)
+        if (!strcmp(e.name[l], "e") && letter_ok(c, &e, l, LOOM_AXIS0, true)) {
+            must_cp = must_dp = l;
+            break;
+        }
     for (int c0 = -1; c0 < hi0; c0++)
         for (int c1 = -1; c1 < hi1; c1++) {
             if (must_tp && (c1 < 0 || !megatron_tp_dim(e.name[c1]))) continue;
@@ -743,8 +753,12 @@ static const char *const moe_mode_names[MOE_COUNT] = {"", "h", "tok", "tok", "ep
  * expert is split by its hidden f (megatron_tp_dim). */
 static bool moe_megatron_ok(const loom_strategy_ctx *c, int mode, int axis)
 {
-    /* experts spanning replicas: expert parallel over axis 0 */
-    if (axis == 0 && c->mesh.ep_span > 1) return mode == MOE_EP_B || mode == MOE_EP_S;
+    /* experts spanning replicas, or a pinned EP > 1: expert parallel over
+     * axis 0; a pinned EP 1: never */
+    if (axis == 0 && (c->mesh.ep_span > 1 || c->expert_split > 0))
+        return mode == MOE_EP_B || mode == MOE_EP_S;
+    if (c->expert_split < 0 && (mode == MOE_EP_B || mode == MOE_EP_S || mode == MOE_EP_REP))
+        return false;
     if (axis == 0 && c->megatron_cp) return mode == MOE_NONE || mode == MOE_TOK_S || mode == MOE_EP_S;
     if (axis == 0) return mode == MOE_NONE || mode == MOE_TOK_B || mode == MOE_EP_B;
     return mode == MOE_NONE || mode == MOE_TOK_S;

@@ -129,6 +129,10 @@ typedef struct {
                                   collectives (axis 1) of a weighted matmul, and the
                                   gather of its sequence-parallel input, run beside its
                                   GEMMs; only what exceeds them is exposed (costs/eval.c) */
+    int expert_split;          /* Megatron's space, a pinned expert-parallel size: 1 = the
+                                  expert GEMMs and the dispatcher split the experts e over
+                                  axis 0 (EP = n0 · ep_span), -1 = no op splits e (EP 1),
+                                  0 = the ILP's choice */
     int zero;                  /* ZeRO stage of the data-parallel gradient sync (0..3) */
     int64_t micro_batches;     /* per step: ZeRO-2/3 sync every micro-batch (0 = 1) */
     const int32_t *saved_by;   /* tensor id -> first op that saves it (-1 none);

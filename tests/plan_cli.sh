@@ -120,6 +120,34 @@ run 0 plan llama-3.1-405b --cluster gb200-nvl72-x4 --tp 16 -o "$tmp/tp16.json"
 python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); assert {s["mesh"][1] for s in p["stages"]} == {16} and min(s["tensor_parallel"] for s in p["stages"]) >= 16 and p["hardware"]["gpus_per_node"] == 64' "$tmp/tp16.json" && ok || bad "--tp 16 on NVL72: not TP 16 on the tiles"
 run 0 plan llama-3.1-405b --cluster gb200-nvl72-x4
 has "$tmp/out" "loom plan: llama-3.1-405b on gb200-nvl72-x4 (288 x B200-NVL72-186GB)"
+# --ep pins the expert-parallel size of every stage with experts (issue 19):
+# Mixtral on 16 H100s with EP 8 and with EP 1 (no stage splits experts);
+# loom eval of each plan's configuration (its Megatron export read back)
+# agrees within 0.2%, and neither beats the unpinned plan
+run 0 plan mixtral-8x7b --cluster dgx-h100-x2 --gbs 64 --seq 4096 -o "$tmp/ep.json"
+for ep in 8 1; do
+    run 0 plan mixtral-8x7b --cluster dgx-h100-x2 --gbs 64 --seq 4096 --ep $ep -o "$tmp/ep$ep.json"
+    run 0 export "$tmp/ep$ep.json" --to megatron -o "$tmp/ep$ep.sh"
+    has "$tmp/ep$ep.sh" "--expert-model-parallel-size $ep"
+    run 0 eval --cluster dgx-h100-x2 --from-megatron "@$tmp/ep$ep.sh" --json
+    python3 - "$tmp/ep$ep.json" "$tmp/out" "$tmp/ep.json" $ep <<'PY' && ok || bad "--ep $ep: the plan is not EP $ep, or eval of it disagrees, or it beats the unpinned plan"
+import json, sys
+plan, ev, free, ep = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), json.load(open(sys.argv[3])), int(sys.argv[4])
+assert {s["expert_parallel"] for s in plan["stages"]} == {ep}, [s["expert_parallel"] for s in plan["stages"]]
+assert ev["config"]["ep"] == ep, ev["config"]
+t = plan["predicted"]["step_time_s"]
+assert abs(ev["step_time_s"] / t - 1) < 0.002, (ev["step_time_s"], t)
+assert free["predicted"]["step_time_s"] <= t * (1 + 1e-12), (free["predicted"]["step_time_s"], t)
+PY
+done
+# a pin nothing satisfies (8 experts do not split 3 ways; a dense model has
+# none): exit 1, the reason, no file
+run 1 plan mixtral-8x7b --cluster dgx-h100-x2 --gbs 64 --ep 3 -o "$tmp/ep3.json"
+has "$tmp/err" "has the pinned sizes (ep 3)"
+nofile "$tmp/ep3.json"
+run 1 plan gpt2 --cluster dgx-h100-x1 --ep 2 -o "$tmp/ep3.json"
+has "$tmp/err" "has no experts: an expert-parallel size of 2 applies to mixture-of-experts models only"
+nofile "$tmp/ep3.json"
 run 0 plan deepseek-v3 --cluster dgx-h800-x256
 has "$tmp/out" "loom plan: deepseek-v3 on dgx-h800-x256 (2048 x H800-SXM5-80GB)"
 if grep -q "nvlink   " "$tmp/out"; then bad "an 8-GPU node got the NVLink-domain line"; else ok; fi

@@ -128,6 +128,9 @@ static const loom_cli_option plan_opts[] = {
      .metavar = "N", .help = "pin the pipeline replicas", .def = "searched"},
     {.name = "--cp", .kind = LOOM_CLI_INT, .field = F(req.search.pin_cp), .lo = 1, .hi = 1 << 20,
      .metavar = "N", .help = "pin Megatron's context-parallel size (1: none)", .def = "searched"},
+    {.name = "--ep", .kind = LOOM_CLI_INT, .field = F(req.search.pin_ep), .lo = 1, .hi = 1 << 20,
+     .metavar = "N", .help = "pin the expert-parallel size of every stage with experts\n"
+                             "(MoE models; Megatron's spaces)", .def = "searched"},
     {.name = "--mbs", .kind = LOOM_CLI_INT, .field = F(req.search.pin_mbs), .lo = 1, .hi = 1 << 20,
      .metavar = "N", .help = "pin the micro-batch size", .def = "searched"},
     {.name = "--vpp", .kind = LOOM_CLI_INT, .field = F(req.search.pin_vpp), .lo = 1, .hi = 512,
