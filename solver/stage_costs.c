@@ -511,6 +511,18 @@ static loom_status eval_stage(loom_search *s, const loom_graph *g, const loom_se
     if (rs) return rs;
 
     bool rc = st->recompute == LOOM_RECOMPUTE_FULL && train;
+    /* Partial recompute (Megatron's --recompute-method block
+     * --recompute-num-layers N): only the first N blocks of the pipeline
+     * rank rerun, counted over its chunks in order as loom eval counts
+     * them (costs/eval.c); the rest keep all their activations. */
+    int64_t rc_left = INT64_MAX;
+    if (rc && st->recompute_blocks > 0) {
+        rc_left = st->recompute_blocks;
+        for (int32_t j = 0; j < i; j++)
+            if (cfg->stages[j].group == st->group)
+                for (int32_t l = cfg->stages[j].first_layer; l <= cfg->stages[j].last_layer; l++)
+                    rc_left -= loom_memory_is_block(g, l);
+    }
     double bwd = 0, rerun = 0, kv_read = 0, resh = 0;
     int64_t saved = 0, work = 0, kv = 0, blocks = 0;
     /* Identical layers share one solved layer (intra.h), so their sums are
@@ -526,6 +538,7 @@ static loom_status eval_stage(loom_search *s, const loom_graph *g, const loom_se
         loom_graph_layer_ops(g, l, &first, &count);
         bool block = loom_memory_is_block(g, l);
         blocks += block;
+        bool redo = rc && block && rc_left-- > 0;   /* this block reruns its forward */
         const loom_intra_layer *lay = e->intra.layers[l - st->first_layer];
         int k = 0;
         while (k < n_seen && seen[k].layer != lay) k++;   /* identity only: the type is opaque */
@@ -556,11 +569,12 @@ static loom_status eval_stage(loom_search *s, const loom_graph *g, const loom_se
             }
         }
         if (k == n_seen && n_seen < 8) seen[n_seen++] = one;
-        bwd += one.bwd, rerun += one.rerun, resh += one.resh, e->model_flops += one.flops;
+        bwd += one.bwd, rerun += redo ? one.rerun : 0, resh += one.resh;
+        e->model_flops += one.flops;
         e->measured_s += one.measured, e->total_s += one.total;
         if (train) {
-            saved += rc && block ? t->input_bytes[l] : t->act_bytes[l];
-            if (rc && block && t->act_bytes[l] > work) work = t->act_bytes[l];
+            saved += redo ? t->input_bytes[l] : t->act_bytes[l];
+            if (redo && t->act_bytes[l] > work) work = t->act_bytes[l];
         } else {
             if (t->act_bytes[l] > work) work = t->act_bytes[l];
             kv += t->kv_per_seq[l];

@@ -285,7 +285,7 @@ static void consider(loom_search *s, const loom_search_config *cfg, loom_search_
 {
     s->res.configs_evaluated++;
     bool pinned = pinned_ok(s, cfg, ev);
-    s->pinned_configs += pinned;
+    s->pinned_candidates += pinned;
     bool ok = ev->fits && pinned;
     if (s->pb.objective == LOOM_OBJ_THROUGHPUT && s->pb.latency_bound_s > 0 &&
         ev->latency_s > s->pb.latency_bound_s)
@@ -311,7 +311,8 @@ static void consider(loom_search *s, const loom_search_config *cfg, loom_search_
             s->grp_best[big] = *cfg;
         }
     }
-    if (!ev->fits && (s->res.min_memory_bytes == 0 || ev->memory_per_gpu_bytes < s->res.min_memory_bytes))
+    if (!ev->fits && pinned &&
+        (s->res.min_memory_bytes == 0 || ev->memory_per_gpu_bytes < s->res.min_memory_bytes))
         s->res.min_memory_bytes = ev->memory_per_gpu_bytes;
     if (ok && (!s->have_best || ev->score < s->res.eval.score * (1 - 1e-12))) {
         loom_search_eval_free(&s->res.eval);
@@ -479,6 +480,10 @@ static void set_space(loom_search_stage *st, loom_search_space sp)
     st->expert_split = sp.megatron ? sp.experts : 0;
 }
 
+static bool partial_blocks(loom_search *s, const point *pt, int32_t m, int32_t si,
+                           const double rate[4], const int32_t *lo_of, int64_t pp, double cap,
+                           int64_t *n_out);
+
 /* The kinds of strategy space try_interleaved weighs apart. */
 enum { KIND_FULL, KIND_MEGATRON_DP, KIND_MEGATRON_CP, KIND_COUNT };
 
@@ -543,6 +548,7 @@ static loom_status run_dp(loom_search *s, const point *pt, const int32_t *meshes
     st = loom_stage_dp_solve(&p, sol, &e2);
     s->res.dp_runs += sol->dp_runs;
     if (st == LOOM_ERR_INFEASIBLE) {
+        s->pinned_candidates++;   /* its options carry the pins; none fits */
         int64_t need = loom_stage_dp_min_memory(&p);
         if (need < INT64_MAX - LOOM_MEM_RESERVED_BYTES) need += LOOM_MEM_RESERVED_BYTES;
         if (s->res.min_memory_bytes == 0 || need < s->res.min_memory_bytes)
@@ -679,7 +685,8 @@ static loom_status try_interleaved(loom_search *s, const point *pt, int32_t m, i
     int32_t count[LOOM_STAGE_MAX], best_count[LOOM_STAGE_MAX];
     double cap = (double)(loom_cluster_usable_bytes(s->c) - LOOM_MEM_RESERVED_BYTES);
     int32_t best_si = -1, best_rc = 0;
-    double best_est = INFINITY;
+    int64_t best_n = 0;
+    double best_est = INFINITY, least = INFINITY;   /* least: the leanest option's peak rank */
     for (int k = 0; chunk_counts(nb, chunks, k, count); k++) {
         int32_t lo_of[LOOM_STAGE_MAX + 1];
         lo_of[0] = 0;
@@ -692,44 +699,61 @@ static loom_status try_interleaved(loom_search *s, const point *pt, int32_t m, i
             if (!t || !t->ok || space_kind(pt->space[m][si]) != kind) continue;
             double rate[4];
             sync_rates(s, pt, m, si, rate);
-            for (int32_t rc = 0; rc < pt->n_rc; rc++) {
+            /* rc 0: none, 1: full, 2: full on the first n blocks of each
+             * rank only (1F1B; partial_blocks) */
+            for (int32_t rc = 0; rc < (pt->n_rc == 2 && v == 1 ? 3 : pt->n_rc); rc++) {
                 double tr[64] = {0}, st_b[64] = {0}, act_b[64] = {0};
+                int64_t head = 0;   /* rc 2: blocks recomputed at the head of each rank */
+                if (rc == 2 && !partial_blocks(s, pt, m, si, rate, lo_of, pp, cap, &head)) continue;
                 for (int64_t c = 0; c < chunks; c++)
-                    for (int32_t l = lo_of[c]; l < lo_of[c + 1]; l++) {
+                    for (int64_t l = lo_of[c], left = head; l < lo_of[c + 1]; l++) {
+                        bool redo = rc == 1 || (rc == 2 && loom_memory_is_block(g, (int32_t)l) && left-- > 0);
                         loom_stage_cost one;
-                        layer_cost(s, pt, l, m, si, rc == 1, rate, &one);
+                        layer_cost(s, pt, (int32_t)l, m, si, redo, rate, &one);
                         tr[c % pp] += one.time_s;
                         st_b[c % pp] += (double)one.static_bytes;
                         act_b[c % pp] += (double)one.act_bytes;
                     }
-                double mx = 0, sum = 0;
-                bool fits = true;
+                double mx = 0, sum = 0, peak = 0;
                 double once = rc ? (double)t->max_block_act * (1 + LOOM_MEM_FRAGMENTATION) : 0;
                 for (int64_t r = 0; r < pp; r++) {
                     double inflight = loom_memory_inflight_microbatches(pp, r, v, pt->M);
-                    fits &= st_b[r] + inflight * act_b[r] + once <= cap;
+                    peak = fmax(peak, st_b[r] + inflight * act_b[r] + once);
                     sum += tr[r];
                     if (tr[r] > mx) mx = tr[r];
                 }
+                bool fits = peak <= cap;
+                least = fmin(least, peak);
                 double est = (double)pt->M * mx + (sum - mx) / (double)v;
                 if (fits && est < best_est * (1 - 1e-12)) {
-                    best_est = est, best_si = si, best_rc = rc;
+                    best_est = est, best_si = si, best_rc = rc, best_n = head;
                     memcpy(best_count, count, sizeof *count * (size_t)chunks);
                 }
             }
         }
     }
-    if (best_si < 0) return LOOM_OK;
+    if (best_si < 0) {
+        /* nothing fits: what the leanest option would need, for the message */
+        if (least < 1e18) {
+            s->pinned_candidates++;
+            int64_t need = (int64_t)least + LOOM_MEM_RESERVED_BYTES;
+            if (s->res.min_memory_bytes == 0 || need < s->res.min_memory_bytes)
+                s->res.min_memory_bytes = need;
+        }
+        return LOOM_OK;
+    }
     loom_search_config *cfg = calloc(1, sizeof *cfg);
     if (!cfg) return loom_error_set(err, LOOM_ERR_NOMEM, "stage search: out of memory");
     cfg->mbs = pt->b, cfg->micro_batches = pt->M, cfg->dp = pt->dp;
     cfg->gpus_per_replica = pt->D, cfg->vpp = v, cfg->pp = pp;
     cfg->sequences = pt->seqs, cfg->zero = pt->zero, cfg->tiled = s->tiled;
     cfg->n_stages = (int32_t)chunks;
+    int32_t most = 0;   /* blocks of the fullest rank (v = 1: chunk) */
     for (int64_t c = 0, at = b0; c < chunks; c++) {
         loom_search_stage *x = &cfg->stages[c];
         x->first_layer = c == 0 ? 0 : (int32_t)at;
         at += best_count[c];
+        if (best_count[c] > most) most = best_count[c];
         x->last_layer = c == chunks - 1 ? n - 1 : (int32_t)at - 1;
         x->group = (int32_t)(c % pp);
         x->submesh = pt->sub[m];
@@ -739,11 +763,65 @@ static loom_status try_interleaved(loom_search *s, const point *pt, int32_t m, i
         x->first_gpu = x->group * size;   /* equal sub-meshes tile in rank order */
     }
     loom_search_layout(s->c->gpus_per_node, cfg);
-    loom_search_eval_result ev;
-    loom_status st = loom_search_eval(s, g, cfg, &ev, err);
-    if (!st) consider(s, cfg, &ev);
+    /* Partial recompute: the estimate's n, then exactly the fewest blocks
+     * that fit next to it (each block more only costs time): down while
+     * n - 1 still fits, or up, to full recompute, until one does. */
+    loom_status st = LOOM_OK;
+    for (int dir = 0, step = 0; !st && step < 8; step++) {
+        for (int32_t c = 0; c < cfg->n_stages; c++) cfg->stages[c].recompute_blocks = best_n;
+        loom_search_eval_result ev;
+        if ((st = loom_search_eval(s, g, cfg, &ev, err))) break;
+        bool fits = ev.fits;
+        consider(s, cfg, &ev);
+        if (best_rc != 2 || best_n == 0) break;   /* not partial, or full reached */
+        if (dir == 0) dir = fits ? -1 : 1;
+        if ((dir < 0) != fits || (dir < 0 && best_n == 1)) break;
+        best_n += dir;
+        if (best_n >= most) best_n = 0;   /* every block: full recompute */
+    }
     free(cfg);
     return st;
+}
+
+/* The fewest blocks n (Megatron's --recompute-num-layers, one for all
+ * ranks) whose full recompute at the head of each pipeline rank lets every
+ * rank of a 1F1B split (chunk r = rank r, layers lo_of[r] .. lo_of[r+1])
+ * fit by the table estimate, on option (mesh m, entry si). False when
+ * there is no such n strictly between none (n = 0: recompute is not
+ * needed) and full (n as large as a rank's blocks). */
+static bool partial_blocks(loom_search *s, const point *pt, int32_t m, int32_t si,
+                           const double rate[4], const int32_t *lo_of, int64_t pp, double cap,
+                           int64_t *n_out)
+{
+    const loom_layer_tab *t = pt->tab[m][si];
+    double once = (double)t->max_block_act * (1 + LOOM_MEM_FRAGMENTATION);
+    int64_t need = 0, most = 0;
+    for (int64_t r = 0; r < pp; r++) {
+        double st_b = 0, act = 0, inflight = loom_memory_inflight_microbatches(pp, r, 1, pt->M);
+        int64_t blocks = 0;
+        for (int32_t l = lo_of[r]; l < lo_of[r + 1]; l++) {
+            loom_stage_cost one;
+            layer_cost(s, pt, l, m, si, false, rate, &one);
+            st_b += (double)one.static_bytes, act += (double)one.act_bytes;
+            blocks += loom_memory_is_block(pt->g, l);
+        }
+        if (blocks > most) most = blocks;
+        /* recompute the rank's blocks one more at a time, in order */
+        int64_t k = 0;
+        for (int32_t l = lo_of[r]; l < lo_of[r + 1] && st_b + inflight * act + (k ? once : 0) > cap;
+             l++) {
+            if (!loom_memory_is_block(pt->g, l)) continue;
+            loom_stage_cost none, full;
+            layer_cost(s, pt, l, m, si, false, rate, &none);
+            layer_cost(s, pt, l, m, si, true, rate, &full);
+            act += (double)(full.act_bytes - none.act_bytes);
+            k++;
+        }
+        if (st_b + inflight * act + (k ? once : 0) > cap) return false;   /* not even full fits */
+        if (k > need) need = k;
+    }
+    *n_out = need;
+    return need > 0 && need < most;
 }
 
 /* A replica of D GPUs is a valid pipeline block: whole nodes, or a power of
@@ -968,12 +1046,20 @@ loom_status loom_search_run(loom_search *s, const loom_search_result **result, l
                               "(HF config.json); a loom graph file has fixed shapes",
                               loom_model_source_name(s->pb.model));
 
-    /* a dense model has no expert groups to pin: EP 1 is what it runs */
-    if (s->opt.pin_ep > 1 && loom_graph_info_c(g1)->experts <= 0)
+    /* a dense model has no expert groups to pin: EP 1 is what it runs; a
+     * MoE model's EP splits its experts evenly (Megatron's rule) */
+    int64_t experts = loom_graph_info_c(g1)->experts;
+    if (s->opt.pin_ep > 1 && experts <= 0)
         return loom_error_set(err, LOOM_ERR_INVALID,
                               "%s has no experts: an expert-parallel size of %lld applies to "
                               "mixture-of-experts models only",
                               loom_model_source_name(s->pb.model), (long long)s->opt.pin_ep);
+    if (s->opt.pin_ep > 1 && experts % s->opt.pin_ep)
+        return loom_error_set(err, LOOM_ERR_INVALID,
+                              "%s has %lld experts, which do not split %lld ways: the "
+                              "expert-parallel size must divide them",
+                              loom_model_source_name(s->pb.model), (long long)experts,
+                              (long long)s->opt.pin_ep);
 
     /* The layouts (all GPUs; the tile of every NVLink domain when the
      * nodes have one) and in each the GPU counts to try: all of them, or
@@ -1024,6 +1110,7 @@ loom_status loom_search_run(loom_search *s, const loom_search_result **result, l
                             if (x < state) state = x;
                         }
                         if (nz == 0) {
+                            s->state_pruned = true;
                             if (pass == 1 && (s->res.min_memory_bytes == 0 ||
                                               state + LOOM_MEM_RESERVED_BYTES < s->res.min_memory_bytes))
                                 s->res.min_memory_bytes = (int64_t)state + LOOM_MEM_RESERVED_BYTES;
@@ -1066,7 +1153,9 @@ out:
         if (s->res.stopped)
             return loom_error_set(err, LOOM_ERR_LIMIT,
                                   "the search was stopped before it found a plan");
-        if (s->pinned_configs == 0 && pins_given(&s->opt)) {
+        /* nothing with the pins was even priced (fitting or not): the pins
+         * themselves rule every configuration out */
+        if (s->pinned_candidates == 0 && !s->state_pruned && pins_given(&s->opt)) {
             char pins[160];
             pins_text(&s->opt, pins, sizeof pins);
             return loom_error_set(err, LOOM_ERR_INVALID,

@@ -80,6 +80,20 @@
  * inputs (loom_intra_op_cost); its working set is one block's
  * activations, paid once per stage.
  *
+ * Partial recompute (Megatron's --recompute-method block
+ * --recompute-num-layers N, loom eval's --recompute-layers N): only the
+ * first N blocks of each pipeline rank rerun, the rest keep everything.
+ * Each block more only costs time, so the candidate is the fewest blocks
+ * that fit: Megatron's splits with 1F1B (interleaving would count N per
+ * chunk in Megatron and per rank in loom eval, so it is left out) take,
+ * on each option, the largest over ranks of the fewest blocks whose
+ * recompute lets the rank fit by the table estimate (one N for the whole
+ * model, as Megatron sets it), and when that estimate wins, exact
+ * evaluations walk N down while it still fits or up, to full recompute,
+ * until it does. Selective recompute is not searched: with fused
+ * attention (Megatron's default, and loom's) it reruns and frees nothing
+ * in loom eval's model, so it is the same plan as none.
+ *
  * GPU layout. Like Megatron's rank order (tensor, data, then pipeline
  * parallel outermost), the copies of one stage in all dp replicas sit side
  * by side — a block of dp × (stage GPUs), replica r at offset r × (stage
@@ -210,6 +224,12 @@ typedef struct {
                                           op splits the experts over axis 0, -1 = none does
                                           (EP 1), 0 = the ILP's choice */
     loom_recompute recompute;
+    int64_t recompute_blocks;          /* full recompute of only the first this many blocks of
+                                          the stage's pipeline rank, over its chunks in order
+                                          (Megatron's --recompute-method block
+                                          --recompute-num-layers; loom eval's
+                                          --recompute-layers); 0: every block. The same on
+                                          every stage of a configuration */
     int64_t first_gpu;                 /* global id of replica 0's first GPU of the stage */
     int64_t replica_stride;            /* replica r runs it on ids + r · stride */
 } loom_search_stage;

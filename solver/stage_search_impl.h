@@ -102,7 +102,9 @@ struct loom_search {
     int32_t n_keys, cap_keys;
     loom_search_result res;
     bool have_best;
-    int64_t pinned_configs;          /* evaluated with the pinned sizes, fitting or not */
+    int64_t pinned_candidates;       /* configurations with the pinned sizes priced, exactly
+                                        or by a DP or estimate, fitting or not */
+    bool state_pruned;               /* some replica size could not even hold the model state */
     bool want_measured;              /* eval: also look up each op's time source */
     double t_start;
 };

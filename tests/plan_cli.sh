@@ -140,10 +140,14 @@ assert abs(ev["step_time_s"] / t - 1) < 0.002, (ev["step_time_s"], t)
 assert free["predicted"]["step_time_s"] <= t * (1 + 1e-12), (free["predicted"]["step_time_s"], t)
 PY
 done
-# a pin nothing satisfies (8 experts do not split 3 ways; a dense model has
-# none): exit 1, the reason, no file
+# a pin nothing satisfies (8 experts do not split 3 ways; TP 8 on 2 stages
+# of 8 GPUs leaves no axis for EP 4; a dense model has no experts): exit 1,
+# the reason, no file
 run 1 plan mixtral-8x7b --cluster dgx-h100-x2 --gbs 64 --ep 3 -o "$tmp/ep3.json"
-has "$tmp/err" "has the pinned sizes (ep 3)"
+has "$tmp/err" "has 8 experts, which do not split 3 ways"
+nofile "$tmp/ep3.json"
+run 1 plan mixtral-8x7b --cluster dgx-h100-x2 --gbs 64 --dp 1 --pp 2 --tp 8 --ep 4 -o "$tmp/ep3.json"
+has "$tmp/err" "has the pinned sizes (tp 8, pp 2, dp 1, ep 4): none divides the model and the cluster that way"
 nofile "$tmp/ep3.json"
 run 1 plan gpt2 --cluster dgx-h100-x1 --ep 2 -o "$tmp/ep3.json"
 has "$tmp/err" "has no experts: an expert-parallel size of 2 applies to mixture-of-experts models only"
@@ -151,6 +155,33 @@ nofile "$tmp/ep3.json"
 run 0 plan deepseek-v3 --cluster dgx-h800-x256
 has "$tmp/out" "loom plan: deepseek-v3 on dgx-h800-x256 (2048 x H800-SXM5-80GB)"
 if grep -q "nvlink   " "$tmp/out"; then bad "an 8-GPU node got the NVLink-domain line"; else ok; fi
+
+# partial recompute (Megatron's --recompute-method block --recompute-num-layers
+# N): Llama-3.1-405B on 128 H100s at sequence 8192 plans TP 8 x PP 16 with
+# the first 6 blocks of each rank recomputed; the export says so, loom eval
+# of it agrees within 0.2%, and by loom eval 5 blocks do not fit while
+# recomputing every block is slower
+run 0 plan llama-3.1-405b --cluster dgx-h100-x16 --gbs 256 --seq 8192 -o "$tmp/rc.json"
+has "$tmp/out" "first 6"
+run 0 export "$tmp/rc.json" --to megatron -o "$tmp/rc.sh"
+has "$tmp/rc.sh" "--recompute-method block"
+has "$tmp/rc.sh" "--recompute-num-layers 6"
+run 0 eval --cluster dgx-h100-x16 --from-megatron "@$tmp/rc.sh" --json
+cp "$tmp/out" "$tmp/rc6.json"
+rcargs=(eval llama-3.1-405b --cluster dgx-h100-x16 --tp 8 --pp 16 --dp 1 --mbs 1 --gbs 256 --seq 8192
+        --sp --tp-comm-overlap --first-stage-layers 7 --last-stage-layers 7 --recompute full --json)
+run 0 "${rcargs[@]}" --recompute-layers 5
+cp "$tmp/out" "$tmp/rc5.json"
+run 0 "${rcargs[@]}"
+python3 - "$tmp/rc.json" "$tmp/rc6.json" "$tmp/rc5.json" "$tmp/out" <<'PY' && ok || bad "partial recompute: the plan is not the fewest fitting blocks, or eval disagrees"
+import json, sys
+plan, e6, e5, full = (json.load(open(f)) for f in sys.argv[1:5])
+assert {(s["recompute"], s.get("recompute_layers")) for s in plan["stages"]} == {("full", 6)}, plan["stages"][0]
+t = plan["predicted"]["step_time_s"]
+assert e6["config"]["pp"] == 16 and e6["fits"] and abs(e6["step_time_s"] / t - 1) < 0.002, (e6["step_time_s"], t)
+assert not e5["fits"], e5["memory_per_gpu_bytes"]
+assert full["fits"] and full["step_time_s"] > t, (full["step_time_s"], t)
+PY
 
 # a time limit returns the best plan found so far: this search finds its
 # first plan in about 0.05 s and completes in about 0.9 s (-O2, one core)

@@ -80,8 +80,10 @@ typedef struct {
 #define STEP_TOL 0.002
 #define MEM_TOL 0.002
 
-/* Evaluates case k both ways; false when either side fails to. */
-static bool evaluate(const cfg_case *k, both *out)
+/* Evaluates case k both ways (with full recompute of the first rc_layers
+ * blocks of each pipeline rank only, when > 0); false when either side
+ * fails to. */
+static bool evaluate(const cfg_case *k, int64_t rc_layers, both *out)
 {
     loom_cluster c;
     loom_error err = {0};
@@ -119,6 +121,7 @@ static bool evaluate(const cfg_case *k, both *out)
     p.first_stage_layers = k->first_layers, p.last_stage_layers = k->last_layers;
     p.flash = !k->unfused;
     p.recompute = k->recompute ? LOOM_RECOMPUTE_FULL : LOOM_RECOMPUTE_NONE;
+    p.recompute_layers = k->recompute ? rc_layers : 0;
     loom_search_config cfg;
     loom_mspace_config(ctx, &p, &cfg);
 
@@ -252,7 +255,7 @@ static void test_agreement(void)
         both b;
         char name[128];
         label(k, name, sizeof name);
-        bool ok = evaluate(k, &b);
+        bool ok = evaluate(k, 0, &b);
         CHECK(ok);
         if (!ok) continue;
         double ds = rel(b.plan_step_s, b.eval_step_s);
@@ -285,7 +288,7 @@ static void test_without_sp(void)
         cfg_case with = no_sp[i];
         with.sp = true;
         both a, b;
-        bool ok = evaluate(&no_sp[i], &a) && evaluate(&with, &b);
+        bool ok = evaluate(&no_sp[i], 0, &a) && evaluate(&with, 0, &b);
         CHECK(ok);
         if (!ok) continue;
         char name[128];
@@ -301,9 +304,49 @@ static void test_without_sp(void)
     }
 }
 
+/* Partial recompute (Megatron's --recompute-method block
+ * --recompute-num-layers N; loom eval --recompute-layers N): the first N
+ * blocks of each pipeline rank rerun, the rest keep their activations; with
+ * interleaving counted over the rank's chunks in order, as eval counts
+ * them. Each N lies strictly between none and full in time and memory. */
+static void test_partial_recompute(void)
+{
+    static const struct {
+        cfg_case k;
+        int64_t n;
+    } partial[] = {
+        {{L70, "dgx-h100-x4", 4096, 128, 8, 4, 1, 1, 1, true, 0, true, false, 0, true, 0, 0, 0}, 5},
+        {{L70, "dgx-h100-x4", 4096, 128, 8, 4, 1, 1, 1, true, 0, true, false, 0, true, 0, 0, 0}, 19},
+        {{L8, "dgx-h100-x1", 4096, 64, 2, 4, 1, 1, 1, true, 0, true, false, 0, true, 0, 0, 0}, 3},
+        {{L8, "dgx-h100-x1", 4096, 64, 2, 2, 2, 1, 2, true, 1, true, false, 0, true, 0, 0, 0}, 9},
+        {{L70, "dgx-h100-x8", 4096, 256, 8, 4, 2, 1, 1, true, 1, true, false, 0, true, 0, 9, 9}, 7},
+        {{MX, "dgx-h100-x2", 4096, 64, 8, 2, 1, 1, 1, true, 0, true, false, 0, false, 0, 0, 0}, 4},
+    };
+    for (size_t i = 0; i < sizeof partial / sizeof partial[0]; i++) {
+        const cfg_case *k = &partial[i].k;
+        cfg_case none = *k;
+        none.recompute = false;
+        both b, full, no;
+        bool ok = evaluate(k, partial[i].n, &b) && evaluate(k, 0, &full) && evaluate(&none, 0, &no);
+        CHECK(ok);
+        if (!ok) continue;
+        char name[128];
+        label(k, name, sizeof name);
+        printf("%-50s first %lld blocks: eval %.4f s %.2f GiB, plan %.4f s %.2f GiB "
+               "(none %.4f s, full %.4f s)\n", name, (long long)partial[i].n, b.eval_step_s,
+               (double)b.eval_mem / 1073741824.0, b.plan_step_s, (double)b.plan_mem / 1073741824.0,
+               no.eval_step_s, full.eval_step_s);
+        CHECK_NEAR_REL(b.plan_step_s, b.eval_step_s, STEP_TOL);
+        CHECK_NEAR_REL((double)b.plan_mem, (double)b.eval_mem, MEM_TOL);
+        CHECK(b.eval_step_s < full.eval_step_s && b.eval_step_s > no.eval_step_s);
+        CHECK(b.eval_mem > full.eval_mem && b.eval_mem < no.eval_mem);
+    }
+}
+
 int main(void)
 {
     test_agreement();
     test_without_sp();
+    test_partial_recompute();
     return check_done();
 }
