@@ -7,7 +7,10 @@
  *
  * Pruning that never loses a plan: a replica whose GPUs cannot even hold
  * the model state (weights, gradients, sharded Adam state, KV cache) is
- * skipped before any ILP runs. Everything else is bounded by sizes: layers
+ * skipped before any ILP runs — counting a routed expert's state as spread
+ * over every replica, since Megatron's expert groups may span them all (it
+ * used to count the whole model on one replica, which ruled out
+ * DeepSeek-V3 on 16 replicas of 16 GPUs with EP 8 over 4 of them). Everything else is bounded by sizes: layers
  * are clustered (24 clusters for the general DP, 64 for the uniform one),
  * stage sub-meshes span at most general_max_gpus GPUs, and the general DP
  * runs only for replicas of at most general_max_gpus GPUs; larger replicas
@@ -1022,6 +1025,33 @@ static loom_status try_point(loom_search *s, point *pt, loom_error *err)
 }
 
 
+/* Parameters of the routed experts' weights (those with dims e and f, as
+ * plan_roles.c names expert weights), each tensor counted once. */
+static int64_t routed_expert_params(const loom_graph *g)
+{
+    int64_t n = 0;
+    int32_t nt = loom_graph_num_tensors(g);
+    bool *seen = calloc((size_t)nt + 1, 1);
+    if (!seen) return 0;   /* out of memory: the plain bound, as before */
+    for (int32_t i = 0; i < loom_graph_num_ops(g); i++) {
+        const loom_op *o = loom_graph_op(g, i);
+        for (int k = 0; k < o->n_w; k++) {
+            int32_t w = o->w[k];
+            if (w < 0 || w >= nt || seen[w]) continue;
+            seen[w] = true;
+            const loom_tensor *t = loom_graph_tensor(g, w);
+            bool e = false, f = false;
+            for (int d = 0; d < t->ndim; d++) {
+                e |= !strcmp(t->dims[d].name, "e");
+                f |= !strcmp(t->dims[d].name, "f");
+            }
+            if (e && f) n += loom_tensor_numel(t);
+        }
+    }
+    free(seen);
+    return n;
+}
+
 loom_status loom_search_run(loom_search *s, const loom_search_result **result, loom_error *err)
 {
     *result = &s->res;
@@ -1032,6 +1062,7 @@ loom_status loom_search_run(loom_search *s, const loom_search_result **result, l
     if ((st = loom_search_graph(s, 1, &g1, err))) return st;
     loom_graph_totals tot;
     loom_graph_totals_get(g1, &tot);
+    int64_t routed_params = routed_expert_params(g1);
     /* A loom graph file has fixed shapes (the options do not apply to it):
      * then its own batch is the only micro-batch and its seq the sequence. */
     int64_t fixed_b = 0;
@@ -1100,10 +1131,17 @@ loom_status loom_search_run(loom_search *s, const loom_search_result **result, l
                          * under some ZeRO stage on offer */
                         int zs[3], nz = 0;
                         double state = INFINITY;
+                        /* expert groups may span all dp replicas (MoE parallel
+                         * folding): a routed expert's state then spreads over
+                         * D x dp GPUs, so that is the bound for its share */
+                        int64_t routed = s->pb.inference || dp == 1 ? 0 : routed_params;
                         for (int k = 0, all[3], n_all = loom_search_zero_options(s, dp, all); k < n_all;
                              k++) {
-                            double x = (double)loom_search_state_bytes(s, tot.params, tot.params,
-                                                                       dp, all[k]) /
+                            double x = ((double)loom_search_state_bytes(s, tot.params - routed,
+                                                                        tot.params - routed, dp,
+                                                                        all[k]) +
+                                        (double)loom_search_state_bytes(s, routed / dp, routed / dp,
+                                                                        1, all[k])) /
                                        (double)D;
                             if (x <= (double)(loom_cluster_usable_bytes(s->c) - LOOM_MEM_RESERVED_BYTES))
                                 zs[nz++] = all[k];
