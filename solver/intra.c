@@ -350,6 +350,7 @@ static void fill_op(const loom_strategy *s, double act_bytes, intra_op *d)
                                    .param_count_local = s->param_count_local,
                                    .other_sync_s = s->other_sync_s,
                                    .act_bytes = (int64_t)llround(act_bytes),
+                                   .core_act_bytes = (int64_t)llround(s->core_act_bytes),
                                    .fwd_compute_s = s->compute_s - s->bwd_compute_s,
                                    .fwd_comm_s = s->fwd_comm_s};
     memcpy(d->cost.dp_params, s->dp_params, sizeof s->dp_params);

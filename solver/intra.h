@@ -152,6 +152,7 @@ typedef struct {
     double dp_params[4];    /* strategy.h */
     double other_sync_s;
     int64_t act_bytes;      /* saved activations per GPU */
+    int64_t core_act_bytes; /* of them, the attention core's (strategy.h) */
     double fwd_compute_s;   /* the forward parts of compute_s and comm_s */
     double fwd_comm_s;
     double reshard_fwd_s;   /* resharding of the op's inputs inside its layer, forward and */

@@ -208,6 +208,8 @@ static void tab_free(loom_layer_tab *t)
 {
     free(t->time_s);
     free(t->rc_s);
+    free(t->sel_s);
+    free(t->core_bytes);
     free(t->sync_s);
     free(t->dp_params);
     free(t->kv_read_s);
@@ -274,6 +276,23 @@ static int64_t kv_per_seq(const loom_search *s, const loom_intra_result *r, cons
     return per_token * ctx / (parts > 0 ? parts : 1);
 }
 
+/* Whether op is part of the attention core that selective recompute reruns:
+ * an input or output with a query and a key sequence dim (s and t; costs/
+ * eval.c's rule; with fused attention no tensor has both). */
+static bool attention_core_op(const loom_graph *g, const loom_op *op)
+{
+    for (int k = 0; k < op->n_in + op->n_out; k++) {
+        const loom_tensor *t = loom_graph_tensor(g, k < op->n_in ? op->in[k] : op->out[k - op->n_in]);
+        bool s = false, tt = false;
+        for (int d = 0; d < t->ndim; d++) {
+            s |= !strcmp(t->dims[d].name, "s");
+            tt |= !strcmp(t->dims[d].name, "t");
+        }
+        if (s && tt) return true;
+    }
+    return false;
+}
+
 static loom_status build_tab(loom_search *s, const loom_graph *g, loom_layer_tab *t,
                              loom_error *err)
 {
@@ -282,6 +301,8 @@ static loom_status build_tab(loom_search *s, const loom_graph *g, loom_layer_tab
     t->n = n;
     t->time_s = calloc((size_t)n, sizeof *t->time_s);
     t->rc_s = calloc((size_t)n, sizeof *t->rc_s);
+    t->sel_s = calloc((size_t)n, sizeof *t->sel_s);
+    t->core_bytes = calloc((size_t)n, sizeof *t->core_bytes);
     t->sync_s = calloc((size_t)n, sizeof *t->sync_s);
     t->dp_params = calloc((size_t)n * 4, sizeof *t->dp_params);
     t->kv_read_s = calloc((size_t)n, sizeof *t->kv_read_s);
@@ -290,7 +311,7 @@ static loom_status build_tab(loom_search *s, const loom_graph *g, loom_layer_tab
     t->act_bytes = calloc((size_t)n, sizeof *t->act_bytes);
     t->input_bytes = calloc((size_t)n, sizeof *t->input_bytes);
     t->kv_per_seq = calloc((size_t)n, sizeof *t->kv_per_seq);
-    if (!t->time_s || !t->rc_s || !t->sync_s || !t->dp_params || !t->kv_read_s || !t->params ||
+    if (!t->time_s || !t->rc_s || !t->sel_s || !t->core_bytes || !t->sync_s || !t->dp_params || !t->kv_read_s || !t->params ||
         !t->params_local ||
         !t->act_bytes ||
         !t->input_bytes || !t->kv_per_seq)
@@ -329,6 +350,7 @@ static loom_status build_tab(loom_search *s, const loom_graph *g, loom_layer_tab
             t->time_s[l] = t->time_s[same], t->sync_s[l] = t->sync_s[same];
             memcpy(&t->dp_params[4 * l], &t->dp_params[4 * same], 4 * sizeof *t->dp_params);
             t->rc_s[l] = t->rc_s[same], t->kv_read_s[l] = t->kv_read_s[same];
+            t->sel_s[l] = t->sel_s[same], t->core_bytes[l] = t->core_bytes[same];
             t->params[l] = t->params[same], t->act_bytes[l] = t->act_bytes[same];
             t->params_local[l] = t->params_local[same];
             t->input_bytes[l] = t->input_bytes[same], t->kv_per_seq[l] = t->kv_per_seq[same];
@@ -349,6 +371,8 @@ static loom_status build_tab(loom_search *s, const loom_graph *g, loom_layer_tab
             t->params_local[l] += c.param_count_local;
             t->act_bytes[l] += c.act_bytes;
             if (block) t->rc_s[l] += c.fwd_compute_s + c.fwd_comm_s + c.reshard_fwd_s;
+            t->core_bytes[l] += c.core_act_bytes;
+            if (attention_core_op(g, op)) t->sel_s[l] += c.fwd_compute_s + c.fwd_comm_s;
             if (s->pb.inference && op->kind == LOOM_OP_ATTENTION)
                 t->kv_per_seq[l] += kv_per_seq(s, &r, g, i, m);
             if (fresh && s->opt.collect_profile_keys && op->kind != LOOM_OP_RESHAPE &&
@@ -372,6 +396,7 @@ static loom_status build_tab(loom_search *s, const loom_graph *g, loom_layer_tab
             t->input_bytes[l] = t->act_bytes[l];
         }
         if (block && t->act_bytes[l] > t->max_block_act) t->max_block_act = t->act_bytes[l];
+        if (t->core_bytes[l] > t->max_core) t->max_core = t->core_bytes[l];
     }
     /* Resharding where layer kinds meet is not in the per-op costs; spread
      * it over the layers so the table's total matches the solve's. */
@@ -511,6 +536,9 @@ static loom_status eval_stage(loom_search *s, const loom_graph *g, const loom_se
     if (rs) return rs;
 
     bool rc = st->recompute == LOOM_RECOMPUTE_FULL && train;
+    /* selective recompute: the attention core's ops rerun, its tensors are
+     * not kept (eval.c, memory.c) */
+    bool sel = st->recompute == LOOM_RECOMPUTE_SELECTIVE && train;
     /* Partial recompute (Megatron's --recompute-method block
      * --recompute-num-layers N): only the first N blocks of the pipeline
      * rank rerun, counted over its chunks in order as loom eval counts
@@ -529,7 +557,7 @@ static loom_status eval_stage(loom_search *s, const loom_graph *g, const loom_se
      * computed once: the stage costs O(distinct layers), not O(layers). */
     typedef struct {
         const loom_intra_layer *layer;
-        double bwd, rerun, flops, measured, total, resh;
+        double bwd, rerun, flops, measured, total, resh, sel;
     } layer_sums;
     layer_sums seen[8];
     int n_seen = 0;
@@ -542,7 +570,7 @@ static loom_status eval_stage(loom_search *s, const loom_graph *g, const loom_se
         const loom_intra_layer *lay = e->intra.layers[l - st->first_layer];
         int k = 0;
         while (k < n_seen && seen[k].layer != lay) k++;   /* identity only: the type is opaque */
-        layer_sums one = {lay, 0, 0, 0, 0, 0, 0};
+        layer_sums one = {lay, 0, 0, 0, 0, 0, 0, 0};
         if (k < n_seen) one = seen[k];
         for (int32_t q = first; q < first + count && k == n_seen; q++) {
             loom_intra_op_cost c;
@@ -553,6 +581,7 @@ static loom_status eval_stage(loom_search *s, const loom_graph *g, const loom_se
                 one.bwd += c.compute_s - c.fwd_compute_s + c.comm_s - c.fwd_comm_s + c.reshard_bwd_s;
             one.resh += c.reshard_fwd_s + c.reshard_bwd_s;
             if (rc && block) one.rerun += c.fwd_compute_s + c.fwd_comm_s + c.reshard_fwd_s;
+            if (sel && attention_core_op(g, op)) one.sel += c.fwd_compute_s + c.fwd_comm_s;
             if (is_matmul(op)) one.flops += (train ? 3.0 : 1.0) * (double)op->fwd_flops;
             if (!s->want_measured) continue;
             /* where the compute time comes from (profile db or roofline) */
@@ -569,12 +598,13 @@ static loom_status eval_stage(loom_search *s, const loom_graph *g, const loom_se
             }
         }
         if (k == n_seen && n_seen < 8) seen[n_seen++] = one;
-        bwd += one.bwd, rerun += redo ? one.rerun : 0, resh += one.resh;
+        bwd += one.bwd, rerun += (redo ? one.rerun : 0) + one.sel, resh += one.resh;
         e->model_flops += one.flops;
         e->measured_s += one.measured, e->total_s += one.total;
         if (train) {
-            saved += redo ? t->input_bytes[l] : t->act_bytes[l];
+            saved += redo ? t->input_bytes[l] : t->act_bytes[l] - (sel ? t->core_bytes[l] : 0);
             if (redo && t->act_bytes[l] > work) work = t->act_bytes[l];
+            if (sel && t->core_bytes[l] > work) work = t->core_bytes[l];
         } else {
             if (t->act_bytes[l] > work) work = t->act_bytes[l];
             kv += t->kv_per_seq[l];

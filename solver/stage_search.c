@@ -164,7 +164,8 @@ typedef struct {
     int64_t shape[LOOM_STAGE_MAX_MESHES][MAX_SHAPES][2];
     loom_search_space space[LOOM_STAGE_MAX_MESHES][MAX_SHAPES];
     const loom_layer_tab *tab[LOOM_STAGE_MAX_MESHES][MAX_SHAPES];
-    int32_t n_rc;                        /* recompute options: none (and full) */
+    int32_t n_rc;                        /* recompute options: none (and full, and selective
+                                            with unfused attention): RC_* below */
     int32_t n_layers;
     const loom_graph *g;
 } point;
@@ -355,10 +356,21 @@ static void sync_rates(const loom_search *s, const point *pt, int32_t m, int32_t
     }
 }
 
-/* Per layer costs of option (mesh m, shape entry si, recompute rc) into c;
- * rate: sync_rates of the entry. */
+/* Recompute options: a DP option code's rc (< n_rc) is one of the first
+ * three; Megatron's splits also weigh partial recompute (try_interleaved). */
+enum { RC_NONE, RC_FULL, RC_SELECTIVE, RC_PARTIAL };
+
+static loom_recompute rc_setting(int rc)
+{
+    return rc == RC_FULL || rc == RC_PARTIAL ? LOOM_RECOMPUTE_FULL
+           : rc == RC_SELECTIVE              ? LOOM_RECOMPUTE_SELECTIVE
+                                             : LOOM_RECOMPUTE_NONE;
+}
+
+/* Per layer costs of option (mesh m, shape entry si, recompute rc: RC_NONE,
+ * RC_FULL or RC_SELECTIVE) into c; rate: sync_rates of the entry. */
 static void layer_cost(loom_search *s, const point *pt, int32_t l, int32_t m, int32_t si,
-                       bool rc, const double rate[4], loom_stage_cost *c)
+                       int rc, const double rate[4], loom_stage_cost *c)
 {
     const loom_layer_tab *t = pt->tab[m][si];
     if (!t || !t->ok) {
@@ -366,13 +378,16 @@ static void layer_cost(loom_search *s, const point *pt, int32_t l, int32_t m, in
         return;
     }
     bool block = loom_memory_is_block(pt->g, l);
-    bool r = rc && block;
+    bool r = rc == RC_FULL && block, sel = rc == RC_SELECTIVE;
     double sync = t->sync_s[l];
     for (int a = 0; a < 4; a++) sync += rate[a] * t->dp_params[4 * l + a];
-    c->time_s = t->time_s[l] + (r ? t->rc_s[l] : 0) + t->kv_read_s[l] + sync / (double)pt->M;
+    c->time_s = t->time_s[l] + (r ? t->rc_s[l] : 0) + (sel ? t->sel_s[l] : 0) + t->kv_read_s[l] +
+                sync / (double)pt->M;
     c->static_bytes = loom_search_state_bytes(s, t->params[l], t->params_local[l], pt->dp, pt->zero) +
                       t->kv_per_seq[l] * (pt->seqs / pt->dp);
-    int64_t act = s->pb.inference ? 0 : (r ? t->input_bytes[l] : t->act_bytes[l]);
+    int64_t act = s->pb.inference ? 0
+                  : r             ? t->input_bytes[l]
+                                  : t->act_bytes[l] - (sel ? t->core_bytes[l] : 0);
     c->act_bytes = (int64_t)((double)act * (1 + LOOM_MEM_FRAGMENTATION) + 0.5);
 }
 
@@ -405,8 +420,10 @@ static loom_status build_problem(loom_search *s, const point *pt, const int32_t 
                 if (s->pb.inference)
                     for (int32_t l = 0; l < pt->n_layers; l++)
                         work = t->act_bytes[l] > work ? t->act_bytes[l] : work;
-                else if (rc)
+                else if (rc == RC_FULL)
                     work = t->max_block_act;
+                else if (rc == RC_SELECTIVE)
+                    work = t->max_core;
             }
             once[mi * NO + o] = (int64_t)((double)work * (1 + LOOM_MEM_FRAGMENTATION) + 0.5);
             for (int32_t k = 0; k < K; k++) {
@@ -415,7 +432,7 @@ static loom_status build_problem(loom_search *s, const point *pt, const int32_t 
                 *c = (loom_stage_cost){0, 0, 0};
                 for (int32_t l = first[k]; l < first[k + 1]; l++) {
                     loom_stage_cost one;
-                    layer_cost(s, pt, l, m, si, rc == 1, rate, &one);
+                    layer_cost(s, pt, l, m, si, rc, rate, &one);
                     c->time_s += one.time_s;
                     c->static_bytes += one.static_bytes;
                     c->act_bytes += one.act_bytes;
@@ -518,7 +535,7 @@ static loom_status to_config(loom_search *s, const point *pt, const int32_t *mes
         st->submesh = subs[i] = pt->sub[m];
         st->mesh = (loom_mesh_shape){pt->shape[m][si][0], pt->shape[m][si][1]};
         set_space(st, pt->space[m][si]);
-        st->recompute = codes[ch->option] % pt->n_rc ? LOOM_RECOMPUTE_FULL : LOOM_RECOMPUTE_NONE;
+        st->recompute = rc_setting(codes[ch->option] % pt->n_rc);
     }
     loom_status st = loom_stage_place(subs, sol->n_stages, s->c->gpus_per_node, pt->D, firsts, err);
     if (st) return st;
@@ -610,7 +627,7 @@ static loom_status try_dps(loom_search *s, const point *pt, const int32_t *meshe
     /* passes 0..mixed-1: mixed; then one per option (one sub-mesh only) */
     int passes = mixed + (nm == 1 ? NO : 0);
     for (int pass = 0; pass < passes && !st; pass++) {
-        int32_t codes[MAX_SHAPES * 2], n = 0;
+        int32_t codes[MAX_SHAPES * 3], n = 0;   /* shape entries x recompute options */
         for (int32_t o = 0; o < NO; o++) {
             int32_t si = o / pt->n_rc;
             bool meg = false;   /* entry si is the same space on every mesh holding it */
@@ -687,7 +704,8 @@ static loom_status try_interleaved(loom_search *s, const point *pt, int32_t m, i
         if (!loom_memory_is_block(g, l)) return LOOM_OK;
     int32_t count[LOOM_STAGE_MAX], best_count[LOOM_STAGE_MAX];
     double cap = (double)(loom_cluster_usable_bytes(s->c) - LOOM_MEM_RESERVED_BYTES);
-    int32_t best_si = -1, best_rc = 0;
+    int32_t best_si = -1;
+    int best_rc = RC_NONE;
     int64_t best_n = 0;
     double best_est = INFINITY, least = INFINITY;   /* least: the leanest option's peak rank */
     for (int k = 0; chunk_counts(nb, chunks, k, count); k++) {
@@ -702,23 +720,30 @@ static loom_status try_interleaved(loom_search *s, const point *pt, int32_t m, i
             if (!t || !t->ok || space_kind(pt->space[m][si]) != kind) continue;
             double rate[4];
             sync_rates(s, pt, m, si, rate);
-            /* rc 0: none, 1: full, 2: full on the first n blocks of each
-             * rank only (1F1B; partial_blocks) */
-            for (int32_t rc = 0; rc < (pt->n_rc == 2 && v == 1 ? 3 : pt->n_rc); rc++) {
+            /* the DP's options, and full recompute on the first n blocks
+             * of each rank only (1F1B; partial_blocks) */
+            for (int rc = RC_NONE; rc <= RC_PARTIAL; rc++) {
+                if (rc < RC_PARTIAL ? rc >= pt->n_rc : pt->n_rc < 2 || v != 1) continue;
                 double tr[64] = {0}, st_b[64] = {0}, act_b[64] = {0};
-                int64_t head = 0;   /* rc 2: blocks recomputed at the head of each rank */
-                if (rc == 2 && !partial_blocks(s, pt, m, si, rate, lo_of, pp, cap, &head)) continue;
+                int64_t head = 0;   /* RC_PARTIAL: blocks recomputed at the head of each rank */
+                if (rc == RC_PARTIAL && !partial_blocks(s, pt, m, si, rate, lo_of, pp, cap, &head))
+                    continue;
                 for (int64_t c = 0; c < chunks; c++)
                     for (int64_t l = lo_of[c], left = head; l < lo_of[c + 1]; l++) {
-                        bool redo = rc == 1 || (rc == 2 && loom_memory_is_block(g, (int32_t)l) && left-- > 0);
+                        int one_rc = rc != RC_PARTIAL ? rc
+                                     : loom_memory_is_block(g, (int32_t)l) && left-- > 0 ? RC_FULL
+                                                                                         : RC_NONE;
                         loom_stage_cost one;
-                        layer_cost(s, pt, (int32_t)l, m, si, redo, rate, &one);
+                        layer_cost(s, pt, (int32_t)l, m, si, one_rc, rate, &one);
                         tr[c % pp] += one.time_s;
                         st_b[c % pp] += (double)one.static_bytes;
                         act_b[c % pp] += (double)one.act_bytes;
                     }
                 double mx = 0, sum = 0, peak = 0;
-                double once = rc ? (double)t->max_block_act * (1 + LOOM_MEM_FRAGMENTATION) : 0;
+                double once = (double)(rc == RC_SELECTIVE ? t->max_core
+                                       : rc != RC_NONE    ? t->max_block_act
+                                                          : 0) *
+                              (1 + LOOM_MEM_FRAGMENTATION);
                 for (int64_t r = 0; r < pp; r++) {
                     double inflight = loom_memory_inflight_microbatches(pp, r, v, pt->M);
                     peak = fmax(peak, st_b[r] + inflight * act_b[r] + once);
@@ -762,7 +787,7 @@ static loom_status try_interleaved(loom_search *s, const point *pt, int32_t m, i
         x->submesh = pt->sub[m];
         x->mesh = (loom_mesh_shape){pt->shape[m][best_si][0], pt->shape[m][best_si][1]};
         set_space(x, pt->space[m][best_si]);
-        x->recompute = best_rc ? LOOM_RECOMPUTE_FULL : LOOM_RECOMPUTE_NONE;
+        x->recompute = rc_setting(best_rc);
         x->first_gpu = x->group * size;   /* equal sub-meshes tile in rank order */
     }
     loom_search_layout(s->c->gpus_per_node, cfg);
@@ -776,7 +801,7 @@ static loom_status try_interleaved(loom_search *s, const point *pt, int32_t m, i
         if ((st = loom_search_eval(s, g, cfg, &ev, err))) break;
         bool fits = ev.fits;
         consider(s, cfg, &ev);
-        if (best_rc != 2 || best_n == 0) break;   /* not partial, or full reached */
+        if (best_rc != RC_PARTIAL || best_n == 0) break;   /* not partial, or full reached */
         if (dir == 0) dir = fits ? -1 : 1;
         if ((dir < 0) != fits || (dir < 0 && best_n == 1)) break;
         best_n += dir;
@@ -804,7 +829,7 @@ static bool partial_blocks(loom_search *s, const point *pt, int32_t m, int32_t s
         int64_t blocks = 0;
         for (int32_t l = lo_of[r]; l < lo_of[r + 1]; l++) {
             loom_stage_cost one;
-            layer_cost(s, pt, l, m, si, false, rate, &one);
+            layer_cost(s, pt, l, m, si, RC_NONE, rate, &one);
             st_b += (double)one.static_bytes, act += (double)one.act_bytes;
             blocks += loom_memory_is_block(pt->g, l);
         }
@@ -815,8 +840,8 @@ static bool partial_blocks(loom_search *s, const point *pt, int32_t m, int32_t s
              l++) {
             if (!loom_memory_is_block(pt->g, l)) continue;
             loom_stage_cost none, full;
-            layer_cost(s, pt, l, m, si, false, rate, &none);
-            layer_cost(s, pt, l, m, si, true, rate, &full);
+            layer_cost(s, pt, l, m, si, RC_NONE, rate, &none);
+            layer_cost(s, pt, l, m, si, RC_FULL, rate, &full);
             act += (double)(full.act_bytes - none.act_bytes);
             k++;
         }
@@ -925,7 +950,9 @@ static loom_status try_point(loom_search *s, point *pt, loom_error *err)
         if (pt->nm == LOOM_STAGE_MAX_MESHES) break;
         pt->sub[pt->nm++] = (loom_submesh){k, g};
     }
-    pt->n_rc = (!s->pb.inference && !s->opt.no_recompute) ? 2 : 1;
+    /* selective recompute reruns the attention core, which only unfused
+     * attention has (with fused attention it is the same plan as none) */
+    pt->n_rc = s->pb.inference || s->opt.no_recompute ? 1 : s->pb.flash_attention ? 2 : 3;
     loom_status st = loom_search_graph(s, pt->b, &pt->g, err);
     if (st) return st;
     /* A loom graph file has fixed shapes: only its own batch is a micro-batch. */

@@ -16,7 +16,8 @@
  *      each layer's best strategies on every logical mesh of every sub-mesh
  *      shape that fits in D (one solve per distinct layer and mesh, cached);
  *   2. forms the stage cost table: per layer cluster, sub-mesh and option
- *      (logical mesh × strategy space × recompute none/full, see below):
+ *      (logical mesh × strategy space × recompute none/full, and selective
+ *      with unfused attention, see below):
  *      time per micro-batch including
  *      the gradient synchronisation amortised over M, resident bytes
  *      (weights, gradients, Adam state under the ZeRO stage, or weights and
@@ -90,9 +91,11 @@
  * recompute lets the rank fit by the table estimate (one N for the whole
  * model, as Megatron sets it), and when that estimate wins, exact
  * evaluations walk N down while it still fits or up, to full recompute,
- * until it does. Selective recompute is not searched: with fused
- * attention (Megatron's default, and loom's) it reruns and frees nothing
- * in loom eval's model, so it is the same plan as none.
+ * until it does. Selective recompute (the attention core's ops rerun,
+ * their s x t tensors not kept, as loom eval prices it) is a third option
+ * beside none and full with unfused attention; with fused attention
+ * (Megatron's default, and loom's) it reruns and frees nothing, so it is
+ * the same plan as none and is not searched.
  *
  * GPU layout. Like Megatron's rank order (tensor, data, then pipeline
  * parallel outermost), the copies of one stage in all dp replicas sit side

@@ -57,6 +57,8 @@ typedef struct {
     bool ok;                 /* the ILP found strategies */
     double *time_s;          /* one micro-batch: compute + comm (fwd, + bwd when training) */
     double *rc_s;            /* forward rerun of a block under full recompute */
+    double *sel_s;           /* forward rerun of the attention core's ops under selective
+                                recompute (those with an s x t operand, as loom eval) */
     double *sync_s;          /* per step: gradient sync over the mesh's axes that are not
                                 data parallel (strategy.h other_sync_s) */
     double *dp_params;       /* [4 per layer]: parameters per GPU by the data-parallel mesh
@@ -67,8 +69,10 @@ typedef struct {
     int64_t *params_local;   /* per GPU, divided by the data-parallel copies (strategy.h) */
     int64_t *act_bytes;      /* saved activations of one micro-batch, per GPU */
     int64_t *input_bytes;    /* the block's input on one GPU (what full recompute keeps) */
+    int64_t *core_bytes;     /* of act_bytes, the attention core's (what selective frees) */
     int64_t *kv_per_seq;     /* inference: KV cache bytes per sequence, per GPU */
     int64_t max_block_act;   /* recompute's working set */
+    int64_t max_core;        /* selective recompute's working set */
 } loom_layer_tab;
 
 struct loom_search {

@@ -369,18 +369,29 @@ loom_status loom_strategy_cost(const loom_strategy_ctx *c, int32_t op, loom_stra
             s->other_sync_s += dp_sync_s(c, partial & ~dp_axes, (double)shard);
     }
 
-    /* Saved activations, charged to the first op that saves each tensor. */
-    s->act_bytes = 0;
+    /* Saved activations, charged to the first op that saves each tensor;
+     * the attention core's (s and t dims) counted apart too */
+    s->act_bytes = s->core_act_bytes = 0;
     if (c->train) {
         for (int k = 0; k < o->n_in; k++)
-            if ((o->saves & LOOM_SAVE_IN(k)) && loom_strategy_charged(c, op, o->in[k]))
-                s->act_bytes += loom_spec_bytes(&s->in[k], loom_graph_tensor(c->g, o->in[k]), m);
+            if ((o->saves & LOOM_SAVE_IN(k)) && loom_strategy_charged(c, op, o->in[k])) {
+                const loom_tensor *x = loom_graph_tensor(c->g, o->in[k]);
+                double b = loom_spec_bytes(&s->in[k], x, m);
+                s->act_bytes += b;
+                if (tensor_has_dim(x, "s") && tensor_has_dim(x, "t")) s->core_act_bytes += b;
+            }
         for (int k = 0; k < o->n_out; k++)
-            if ((o->saves & LOOM_SAVE_OUT(k)) && loom_strategy_charged(c, op, o->out[k]))
-                s->act_bytes += loom_spec_bytes(&s->out[k], loom_graph_tensor(c->g, o->out[k]), m);
+            if ((o->saves & LOOM_SAVE_OUT(k)) && loom_strategy_charged(c, op, o->out[k])) {
+                const loom_tensor *x = loom_graph_tensor(c->g, o->out[k]);
+                double b = loom_spec_bytes(&s->out[k], x, m);
+                s->act_bytes += b;
+                if (tensor_has_dim(x, "s") && tensor_has_dim(x, "t")) s->core_act_bytes += b;
+            }
         if (o->saves & LOOM_SAVE_MASK) {
             const loom_tensor *y = loom_graph_tensor(c->g, o->out[0]);
-            s->act_bytes += (double)loom_tensor_numel(y) / (double)loom_spec_shards(&s->out[0], y->ndim, m);
+            double b = (double)loom_tensor_numel(y) / (double)loom_spec_shards(&s->out[0], y->ndim, m);
+            s->act_bytes += b;
+            if (tensor_has_dim(y, "s") && tensor_has_dim(y, "t")) s->core_act_bytes += b;
         }
     }
     return LOOM_OK;

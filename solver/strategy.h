@@ -106,6 +106,9 @@ typedef struct {
                                             what ZeRO shards inside a stage (memory.h) */
     double param_bytes;                  /* per GPU, weights' dtype */
     double act_bytes;                    /* saved for backward, per GPU */
+    double core_act_bytes;               /* of act_bytes, the attention core's: tensors with
+                                            a query and a key sequence dim (s and t), what
+                                            selective recompute frees (costs/memory.c) */
     /* For the exact data-parallel sync (solver/stage_costs.c): float
      * weight elements per GPU by the data-parallel mesh axes their
      * gradient is partial over (index: axis mask, 0 = none), which sync

@@ -81,9 +81,9 @@ typedef struct {
 #define MEM_TOL 0.002
 
 /* Evaluates case k both ways (with full recompute of the first rc_layers
- * blocks of each pipeline rank only, when > 0); false when either side
- * fails to. */
-static bool evaluate(const cfg_case *k, int64_t rc_layers, both *out)
+ * blocks of each pipeline rank only, when > 0; with selective recompute
+ * instead of none when `selective`); false when either side fails to. */
+static bool evaluate_rc(const cfg_case *k, int64_t rc_layers, bool selective, both *out)
 {
     loom_cluster c;
     loom_error err = {0};
@@ -122,6 +122,7 @@ static bool evaluate(const cfg_case *k, int64_t rc_layers, both *out)
     p.flash = !k->unfused;
     p.recompute = k->recompute ? LOOM_RECOMPUTE_FULL : LOOM_RECOMPUTE_NONE;
     p.recompute_layers = k->recompute ? rc_layers : 0;
+    if (selective && !k->recompute) p.recompute = LOOM_RECOMPUTE_SELECTIVE;
     loom_search_config cfg;
     loom_mspace_config(ctx, &p, &cfg);
 
@@ -143,6 +144,11 @@ done:
     loom_model_source_destroy(src);
     loom_cost_model_destroy(cm);
     return ok;
+}
+
+static bool evaluate(const cfg_case *k, int64_t rc_layers, both *out)
+{
+    return evaluate_rc(k, rc_layers, false, out);
 }
 
 static void label(const cfg_case *k, char *buf, size_t n)
@@ -343,10 +349,42 @@ static void test_partial_recompute(void)
     }
 }
 
+/* Selective recompute (Korthikanti et al.; Megatron's --recompute-
+ * granularity selective): with unfused attention the core's ops (their
+ * s x t scores and probabilities) rerun and their tensors are not kept; with
+ * fused attention there is nothing to rerun and it equals none. */
+static void test_selective(void)
+{
+    static const cfg_case sel[] = {
+        {L8, "dgx-h100-x1", 4096, 64, 2, 1, 4, 1, 1, false, 1, true, true, 0, false, 0, 0, 0},
+        {L8, "dgx-h100-x1", 2048, 64, 8, 1, 1, 2, 1, false, 0, true, true, 0, true, 0, 0, 0},
+        {L70, "dgx-h100-x8", 2048, 256, 8, 4, 2, 1, 2, false, 1, true, true, 0, true, 0, 0, 0},
+        {GPT2, "dgx-h100-x1", 1024, 256, 2, 2, 2, 2, 1, false, 1, true, true, 0, false, 0, 0, 0},
+        {L8, "dgx-h100-x1", 4096, 64, 2, 1, 4, 1, 1, false, 1, true, false, 0, false, 0, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof sel / sizeof sel[0]; i++) {
+        const cfg_case *k = &sel[i];
+        both b, no;
+        bool ok = evaluate_rc(k, 0, true, &b) && evaluate(k, 0, &no);
+        CHECK(ok);
+        if (!ok) continue;
+        char name[128];
+        label(k, name, sizeof name);
+        printf("%-50s selective: eval %.4f s %.2f GiB, plan %.4f s %.2f GiB (none %.4f s %.2f GiB)\n",
+               name, b.eval_step_s, (double)b.eval_mem / 1073741824.0, b.plan_step_s,
+               (double)b.plan_mem / 1073741824.0, no.eval_step_s, (double)no.eval_mem / 1073741824.0);
+        CHECK_NEAR_REL(b.plan_step_s, b.eval_step_s, STEP_TOL);
+        CHECK_NEAR_REL((double)b.plan_mem, (double)b.eval_mem, MEM_TOL);
+        if (k->unfused) CHECK(b.eval_step_s > no.eval_step_s && b.eval_mem < no.eval_mem);
+        else CHECK(b.eval_step_s == no.eval_step_s && b.eval_mem == no.eval_mem);
+    }
+}
+
 int main(void)
 {
     test_agreement();
     test_without_sp();
     test_partial_recompute();
+    test_selective();
     return check_done();
 }
