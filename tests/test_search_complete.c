@@ -28,7 +28,8 @@
  * sequence 8192 (context parallelism pays), Llama-3-8B at sequence 8192
  * with a global batch of 16 (memory is tight: recompute and ZeRO choices),
  * gpt-oss-20b (mixture of experts, 32 experts: every expert-parallel size
- * 1 .. 32 over the tp x cp x dp ranks is swept too).
+ * 1 .. 32 over the tp x cp x dp ranks is swept too), and Llama-3.2-1B with
+ * unfused attention (selective recompute reruns something; no CP).
  * That the check can fail is checked too: planned without context
  * parallelism and TP communication overlap (--no-cp --no-tp-comm-overlap,
  * the spaces before issue 19), the two long-sequence cases are beaten.
@@ -47,6 +48,7 @@
 typedef struct {
     const char *model, *cluster;
     int64_t gbs, seq;
+    bool unfused;                       /* eager attention: selective recompute matters */
 } bf_case;
 
 typedef struct {
@@ -76,6 +78,7 @@ static double plan_step_ep(const bf_case *k, loom_cost_model *cm, const loom_mod
     loom_problem pb;
     loom_problem_init(&pb);
     pb.model = src, pb.cm = cm, pb.gbs = k->gbs, pb.seq = k->seq;
+    pb.flash_attention = !k->unfused;
     loom_search_options o;
     loom_search_options_init(&o);
     o.megatron_only = megatron;
@@ -194,6 +197,7 @@ static void run_case(const bf_case *k, bool narrow_loses)
         loom_model_opts mo;
         loom_model_opts_init(&mo);
         mo.seq = k->seq, mo.batch = mbs;
+        mo.flash_attention = !k->unfused;
         if (loom_model_source_build(src, &mo, &graphs[bi], &err)) {
             CHECK(false);
             goto done;
@@ -211,6 +215,7 @@ static void run_case(const bf_case *k, bool narrow_loses)
                     loom_parallel_init(&p);
                     p.tp = tp, p.cp = cp, p.pp = pp, p.dp = dp, p.mbs = mbs, p.gbs = k->gbs;
                     p.seq = k->seq;
+                    p.flash = !k->unfused;
                     if (L % pp) {   /* Megatron's first and last stage lighter */
                         int64_t q = (L + pp - 1) / pp, r = pp * q - L;
                         p.first_stage_layers = q - (r + 1) / 2;
@@ -235,12 +240,12 @@ static void run_case(const bf_case *k, bool narrow_loses)
     bool moe = loom_graph_info_c(graphs[0])->experts > 0;
     int64_t bm = beating(&t, meg, 0.001), bf = beating(&t, full, moe ? 0.001 : 1e-9);
     int64_t bm0 = beating(&t, meg0, 0.001), bf0 = beating(&t, full0, 1e-9);
-    printf("%s on %s (gbs %lld, seq %lld): plans %.5g s (Megatron space), %.5g s (full); "
+    printf("%s%s on %s (gbs %lld, seq %lld): plans %.5g s (Megatron space), %.5g s (full); "
            "%lld configurations evaluated, %lld fit, best %.5g s (tp %lld cp %lld ep %lld pp %lld "
            "dp %lld mbs %lld vpp %lld%s%s, recompute %s/%lld, ZeRO-%d); faster than the "
            "Megatron plan by > 0.1%%: %lld, than the full plan: %lld; without CP and TP "
            "overlap the plans are %.5g s / %.5g s, beaten by %lld / %lld\n",
-           k->model, k->cluster, (long long)k->gbs, (long long)k->seq, meg, full,
+           k->model, k->unfused ? " (unfused attention)" : "", k->cluster, (long long)k->gbs, (long long)k->seq, meg, full,
            (long long)t.evaluated, (long long)t.fitting, t.best_s, (long long)b->tp,
            (long long)b->cp, (long long)b->ep, (long long)b->pp, (long long)b->dp, (long long)b->mbs,
            (long long)b->vpp, b->sp ? " sp" : "", b->tp_comm_overlap ? " overlap" : "",
@@ -277,10 +282,11 @@ done:
 int main(void)
 {
     static const bf_case cases[] = {
-        {"examples/models/gpt2.json", "dgx-h100-x1", 64, 1024},
-        {"tests/data/llama-3.2-1b.json", "dgx-h100-x1", 32, 8192},
-        {"examples/models/llama-3-8b.json", "dgx-h100-x1", 16, 8192},
-        {"examples/models/gpt-oss-20b.json", "dgx-h100-x1", 16, 4096},
+        {"examples/models/gpt2.json", "dgx-h100-x1", 64, 1024, false},
+        {"tests/data/llama-3.2-1b.json", "dgx-h100-x1", 32, 8192, false},
+        {"examples/models/llama-3-8b.json", "dgx-h100-x1", 16, 8192, false},
+        {"examples/models/gpt-oss-20b.json", "dgx-h100-x1", 16, 4096, false},
+        {"tests/data/llama-3.2-1b.json", "dgx-h100-x1", 32, 8192, true},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i], i > 0);
     return check_done();
