@@ -111,10 +111,10 @@ static int64_t intra_ep_span(const loom_intra_opts *o)
 
 static uint64_t opts_hash(const loom_intra_opts *o)
 {
-    int64_t v[9] = {o->train, o->megatron_only, o->micro_batches, o->zero_stage,
-                    o->dp_degree_outside, o->act_multiplier,
-                    o->megatron_only && o->megatron_cp, o->megatron_only && o->tp_comm_overlap,
-                    intra_ep_span(o)};
+    int64_t v[10] = {o->train, o->megatron_only, o->micro_batches, o->zero_stage,
+                     o->dp_degree_outside, o->act_multiplier,
+                     o->megatron_only && o->megatron_cp, o->megatron_only && o->tp_comm_overlap,
+                     intra_ep_span(o), o->megatron_only ? o->expert_split : 0};
     return fnv(14695981039346656037ull, v, sizeof v);
 }
 
@@ -350,6 +350,7 @@ static void fill_op(const loom_strategy *s, double act_bytes, intra_op *d)
                                    .param_count_local = s->param_count_local,
                                    .other_sync_s = s->other_sync_s,
                                    .act_bytes = (int64_t)llround(act_bytes),
+                                   .core_act_bytes = (int64_t)llround(s->core_act_bytes),
                                    .fwd_compute_s = s->compute_s - s->bwd_compute_s,
                                    .fwd_comm_s = s->fwd_comm_s};
     memcpy(d->cost.dp_params, s->dp_params, sizeof s->dp_params);
@@ -597,6 +598,7 @@ loom_status loom_intra_solve(const loom_graph *g, const loom_cost_model *cm, int
     r.sctx.megatron_cp = o->megatron_only && o->megatron_cp;
     loom_mesh_ctx_set_ep_span(&r.sctx.mesh, intra_ep_span(o));
     r.sctx.tp_overlap = o->megatron_only && o->tp_comm_overlap;
+    r.sctx.expert_split = o->megatron_only ? o->expert_split : 0;
     r.sctx.zero = o->zero_stage;
     r.sctx.micro_batches = o->micro_batches;
     layer_weights(o, &r.w);

@@ -70,6 +70,8 @@ typedef struct {
     int64_t ep_span;               /* with megatron_only: experts split over axis 0 are split
                                       over this many data-parallel replicas too (spec.h
                                       loom_mesh_ctx.ep_span; 0 or 1: inside the mesh) */
+    int expert_split;              /* with megatron_only: 1 experts split over axis 0, -1 never
+                                      split, 0 the ILP's choice (strategy.h; a pinned EP) */
     loom_intra_cache *cache;       /* NULL: no reuse across calls */
     const char *debug_lp_path;     /* non-NULL: write each layer's ILP (glp_write_lp) to
                                       "<path>.L<layer>.lp" */
@@ -150,6 +152,7 @@ typedef struct {
     double dp_params[4];    /* strategy.h */
     double other_sync_s;
     int64_t act_bytes;      /* saved activations per GPU */
+    int64_t core_act_bytes; /* of them, the attention core's (strategy.h) */
     double fwd_compute_s;   /* the forward parts of compute_s and comm_s */
     double fwd_comm_s;
     double reshard_fwd_s;   /* resharding of the op's inputs inside its layer, forward and */

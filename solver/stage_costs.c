@@ -225,6 +225,8 @@ static void tab_free(loom_layer_tab *t)
 {
     free(t->time_s);
     free(t->rc_s);
+    free(t->sel_s);
+    free(t->core_bytes);
     free(t->sync_s);
     free(t->dp_params);
     free(t->kv_read_s);
@@ -260,6 +262,7 @@ static void intra_opts(const loom_search *s, loom_search_space space, loom_intra
     o->megatron_cp = space.cp;
     o->tp_comm_overlap = space.tp_overlap;
     o->ep_span = loom_search_space_ep_span(space);
+    o->expert_split = space.megatron ? space.experts : 0;
     o->cache = s->cache;
 }
 
@@ -290,6 +293,23 @@ static int64_t kv_per_seq(const loom_search *s, const loom_intra_result *r, cons
     return per_token * ctx / (parts > 0 ? parts : 1);
 }
 
+/* Whether op is part of the attention core that selective recompute reruns:
+ * an input or output with a query and a key sequence dim (s and t; costs/
+ * eval.c's rule; with fused attention no tensor has both). */
+static bool attention_core_op(const loom_graph *g, const loom_op *op)
+{
+    for (int k = 0; k < op->n_in + op->n_out; k++) {
+        const loom_tensor *t = loom_graph_tensor(g, k < op->n_in ? op->in[k] : op->out[k - op->n_in]);
+        bool s = false, tt = false;
+        for (int d = 0; d < t->ndim; d++) {
+            s |= !strcmp(t->dims[d].name, "s");
+            tt |= !strcmp(t->dims[d].name, "t");
+        }
+        if (s && tt) return true;
+    }
+    return false;
+}
+
 static loom_status build_tab(loom_search *s, const loom_graph *g, loom_layer_tab *t,
                              loom_error *err)
 {
@@ -298,6 +318,8 @@ static loom_status build_tab(loom_search *s, const loom_graph *g, loom_layer_tab
     t->n = n;
     t->time_s = calloc((size_t)n, sizeof *t->time_s);
     t->rc_s = calloc((size_t)n, sizeof *t->rc_s);
+    t->sel_s = calloc((size_t)n, sizeof *t->sel_s);
+    t->core_bytes = calloc((size_t)n, sizeof *t->core_bytes);
     t->sync_s = calloc((size_t)n, sizeof *t->sync_s);
     t->dp_params = calloc((size_t)n * 4, sizeof *t->dp_params);
     t->kv_read_s = calloc((size_t)n, sizeof *t->kv_read_s);
@@ -306,7 +328,7 @@ static loom_status build_tab(loom_search *s, const loom_graph *g, loom_layer_tab
     t->act_bytes = calloc((size_t)n, sizeof *t->act_bytes);
     t->input_bytes = calloc((size_t)n, sizeof *t->input_bytes);
     t->kv_per_seq = calloc((size_t)n, sizeof *t->kv_per_seq);
-    if (!t->time_s || !t->rc_s || !t->sync_s || !t->dp_params || !t->kv_read_s || !t->params ||
+    if (!t->time_s || !t->rc_s || !t->sel_s || !t->core_bytes || !t->sync_s || !t->dp_params || !t->kv_read_s || !t->params ||
         !t->params_local ||
         !t->act_bytes ||
         !t->input_bytes || !t->kv_per_seq)
@@ -345,6 +367,7 @@ static loom_status build_tab(loom_search *s, const loom_graph *g, loom_layer_tab
             t->time_s[l] = t->time_s[same], t->sync_s[l] = t->sync_s[same];
             memcpy(&t->dp_params[4 * l], &t->dp_params[4 * same], 4 * sizeof *t->dp_params);
             t->rc_s[l] = t->rc_s[same], t->kv_read_s[l] = t->kv_read_s[same];
+            t->sel_s[l] = t->sel_s[same], t->core_bytes[l] = t->core_bytes[same];
             t->params[l] = t->params[same], t->act_bytes[l] = t->act_bytes[same];
             t->params_local[l] = t->params_local[same];
             t->input_bytes[l] = t->input_bytes[same], t->kv_per_seq[l] = t->kv_per_seq[same];
@@ -365,6 +388,8 @@ static loom_status build_tab(loom_search *s, const loom_graph *g, loom_layer_tab
             t->params_local[l] += c.param_count_local;
             t->act_bytes[l] += c.act_bytes;
             if (block) t->rc_s[l] += c.fwd_compute_s + c.fwd_comm_s + c.reshard_fwd_s;
+            t->core_bytes[l] += c.core_act_bytes;
+            if (attention_core_op(g, op)) t->sel_s[l] += c.fwd_compute_s + c.fwd_comm_s;
             if (s->pb.inference && op->kind == LOOM_OP_ATTENTION)
                 t->kv_per_seq[l] += kv_per_seq(s, &r, g, i, m);
             if (fresh && s->opt.collect_profile_keys && op->kind != LOOM_OP_RESHAPE &&
@@ -388,6 +413,7 @@ static loom_status build_tab(loom_search *s, const loom_graph *g, loom_layer_tab
             t->input_bytes[l] = t->act_bytes[l];
         }
         if (block && t->act_bytes[l] > t->max_block_act) t->max_block_act = t->act_bytes[l];
+        if (t->core_bytes[l] > t->max_core) t->max_core = t->core_bytes[l];
     }
     /* Resharding where layer kinds meet is not in the per-op costs; spread
      * it over the layers so the table's total matches the solve's. */
@@ -434,46 +460,67 @@ loom_status loom_search_layer_tab(loom_search *s, int64_t b, loom_mesh_shape mes
 
 /* ---- group sizes ------------------------------------------------------------------ */
 
+/* The tensor- and expert-parallel group sizes of stage st, read off the
+ * specs its evaluation chose (r) by the rule loom_plan_stage_roles names
+ * roles with (planner/plan): an op whose weights carry e and f is an
+ * expert op (EP over the axes splitting e, times the replicas its group
+ * spans), any other weight is tensor parallel over every axis it splits.
+ * *ep is 0 for a stage without expert ops. */
+static void stage_groups(const loom_graph *g, const loom_search_stage *st,
+                         const loom_intra_result *r, int64_t *tp_out, int64_t *ep_out)
+{
+    unsigned tp = 0, ep = 0;
+    bool experts = false;
+    int32_t first, count, last_first, last_count;
+    loom_graph_layer_ops(g, st->first_layer, &first, &count);
+    loom_graph_layer_ops(g, st->last_layer, &last_first, &last_count);
+    for (int32_t op = first; op < last_first + last_count; op++) {
+        const loom_op *o = loom_graph_op(g, op);
+        unsigned all = 0, e = 0;
+        bool has_e = false, has_f = false;
+        for (int k = 0; k < o->n_w; k++) {
+            loom_spec sp;
+            int32_t t = loom_intra_operand(g, op, LOOM_OPERAND_WEIGHT, k);
+            if (t < 0 || !loom_intra_op_spec(r, g, op, LOOM_OPERAND_WEIGHT, k, &sp)) continue;
+            const loom_tensor *ten = loom_graph_tensor(g, t);
+            for (int d = 0; d < ten->ndim; d++) {
+                has_e |= !strcmp(ten->dims[d].name, "e");
+                has_f |= !strcmp(ten->dims[d].name, "f");
+            }
+            all |= loom_spec_dim_axes(&sp, ten, NULL);
+            e |= loom_spec_dim_axes(&sp, ten, "e");
+        }
+        if (has_e && has_f) ep |= e, experts = true;
+        else tp |= all;
+    }
+    *tp_out = axes_parts(tp, st->mesh);
+    *ep_out = !experts ? 0
+                       : axes_parts(ep, st->mesh) *
+                             (ep ? loom_search_space_ep_span(loom_search_stage_space(st)) : 1);
+}
+
 int64_t loom_search_largest_group(const loom_graph *g, const loom_search_config *cfg,
                                   const loom_search_eval_result *ev)
 {
     int64_t largest = 1;
     for (int32_t i = 0; i < cfg->n_stages && i < ev->n_stages; i++) {
-        const loom_search_stage *st = &cfg->stages[i];
-        const loom_intra_result *r = &ev->stages[i].intra;
-        unsigned tp = 0, ep = 0;
-        int32_t first, count, last_first, last_count;
-        loom_graph_layer_ops(g, st->first_layer, &first, &count);
-        loom_graph_layer_ops(g, st->last_layer, &last_first, &last_count);
-        for (int32_t op = first; op < last_first + last_count; op++) {
-            const loom_op *o = loom_graph_op(g, op);
-            unsigned all = 0, e = 0;
-            bool has_e = false, has_f = false;
-            for (int k = 0; k < o->n_w; k++) {
-                loom_spec sp;
-                int32_t t = loom_intra_operand(g, op, LOOM_OPERAND_WEIGHT, k);
-                if (t < 0 || !loom_intra_op_spec(r, g, op, LOOM_OPERAND_WEIGHT, k, &sp)) continue;
-                const loom_tensor *ten = loom_graph_tensor(g, t);
-                for (int d = 0; d < ten->ndim; d++) {
-                    has_e |= !strcmp(ten->dims[d].name, "e");
-                    has_f |= !strcmp(ten->dims[d].name, "f");
-                }
-                all |= loom_spec_dim_axes(&sp, ten, NULL);
-                e |= loom_spec_dim_axes(&sp, ten, "e");
-            }
-            /* plan_roles.c's rule: an op whose weights carry e and f is an
-             * expert op (EP over the axes splitting e), any other weight is
-             * tensor parallel over every axis it splits */
-            if (has_e && has_f) ep |= e;
-            else tp |= all;
-        }
-        int64_t t = axes_parts(tp, st->mesh),
-                x = axes_parts(ep, st->mesh) *
-                    (ep ? loom_search_space_ep_span(loom_search_stage_space(st)) : 1);
+        int64_t t, x;
+        stage_groups(g, &cfg->stages[i], &ev->stages[i].intra, &t, &x);
         if (t > largest) largest = t;
         if (x > largest) largest = x;
     }
     return largest;
+}
+
+bool loom_search_ep_is(const loom_graph *g, const loom_search_config *cfg,
+                       const loom_search_eval_result *ev, int64_t ep)
+{
+    for (int32_t i = 0; i < cfg->n_stages && i < ev->n_stages; i++) {
+        int64_t t, x;
+        stage_groups(g, &cfg->stages[i], &ev->stages[i].intra, &t, &x);
+        if (x != 0 && x != ep) return false;
+    }
+    return true;
 }
 
 /* ---- exact evaluation -------------------------------------------------------------- */
@@ -506,13 +553,28 @@ static loom_status eval_stage(loom_search *s, const loom_graph *g, const loom_se
     if (rs) return rs;
 
     bool rc = st->recompute == LOOM_RECOMPUTE_FULL && train;
+    /* selective recompute: the attention core's ops rerun, its tensors are
+     * not kept (eval.c, memory.c) */
+    bool sel = st->recompute == LOOM_RECOMPUTE_SELECTIVE && train;
+    /* Partial recompute (Megatron's --recompute-method block
+     * --recompute-num-layers N): only the first N blocks of the pipeline
+     * rank rerun, counted over its chunks in order as loom eval counts
+     * them (costs/eval.c); the rest keep all their activations. */
+    int64_t rc_left = INT64_MAX;
+    if (rc && st->recompute_blocks > 0) {
+        rc_left = st->recompute_blocks;
+        for (int32_t j = 0; j < i; j++)
+            if (cfg->stages[j].group == st->group)
+                for (int32_t l = cfg->stages[j].first_layer; l <= cfg->stages[j].last_layer; l++)
+                    rc_left -= loom_memory_is_block(g, l);
+    }
     double bwd = 0, rerun = 0, kv_read = 0, resh = 0;
     int64_t saved = 0, work = 0, kv = 0, blocks = 0;
     /* Identical layers share one solved layer (intra.h), so their sums are
      * computed once: the stage costs O(distinct layers), not O(layers). */
     typedef struct {
         const loom_intra_layer *layer;
-        double bwd, rerun, flops, measured, total, resh;
+        double bwd, rerun, flops, measured, total, resh, sel;
     } layer_sums;
     layer_sums seen[8];
     int n_seen = 0;
@@ -521,10 +583,11 @@ static loom_status eval_stage(loom_search *s, const loom_graph *g, const loom_se
         loom_graph_layer_ops(g, l, &first, &count);
         bool block = loom_memory_is_block(g, l);
         blocks += block;
+        bool redo = rc && block && rc_left-- > 0;   /* this block reruns its forward */
         const loom_intra_layer *lay = e->intra.layers[l - st->first_layer];
         int k = 0;
         while (k < n_seen && seen[k].layer != lay) k++;   /* identity only: the type is opaque */
-        layer_sums one = {lay, 0, 0, 0, 0, 0, 0};
+        layer_sums one = {lay, 0, 0, 0, 0, 0, 0, 0};
         if (k < n_seen) one = seen[k];
         for (int32_t q = first; q < first + count && k == n_seen; q++) {
             loom_intra_op_cost c;
@@ -535,6 +598,7 @@ static loom_status eval_stage(loom_search *s, const loom_graph *g, const loom_se
                 one.bwd += c.compute_s - c.fwd_compute_s + c.comm_s - c.fwd_comm_s + c.reshard_bwd_s;
             one.resh += c.reshard_fwd_s + c.reshard_bwd_s;
             if (rc && block) one.rerun += c.fwd_compute_s + c.fwd_comm_s + c.reshard_fwd_s;
+            if (sel && attention_core_op(g, op)) one.sel += c.fwd_compute_s + c.fwd_comm_s;
             if (is_matmul(op)) one.flops += (train ? 3.0 : 1.0) * (double)op->fwd_flops;
             if (!s->want_measured) continue;
             /* where the compute time comes from (profile db or roofline) */
@@ -551,11 +615,13 @@ static loom_status eval_stage(loom_search *s, const loom_graph *g, const loom_se
             }
         }
         if (k == n_seen && n_seen < 8) seen[n_seen++] = one;
-        bwd += one.bwd, rerun += one.rerun, resh += one.resh, e->model_flops += one.flops;
+        bwd += one.bwd, rerun += (redo ? one.rerun : 0) + one.sel, resh += one.resh;
+        e->model_flops += one.flops;
         e->measured_s += one.measured, e->total_s += one.total;
         if (train) {
-            saved += rc && block ? t->input_bytes[l] : t->act_bytes[l];
-            if (rc && block && t->act_bytes[l] > work) work = t->act_bytes[l];
+            saved += redo ? t->input_bytes[l] : t->act_bytes[l] - (sel ? t->core_bytes[l] : 0);
+            if (redo && t->act_bytes[l] > work) work = t->act_bytes[l];
+            if (sel && t->core_bytes[l] > work) work = t->core_bytes[l];
         } else {
             if (t->act_bytes[l] > work) work = t->act_bytes[l];
             kv += t->kv_per_seq[l];

@@ -7,7 +7,10 @@
  *
  * Pruning that never loses a plan: a replica whose GPUs cannot even hold
  * the model state (weights, gradients, sharded Adam state, KV cache) is
- * skipped before any ILP runs. Everything else is bounded by sizes: layers
+ * skipped before any ILP runs — counting a routed expert's state as spread
+ * over every replica, since Megatron's expert groups may span them all (it
+ * used to count the whole model on one replica, which ruled out
+ * DeepSeek-V3 on 16 replicas of 16 GPUs with EP 8 over 4 of them). Everything else is bounded by sizes: layers
  * are clustered (24 clusters for the general DP, 64 for the uniform one),
  * stage sub-meshes span at most general_max_gpus GPUs, and the general DP
  * runs only for replicas of at most general_max_gpus GPUs; larger replicas
@@ -161,7 +164,8 @@ typedef struct {
     int64_t shape[LOOM_STAGE_MAX_MESHES][MAX_SHAPES][2];
     loom_search_space space[LOOM_STAGE_MAX_MESHES][MAX_SHAPES];
     const loom_layer_tab *tab[LOOM_STAGE_MAX_MESHES][MAX_SHAPES];
-    int32_t n_rc;                        /* recompute options: none (and full) */
+    int32_t n_rc;                        /* recompute options: none (and full, and selective
+                                            with unfused attention): RC_* below */
     int32_t n_layers;
     const loom_graph *g;
 } point;
@@ -193,10 +197,16 @@ static bool stop_now(loom_search *s)
     return false;
 }
 
-/* Does cfg respect the pinned dimensions? */
-static bool pinned_ok(const loom_search *s, const loom_search_config *cfg)
+/* Does cfg (evaluated: ev) respect the pinned dimensions? */
+static bool pinned_ok(loom_search *s, const loom_search_config *cfg,
+                      const loom_search_eval_result *ev)
 {
     const loom_search_options *o = &s->opt;
+    const loom_graph *g;
+    loom_error e2;
+    if (o->pin_ep && (loom_search_graph(s, cfg->mbs, &g, &e2) != LOOM_OK ||
+                      !loom_search_ep_is(g, cfg, ev, o->pin_ep)))
+        return false;
     if ((o->pin_dp && cfg->dp != o->pin_dp) || (o->pin_pp && cfg->pp != o->pin_pp) ||
         (o->pin_vpp && cfg->vpp != o->pin_vpp) || (o->pin_mbs && cfg->mbs != o->pin_mbs))
         return false;
@@ -209,6 +219,26 @@ static bool pinned_ok(const loom_search *s, const loom_search_config *cfg)
             return false;
     }
     return true;
+}
+
+static bool pins_given(const loom_search_options *o)
+{
+    return o->pin_tp || o->pin_pp || o->pin_dp || o->pin_mbs || o->pin_vpp || o->pin_cp ||
+           o->pin_ep;
+}
+
+/* "tp 8, ep 4": the pinned sizes, for messages. */
+static void pins_text(const loom_search_options *o, char *dst, size_t cap)
+{
+    const char *names[] = {"tp", "pp", "dp", "cp", "ep", "mbs", "vpp"};
+    int64_t vals[] = {o->pin_tp, o->pin_pp, o->pin_dp, o->pin_cp, o->pin_ep, o->pin_mbs,
+                      o->pin_vpp};
+    size_t n = 0;
+    dst[0] = '\0';
+    for (int i = 0; i < 7 && n < cap; i++)
+        if (vals[i])
+            n += (size_t)snprintf(dst + n, cap - n, "%s%s %lld", n ? ", " : "", names[i],
+                                  (long long)vals[i]);
 }
 
 /* Keeps (cfg, ev) among the top runners-up when it is distinct from them
@@ -258,7 +288,9 @@ static void keep_top(loom_search *s, const loom_search_config *cfg, const loom_s
 static void consider(loom_search *s, const loom_search_config *cfg, loom_search_eval_result *ev)
 {
     s->res.configs_evaluated++;
-    bool ok = ev->fits && pinned_ok(s, cfg);
+    bool pinned = pinned_ok(s, cfg, ev);
+    s->pinned_candidates += pinned;
+    bool ok = ev->fits && pinned;
     if (s->pb.objective == LOOM_OBJ_THROUGHPUT && s->pb.latency_bound_s > 0 &&
         ev->latency_s > s->pb.latency_bound_s)
         ok = false;
@@ -283,7 +315,8 @@ static void consider(loom_search *s, const loom_search_config *cfg, loom_search_
             s->grp_best[big] = *cfg;
         }
     }
-    if (!ev->fits && (s->res.min_memory_bytes == 0 || ev->memory_per_gpu_bytes < s->res.min_memory_bytes))
+    if (!ev->fits && pinned &&
+        (s->res.min_memory_bytes == 0 || ev->memory_per_gpu_bytes < s->res.min_memory_bytes))
         s->res.min_memory_bytes = ev->memory_per_gpu_bytes;
     if (ok && (!s->have_best || ev->score < s->res.eval.score * (1 - 1e-12))) {
         loom_search_eval_free(&s->res.eval);
@@ -323,10 +356,21 @@ static void sync_rates(const loom_search *s, const point *pt, int32_t m, int32_t
     }
 }
 
-/* Per layer costs of option (mesh m, shape entry si, recompute rc) into c;
- * rate: sync_rates of the entry. */
+/* Recompute options: a DP option code's rc (< n_rc) is one of the first
+ * three; Megatron's splits also weigh partial recompute (try_interleaved). */
+enum { RC_NONE, RC_FULL, RC_SELECTIVE, RC_PARTIAL };
+
+static loom_recompute rc_setting(int rc)
+{
+    return rc == RC_FULL || rc == RC_PARTIAL ? LOOM_RECOMPUTE_FULL
+           : rc == RC_SELECTIVE              ? LOOM_RECOMPUTE_SELECTIVE
+                                             : LOOM_RECOMPUTE_NONE;
+}
+
+/* Per layer costs of option (mesh m, shape entry si, recompute rc: RC_NONE,
+ * RC_FULL or RC_SELECTIVE) into c; rate: sync_rates of the entry. */
 static void layer_cost(loom_search *s, const point *pt, int32_t l, int32_t m, int32_t si,
-                       bool rc, const double rate[4], loom_stage_cost *c)
+                       int rc, const double rate[4], loom_stage_cost *c)
 {
     const loom_layer_tab *t = pt->tab[m][si];
     if (!t || !t->ok) {
@@ -334,13 +378,16 @@ static void layer_cost(loom_search *s, const point *pt, int32_t l, int32_t m, in
         return;
     }
     bool block = loom_memory_is_block(pt->g, l);
-    bool r = rc && block;
+    bool r = rc == RC_FULL && block, sel = rc == RC_SELECTIVE;
     double sync = t->sync_s[l];
     for (int a = 0; a < 4; a++) sync += rate[a] * t->dp_params[4 * l + a];
-    c->time_s = t->time_s[l] + (r ? t->rc_s[l] : 0) + t->kv_read_s[l] + sync / (double)pt->M;
+    c->time_s = t->time_s[l] + (r ? t->rc_s[l] : 0) + (sel ? t->sel_s[l] : 0) + t->kv_read_s[l] +
+                sync / (double)pt->M;
     c->static_bytes = loom_search_state_bytes(s, t->params[l], t->params_local[l], pt->dp, pt->zero) +
                       t->kv_per_seq[l] * (pt->seqs / pt->dp);
-    int64_t act = s->pb.inference ? 0 : (r ? t->input_bytes[l] : t->act_bytes[l]);
+    int64_t act = s->pb.inference ? 0
+                  : r             ? t->input_bytes[l]
+                                  : t->act_bytes[l] - (sel ? t->core_bytes[l] : 0);
     c->act_bytes = (int64_t)((double)act * (1 + LOOM_MEM_FRAGMENTATION) + 0.5);
 }
 
@@ -373,8 +420,10 @@ static loom_status build_problem(loom_search *s, const point *pt, const int32_t 
                 if (s->pb.inference)
                     for (int32_t l = 0; l < pt->n_layers; l++)
                         work = t->act_bytes[l] > work ? t->act_bytes[l] : work;
-                else if (rc)
+                else if (rc == RC_FULL)
                     work = t->max_block_act;
+                else if (rc == RC_SELECTIVE)
+                    work = t->max_core;
             }
             once[mi * NO + o] = (int64_t)((double)work * (1 + LOOM_MEM_FRAGMENTATION) + 0.5);
             for (int32_t k = 0; k < K; k++) {
@@ -383,7 +432,7 @@ static loom_status build_problem(loom_search *s, const point *pt, const int32_t 
                 *c = (loom_stage_cost){0, 0, 0};
                 for (int32_t l = first[k]; l < first[k + 1]; l++) {
                     loom_stage_cost one;
-                    layer_cost(s, pt, l, m, si, rc == 1, rate, &one);
+                    layer_cost(s, pt, l, m, si, rc, rate, &one);
                     c->time_s += one.time_s;
                     c->static_bytes += one.static_bytes;
                     c->act_bytes += one.act_bytes;
@@ -448,7 +497,12 @@ static void set_space(loom_search_stage *st, loom_search_space sp)
     st->context_parallel = sp.cp;
     st->tp_comm_overlap = sp.tp_overlap;
     st->ep_span = loom_search_space_ep_span(sp);
+    st->expert_split = sp.megatron ? sp.experts : 0;
 }
+
+static bool partial_blocks(loom_search *s, const point *pt, int32_t m, int32_t si,
+                           const double rate[4], const int32_t *lo_of, int64_t pp, double cap,
+                           int64_t *n_out);
 
 /* The kinds of strategy space try_interleaved weighs apart. */
 enum { KIND_FULL, KIND_MEGATRON_DP, KIND_MEGATRON_CP, KIND_COUNT };
@@ -481,7 +535,7 @@ static loom_status to_config(loom_search *s, const point *pt, const int32_t *mes
         st->submesh = subs[i] = pt->sub[m];
         st->mesh = (loom_mesh_shape){pt->shape[m][si][0], pt->shape[m][si][1]};
         set_space(st, pt->space[m][si]);
-        st->recompute = codes[ch->option] % pt->n_rc ? LOOM_RECOMPUTE_FULL : LOOM_RECOMPUTE_NONE;
+        st->recompute = rc_setting(codes[ch->option] % pt->n_rc);
     }
     loom_status st = loom_stage_place(subs, sol->n_stages, s->c->gpus_per_node, pt->D, firsts, err);
     if (st) return st;
@@ -514,6 +568,7 @@ static loom_status run_dp(loom_search *s, const point *pt, const int32_t *meshes
     st = loom_stage_dp_solve(&p, sol, &e2);
     s->res.dp_runs += sol->dp_runs;
     if (st == LOOM_ERR_INFEASIBLE) {
+        s->pinned_candidates++;   /* its options carry the pins; none fits */
         int64_t need = loom_stage_dp_min_memory(&p);
         if (need < INT64_MAX - LOOM_MEM_RESERVED_BYTES) need += LOOM_MEM_RESERVED_BYTES;
         if (s->res.min_memory_bytes == 0 || need < s->res.min_memory_bytes)
@@ -572,7 +627,7 @@ static loom_status try_dps(loom_search *s, const point *pt, const int32_t *meshe
     /* passes 0..mixed-1: mixed; then one per option (one sub-mesh only) */
     int passes = mixed + (nm == 1 ? NO : 0);
     for (int pass = 0; pass < passes && !st; pass++) {
-        int32_t codes[MAX_SHAPES * 2], n = 0;
+        int32_t codes[MAX_SHAPES * 3], n = 0;   /* shape entries x recompute options */
         for (int32_t o = 0; o < NO; o++) {
             int32_t si = o / pt->n_rc;
             bool meg = false;   /* entry si is the same space on every mesh holding it */
@@ -649,8 +704,10 @@ static loom_status try_interleaved(loom_search *s, const point *pt, int32_t m, i
         if (!loom_memory_is_block(g, l)) return LOOM_OK;
     int32_t count[LOOM_STAGE_MAX], best_count[LOOM_STAGE_MAX];
     double cap = (double)(loom_cluster_usable_bytes(s->c) - LOOM_MEM_RESERVED_BYTES);
-    int32_t best_si = -1, best_rc = 0;
-    double best_est = INFINITY;
+    int32_t best_si = -1;
+    int best_rc = RC_NONE;
+    int64_t best_n = 0;
+    double best_est = INFINITY, least = INFINITY;   /* least: the leanest option's peak rank */
     for (int k = 0; chunk_counts(nb, chunks, k, count); k++) {
         int32_t lo_of[LOOM_STAGE_MAX + 1];
         lo_of[0] = 0;
@@ -663,58 +720,136 @@ static loom_status try_interleaved(loom_search *s, const point *pt, int32_t m, i
             if (!t || !t->ok || space_kind(pt->space[m][si]) != kind) continue;
             double rate[4];
             sync_rates(s, pt, m, si, rate);
-            for (int32_t rc = 0; rc < pt->n_rc; rc++) {
+            /* the DP's options, and full recompute on the first n blocks
+             * of each rank only (1F1B; partial_blocks) */
+            for (int rc = RC_NONE; rc <= RC_PARTIAL; rc++) {
+                if (rc < RC_PARTIAL ? rc >= pt->n_rc : pt->n_rc < 2 || v != 1) continue;
                 double tr[64] = {0}, st_b[64] = {0}, act_b[64] = {0};
+                int64_t head = 0;   /* RC_PARTIAL: blocks recomputed at the head of each rank */
+                if (rc == RC_PARTIAL && !partial_blocks(s, pt, m, si, rate, lo_of, pp, cap, &head))
+                    continue;
                 for (int64_t c = 0; c < chunks; c++)
-                    for (int32_t l = lo_of[c]; l < lo_of[c + 1]; l++) {
+                    for (int64_t l = lo_of[c], left = head; l < lo_of[c + 1]; l++) {
+                        int one_rc = rc != RC_PARTIAL ? rc
+                                     : loom_memory_is_block(g, (int32_t)l) && left-- > 0 ? RC_FULL
+                                                                                         : RC_NONE;
                         loom_stage_cost one;
-                        layer_cost(s, pt, l, m, si, rc == 1, rate, &one);
+                        layer_cost(s, pt, (int32_t)l, m, si, one_rc, rate, &one);
                         tr[c % pp] += one.time_s;
                         st_b[c % pp] += (double)one.static_bytes;
                         act_b[c % pp] += (double)one.act_bytes;
                     }
-                double mx = 0, sum = 0;
-                bool fits = true;
-                double once = rc ? (double)t->max_block_act * (1 + LOOM_MEM_FRAGMENTATION) : 0;
+                double mx = 0, sum = 0, peak = 0;
+                double once = (double)(rc == RC_SELECTIVE ? t->max_core
+                                       : rc != RC_NONE    ? t->max_block_act
+                                                          : 0) *
+                              (1 + LOOM_MEM_FRAGMENTATION);
                 for (int64_t r = 0; r < pp; r++) {
                     double inflight = loom_memory_inflight_microbatches(pp, r, v, pt->M);
-                    fits &= st_b[r] + inflight * act_b[r] + once <= cap;
+                    peak = fmax(peak, st_b[r] + inflight * act_b[r] + once);
                     sum += tr[r];
                     if (tr[r] > mx) mx = tr[r];
                 }
+                bool fits = peak <= cap;
+                least = fmin(least, peak);
                 double est = (double)pt->M * mx + (sum - mx) / (double)v;
                 if (fits && est < best_est * (1 - 1e-12)) {
-                    best_est = est, best_si = si, best_rc = rc;
+                    best_est = est, best_si = si, best_rc = rc, best_n = head;
                     memcpy(best_count, count, sizeof *count * (size_t)chunks);
                 }
             }
         }
     }
-    if (best_si < 0) return LOOM_OK;
+    if (best_si < 0) {
+        /* nothing fits: what the leanest option would need, for the message */
+        if (least < 1e18) {
+            s->pinned_candidates++;
+            int64_t need = (int64_t)least + LOOM_MEM_RESERVED_BYTES;
+            if (s->res.min_memory_bytes == 0 || need < s->res.min_memory_bytes)
+                s->res.min_memory_bytes = need;
+        }
+        return LOOM_OK;
+    }
     loom_search_config *cfg = calloc(1, sizeof *cfg);
     if (!cfg) return loom_error_set(err, LOOM_ERR_NOMEM, "stage search: out of memory");
     cfg->mbs = pt->b, cfg->micro_batches = pt->M, cfg->dp = pt->dp;
     cfg->gpus_per_replica = pt->D, cfg->vpp = v, cfg->pp = pp;
     cfg->sequences = pt->seqs, cfg->zero = pt->zero, cfg->tiled = s->tiled;
     cfg->n_stages = (int32_t)chunks;
+    int32_t most = 0;   /* blocks of the fullest rank (v = 1: chunk) */
     for (int64_t c = 0, at = b0; c < chunks; c++) {
         loom_search_stage *x = &cfg->stages[c];
         x->first_layer = c == 0 ? 0 : (int32_t)at;
         at += best_count[c];
+        if (best_count[c] > most) most = best_count[c];
         x->last_layer = c == chunks - 1 ? n - 1 : (int32_t)at - 1;
         x->group = (int32_t)(c % pp);
         x->submesh = pt->sub[m];
         x->mesh = (loom_mesh_shape){pt->shape[m][best_si][0], pt->shape[m][best_si][1]};
         set_space(x, pt->space[m][best_si]);
-        x->recompute = best_rc ? LOOM_RECOMPUTE_FULL : LOOM_RECOMPUTE_NONE;
+        x->recompute = rc_setting(best_rc);
         x->first_gpu = x->group * size;   /* equal sub-meshes tile in rank order */
     }
     loom_search_layout(s->c->gpus_per_node, cfg);
-    loom_search_eval_result ev;
-    loom_status st = loom_search_eval(s, g, cfg, &ev, err);
-    if (!st) consider(s, cfg, &ev);
+    /* Partial recompute: the estimate's n, then exactly the fewest blocks
+     * that fit next to it (each block more only costs time): down while
+     * n - 1 still fits, or up, to full recompute, until one does. */
+    loom_status st = LOOM_OK;
+    for (int dir = 0, step = 0; !st && step < 8; step++) {
+        for (int32_t c = 0; c < cfg->n_stages; c++) cfg->stages[c].recompute_blocks = best_n;
+        loom_search_eval_result ev;
+        if ((st = loom_search_eval(s, g, cfg, &ev, err))) break;
+        bool fits = ev.fits;
+        consider(s, cfg, &ev);
+        if (best_rc != RC_PARTIAL || best_n == 0) break;   /* not partial, or full reached */
+        if (dir == 0) dir = fits ? -1 : 1;
+        if ((dir < 0) != fits || (dir < 0 && best_n == 1)) break;
+        best_n += dir;
+        if (best_n >= most) best_n = 0;   /* every block: full recompute */
+    }
     free(cfg);
     return st;
+}
+
+/* The fewest blocks n (Megatron's --recompute-num-layers, one for all
+ * ranks) whose full recompute at the head of each pipeline rank lets every
+ * rank of a 1F1B split (chunk r = rank r, layers lo_of[r] .. lo_of[r+1])
+ * fit by the table estimate, on option (mesh m, entry si). False when
+ * there is no such n strictly between none (n = 0: recompute is not
+ * needed) and full (n as large as a rank's blocks). */
+static bool partial_blocks(loom_search *s, const point *pt, int32_t m, int32_t si,
+                           const double rate[4], const int32_t *lo_of, int64_t pp, double cap,
+                           int64_t *n_out)
+{
+    const loom_layer_tab *t = pt->tab[m][si];
+    double once = (double)t->max_block_act * (1 + LOOM_MEM_FRAGMENTATION);
+    int64_t need = 0, most = 0;
+    for (int64_t r = 0; r < pp; r++) {
+        double st_b = 0, act = 0, inflight = loom_memory_inflight_microbatches(pp, r, 1, pt->M);
+        int64_t blocks = 0;
+        for (int32_t l = lo_of[r]; l < lo_of[r + 1]; l++) {
+            loom_stage_cost one;
+            layer_cost(s, pt, l, m, si, RC_NONE, rate, &one);
+            st_b += (double)one.static_bytes, act += (double)one.act_bytes;
+            blocks += loom_memory_is_block(pt->g, l);
+        }
+        if (blocks > most) most = blocks;
+        /* recompute the rank's blocks one more at a time, in order */
+        int64_t k = 0;
+        for (int32_t l = lo_of[r]; l < lo_of[r + 1] && st_b + inflight * act + (k ? once : 0) > cap;
+             l++) {
+            if (!loom_memory_is_block(pt->g, l)) continue;
+            loom_stage_cost none, full;
+            layer_cost(s, pt, l, m, si, RC_NONE, rate, &none);
+            layer_cost(s, pt, l, m, si, RC_FULL, rate, &full);
+            act += (double)(full.act_bytes - none.act_bytes);
+            k++;
+        }
+        if (st_b + inflight * act + (k ? once : 0) > cap) return false;   /* not even full fits */
+        if (k > need) need = k;
+    }
+    *n_out = need;
+    return need > 0 && need < most;
 }
 
 /* A replica of D GPUs is a valid pipeline block: whole nodes, or a power of
@@ -746,13 +881,13 @@ static int mesh_spaces(const loom_search *s, const point *pt, int64_t n0, int64_
      * the TP ranks (and the CP ranks): loom_parallel_check's rules */
     bool overlap = train && n1 > 1 && !s->opt.no_tp_comm_overlap;
     int64_t pin = s->opt.pin_cp;   /* > 1: only that context-parallel size */
-    if (!s->opt.megatron_only && pin <= 1) out[n++] = (loom_search_space){false, false, false, 1};
+    if (!s->opt.megatron_only && pin <= 1) out[n++] = (loom_search_space){false, false, false, 1, 0};
     /* Megatron's axis 0 is data parallel: it splits the micro-batch, so the
      * micro-batch must divide over it (strategy.c: megatron_dp_forced) */
-    if (pin <= 1 && b % n0 == 0) out[n++] = (loom_search_space){true, false, overlap && seq % n1 == 0, 1};
+    if (pin <= 1 && b % n0 == 0) out[n++] = (loom_search_space){true, false, overlap && seq % n1 == 0, 1, 0};
     if (train && n0 > 1 && s->pb.flash_attention && seq % (2 * n0) == 0 &&
         !s->opt.no_context_parallel && (pin == 0 || pin == n0))
-        out[n++] = (loom_search_space){true, true, overlap && seq % (n0 * n1) == 0, 1};
+        out[n++] = (loom_search_space){true, true, overlap && seq % (n0 * n1) == 0, 1, 0};
     /* Expert parallelism across replicas (Megatron-Core's MoE parallel
      * folding: EP × expert TP divides TP × CP × DP): each Megatron space
      * with experts split over axis 0 again with the expert-parallel group
@@ -772,6 +907,27 @@ static int mesh_spaces(const loom_search *s, const point *pt, int64_t n0, int64_
             out[n] = out[base];
             out[n++].ep_span = k;
         }
+    }
+    /* A pinned expert-parallel size (MoE models; loom_search_run refuses
+     * EP > 1 for dense ones): Megatron's spaces only, each forced to the
+     * pinned size: the experts split over axis 0 (× the replicas the
+     * group spans) where that is the size and the experts divide, nowhere
+     * for EP 1. Forced rather than only filtered: the ILP's optimum on a
+     * mesh has one EP, and a pin asks for the best plan of another. */
+    int64_t pin_ep = s->opt.pin_ep;
+    if (pin_ep > 0 && experts > 0) {
+        int kept = 0;
+        for (int i = 0; i < n; i++) {
+            loom_search_space sp = out[i];
+            int64_t span = loom_search_space_ep_span(sp);
+            if (!sp.megatron) continue;
+            if (pin_ep == 1 && span == 1) sp.experts = -1;
+            else if (pin_ep > 1 && n0 * span == pin_ep && n0 > 1 && experts % pin_ep == 0)
+                sp.experts = 1;
+            else continue;
+            out[kept++] = sp;
+        }
+        n = kept;
     }
     return n;
 }
@@ -794,7 +950,9 @@ static loom_status try_point(loom_search *s, point *pt, loom_error *err)
         if (pt->nm == LOOM_STAGE_MAX_MESHES) break;
         pt->sub[pt->nm++] = (loom_submesh){k, g};
     }
-    pt->n_rc = (!s->pb.inference && !s->opt.no_recompute) ? 2 : 1;
+    /* selective recompute reruns the attention core, which only unfused
+     * attention has (with fused attention it is the same plan as none) */
+    pt->n_rc = s->pb.inference || s->opt.no_recompute ? 1 : s->pb.flash_attention ? 2 : 3;
     loom_status st = loom_search_graph(s, pt->b, &pt->g, err);
     if (st) return st;
     /* A loom graph file has fixed shapes: only its own batch is a micro-batch. */
@@ -894,6 +1052,33 @@ static loom_status try_point(loom_search *s, point *pt, loom_error *err)
 }
 
 
+/* Parameters of the routed experts' weights (those with dims e and f, as
+ * plan_roles.c names expert weights), each tensor counted once. */
+static int64_t routed_expert_params(const loom_graph *g)
+{
+    int64_t n = 0;
+    int32_t nt = loom_graph_num_tensors(g);
+    bool *seen = calloc((size_t)nt + 1, 1);
+    if (!seen) return 0;   /* out of memory: the plain bound, as before */
+    for (int32_t i = 0; i < loom_graph_num_ops(g); i++) {
+        const loom_op *o = loom_graph_op(g, i);
+        for (int k = 0; k < o->n_w; k++) {
+            int32_t w = o->w[k];
+            if (w < 0 || w >= nt || seen[w]) continue;
+            seen[w] = true;
+            const loom_tensor *t = loom_graph_tensor(g, w);
+            bool e = false, f = false;
+            for (int d = 0; d < t->ndim; d++) {
+                e |= !strcmp(t->dims[d].name, "e");
+                f |= !strcmp(t->dims[d].name, "f");
+            }
+            if (e && f) n += loom_tensor_numel(t);
+        }
+    }
+    free(seen);
+    return n;
+}
+
 loom_status loom_search_run(loom_search *s, const loom_search_result **result, loom_error *err)
 {
     *result = &s->res;
@@ -904,6 +1089,7 @@ loom_status loom_search_run(loom_search *s, const loom_search_result **result, l
     if ((st = loom_search_graph(s, 1, &g1, err))) return st;
     loom_graph_totals tot;
     loom_graph_totals_get(g1, &tot);
+    int64_t routed_params = routed_expert_params(g1);
     /* A loom graph file has fixed shapes (the options do not apply to it):
      * then its own batch is the only micro-batch and its seq the sequence. */
     int64_t fixed_b = 0;
@@ -917,6 +1103,21 @@ loom_status loom_search_run(loom_search *s, const loom_search_result **result, l
                               "%s: inference plans a decode step, which needs a model config "
                               "(HF config.json); a loom graph file has fixed shapes",
                               loom_model_source_name(s->pb.model));
+
+    /* a dense model has no expert groups to pin: EP 1 is what it runs; a
+     * MoE model's EP splits its experts evenly (Megatron's rule) */
+    int64_t experts = loom_graph_info_c(g1)->experts;
+    if (s->opt.pin_ep > 1 && experts <= 0)
+        return loom_error_set(err, LOOM_ERR_INVALID,
+                              "%s has no experts: an expert-parallel size of %lld applies to "
+                              "mixture-of-experts models only",
+                              loom_model_source_name(s->pb.model), (long long)s->opt.pin_ep);
+    if (s->opt.pin_ep > 1 && experts % s->opt.pin_ep)
+        return loom_error_set(err, LOOM_ERR_INVALID,
+                              "%s has %lld experts, which do not split %lld ways: the "
+                              "expert-parallel size must divide them",
+                              loom_model_source_name(s->pb.model), (long long)experts,
+                              (long long)s->opt.pin_ep);
 
     /* The layouts (all GPUs; the tile of every NVLink domain when the
      * nodes have one) and in each the GPU counts to try: all of them, or
@@ -957,16 +1158,24 @@ loom_status loom_search_run(loom_search *s, const loom_search_result **result, l
                          * under some ZeRO stage on offer */
                         int zs[3], nz = 0;
                         double state = INFINITY;
+                        /* expert groups may span all dp replicas (MoE parallel
+                         * folding): a routed expert's state then spreads over
+                         * D x dp GPUs, so that is the bound for its share */
+                        int64_t routed = s->pb.inference || dp == 1 ? 0 : routed_params;
                         for (int k = 0, all[3], n_all = loom_search_zero_options(s, dp, all); k < n_all;
                              k++) {
-                            double x = (double)loom_search_state_bytes(s, tot.params, tot.params,
-                                                                       dp, all[k]) /
+                            double x = ((double)loom_search_state_bytes(s, tot.params - routed,
+                                                                        tot.params - routed, dp,
+                                                                        all[k]) +
+                                        (double)loom_search_state_bytes(s, routed / dp, routed / dp,
+                                                                        1, all[k])) /
                                        (double)D;
                             if (x <= (double)(loom_cluster_usable_bytes(s->c) - LOOM_MEM_RESERVED_BYTES))
                                 zs[nz++] = all[k];
                             if (x < state) state = x;
                         }
                         if (nz == 0) {
+                            s->state_pruned = true;
                             if (pass == 1 && (s->res.min_memory_bytes == 0 ||
                                               state + LOOM_MEM_RESERVED_BYTES < s->res.min_memory_bytes))
                                 s->res.min_memory_bytes = (int64_t)state + LOOM_MEM_RESERVED_BYTES;
@@ -1009,6 +1218,16 @@ out:
         if (s->res.stopped)
             return loom_error_set(err, LOOM_ERR_LIMIT,
                                   "the search was stopped before it found a plan");
+        /* nothing with the pins was even priced (fitting or not): the pins
+         * themselves rule every configuration out */
+        if (s->pinned_candidates == 0 && !s->state_pruned && pins_given(&s->opt)) {
+            char pins[160];
+            pins_text(&s->opt, pins, sizeof pins);
+            return loom_error_set(err, LOOM_ERR_INVALID,
+                                  "no configuration of %s on %s has the pinned sizes (%s): "
+                                  "none divides the model and the cluster that way",
+                                  loom_model_source_name(s->pb.model), s->c->name, pins);
+        }
         double need = (double)s->res.min_memory_bytes / 1073741824.0;
         return loom_error_set(err, LOOM_ERR_INFEASIBLE,
                               "no plan fits: every plan needs at least %.1f GiB per GPU, the %s "

@@ -16,7 +16,8 @@
  *      each layer's best strategies on every logical mesh of every sub-mesh
  *      shape that fits in D (one solve per distinct layer and mesh, cached);
  *   2. forms the stage cost table: per layer cluster, sub-mesh and option
- *      (logical mesh × strategy space × recompute none/full, see below):
+ *      (logical mesh × strategy space × recompute none/full, and selective
+ *      with unfused attention, see below):
  *      time per micro-batch including
  *      the gradient synchronisation amortised over M, resident bytes
  *      (weights, gradients, Adam state under the ZeRO stage, or weights and
@@ -79,6 +80,22 @@
  * forward compute, forward collectives and the forward resharding of its
  * inputs (loom_intra_op_cost); its working set is one block's
  * activations, paid once per stage.
+ *
+ * Partial recompute (Megatron's --recompute-method block
+ * --recompute-num-layers N, loom eval's --recompute-layers N): only the
+ * first N blocks of each pipeline rank rerun, the rest keep everything.
+ * Each block more only costs time, so the candidate is the fewest blocks
+ * that fit: Megatron's splits with 1F1B (interleaving would count N per
+ * chunk in Megatron and per rank in loom eval, so it is left out) take,
+ * on each option, the largest over ranks of the fewest blocks whose
+ * recompute lets the rank fit by the table estimate (one N for the whole
+ * model, as Megatron sets it), and when that estimate wins, exact
+ * evaluations walk N down while it still fits or up, to full recompute,
+ * until it does. Selective recompute (the attention core's ops rerun,
+ * their s x t tensors not kept, as loom eval prices it) is a third option
+ * beside none and full with unfused attention; with fused attention
+ * (Megatron's default, and loom's) it reruns and frees nothing, so it is
+ * the same plan as none and is not searched.
  *
  * GPU layout. Like Megatron's rank order (tensor, data, then pipeline
  * parallel outermost), the copies of one stage in all dp replicas sit side
@@ -174,6 +191,10 @@ typedef struct {
     int64_t pin_tp, pin_pp, pin_dp, pin_mbs, pin_vpp;
     int64_t pin_cp;                /* Megatron context-parallel size (0 = searched; 1 = none;
                                       > 1: every stage in Megatron's context-parallel space) */
+    int64_t pin_ep;                /* expert-parallel size of every stage with experts (0 =
+                                      searched; a MoE model's stages then in Megatron's spaces,
+                                      experts split over axis 0 × the replicas the group spans,
+                                      or for 1 split nowhere; a dense model takes 1 only) */
     int32_t top;                   /* runners-up kept in the result (0/1: the best only) */
     bool collect_profile_keys;     /* gather loom_search_profile_keys (they cost time) */
     const volatile sig_atomic_t *stop;   /* non-zero: stop and return the best so far (a
@@ -202,7 +223,16 @@ typedef struct {
                                           split over this many neighbouring replicas too,
                                           one expert-parallel group of n0 · ep_span ranks
                                           (MoE parallel folding; 0 or 1: inside the mesh) */
+    int expert_split;                  /* Megatron's space under a pinned EP: 1 = every expert
+                                          op splits the experts over axis 0, -1 = none does
+                                          (EP 1), 0 = the ILP's choice */
     loom_recompute recompute;
+    int64_t recompute_blocks;          /* full recompute of only the first this many blocks of
+                                          the stage's pipeline rank, over its chunks in order
+                                          (Megatron's --recompute-method block
+                                          --recompute-num-layers; loom eval's
+                                          --recompute-layers); 0: every block. The same on
+                                          every stage of a configuration */
     int64_t first_gpu;                 /* global id of replica 0's first GPU of the stage */
     int64_t replica_stride;            /* replica r runs it on ids + r · stride */
 } loom_search_stage;

@@ -23,6 +23,8 @@ typedef struct {
     bool megatron, cp, tp_overlap;
     int64_t ep_span;   /* Megatron's: expert parallelism over axis 0 × this many
                           replicas (spec.h loom_mesh_ctx.ep_span); 0 or 1: the mesh */
+    int experts;       /* Megatron's, under a pinned EP: 1 experts split over axis 0,
+                          -1 never split, 0 the ILP's choice (strategy.h expert_split) */
 } loom_search_space;
 
 static inline int64_t loom_search_space_ep_span(loom_search_space sp)
@@ -34,13 +36,15 @@ static inline loom_search_space loom_search_stage_space(const loom_search_stage 
 {
     return (loom_search_space){st->megatron, st->megatron && st->context_parallel,
                                st->megatron && st->tp_comm_overlap,
-                               st->megatron && st->ep_span > 1 ? st->ep_span : 1};
+                               st->megatron && st->ep_span > 1 ? st->ep_span : 1,
+                               st->megatron ? st->expert_split : 0};
 }
 
 static inline bool loom_search_space_eq(loom_search_space a, loom_search_space b)
 {
     return a.megatron == b.megatron && a.cp == b.cp && a.tp_overlap == b.tp_overlap &&
-           loom_search_space_ep_span(a) == loom_search_space_ep_span(b);
+           loom_search_space_ep_span(a) == loom_search_space_ep_span(b) &&
+           (a.megatron ? a.experts : 0) == (b.megatron ? b.experts : 0);
 }
 
 /* Per-layer costs of graph(b) on one logical mesh, from one ILP run over the
@@ -53,6 +57,8 @@ typedef struct {
     bool ok;                 /* the ILP found strategies */
     double *time_s;          /* one micro-batch: compute + comm (fwd, + bwd when training) */
     double *rc_s;            /* forward rerun of a block under full recompute */
+    double *sel_s;           /* forward rerun of the attention core's ops under selective
+                                recompute (those with an s x t operand, as loom eval) */
     double *sync_s;          /* per step: gradient sync over the mesh's axes that are not
                                 data parallel (strategy.h other_sync_s) */
     double *dp_params;       /* [4 per layer]: parameters per GPU by the data-parallel mesh
@@ -63,8 +69,10 @@ typedef struct {
     int64_t *params_local;   /* per GPU, divided by the data-parallel copies (strategy.h) */
     int64_t *act_bytes;      /* saved activations of one micro-batch, per GPU */
     int64_t *input_bytes;    /* the block's input on one GPU (what full recompute keeps) */
+    int64_t *core_bytes;     /* of act_bytes, the attention core's (what selective frees) */
     int64_t *kv_per_seq;     /* inference: KV cache bytes per sequence, per GPU */
     int64_t max_block_act;   /* recompute's working set */
+    int64_t max_core;        /* selective recompute's working set */
 } loom_layer_tab;
 
 struct loom_search {
@@ -98,6 +106,9 @@ struct loom_search {
     int32_t n_keys, cap_keys;
     loom_search_result res;
     bool have_best;
+    int64_t pinned_candidates;       /* configurations with the pinned sizes priced, exactly
+                                        or by a DP or estimate, fitting or not */
+    bool state_pruned;               /* some replica size could not even hold the model state */
     bool want_measured;              /* eval: also look up each op's time source */
     double t_start;
 };
@@ -108,6 +119,11 @@ struct loom_search {
  * the rule loom_plan_stage_roles names roles with (planner/plan). */
 int64_t loom_search_largest_group(const loom_graph *g, const loom_search_config *cfg,
                                   const loom_search_eval_result *ev);
+
+/* Whether every stage of cfg that holds experts splits them over ep GPUs
+ * (read off the chosen specs like loom_search_largest_group). */
+bool loom_search_ep_is(const loom_graph *g, const loom_search_config *cfg,
+                       const loom_search_eval_result *ev, int64_t ep);
 
 /* Makes the search price the given layout (s->c, s->cm, s->tiled); returns
  * the one it was on. */

@@ -124,6 +124,8 @@ static bool megatron_ok(const loom_strategy_ctx *c, const char *dim, int axis, b
      * them through the dispatcher's all-to-all over the whole expert group
      * only, never by a reshard over axis 0 alone */
     if (axis == 0 && c->mesh.ep_span > 1 && !strcmp(dim, "c")) return false;
+    /* a pinned EP 1: no op splits the experts */
+    if (c->expert_split < 0 && !strcmp(dim, "e")) return false;
     if (axis == 0 && c->megatron_cp)
         return !strcmp(dim, "s") || !strcmp(dim, "c") || !strcmp(dim, "e");
     if (axis == 0) return !strcmp(dim, "b") || !strcmp(dim, "e") || !strcmp(dim, "c");
@@ -367,18 +369,29 @@ loom_status loom_strategy_cost(const loom_strategy_ctx *c, int32_t op, loom_stra
             s->other_sync_s += dp_sync_s(c, partial & ~dp_axes, (double)shard);
     }
 
-    /* Saved activations, charged to the first op that saves each tensor. */
-    s->act_bytes = 0;
+    /* Saved activations, charged to the first op that saves each tensor;
+     * the attention core's (s and t dims) counted apart too */
+    s->act_bytes = s->core_act_bytes = 0;
     if (c->train) {
         for (int k = 0; k < o->n_in; k++)
-            if ((o->saves & LOOM_SAVE_IN(k)) && loom_strategy_charged(c, op, o->in[k]))
-                s->act_bytes += loom_spec_bytes(&s->in[k], loom_graph_tensor(c->g, o->in[k]), m);
+            if ((o->saves & LOOM_SAVE_IN(k)) && loom_strategy_charged(c, op, o->in[k])) {
+                const loom_tensor *x = loom_graph_tensor(c->g, o->in[k]);
+                double b = loom_spec_bytes(&s->in[k], x, m);
+                s->act_bytes += b;
+                if (tensor_has_dim(x, "s") && tensor_has_dim(x, "t")) s->core_act_bytes += b;
+            }
         for (int k = 0; k < o->n_out; k++)
-            if ((o->saves & LOOM_SAVE_OUT(k)) && loom_strategy_charged(c, op, o->out[k]))
-                s->act_bytes += loom_spec_bytes(&s->out[k], loom_graph_tensor(c->g, o->out[k]), m);
+            if ((o->saves & LOOM_SAVE_OUT(k)) && loom_strategy_charged(c, op, o->out[k])) {
+                const loom_tensor *x = loom_graph_tensor(c->g, o->out[k]);
+                double b = loom_spec_bytes(&s->out[k], x, m);
+                s->act_bytes += b;
+                if (tensor_has_dim(x, "s") && tensor_has_dim(x, "t")) s->core_act_bytes += b;
+            }
         if (o->saves & LOOM_SAVE_MASK) {
             const loom_tensor *y = loom_graph_tensor(c->g, o->out[0]);
-            s->act_bytes += (double)loom_tensor_numel(y) / (double)loom_spec_shards(&s->out[0], y->ndim, m);
+            double b = (double)loom_tensor_numel(y) / (double)loom_spec_shards(&s->out[0], y->ndim, m);
+            s->act_bytes += b;
+            if (tensor_has_dim(y, "s") && tensor_has_dim(y, "t")) s->core_act_bytes += b;
         }
     }
     return LOOM_OK;
@@ -610,6 +623,14 @@ static loom_status enum_einsum(const loom_strategy_ctx *c, const loom_op *o, str
         if (e.in_out[l] && !strcmp(e.name[l], "b") && megatron_dp_forced(c, e.size[l]) &&
             letter_ok(c, &e, l, LOOM_AXIS0, true))
             must_dp = l;
+    /* ... but a pinned EP > 1 puts an expert GEMM's experts on axis 0
+     * (letter_ok admits e only in expert GEMMs): the tokens reach them by
+     * the dispatcher's all-to-all, as Megatron's expert ranks do */
+    for (int l = 0; c->megatron_only && c->expert_split > 0 && hi0 > 0 && l < e.n_letters; l++)
+        if (!strcmp(e.name[l], "e") && letter_ok(c, &e, l, LOOM_AXIS0, true)) {
+            must_cp = must_dp = l;
+            break;
+        }
     for (int c0 = -1; c0 < hi0; c0++)
         for (int c1 = -1; c1 < hi1; c1++) {
             if (must_tp && (c1 < 0 || !megatron_tp_dim(e.name[c1]))) continue;
@@ -743,8 +764,12 @@ static const char *const moe_mode_names[MOE_COUNT] = {"", "h", "tok", "tok", "ep
  * expert is split by its hidden f (megatron_tp_dim). */
 static bool moe_megatron_ok(const loom_strategy_ctx *c, int mode, int axis)
 {
-    /* experts spanning replicas: expert parallel over axis 0 */
-    if (axis == 0 && c->mesh.ep_span > 1) return mode == MOE_EP_B || mode == MOE_EP_S;
+    /* experts spanning replicas, or a pinned EP > 1: expert parallel over
+     * axis 0; a pinned EP 1: never */
+    if (axis == 0 && (c->mesh.ep_span > 1 || c->expert_split > 0))
+        return mode == MOE_EP_B || mode == MOE_EP_S;
+    if (c->expert_split < 0 && (mode == MOE_EP_B || mode == MOE_EP_S || mode == MOE_EP_REP))
+        return false;
     if (axis == 0 && c->megatron_cp) return mode == MOE_NONE || mode == MOE_TOK_S || mode == MOE_EP_S;
     if (axis == 0) return mode == MOE_NONE || mode == MOE_TOK_B || mode == MOE_EP_B;
     return mode == MOE_NONE || mode == MOE_TOK_S;

@@ -106,6 +106,9 @@ typedef struct {
                                             what ZeRO shards inside a stage (memory.h) */
     double param_bytes;                  /* per GPU, weights' dtype */
     double act_bytes;                    /* saved for backward, per GPU */
+    double core_act_bytes;               /* of act_bytes, the attention core's: tensors with
+                                            a query and a key sequence dim (s and t), what
+                                            selective recompute frees (costs/memory.c) */
     /* For the exact data-parallel sync (solver/stage_costs.c): float
      * weight elements per GPU by the data-parallel mesh axes their
      * gradient is partial over (index: axis mask, 0 = none), which sync
@@ -129,6 +132,10 @@ typedef struct {
                                   collectives (axis 1) of a weighted matmul, and the
                                   gather of its sequence-parallel input, run beside its
                                   GEMMs; only what exceeds them is exposed (costs/eval.c) */
+    int expert_split;          /* Megatron's space, a pinned expert-parallel size: 1 = the
+                                  expert GEMMs and the dispatcher split the experts e over
+                                  axis 0 (EP = n0 · ep_span), -1 = no op splits e (EP 1),
+                                  0 = the ILP's choice */
     int zero;                  /* ZeRO stage of the data-parallel gradient sync (0..3) */
     int64_t micro_batches;     /* per step: ZeRO-2/3 sync every micro-batch (0 = 1) */
     const int32_t *saved_by;   /* tensor id -> first op that saves it (-1 none);

@@ -120,9 +120,86 @@ run 0 plan llama-3.1-405b --cluster gb200-nvl72-x4 --tp 16 -o "$tmp/tp16.json"
 python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); assert {s["mesh"][1] for s in p["stages"]} == {16} and min(s["tensor_parallel"] for s in p["stages"]) >= 16 and p["hardware"]["gpus_per_node"] == 64' "$tmp/tp16.json" && ok || bad "--tp 16 on NVL72: not TP 16 on the tiles"
 run 0 plan llama-3.1-405b --cluster gb200-nvl72-x4
 has "$tmp/out" "loom plan: llama-3.1-405b on gb200-nvl72-x4 (288 x B200-NVL72-186GB)"
+# --ep pins the expert-parallel size of every stage with experts (issue 19):
+# Mixtral on 16 H100s with EP 8 and with EP 1 (no stage splits experts);
+# loom eval of each plan's configuration (its Megatron export read back)
+# agrees within 0.2%, and neither beats the unpinned plan
+run 0 plan mixtral-8x7b --cluster dgx-h100-x2 --gbs 64 --seq 4096 -o "$tmp/ep.json"
+for ep in 8 1; do
+    run 0 plan mixtral-8x7b --cluster dgx-h100-x2 --gbs 64 --seq 4096 --ep $ep -o "$tmp/ep$ep.json"
+    run 0 export "$tmp/ep$ep.json" --to megatron -o "$tmp/ep$ep.sh"
+    has "$tmp/ep$ep.sh" "--expert-model-parallel-size $ep"
+    run 0 eval --cluster dgx-h100-x2 --from-megatron "@$tmp/ep$ep.sh" --json
+    python3 - "$tmp/ep$ep.json" "$tmp/out" "$tmp/ep.json" $ep <<'PY' && ok || bad "--ep $ep: the plan is not EP $ep, or eval of it disagrees, or it beats the unpinned plan"
+import json, sys
+plan, ev, free, ep = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), json.load(open(sys.argv[3])), int(sys.argv[4])
+assert {s["expert_parallel"] for s in plan["stages"]} == {ep}, [s["expert_parallel"] for s in plan["stages"]]
+assert ev["config"]["ep"] == ep, ev["config"]
+t = plan["predicted"]["step_time_s"]
+assert abs(ev["step_time_s"] / t - 1) < 0.002, (ev["step_time_s"], t)
+assert free["predicted"]["step_time_s"] <= t * (1 + 1e-12), (free["predicted"]["step_time_s"], t)
+PY
+done
+# a pin nothing satisfies (8 experts do not split 3 ways; TP 8 on 2 stages
+# of 8 GPUs leaves no axis for EP 4; a dense model has no experts): exit 1,
+# the reason, no file
+run 1 plan mixtral-8x7b --cluster dgx-h100-x2 --gbs 64 --ep 3 -o "$tmp/ep3.json"
+has "$tmp/err" "has 8 experts, which do not split 3 ways"
+nofile "$tmp/ep3.json"
+run 1 plan mixtral-8x7b --cluster dgx-h100-x2 --gbs 64 --dp 1 --pp 2 --tp 8 --ep 4 -o "$tmp/ep3.json"
+has "$tmp/err" "has the pinned sizes (tp 8, pp 2, dp 1, ep 4): none divides the model and the cluster that way"
+nofile "$tmp/ep3.json"
+run 1 plan gpt2 --cluster dgx-h100-x1 --ep 2 -o "$tmp/ep3.json"
+has "$tmp/err" "has no experts: an expert-parallel size of 2 applies to mixture-of-experts models only"
+nofile "$tmp/ep3.json"
 run 0 plan deepseek-v3 --cluster dgx-h800-x256
 has "$tmp/out" "loom plan: deepseek-v3 on dgx-h800-x256 (2048 x H800-SXM5-80GB)"
 if grep -q "nvlink   " "$tmp/out"; then bad "an 8-GPU node got the NVLink-domain line"; else ok; fi
+
+# partial recompute (Megatron's --recompute-method block --recompute-num-layers
+# N): Llama-3.1-405B on 128 H100s at sequence 8192 plans TP 8 x PP 16 with
+# the first 6 blocks of each rank recomputed; the export says so, loom eval
+# of it agrees within 0.2%, and by loom eval 5 blocks do not fit while
+# recomputing every block is slower
+run 0 plan llama-3.1-405b --cluster dgx-h100-x16 --gbs 256 --seq 8192 -o "$tmp/rc.json"
+has "$tmp/out" "first 6"
+run 0 export "$tmp/rc.json" --to megatron -o "$tmp/rc.sh"
+has "$tmp/rc.sh" "--recompute-method block"
+has "$tmp/rc.sh" "--recompute-num-layers 6"
+run 0 eval --cluster dgx-h100-x16 --from-megatron "@$tmp/rc.sh" --json
+cp "$tmp/out" "$tmp/rc6.json"
+rcargs=(eval llama-3.1-405b --cluster dgx-h100-x16 --tp 8 --pp 16 --dp 1 --mbs 1 --gbs 256 --seq 8192
+        --sp --tp-comm-overlap --first-stage-layers 7 --last-stage-layers 7 --recompute full --json)
+run 0 "${rcargs[@]}" --recompute-layers 5
+cp "$tmp/out" "$tmp/rc5.json"
+run 0 "${rcargs[@]}"
+python3 - "$tmp/rc.json" "$tmp/rc6.json" "$tmp/rc5.json" "$tmp/out" <<'PY' && ok || bad "partial recompute: the plan is not the fewest fitting blocks, or eval disagrees"
+import json, sys
+plan, e6, e5, full = (json.load(open(f)) for f in sys.argv[1:5])
+assert {(s["recompute"], s.get("recompute_layers")) for s in plan["stages"]} == {("full", 6)}, plan["stages"][0]
+t = plan["predicted"]["step_time_s"]
+assert e6["config"]["pp"] == 16 and e6["fits"] and abs(e6["step_time_s"] / t - 1) < 0.002, (e6["step_time_s"], t)
+assert not e5["fits"], e5["memory_per_gpu_bytes"]
+assert full["fits"] and full["step_time_s"] > t, (full["step_time_s"], t)
+PY
+
+# selective recompute, searched with unfused attention: Llama-3-8B on 8
+# H100s at sequence 3072 with TP 1 recomputes the attention core only; the
+# export says so and loom eval of it gives the same step
+run 0 plan llama-3-8b --cluster dgx-h100-x1 --gbs 64 --seq 3072 --tp 1 --pp 1 --space megatron \
+    --unfused-attention -o "$tmp/sel.json"
+has "$tmp/out" "selective"
+run 0 export "$tmp/sel.json" --to megatron -o "$tmp/sel.sh"
+has "$tmp/sel.sh" "--recompute-granularity selective"
+run 0 eval --cluster dgx-h100-x1 --from-megatron "@$tmp/sel.sh" --json
+python3 - "$tmp/sel.json" "$tmp/out" <<'PY' && ok || bad "selective recompute: plan and eval disagree"
+import json, sys
+plan, ev = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert {s["recompute"] for s in plan["stages"]} == {"selective"}, plan["stages"][0]["recompute"]
+assert ev["config"]["recompute"] == "selective" and not ev["config"]["flash_attention"], ev["config"]
+t = plan["predicted"]["step_time_s"]
+assert abs(ev["step_time_s"] / t - 1) < 0.002, (ev["step_time_s"], t)
+PY
 
 # a time limit returns the best plan found so far: this search finds its
 # first plan in about 0.05 s and completes in about 0.9 s (-O2, one core)

@@ -80,8 +80,10 @@ typedef struct {
 #define STEP_TOL 0.002
 #define MEM_TOL 0.002
 
-/* Evaluates case k both ways; false when either side fails to. */
-static bool evaluate(const cfg_case *k, both *out)
+/* Evaluates case k both ways (with full recompute of the first rc_layers
+ * blocks of each pipeline rank only, when > 0; with selective recompute
+ * instead of none when `selective`); false when either side fails to. */
+static bool evaluate_rc(const cfg_case *k, int64_t rc_layers, bool selective, both *out)
 {
     loom_cluster c;
     loom_error err = {0};
@@ -119,6 +121,8 @@ static bool evaluate(const cfg_case *k, both *out)
     p.first_stage_layers = k->first_layers, p.last_stage_layers = k->last_layers;
     p.flash = !k->unfused;
     p.recompute = k->recompute ? LOOM_RECOMPUTE_FULL : LOOM_RECOMPUTE_NONE;
+    p.recompute_layers = k->recompute ? rc_layers : 0;
+    if (selective && !k->recompute) p.recompute = LOOM_RECOMPUTE_SELECTIVE;
     loom_search_config cfg;
     loom_mspace_config(ctx, &p, &cfg);
 
@@ -140,6 +144,11 @@ done:
     loom_model_source_destroy(src);
     loom_cost_model_destroy(cm);
     return ok;
+}
+
+static bool evaluate(const cfg_case *k, int64_t rc_layers, both *out)
+{
+    return evaluate_rc(k, rc_layers, false, out);
 }
 
 static void label(const cfg_case *k, char *buf, size_t n)
@@ -252,7 +261,7 @@ static void test_agreement(void)
         both b;
         char name[128];
         label(k, name, sizeof name);
-        bool ok = evaluate(k, &b);
+        bool ok = evaluate(k, 0, &b);
         CHECK(ok);
         if (!ok) continue;
         double ds = rel(b.plan_step_s, b.eval_step_s);
@@ -285,7 +294,7 @@ static void test_without_sp(void)
         cfg_case with = no_sp[i];
         with.sp = true;
         both a, b;
-        bool ok = evaluate(&no_sp[i], &a) && evaluate(&with, &b);
+        bool ok = evaluate(&no_sp[i], 0, &a) && evaluate(&with, 0, &b);
         CHECK(ok);
         if (!ok) continue;
         char name[128];
@@ -301,9 +310,81 @@ static void test_without_sp(void)
     }
 }
 
+/* Partial recompute (Megatron's --recompute-method block
+ * --recompute-num-layers N; loom eval --recompute-layers N): the first N
+ * blocks of each pipeline rank rerun, the rest keep their activations; with
+ * interleaving counted over the rank's chunks in order, as eval counts
+ * them. Each N lies strictly between none and full in time and memory. */
+static void test_partial_recompute(void)
+{
+    static const struct {
+        cfg_case k;
+        int64_t n;
+    } partial[] = {
+        {{L70, "dgx-h100-x4", 4096, 128, 8, 4, 1, 1, 1, true, 0, true, false, 0, true, 0, 0, 0}, 5},
+        {{L70, "dgx-h100-x4", 4096, 128, 8, 4, 1, 1, 1, true, 0, true, false, 0, true, 0, 0, 0}, 19},
+        {{L8, "dgx-h100-x1", 4096, 64, 2, 4, 1, 1, 1, true, 0, true, false, 0, true, 0, 0, 0}, 3},
+        {{L8, "dgx-h100-x1", 4096, 64, 2, 2, 2, 1, 2, true, 1, true, false, 0, true, 0, 0, 0}, 9},
+        {{L70, "dgx-h100-x8", 4096, 256, 8, 4, 2, 1, 1, true, 1, true, false, 0, true, 0, 9, 9}, 7},
+        {{MX, "dgx-h100-x2", 4096, 64, 8, 2, 1, 1, 1, true, 0, true, false, 0, false, 0, 0, 0}, 4},
+    };
+    for (size_t i = 0; i < sizeof partial / sizeof partial[0]; i++) {
+        const cfg_case *k = &partial[i].k;
+        cfg_case none = *k;
+        none.recompute = false;
+        both b, full, no;
+        bool ok = evaluate(k, partial[i].n, &b) && evaluate(k, 0, &full) && evaluate(&none, 0, &no);
+        CHECK(ok);
+        if (!ok) continue;
+        char name[128];
+        label(k, name, sizeof name);
+        printf("%-50s first %lld blocks: eval %.4f s %.2f GiB, plan %.4f s %.2f GiB "
+               "(none %.4f s, full %.4f s)\n", name, (long long)partial[i].n, b.eval_step_s,
+               (double)b.eval_mem / 1073741824.0, b.plan_step_s, (double)b.plan_mem / 1073741824.0,
+               no.eval_step_s, full.eval_step_s);
+        CHECK_NEAR_REL(b.plan_step_s, b.eval_step_s, STEP_TOL);
+        CHECK_NEAR_REL((double)b.plan_mem, (double)b.eval_mem, MEM_TOL);
+        CHECK(b.eval_step_s < full.eval_step_s && b.eval_step_s > no.eval_step_s);
+        CHECK(b.eval_mem > full.eval_mem && b.eval_mem < no.eval_mem);
+    }
+}
+
+/* Selective recompute (Korthikanti et al.; Megatron's --recompute-
+ * granularity selective): with unfused attention the core's ops (their
+ * s x t scores and probabilities) rerun and their tensors are not kept; with
+ * fused attention there is nothing to rerun and it equals none. */
+static void test_selective(void)
+{
+    static const cfg_case sel[] = {
+        {L8, "dgx-h100-x1", 4096, 64, 2, 1, 4, 1, 1, false, 1, true, true, 0, false, 0, 0, 0},
+        {L8, "dgx-h100-x1", 2048, 64, 8, 1, 1, 2, 1, false, 0, true, true, 0, true, 0, 0, 0},
+        {L70, "dgx-h100-x8", 2048, 256, 8, 4, 2, 1, 2, false, 1, true, true, 0, true, 0, 0, 0},
+        {GPT2, "dgx-h100-x1", 1024, 256, 2, 2, 2, 2, 1, false, 1, true, true, 0, false, 0, 0, 0},
+        {L8, "dgx-h100-x1", 4096, 64, 2, 1, 4, 1, 1, false, 1, true, false, 0, false, 0, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof sel / sizeof sel[0]; i++) {
+        const cfg_case *k = &sel[i];
+        both b, no;
+        bool ok = evaluate_rc(k, 0, true, &b) && evaluate(k, 0, &no);
+        CHECK(ok);
+        if (!ok) continue;
+        char name[128];
+        label(k, name, sizeof name);
+        printf("%-50s selective: eval %.4f s %.2f GiB, plan %.4f s %.2f GiB (none %.4f s %.2f GiB)\n",
+               name, b.eval_step_s, (double)b.eval_mem / 1073741824.0, b.plan_step_s,
+               (double)b.plan_mem / 1073741824.0, no.eval_step_s, (double)no.eval_mem / 1073741824.0);
+        CHECK_NEAR_REL(b.plan_step_s, b.eval_step_s, STEP_TOL);
+        CHECK_NEAR_REL((double)b.plan_mem, (double)b.eval_mem, MEM_TOL);
+        if (k->unfused) CHECK(b.eval_step_s > no.eval_step_s && b.eval_mem < no.eval_mem);
+        else CHECK(b.eval_step_s == no.eval_step_s && b.eval_mem == no.eval_mem);
+    }
+}
+
 int main(void)
 {
     test_agreement();
     test_without_sp();
+    test_partial_recompute();
+    test_selective();
     return check_done();
 }

@@ -40,6 +40,7 @@ typedef struct {
     loom_plan_mode mode;             /* train or infer: req.problem.inference */
     loom_objective objective;        /* req.problem.objective once the mode is known */
     bool objective_given, json, no_timings, seq_given, gbs_given, zero_given, search_zero;
+    bool unfused;                    /* --unfused-attention: req.problem.flash_attention off */
 } plan_args;
 
 static void plan_args_init(void *p)
@@ -114,6 +115,9 @@ static const loom_cli_option plan_opts[] = {
      .help = "let the search pick the ZeRO stage (1-3; 1 with one replica)"},
     {.name = "--no-recompute", .kind = LOOM_CLI_FLAG, .field = F(req.search.no_recompute),
      .help = "do not consider activation recomputation"},
+    {.name = "--unfused-attention", .kind = LOOM_CLI_FLAG, .field = F(unfused),
+     .help = "eager attention (s² activations) instead of flash attention, as\n"
+             "loom eval --unfused-attention (selective recompute is then searched)"},
     {.name = "--no-tp-comm-overlap", .kind = LOOM_CLI_FLAG,
      .field = F(req.search.no_tp_comm_overlap),
      .help = "Megatron's spaces without TP communication overlap\n(--tp-comm-overlap: needs Transformer Engine)"},
@@ -128,6 +132,9 @@ static const loom_cli_option plan_opts[] = {
      .metavar = "N", .help = "pin the pipeline replicas", .def = "searched"},
     {.name = "--cp", .kind = LOOM_CLI_INT, .field = F(req.search.pin_cp), .lo = 1, .hi = 1 << 20,
      .metavar = "N", .help = "pin Megatron's context-parallel size (1: none)", .def = "searched"},
+    {.name = "--ep", .kind = LOOM_CLI_INT, .field = F(req.search.pin_ep), .lo = 1, .hi = 1 << 20,
+     .metavar = "N", .help = "pin the expert-parallel size of every stage with experts\n"
+                             "(MoE models; Megatron's spaces)", .def = "searched"},
     {.name = "--mbs", .kind = LOOM_CLI_INT, .field = F(req.search.pin_mbs), .lo = 1, .hi = 1 << 20,
      .metavar = "N", .help = "pin the micro-batch size", .def = "searched"},
     {.name = "--vpp", .kind = LOOM_CLI_INT, .field = F(req.search.pin_vpp), .lo = 1, .hi = 512,
@@ -395,6 +402,7 @@ int loom_cmd_plan(int argc, char **argv)
     const char *model = args.model, *cluster = args.cluster, *out = args.out, *svg = args.svg;
     bool json = args.json, no_timings = args.no_timings;
     req.problem.inference = args.mode == LOOM_PLAN_INFER;
+    if (args.unfused) req.problem.flash_attention = false;
     if (req.problem.inference)
         fprintf(stderr, "loom plan: note: --mode infer prices one decode step of --gbs sequences "
                 "with the training planner (micro-batches capped by --max-mbs); --mode serve plans "

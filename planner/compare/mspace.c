@@ -186,6 +186,7 @@ void loom_mspace_config(const loom_algo_ctx *ctx, const loom_parallel *p, loom_s
          * the expert group ep-edp over the same ranks) */
         st->ep_span = cp > 1 && p->ep > cp && p->ep % cp == 0 ? p->ep / cp : 1;
         st->recompute = p->recompute;
+        st->recompute_blocks = p->recompute == LOOM_RECOMPUTE_FULL ? p->recompute_layers : 0;
         st->first_gpu = st->group * size;   /* inside replica 0 */
     }
     loom_search_layout(g, cfg);
@@ -222,7 +223,8 @@ static bool same_stage(const loom_search_stage *a, const loom_search_stage *b)
            a->context_parallel == b->context_parallel &&
            a->tp_comm_overlap == b->tp_comm_overlap &&
            (a->ep_span > 1 ? a->ep_span : 1) == (b->ep_span > 1 ? b->ep_span : 1) &&
-           a->recompute == b->recompute && a->first_gpu == b->first_gpu &&
+           a->recompute == b->recompute && a->recompute_blocks == b->recompute_blocks &&
+           a->first_gpu == b->first_gpu &&
            a->replica_stride == b->replica_stride;
 }
 

@@ -232,6 +232,8 @@ loom_status loom_export_from_plan(const loom_plan *p, loom_runtime_config *c,
     uniform(val, n, "TP communication overlap settings (0 off, 1 on)", obs);
     for (int32_t i = 0; i < n; i++) val[i] = p->stages[i].recompute;
     uniform(val, n, "recompute settings (0 none, 1 selective, 2 full)", obs);
+    for (int32_t i = 0; i < n; i++) val[i] = p->stages[i].recompute_layers;
+    uniform(val, n, "recomputed blocks per pipeline rank (0 every one)", obs);
     for (int32_t i = 0; i < n; i++) val[i] = p->stages[i].zero;
     uniform(val, n, "ZeRO stages", obs);
     free(val);
@@ -305,6 +307,7 @@ loom_status loom_export_from_plan(const loom_plan *p, loom_runtime_config *c,
     par->sp = s0->sequence_parallel;
     par->tp_comm_overlap = s0->tp_comm_overlap;
     par->recompute = s0->recompute;
+    par->recompute_layers = s0->recompute == LOOM_RECOMPUTE_FULL ? s0->recompute_layers : 0;
     par->zero = s0->zero;
     par->dist_opt = s0->zero == 1;
     par->dtype = p->dtype;

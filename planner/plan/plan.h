@@ -93,6 +93,10 @@ typedef struct {
     bool tp_comm_overlap;            /* TP collectives overlapped with their GEMMs (Megatron's
                                         --tp-comm-overlap; needs SP and TP > 1) */
     loom_recompute recompute;
+    int64_t recompute_layers;        /* full recompute of only the first this many blocks of
+                                        the stage's pipeline rank (Megatron's
+                                        --recompute-method block --recompute-num-layers);
+                                        0: every block */
     int zero;                        /* ZeRO stage across the data-parallel replicas */
     double in_flight;                /* micro-batches whose activations it holds */
     double compute_s, comm_s;        /* one micro-batch, fwd (+ bwd) */

@@ -97,6 +97,8 @@ static void write_stage(cJSON *arr, const loom_plan_stage *s, int flags)
     /* written when on only: plans without it read (and write) as before */
     if (s->tp_comm_overlap) cJSON_AddBoolToObject(o, "tp_comm_overlap", true);
     str(o, "recompute", loom_recompute_name(s->recompute));
+    /* written when partial only: plans without it read (and write) as before */
+    if (s->recompute_layers > 0) num(o, "recompute_layers", (double)s->recompute_layers);
     num(o, "zero", s->zero);
     num(o, "in_flight", s->in_flight);
     if (!(flags & LOOM_PLAN_JSON_NO_OPS)) {
@@ -355,7 +357,8 @@ static loom_status read_stage(const loom_jctx *c, const cJSON *o, const char *pa
                                        "tensor_parallel", "context_parallel", "data_parallel",
                                        "expert_parallel", "expert_parallel_replicas",
                                        "sequence_parallel", "tp_comm_overlap",
-                                       "recompute", "zero", "in_flight", "ops", "memory_bytes",
+                                       "recompute", "recompute_layers", "zero", "in_flight",
+                                       "ops", "memory_bytes",
                                        "time_s", NULL};
     static const char *const tkeys[] = {"compute", "comm", "grad_sync", "stage", NULL};
     loom_status s;
@@ -408,6 +411,12 @@ static loom_status read_stage(const loom_jctx *c, const cJSON *o, const char *pa
     if (!loom_recompute_parse(rc, &st->recompute))
         return loom_json_fail(c, path, "field \"recompute\": expected none, selective or full, "
                                        "found \"%s\"", rc);
+    st->recompute_layers = 0;   /* came later: optional */
+    TRY(loom_json_get_int(c, o, path, "recompute_layers", false, 0, I64MAX, &st->recompute_layers));
+    if (st->recompute_layers > 0 && st->recompute != LOOM_RECOMPUTE_FULL)
+        return loom_json_fail(c, path, "field \"recompute_layers\": %lld blocks of recompute, "
+                                       "but \"recompute\" is \"%s\", not \"full\"",
+                              (long long)st->recompute_layers, rc);
     TRY(loom_json_get_int(c, o, path, "zero", true, 0, 3, &v));
     st->zero = (int)v;
     TRY(loom_json_get_num(c, o, path, "in_flight", true, 0, 1e9, &st->in_flight));

@@ -184,6 +184,7 @@ loom_status loom_plan_from_config(loom_search *s, const loom_graph *g,
         ps->replica_stride = cs->replica_stride;
         ps->ep_span = cs->megatron && cs->ep_span > 1 ? cs->ep_span : 1;
         ps->recompute = cs->recompute;
+        ps->recompute_layers = cs->recompute == LOOM_RECOMPUTE_FULL ? cs->recompute_blocks : 0;
         ps->zero = cfg->zero;
         ps->in_flight = se->in_flight;
         ps->compute_s = se->compute_s;

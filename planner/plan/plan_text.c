@@ -143,11 +143,17 @@ static void table(FILE *f, const loom_plan *p)
         loom_plan_roles ro;
         loom_plan_stage_roles(s, &ro);
         loom_plan_roles_label(&ro, s->mesh, par, sizeof par);
+        /* partial recompute: the rank's first N blocks (--recompute-num-layers N) */
+        char rc[32];
+        if (s->recompute == LOOM_RECOMPUTE_FULL && s->recompute_layers > 0)
+            snprintf(rc, sizeof rc, "first %lld", (long long)s->recompute_layers);
+        else
+            snprintf(rc, sizeof rc, "%s", loom_recompute_name(s->recompute));
         fprintf(f, "  %-5d %-4d %-13s %-13s %-5lld %-13s %-4lld %-4lld %-4lld %-4lld %-3s %-9s "
                    "%-9.4g %s\n",
                 (int)i, (int)s->group, layers, gpus, (long long)s->submesh_nodes, par,
                 (long long)ro.tp, (long long)ro.cp, (long long)ro.dp, (long long)ro.ep,
-                s->sequence_parallel ? "yes" : "no", loom_recompute_name(s->recompute), s->time_s,
+                s->sequence_parallel ? "yes" : "no", rc, s->time_s,
                 gib(s->memory.total, a, sizeof a));
     }
     fprintf(f, "  (layers: the model's own block numbers, emb = embedding, head = final norm, "
