@@ -85,6 +85,16 @@ c = json.load(open(sys.argv[1]))["config"]
 assert c["scheduler_steps"] == 10 and c["max_num_seqs"] == 256 and c["max_batched_tokens"] == 4096 and c["tp"] == 4, c
 PY
 expect_fail eval 2 llama-3-8b "${S[@]}" "${W[@]}" --qps 1 --engine sglang --num-scheduler-steps 4 -- "--num-scheduler-steps is vLLM's"
+# SGLang's overlap scheduler is on unless the launch line turns it off
+for flag in "" "--disable-overlap-schedule"; do
+    "$LOOM" eval --cluster dgx-h100-x1 "${W[@]}" --qps 2 --json --from-sglang \
+        "python3 -m sglang.launch_server --model-path meta-llama/Meta-Llama-3-8B-Instruct $flag" >"$tmp/o.json" 2>"$tmp/err"
+    python3 - "$tmp/o.json" "$flag" <<'PY' && ok || bad "overlap_host with '$flag': $(cat "$tmp/err")"
+import json, sys
+c = json.load(open(sys.argv[1]))["config"]
+assert c["overlap_host"] == (sys.argv[2] == ""), c
+PY
+done
 printf '#!/bin/bash\nTP=8\npython3 -m sglang.launch_server \\\n  --model-path deepseek-ai/DeepSeek-V3 --tp $TP --dp 8 \\\n  --enable-dp-attention --trust-remote-code --mem-fraction-static 0.85\n' >"$tmp/launch.sh"
 "$LOOM" eval --cluster dgx-h200-x1 "${W[@]}" --concurrency 64 --json --from-sglang "@$tmp/launch.sh" >"$tmp/s.json" 2>"$tmp/err"
 python3 - "$tmp/s.json" <<'PY' && ok || bad "--from-sglang dp attention: $(cat "$tmp/err")"

@@ -465,6 +465,44 @@ static void test_multi_step(void)
     loom_graph_destroy(g);
 }
 
+/* The overlap scheduler (engine.h overlap_host: SGLang since 0.4,
+ * TensorRT-LLM's PyTorch backend): the host prepares the next iteration
+ * while the GPU runs this one, so an iteration takes max(GPU, host); vLLM
+ * V1, a disabled overlap and the C++ executor take their sum. Checked on
+ * its own breakdown at a small batch (host-bound: 1 sequence) and a large
+ * one (GPU-bound: 256). */
+static void test_overlap_host(void)
+{
+    loom_graph *g = load("examples/models/llama-3-8b.json");
+    static loom_cluster c;
+    loom_error err = {0};
+    CHECK(loom_cluster_load("dgx-h100-x1", &c, &err) == LOOM_OK);
+    loom_serve_parallel p;
+    loom_serve_parallel_init(&p);
+    for (int k = 0; k < LOOM_ENGINE_COUNT; k++)
+        for (int off = 0; off < 2; off++) {
+            loom_serve_model_opts o = {.graph = g, .cluster = &c, .par = p, .seq_tokens = 2048};
+            loom_serve_engine_defaults((loom_engine_kind)k, &c.gpu, 1, &o.engine);
+            CHECK(o.engine.overlap_host == (k != LOOM_ENGINE_VLLM));
+            if (off) o.engine.overlap_host = false;
+            loom_serve_model *m = NULL;
+            CHECK(loom_serve_model_create(&o, &m, &err) == LOOM_OK);
+            if (!m) continue;
+            for (int64_t n = 1; n <= 256; n *= 256) {
+                loom_serve_batch b = {.n_decode = n, .decode_ctx = (double)n * 1000, .n_sampled = n};
+                loom_serve_iter bd;
+                double t = loom_serve_iter_time(m, &b, &bd);
+                double gpu = bd.gemm_s + bd.attn_s + bd.other_s + bd.comm_s;
+                double want = o.engine.overlap_host ? (gpu > bd.overhead_s ? gpu : bd.overhead_s)
+                                                    : gpu + bd.overhead_s;
+                CHECK(bd.overhead_s > 0);
+                CHECK_NEAR_REL(t, want, 1e-12);
+            }
+            loom_serve_model_destroy(m);
+        }
+    loom_graph_destroy(g);
+}
+
 int main(void)
 {
     test_engine_defaults();
@@ -473,6 +511,7 @@ int main(void)
     test_fits();
     test_sim_vs_steady();
     test_multi_step();
+    test_overlap_host();
     test_pressure();
     test_errors();
     return check_done();

@@ -34,10 +34,12 @@
  *                        Inductor kernel — bounded to 5–20 us (fitted
  *                        freely it traded places with seq_overhead_s, at
  *                        1.6 us against 192 us a sequence)
- *   iter_*_s       2 / 1.5 / 1 ms  vLLM's Python scheduler and input
- *                        preparation; SGLang overlaps its scheduler with the
- *                        GPU (zero-overhead batch scheduler, v0.4) but still
- *                        pays sampling hand-off; TensorRT-LLM's C++ executor
+ *   iter_*_s       2 / 1.5 / 1 / 1 ms  vLLM's Python scheduler and input
+ *                        preparation; SGLang's scheduler (hidden behind the
+ *                        GPU by its overlap scheduler since v0.4, engine.h
+ *                        overlap_host); TensorRT-LLM's PyTorch backend (its
+ *                        overlap scheduler likewise); iter_compiled_s the C++
+ *                        executor running a built engine, which does not overlap
  *   seq_overhead_s 5 us  per running sequence per iteration of a Python
  *                        engine loop (bounded to 100 us); seq_compiled_s
  *                        2 us in TensorRT-LLM's C++ executor
@@ -139,6 +141,7 @@ void loom_serve_calib_prior(const loom_device *d, loom_serve_calib *out)
     out->iter_vllm_s = 2e-3;
     out->iter_sglang_s = 1.5e-3;
     out->iter_trtllm_s = 1e-3;
+    out->iter_compiled_s = 1e-3;
     out->seq_overhead_s = 5e-6;
     out->seq_compiled_s = 2e-6;
     out->request_overhead_s = 2e-3;

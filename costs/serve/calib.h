@@ -71,6 +71,7 @@
     X(iter_vllm_s, 0.0, 20e-3)          \
     X(iter_sglang_s, 0.0, 20e-3)        \
     X(iter_trtllm_s, 0.0, 20e-3)        \
+    X(iter_compiled_s, 0.0, 20e-3)      \
     X(seq_overhead_s, 0.0, 100e-6)     \
     X(seq_compiled_s, 0.0, 200e-6)     \
     X(request_overhead_s, 0.0, 50e-3)   \
@@ -88,7 +89,7 @@ typedef struct {
 #undef LOOM_X
 } loom_serve_calib;
 
-#define LOOM_SERVE_CALIB_NFIELDS 17
+#define LOOM_SERVE_CALIB_NFIELDS 18
 
 /* The shipped values (examples/calibration/serving-calib.json, the fit of
  * examples/calibration/serving-runs.json, compiled in), one row for every

@@ -97,6 +97,7 @@ void loom_serve_engine_defaults(loom_engine_kind k, const loom_device *d, int64_
         out->mixed_batches = false;
         out->decode_reserve_ratio = 0.14;
         out->cuda_graph_max_bs = 160;
+        out->overlap_host = true;
         out->cuda_graph_count = 23;   /* 1, 2, 4, 8, 16, 24, …, 160 */
         break;
     case LOOM_ENGINE_TRTLLM:
@@ -110,6 +111,7 @@ void loom_serve_engine_defaults(loom_engine_kind k, const loom_device *d, int64_
         out->reserve_full_output = true;
         out->cuda_graph_max_bs = 128;
         out->cuda_graph_count = 19;
+        out->overlap_host = true;
         break;
     case LOOM_ENGINE_VLLM:
     default:

@@ -90,6 +90,12 @@ static loom_status one(const loom_jctx *c, const cJSON *o, const char *path, loo
         r->compiled_runtime = stated || r->frontend == LOOM_FRONTEND_NIM ||
                               (v && !strncmp(v, "0.", 2));
     }
+    /* SGLang's overlap scheduler (engine.h overlap_host) came with 0.4 */
+    if (r->engine == LOOM_ENGINE_SGLANG) {
+        const char *v = NULL;
+        if ((st = loom_json_get_str(c, o, path, "engine_version", false, &v))) return st;
+        r->overlap_off = v && (!strncmp(v, "0.1", 3) || !strncmp(v, "0.2", 3) || !strncmp(v, "0.3", 3));
+    }
     if ((st = loom_json_get_str(c, o, path, "gpu", true, &s))) return st;
     const loom_device *d = loom_device_find(s);
     if (!d) {

@@ -33,7 +33,8 @@ static void apply_calib(loom_serve_model *m, const loom_serve_calib *c)
 {
     m->sc = *c;
     if (m->frontend == LOOM_FRONTEND_NONE) m->sc.request_overhead_s = m->sc.stream_token_s = 0;
-    m->iter_overhead_s = loom_serve_calib_iter_s(&m->sc, m->engine.kind);
+    m->iter_overhead_s = m->engine.compiled_runtime ? m->sc.iter_compiled_s
+                                                    : loom_serve_calib_iter_s(&m->sc, m->engine.kind);
     m->seq_s = m->engine.compiled_runtime ? m->sc.seq_compiled_s : m->sc.seq_overhead_s;
     m->latency_s = loom_serve_calib_latency_s(&m->sc, m->engine.kind, m->frontend);
 }
@@ -211,7 +212,12 @@ double loom_serve_iter_time(const loom_serve_model *m, const loom_serve_batch *b
                                                                           LOOM_COLL_SEND_RECV,
                                                                           m->p2p_group, n * hb));
     it.overhead_s = m->iter_overhead_s + m->seq_s * (double)b->n_sampled;
-    it.total_s = it.gemm_s + it.attn_s + it.other_s + it.comm_s + it.overhead_s;
+    double gpu_s = it.gemm_s + it.attn_s + it.other_s + it.comm_s;
+    /* an overlap scheduler prepares iteration i+1 on the host while the GPU
+     * runs iteration i: the longer of the two paces the loop */
+    if (m->engine.overlap_host && !m->engine.compiled_runtime)
+        it.total_s = gpu_s > it.overhead_s ? gpu_s : it.overhead_s;
+    else it.total_s = gpu_s + it.overhead_s;
     if (bd) *bd = it;
     return it.total_s;
 }

@@ -258,6 +258,8 @@ static void print_text(const report *r)
     if (e->scheduler_steps > 1)
         printf("multi-step: %d decode steps per scheduling, streamed as one chunk\n",
                (int)e->scheduler_steps);
+    if (e->overlap_host && !e->compiled_runtime)
+        printf("host: the next iteration is scheduled while the GPU runs this one (overlap scheduler)\n");
     printf("workload: ISL %lld, OSL %lld, %s, %lld requests\n", (long long)r->w->isl,
            (long long)r->w->osl, r->load_text, (long long)loom_serve_workload_requests(r->w));
     printf("\nlatency (%s)            mean        p50        p90        p99\n",
@@ -374,6 +376,7 @@ static int print_json(const report *r)
     cJSON_AddNumberToObject(cfg, "max_batched_tokens", (double)e->max_batched_tokens);
     cJSON_AddNumberToObject(cfg, "block_size", (double)e->block_size);
     cJSON_AddNumberToObject(cfg, "scheduler_steps", e->scheduler_steps > 1 ? e->scheduler_steps : 1);
+    cJSON_AddBoolToObject(cfg, "overlap_host", e->overlap_host && !e->compiled_runtime);
     cJSON_AddNumberToObject(cfg, "mem_fraction", e->mem_fraction);
     cJSON *wl = cJSON_AddObjectToObject(o, "workload");
     cJSON_AddNumberToObject(wl, "isl", (double)r->w->isl);

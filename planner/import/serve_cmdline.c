@@ -19,7 +19,7 @@
 
 typedef enum {
     K_IGNORE, K_MODEL, K_TP, K_PP, K_DP, K_EP, K_DP_ATTN, K_EXPERT_PAR, K_QUANT, K_KV,
-    K_SEQS, K_TOKENS, K_BLOCK, K_MEM, K_LEN, K_GRAPH_BS, K_STEPS, K_EAGER, K_CHUNKED, K_NO_CHUNKED,
+    K_SEQS, K_TOKENS, K_BLOCK, K_MEM, K_LEN, K_GRAPH_BS, K_STEPS, K_NO_OVERLAP, K_EAGER, K_CHUNKED, K_NO_CHUNKED,
     K_MIXED, K_DTYPE,
 } field_t;
 
@@ -91,7 +91,7 @@ static const opt_t sglang_opts[] = {
     {"--enable-torch-compile", false, K_IGNORE}, {"--attention-backend", true, K_IGNORE},
     {"--schedule-policy", true, K_IGNORE}, {"--max-prefill-tokens", true, K_IGNORE},
     {"--enable-metrics", false, K_IGNORE}, {"--load-format", true, K_IGNORE},
-    {"--disable-overlap-schedule", false, K_IGNORE}, {"--nnodes", true, K_IGNORE},
+    {"--disable-overlap-schedule", false, K_NO_OVERLAP}, {"--nnodes", true, K_IGNORE},
     {"--node-rank", true, K_IGNORE}, {"--dist-init-addr", true, K_IGNORE},
     {"--enable-deepep-moe", false, K_IGNORE}, {"--moe-a2a-backend", true, K_IGNORE},
     {NULL, false, K_IGNORE},
@@ -164,6 +164,7 @@ static loom_status set(const char *src, int line, const opt_t *o, const char *na
     case K_CHUNKED: break;
     case K_NO_CHUNKED: l->no_chunked_prefill = true; break;
     case K_MIXED: l->mixed_chunk = true; break;
+    case K_NO_OVERLAP: l->no_overlap = true; break;
     case K_QUANT: {
         static const char *const fp8[] = {"fp8", "fbgemm_fp8", "modelopt", "modelopt_fp8",
                                           "w8a8_fp8", "compressed-tensors", NULL};
@@ -309,4 +310,5 @@ void loom_serve_launch_apply(const loom_serve_launch *l, loom_serve_engine *e)
     if (l->eager) e->cuda_graph_max_bs = 0, e->cuda_graph_count = 0;
     if (l->no_chunked_prefill) e->chunked_prefill = false;
     if (l->mixed_chunk) e->mixed_batches = true;
+    if (l->no_overlap) e->overlap_host = false;
 }

@@ -37,6 +37,7 @@ typedef struct {
     bool eager;                  /* --enforce-eager / --disable-cuda-graph */
     bool no_chunked_prefill;     /* chunked prefill turned off */
     bool mixed_chunk;            /* SGLang --enable-mixed-chunk */
+    bool no_overlap;             /* SGLang --disable-overlap-schedule */
     int64_t scheduler_steps;     /* vLLM V0 --num-scheduler-steps (0 = not stated) */
 } loom_serve_launch;
 
