@@ -85,6 +85,16 @@ c = json.load(open(sys.argv[1]))["config"]
 assert c["scheduler_steps"] == 10 and c["max_num_seqs"] == 256 and c["max_batched_tokens"] == 4096 and c["tp"] == 4, c
 PY
 expect_fail eval 2 llama-3-8b "${S[@]}" "${W[@]}" --qps 1 --engine sglang --num-scheduler-steps 4 -- "--num-scheduler-steps is vLLM's"
+# vLLM V1 runs host and GPU in turn unless --async-scheduling overlaps them
+for flag in "" "--async-scheduling"; do
+    "$LOOM" eval --cluster dgx-h100-x1 "${W[@]}" --qps 2 --json --from-vllm \
+        "vllm serve meta-llama/Meta-Llama-3-8B-Instruct $flag" >"$tmp/o.json" 2>"$tmp/err"
+    python3 - "$tmp/o.json" "$flag" <<'PY' && ok || bad "vLLM overlap_host with '$flag': $(cat "$tmp/err")"
+import json, sys
+c = json.load(open(sys.argv[1]))["config"]
+assert c["overlap_host"] == (sys.argv[2] != ""), c
+PY
+done
 # SGLang's overlap scheduler is on unless the launch line turns it off
 for flag in "" "--disable-overlap-schedule"; do
     "$LOOM" eval --cluster dgx-h100-x1 "${W[@]}" --qps 2 --json --from-sglang \

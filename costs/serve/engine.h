@@ -86,7 +86,8 @@ typedef struct {
     bool overlap_host;           /* the host schedules and prepares iteration i+1 while the
                                     GPU runs iteration i (SGLang's overlap scheduler since
                                     v0.4, TensorRT-LLM's PyTorch backend): an iteration takes
-                                    max(GPU, host), not their sum; vLLM V1 runs them in turn */
+                                    max(GPU, host), not their sum; vLLM V1 runs them in turn
+                                    unless --async-scheduling */
     bool compiled_runtime;       /* TensorRT-LLM executing a built TensorRT engine from its
                                     C++ executor (releases before 1.0, NIM 1.x, MLPerf
                                     harnesses): every kernel is launched from C++ ahead of

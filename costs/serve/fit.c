@@ -60,6 +60,7 @@ void loom_serve_case_opts(const loom_serve_case *c, const loom_serve_calib *cal,
     o->engine.compiled_runtime = r->compiled_runtime;
     loom_serve_engine_multi_step(&o->engine, r->scheduler_steps, r->max_model_len);
     if (r->overlap_off) o->engine.overlap_host = false;
+    if (r->overlap_on) o->engine.overlap_host = true;
     if (r->max_num_seqs > 0) o->engine.max_num_seqs = r->max_num_seqs;
     if (r->max_batched_tokens > 0) o->engine.max_batched_tokens = r->max_batched_tokens;
     if (r->mem_fraction > 0 && r->mem_fraction <= 1) o->engine.mem_fraction = r->mem_fraction;

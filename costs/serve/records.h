@@ -72,7 +72,9 @@ typedef struct {
                                      "nvidia-nim": NIM's server; else the engine's own */
     loom_serve_workload work;
     int64_t max_num_seqs, max_batched_tokens;   /* engine_settings (0 = default) */
-    bool overlap_off;             /* a release before the engine's overlap scheduler (SGLang < 0.4) */
+    bool overlap_off;             /* no overlap scheduler: SGLang < 0.4 or its launch line's
+                                     --disable-overlap-schedule */
+    bool overlap_on;              /* vLLM's launch line asks for --async-scheduling */
     int32_t scheduler_steps;      /* engine_settings num_scheduler_steps (vLLM V0 multi-step) */
     int64_t max_model_len;        /* engine_settings max_model_len (0 = not stated) */
     double mem_fraction;

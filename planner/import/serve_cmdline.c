@@ -19,7 +19,7 @@
 
 typedef enum {
     K_IGNORE, K_MODEL, K_TP, K_PP, K_DP, K_EP, K_DP_ATTN, K_EXPERT_PAR, K_QUANT, K_KV,
-    K_SEQS, K_TOKENS, K_BLOCK, K_MEM, K_LEN, K_GRAPH_BS, K_STEPS, K_NO_OVERLAP, K_EAGER, K_CHUNKED, K_NO_CHUNKED,
+    K_SEQS, K_TOKENS, K_BLOCK, K_MEM, K_LEN, K_GRAPH_BS, K_STEPS, K_NO_OVERLAP, K_OVERLAP, K_EAGER, K_CHUNKED, K_NO_CHUNKED,
     K_MIXED, K_DTYPE,
 } field_t;
 
@@ -56,7 +56,7 @@ static const opt_t vllm_opts[] = {
     {"--enable-prefix-caching", false, K_IGNORE}, {"--no-enable-prefix-caching", false, K_IGNORE},
     {"--distributed-executor-backend", true, K_IGNORE}, {"--uvicorn-log-level", true, K_IGNORE},
     {"--max-seq-len-to-capture", true, K_IGNORE}, {"--compilation-config", true, K_IGNORE},
-    {"-O", true, K_IGNORE}, {"--async-scheduling", false, K_IGNORE},
+    {"-O", true, K_IGNORE}, {"--async-scheduling", false, K_OVERLAP},
     {"--load-format", true, K_IGNORE}, {"--revision", true, K_IGNORE},
     {"--tokenizer-mode", true, K_IGNORE}, {"--max-log-len", true, K_IGNORE},
     {"--num-scheduler-steps", true, K_STEPS}, {"--disable-custom-all-reduce", false, K_IGNORE},
@@ -165,6 +165,7 @@ static loom_status set(const char *src, int line, const opt_t *o, const char *na
     case K_NO_CHUNKED: l->no_chunked_prefill = true; break;
     case K_MIXED: l->mixed_chunk = true; break;
     case K_NO_OVERLAP: l->no_overlap = true; break;
+    case K_OVERLAP: l->overlap = true; break;
     case K_QUANT: {
         static const char *const fp8[] = {"fp8", "fbgemm_fp8", "modelopt", "modelopt_fp8",
                                           "w8a8_fp8", "compressed-tensors", NULL};
@@ -311,4 +312,5 @@ void loom_serve_launch_apply(const loom_serve_launch *l, loom_serve_engine *e)
     if (l->no_chunked_prefill) e->chunked_prefill = false;
     if (l->mixed_chunk) e->mixed_batches = true;
     if (l->no_overlap) e->overlap_host = false;
+    if (l->overlap) e->overlap_host = true;
 }

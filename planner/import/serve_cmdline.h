@@ -38,6 +38,8 @@ typedef struct {
     bool no_chunked_prefill;     /* chunked prefill turned off */
     bool mixed_chunk;            /* SGLang --enable-mixed-chunk */
     bool no_overlap;             /* SGLang --disable-overlap-schedule */
+    bool overlap;                /* vLLM --async-scheduling: V1 schedules the next step
+                                    while the GPU runs this one (engine.h overlap_host) */
     int64_t scheduler_steps;     /* vLLM V0 --num-scheduler-steps (0 = not stated) */
 } loom_serve_launch;
 
