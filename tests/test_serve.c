@@ -410,6 +410,21 @@ static void test_engine_defaults(void)
 }
 
 
+/* One DGX H100 box, loaded once (tests that set engine fields before the
+ * model is created). */
+static const loom_cluster *h100_x1(void)
+{
+    static loom_cluster c;
+    static bool loaded;
+    loom_error err = {0};
+    if (!loaded && loom_cluster_load("dgx-h100-x1", &c, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        exit(2);
+    }
+    loaded = true;
+    return &c;
+}
+
 /* vLLM V0 multi-step scheduling (engine.h scheduler_steps): one request of
  * 128 prompt and 13 output tokens, k = 4. After the prefill step gives the
  * first token, three decode rounds of 4 steps each produce the other 12;
@@ -422,9 +437,8 @@ static void test_engine_defaults(void)
 static void test_multi_step(void)
 {
     loom_graph *g = load("examples/models/llama-3-8b.json");
-    static loom_cluster c;
+    const loom_cluster *c = h100_x1();
     loom_error err = {0};
-    CHECK(loom_cluster_load("dgx-h100-x1", &c, &err) == LOOM_OK);
     loom_serve_parallel p;
     loom_serve_parallel_init(&p);
     loom_serve_workload w;
@@ -435,8 +449,8 @@ static void test_multi_step(void)
     w.concurrency = 1;
     w.num_requests = 1;
     for (int32_t k = 1; k <= 4; k += 3) {
-        loom_serve_model_opts o = {.graph = g, .cluster = &c, .par = p, .seq_tokens = 256};
-        loom_serve_engine_defaults(LOOM_ENGINE_VLLM, &c.gpu, 1, &o.engine);
+        loom_serve_model_opts o = {.graph = g, .cluster = c, .par = p, .seq_tokens = 256};
+        loom_serve_engine_defaults(LOOM_ENGINE_VLLM, &c->gpu, 1, &o.engine);
         loom_serve_engine_multi_step(&o.engine, k, 4096);
         CHECK(o.engine.max_batched_tokens == (k > 1 ? 4096 : 8192));
         CHECK(o.engine.chunked_prefill == (k == 1) && o.engine.max_num_seqs == (k > 1 ? 256 : 1024));
@@ -474,15 +488,14 @@ static void test_multi_step(void)
 static void test_overlap_host(void)
 {
     loom_graph *g = load("examples/models/llama-3-8b.json");
-    static loom_cluster c;
+    const loom_cluster *c = h100_x1();
     loom_error err = {0};
-    CHECK(loom_cluster_load("dgx-h100-x1", &c, &err) == LOOM_OK);
     loom_serve_parallel p;
     loom_serve_parallel_init(&p);
     for (int k = 0; k < LOOM_ENGINE_COUNT; k++)
         for (int off = 0; off < 2; off++) {
-            loom_serve_model_opts o = {.graph = g, .cluster = &c, .par = p, .seq_tokens = 2048};
-            loom_serve_engine_defaults((loom_engine_kind)k, &c.gpu, 1, &o.engine);
+            loom_serve_model_opts o = {.graph = g, .cluster = c, .par = p, .seq_tokens = 2048};
+            loom_serve_engine_defaults((loom_engine_kind)k, &c->gpu, 1, &o.engine);
             CHECK(o.engine.overlap_host == (k != LOOM_ENGINE_VLLM));
             if (off) o.engine.overlap_host = false;
             loom_serve_model *m = NULL;
