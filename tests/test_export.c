@@ -1349,7 +1349,8 @@ static void test_model_through_plan(void)
         char *text = NULL;
         loom_status s = loom_export_from_plan(back, &c, &obs, &err);
         if (s == LOOM_OK)
-            s = loom_export_render(&c, LOOM_EXPORT_MEGATRON, cases[i].name, &text, NULL, NULL, &err);
+            s = loom_export_render(&c, LOOM_EXPORT_MEGATRON, cases[i].name, &text, NULL, NULL,
+                                   &err);
         CHECK(s == LOOM_OK);
         if (s == LOOM_OK) {
             CHECK((strstr(text, "--qk-layernorm") != NULL) == qk_norm[i]);
