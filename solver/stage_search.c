@@ -14,9 +14,10 @@
  *                            1F1B and interleaving v = 2..8, partial recompute
  *   stage_search_keep.c      which evaluated configurations are kept: pins,
  *                            fit, the best, the runners-up, the best per layout
- *   stage_costs.c            the layer tables and the exact evaluation
+ *   stage_costs.c            the layer tables (one ILP run per mesh and space)
+ *   stage_eval.c             the exact evaluation of a configuration
  *
- * Every candidate is evaluated exactly (stage_costs.c) and the best kept.
+ * Every candidate is evaluated exactly (stage_eval.c) and the best kept.
  * Pruning that never loses a plan: a replica whose GPUs cannot even hold
  * the model state (weights, gradients, sharded Adam state, KV cache) is
  * skipped before any ILP runs — counting a routed expert's state as spread

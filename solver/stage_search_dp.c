@@ -6,7 +6,7 @@
  * of the data-parallel gradient sync is its parameters times the sync rate
  * of the whole model over the same group (loom_search_sync_rates). A DP's
  * plan becomes a configuration placed on the replica's GPUs
- * (loom_search_layout) and is evaluated exactly (stage_costs.c); which
+ * (loom_search_layout) and is evaluated exactly (stage_eval.c); which
  * option sets a DP sees is loom_search_try_dps's essay.
  *
  * Units: seconds, bytes per GPU.

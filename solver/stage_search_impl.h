@@ -1,10 +1,10 @@
 /*
  * stage_search_impl.h — internals shared by stage_costs.c (per-layer cost
- * tables from the ILP, exact evaluation of a configuration) and the search
- * loops: stage_search.c (the driver), stage_search_point.c (one point's
- * meshes and strategy spaces), stage_search_dp.c (the stage DPs),
- * stage_search_megatron.c (Megatron's splits) and stage_search_keep.c (what
- * the search keeps). Not installed API.
+ * tables from the ILP), stage_eval.c (exact evaluation of a configuration)
+ * and the search loops: stage_search.c (the driver), stage_search_point.c
+ * (one point's meshes and strategy spaces), stage_search_dp.c (the stage
+ * DPs), stage_search_megatron.c (Megatron's splits) and stage_search_keep.c
+ * (what the search keeps). Not installed API.
  */
 #ifndef LOOM_STAGE_SEARCH_IMPL_H
 #define LOOM_STAGE_SEARCH_IMPL_H
@@ -200,9 +200,25 @@ void loom_search_consider(loom_search *s, const loom_search_config *cfg,
 bool loom_search_pins_given(const loom_search_options *o);
 void loom_search_pins_text(const loom_search_options *o, char *dst, size_t cap);
 
-/* ---- shared with stage_costs.c ----------------------------------------------------- */
+/* ---- the costs (stage_costs.c, stage_eval.c) and the handle (stage_search.c) ------- */
 
-/* The largest tensor- or expert-parallel group of configuration cfg (ev its
+/* stage_costs.c, for stage_eval.c. The parts mesh axes `axes` (bits) of m
+ * cut a dim into. */
+int64_t loom_search_axes_parts(unsigned axes, loom_mesh_shape m);
+/* Per dim name, the largest split any operand spec of op gives it (at most
+ * cap names into div); returns the count. */
+int loom_search_op_splits(const loom_intra_result *r, const loom_graph *g, int32_t op,
+                          loom_mesh_shape m, loom_dim *div, int cap);
+/* Whether op is a matrix multiply (einsum or attention: its FLOPs count). */
+bool loom_search_is_matmul(const loom_op *o);
+/* The ILP options of the search in strategy space `space`. */
+void loom_search_intra_opts(const loom_search *s, loom_search_space space,
+                            loom_intra_opts *o);
+/* Whether op is part of the attention core that selective recompute
+ * reruns (an operand with both s and t dims). */
+bool loom_search_attention_core_op(const loom_graph *g, const loom_op *op);
+
+/* stage_eval.c. The largest tensor- or expert-parallel group of configuration cfg (ev its
  * evaluation, g the graph of cfg->mbs): over its stages, the GPUs the
  * dense weights split over, or the experts, read off the chosen specs by
  * the rule loom_plan_stage_roles names roles with (planner/plan). */
