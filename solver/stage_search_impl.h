@@ -1,7 +1,10 @@
 /*
  * stage_search_impl.h — internals shared by stage_costs.c (per-layer cost
- * tables from the ILP, exact evaluation of a configuration) and
- * stage_search.c (the search loops). Not installed API.
+ * tables from the ILP), stage_eval.c (exact evaluation of a configuration)
+ * and the search loops: stage_search.c (the driver), stage_search_point.c
+ * (one point's meshes and strategy spaces), stage_search_dp.c (the stage
+ * DPs), stage_search_megatron.c (Megatron's splits) and stage_search_keep.c
+ * (what the search keeps). Not installed API.
  */
 #ifndef LOOM_STAGE_SEARCH_IMPL_H
 #define LOOM_STAGE_SEARCH_IMPL_H
@@ -15,6 +18,12 @@
  * it picks strategies (one value, so that every configuration shares the
  * solves); the exact count is applied wherever the table is used. */
 #define LOOM_SEARCH_ILP_MICRO_BATCHES 8
+
+#define LOOM_SEARCH_MAX_LOGICAL 8   /* logical shapes per sub-mesh */
+#define LOOM_SEARCH_MAX_SPACES 19   /* strategy spaces per logical mesh: full, Megatron data
+                                       or context parallel on axis 0, each of those two
+                                       with expert parallelism across 2 .. 256 replicas */
+#define LOOM_SEARCH_MAX_SHAPES (LOOM_SEARCH_MAX_SPACES * LOOM_SEARCH_MAX_LOGICAL)
 
 /* A stage's strategy space: the ILP's unrestricted one, or Megatron's
  * (tensor parallel on axis 1; axis 0 data or context parallel; with or
@@ -113,7 +122,103 @@ struct loom_search {
     double t_start;
 };
 
-/* The largest tensor- or expert-parallel group of configuration cfg (ev its
+/* ---- the search loops (stage_search*.c) ------------------------------------------ */
+
+/* One (replica size, replicas, micro-batch) point of the search and what
+ * stage_search_point.c prepared for it: sub-meshes, and on each its
+ * (logical shape, strategy space) entries with their layer tables. */
+typedef struct {
+    int64_t D, dp, b, M, seqs;
+    int zs[3], nz;                       /* ZeRO stages on offer whose model state fits */
+    int zero;                            /* the one being tried */
+    int32_t nm;                          /* sub-meshes */
+    loom_submesh sub[LOOM_STAGE_MAX_MESHES];
+    int32_t nshape[LOOM_STAGE_MAX_MESHES];   /* (logical shape, strategy space) entries */
+    int64_t shape[LOOM_STAGE_MAX_MESHES][LOOM_SEARCH_MAX_SHAPES][2];
+    loom_search_space space[LOOM_STAGE_MAX_MESHES][LOOM_SEARCH_MAX_SHAPES];
+    const loom_layer_tab *tab[LOOM_STAGE_MAX_MESHES][LOOM_SEARCH_MAX_SHAPES];
+    int32_t n_rc;                        /* recompute options: none (and full, and selective
+                                            with unfused attention): LOOM_SEARCH_RC_* */
+    int32_t n_layers;
+    const loom_graph *g;
+} loom_search_point;
+
+/* Recompute options: a DP option code's rc (< n_rc) is one of the first
+ * three; Megatron's splits also weigh partial recompute
+ * (loom_search_try_interleaved). */
+enum { LOOM_SEARCH_RC_NONE, LOOM_SEARCH_RC_FULL, LOOM_SEARCH_RC_SELECTIVE, LOOM_SEARCH_RC_PARTIAL };
+
+/* The kinds of strategy space loom_search_try_interleaved weighs apart. */
+enum {
+    LOOM_SEARCH_KIND_FULL,
+    LOOM_SEARCH_KIND_MEGATRON_DP,
+    LOOM_SEARCH_KIND_MEGATRON_CP,
+    LOOM_SEARCH_KIND_COUNT
+};
+
+/* stage_search.c. Whether to stop now: the caller's stop flag, or the time
+ * or work limit once there is a plan (sets res.stopped / res.timed_out). */
+bool loom_search_stop_now(loom_search *s);
+/* A replica of D GPUs is a valid pipeline block: whole nodes, or a power of
+ * two dividing a node of g GPUs. */
+bool loom_search_valid_replica(int64_t D, int64_t g);
+
+/* stage_search_point.c: every candidate of point pt (pt->D, dp, b, M, seqs,
+ * zs, nz set; the rest is filled here). */
+loom_status loom_search_try_point(loom_search *s, loom_search_point *pt, loom_error *err);
+
+/* stage_search_dp.c. Seconds per step per parameter of the data-parallel
+ * sync of shape entry si on sub-mesh m, by the mesh axes (bits) a weight's
+ * gradient is partial over. */
+void loom_search_sync_rates(const loom_search *s, const loom_search_point *pt, int32_t m,
+                            int32_t si, double rate[4]);
+/* The stage setting of recompute option rc (LOOM_SEARCH_RC_*). */
+loom_recompute loom_search_rc_setting(int rc);
+/* Costs of layer l under option (sub-mesh m, shape entry si, recompute rc:
+ * NONE, FULL or SELECTIVE) into c; rate: loom_search_sync_rates of the entry. */
+void loom_search_layer_cost(loom_search *s, const loom_search_point *pt, int32_t l, int32_t m,
+                            int32_t si, int rc, const double rate[4], loom_stage_cost *c);
+/* Sets a stage's strategy-space fields from sp. */
+void loom_search_set_space(loom_search_stage *st, loom_search_space sp);
+/* The stage DPs over sub-meshes meshes[0..nm) and layer clusters
+ * first[0..K], each plan evaluated exactly and considered. */
+loom_status loom_search_try_dps(loom_search *s, const loom_search_point *pt,
+                                const int32_t *meshes, int32_t nm, const int32_t *first,
+                                int32_t K, loom_error *err);
+
+/* stage_search_megatron.c: Megatron's splits of pp ranks on sub-mesh m
+ * with v chunks each, over the options of one kind of strategy space
+ * (LOOM_SEARCH_KIND_*); the best that fits is evaluated and considered. */
+loom_status loom_search_try_interleaved(loom_search *s, const loom_search_point *pt, int32_t m,
+                                        int64_t v, int kind, loom_error *err);
+
+/* stage_search_keep.c. Keeps cfg if it fits (and has the pins) and beats
+ * the best; takes ownership of ev either way. */
+void loom_search_consider(loom_search *s, const loom_search_config *cfg,
+                          loom_search_eval_result *ev);
+/* Whether the options pin any size; the pinned sizes as text ("tp 8, ep 4"). */
+bool loom_search_pins_given(const loom_search_options *o);
+void loom_search_pins_text(const loom_search_options *o, char *dst, size_t cap);
+
+/* ---- the costs (stage_costs.c, stage_eval.c) and the handle (stage_search.c) ------- */
+
+/* stage_costs.c, for stage_eval.c. The parts mesh axes `axes` (bits) of m
+ * cut a dim into. */
+int64_t loom_search_axes_parts(unsigned axes, loom_mesh_shape m);
+/* Per dim name, the largest split any operand spec of op gives it (at most
+ * cap names into div); returns the count. */
+int loom_search_op_splits(const loom_intra_result *r, const loom_graph *g, int32_t op,
+                          loom_mesh_shape m, loom_dim *div, int cap);
+/* Whether op is a matrix multiply (einsum or attention: its FLOPs count). */
+bool loom_search_is_matmul(const loom_op *o);
+/* The ILP options of the search in strategy space `space`. */
+void loom_search_intra_opts(const loom_search *s, loom_search_space space,
+                            loom_intra_opts *o);
+/* Whether op is part of the attention core that selective recompute
+ * reruns (an operand with both s and t dims). */
+bool loom_search_attention_core_op(const loom_graph *g, const loom_op *op);
+
+/* stage_eval.c. The largest tensor- or expert-parallel group of configuration cfg (ev its
  * evaluation, g the graph of cfg->mbs): over its stages, the GPUs the
  * dense weights split over, or the experts, read off the chosen specs by
  * the rule loom_plan_stage_roles names roles with (planner/plan). */

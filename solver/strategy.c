@@ -150,7 +150,7 @@ static bool tensor_has_dim(const loom_tensor *t, const char *name)
  * slow inter-node link it avoided the gradient sync the labelled DP pays). */
 static bool megatron_dp_forced(const loom_strategy_ctx *c, int64_t batch)
 {
-    /* stage_search.c offers Megatron's space only on meshes whose axis 0
+    /* stage_search_point.c offers Megatron's space only on meshes whose axis 0
      * divides the micro-batch; a batch it does not divide (a tensor built
      * for another use) keeps its other strategies */
     return c->megatron_only && !c->megatron_cp && c->mesh.mesh.n0 > 1 &&

@@ -2,7 +2,7 @@
  * test_consistency.c — loom's two predictions of one Megatron-style
  * configuration agree: `loom eval` (loom_eval_megatron, costs/eval.c: the
  * analytic model calibrated against published runs) and the planner's
- * evaluator (loom_search_eval, solver/stage_costs.c: per-layer ILP solves
+ * evaluator (loom_search_eval, solver/stage_eval.c: per-layer ILP solves
  * in Megatron's strategy space, solver/intra.h), on the configuration
  * Megatron-LM runs for the point (loom_mspace_config, planner/compare/mspace.h).
  *

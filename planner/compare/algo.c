@@ -3,7 +3,7 @@
  * run context with the shared evaluator, the evaluation counter and the
  * budget clock, and the rule that picks the best of what an algorithm saw.
  *
- * The evaluator is loom_search_eval (stage_costs.c) on one loom_search
+ * The evaluator is loom_search_eval (stage_eval.c) on one loom_search
  * instance made here; it takes every setting it prices (ZeRO stage,
  * interleaving, layout) from the configuration. Before scoring, a
  * configuration is checked for the invariants the evaluator assumes (layers

@@ -15,7 +15,7 @@
  *
  * THE EVALUATOR, AND WHY THE COMPARISON IS FAIR. Every configuration any
  * algorithm looks at, and the one it returns, is scored by loom_algo_eval,
- * which is loom_search_eval (solver/stage_costs.c): each stage's layers are
+ * which is loom_search_eval (solver/stage_eval.c): each stage's layers are
  * solved on its logical mesh by the intra-op ILP (restricted to Megatron's
  * strategies when the stage says so), compute comes from
  * loom_cost_op_time, collectives from loom_group_collective_time_s, memory

@@ -9,7 +9,7 @@
  * recompute none / full, ZeRO stage; with tp > 1 sequence parallelism and,
  * for training, TP communication overlap (the planner's Megatron spaces
  * take it wherever it applies: over the same strategies it is never
- * slower, solver/stage_search.c). The space holds every point that
+ * slower, solver/stage_search_point.c). The space holds every point that
  *   - Megatron-LM accepts (loom_parallel_check: heads and kv heads divide
  *     by tp, layers split over pp (× vpp), gbs a multiple of mbs · dp,
  *     ZeRO-2/3 only without pipelining, …);

@@ -183,6 +183,10 @@ char *loom_plan_to_json(const loom_plan *p, int flags)
     cJSON_AddBoolToObject(mo, "gated_mlp", mi->gated_mlp);
     cJSON_AddBoolToObject(mo, "qkv_bias", mi->qkv_bias);
     cJSON_AddBoolToObject(mo, "flash_attention", mi->flash_attention);
+    /* written only when set, as the MLA ranks: the q/k norms (Qwen3) change
+     * compute and activations, and an export that lost them rebuilt another
+     * family (--qk-layernorm missing from the Megatron-LM line) */
+    if (mi->qk_norm) cJSON_AddBoolToObject(mo, "qk_norm", true);
     if (mi->facts.known) cJSON_AddItemToObject(mo, "facts", loom_model_facts_to_json(&mi->facts));
 
     cJSON *hw = cJSON_AddObjectToObject(root, "hardware");
@@ -502,7 +506,7 @@ static loom_status read_model(const loom_jctx *c, const cJSON *root, loom_plan *
         "arch", "params", "layer_slots", "layers", "hidden", "heads", "kv_heads", "head_dim",
         "ffn", "vocab", "experts", "experts_topk", "shared_experts", "moe_ffn", "first_dense",
         "tied_embeddings", "gated_mlp", "qkv_bias", "flash_attention",
-        "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "v_head_dim", "facts", NULL};
+        "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "v_head_dim", "facts", "qk_norm", NULL};
     loom_status s;
     const cJSON *o;
     TRY(loom_json_get_object(c, root, "$", "model", true, &o));
@@ -524,6 +528,7 @@ static loom_status read_model(const loom_jctx *c, const cJSON *root, loom_plan *
                       &mi->v_head_dim};   /* MLA models only */
     for (int i = 0; i < 4; i++)
         TRY(loom_json_get_int(c, o, P, keys[19 + i], false, 0, I64MAX, mla[i]));
+    TRY(loom_json_get_bool(c, o, P, "qk_norm", false, &mi->qk_norm));   /* absent: false */
     const cJSON *facts = NULL;
     TRY(loom_json_get_object(c, o, P, "facts", false, &facts));
     if (facts) TRY(loom_model_facts_from_json(c, facts, "$.model.facts", &mi->facts));
