@@ -128,7 +128,11 @@ static int cmp_opt(const void *a, const void *b)
 {
     const loom_serve_option *x = a, *y = b;
     if (x->feasible != y->feasible) return x->feasible ? -1 : 1;
-    if (x->score != y->score) return x->score > y->score ? -1 : 1;
+    /* scores within the simulations' resolution (a rate search settles
+     * to the realised rate of its last run: variants that never reach
+     * their caps differ by ~1e-7) are equal */
+    double tol = 1e-6 * fmax(fabs(x->score), fabs(y->score));
+    if (fabs(x->score - y->score) > tol) return x->score > y->score ? -1 : 1;
     if (x->dep.gpus != y->dep.gpus) return x->dep.gpus > y->dep.gpus ? -1 : 1;
     /* a tie goes to the earlier shape: an engine's defaults come before
      * its smaller-chunk and capped variants (serve_space.c) */
