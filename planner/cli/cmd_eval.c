@@ -98,6 +98,10 @@ static const loom_cli_option eval_opts[] = {
     {.name = "--zero", .kind = LOOM_CLI_INT, .field = F(p.zero), .given = F(zero_given), .lo = 0,
      .hi = 3, .metavar = "Z", .help = "ZeRO stage over the data-parallel group",
      .def = "1 as loom plan (0 with --dist-opt)"},
+    {.name = "--fsdp-shard", .kind = LOOM_CLI_INT, .field = F(p.fsdp_shard), .lo = 1,
+     .hi = 1 << 24, .metavar = "N",
+     .help = "hybrid sharding (HSDP): ZeRO state sharded over groups of N data-parallel\n"
+             "ranks and replicated across them (N divides --dp)", .def = "all of dp"},
     {.name = "--dist-opt", .kind = LOOM_CLI_FLAG, .field = F(p.dist_opt), .given = F(dist_opt_given),
      .help = "Megatron distributed optimizer"},
     {.name = "--vpp", .kind = LOOM_CLI_INT, .field = F(p.vpp), .lo = 1, .hi = 1 << 20,
@@ -159,7 +163,8 @@ const loom_cli_spec loom_cli_spec_eval = {
     .usage =
         "usage: loom eval MODEL --cluster C --tp T --pp P [--dp D] [--cp C] [--ep E] --mbs B --gbs G\n"
         "                 [--seq S] [--sp] [--recompute none|selective|full] [--recompute-layers N]\n"
-        "                 [--zero 0|1|2|3] [--dist-opt] [--vpp V] [--dtype bf16|fp16|fp8]\n"
+        "                 [--zero 0|1|2|3] [--fsdp-shard N] [--dist-opt] [--vpp V]\n"
+        "                 [--dtype bf16|fp16|fp8]\n"
         "                 [--first-stage-layers N] [--last-stage-layers N] [--etp N]\n"
         "                 [--unfused-attention] [--tp-comm-overlap] [--no-overlap-grad-reduce]\n"
         "                 [--no-overlap-p2p] [--moe-a2a-overlap]\n"
