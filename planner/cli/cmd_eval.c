@@ -258,10 +258,14 @@ static void print_text(const eval_args *a, const loom_cluster *c, const loom_gra
 {
     const loom_parallel *p = &a->p;
     const loom_step_breakdown *b = &r->breakdown;
-    char zero[32];
-    if (p->dist_opt) snprintf(zero, sizeof zero, "distributed optimizer");
-    else if (p->zero) snprintf(zero, sizeof zero, "ZeRO-%d", p->zero);
-    else snprintf(zero, sizeof zero, "no ZeRO");
+    char zero[128];
+    int zn;
+    if (p->dist_opt) zn = snprintf(zero, sizeof zero, "distributed optimizer");
+    else if (p->zero) zn = snprintf(zero, sizeof zero, "ZeRO-%d", p->zero);
+    else zn = snprintf(zero, sizeof zero, "no ZeRO");
+    if (p->fsdp_shard > 0 && p->fsdp_shard < p->dp && zn > 0 && (size_t)zn < sizeof zero)
+        snprintf(zero + zn, sizeof zero - (size_t)zn, " (HSDP: shards of %lld, %lld replicas)",
+                 (long long)p->fsdp_shard, (long long)(p->dp / p->fsdp_shard));
     printf("%s on %s (%lld × %s)\n", loom_graph_name(g), c->name, (long long)r->gpus, c->gpu.name);
     if (r->idle_gpus > 0)
         printf("runs on the first %lld GPUs of each %lld-GPU NVLink domain (its power-of-two tile: "
@@ -344,6 +348,8 @@ static int print_json(const eval_args *a, const loom_cluster *c, const loom_grap
     cJSON_AddBoolToObject(cfg, "sp", p->sp);
     cJSON_AddStringToObject(cfg, "recompute", loom_recompute_name(p->recompute));
     cJSON_AddBoolToObject(cfg, "dist_opt", p->dist_opt);
+    if (p->fsdp_shard > 0 && p->fsdp_shard < p->dp)   /* hybrid sharding only */
+        cJSON_AddNumberToObject(cfg, "fsdp_shard", (double)p->fsdp_shard);
     cJSON_AddStringToObject(cfg, "framework", loom_framework_name(p->framework));
     cJSON_AddStringToObject(cfg, "dtype", loom_dtype_name(p->dtype));
     cJSON_AddBoolToObject(cfg, "flash_attention", p->flash);
