@@ -741,8 +741,10 @@ loom_status loom_eval_megatron_ex(const loom_graph *g, const loom_cost_model *cm
                       : p->zero == 2 ? (double)M * bwd + fwd   /* a scatter per backward */
                                      : bwd + (p->zero >= 1 || p->dist_opt ? fwd : 0);
         bool sharded = p->zero >= 1 || p->dist_opt;
-        double local = sharded ? ceil(dense / (double)loom_parallel_shard_ranks(p, x.dp.ranks)) +
-                                     ceil(expert / (double)loom_parallel_shard_ranks(p, x.edp.ranks))
+        /* each rank updates its shard: 1/shard-group of the parameters (HSDP) */
+        double shard_dense = (double)loom_parallel_shard_ranks(p, x.dp.ranks);
+        double shard_expert = (double)loom_parallel_shard_ranks(p, x.edp.ranks);
+        double local = sharded ? ceil(dense / shard_dense) + ceil(expert / shard_expert)
                                : dense + expert;
         opt_s[r] = loom_cost_memory_time_s(cm, LOOM_OPTIM_STEP_BYTES_PER_PARAM * local);
 
