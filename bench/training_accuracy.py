@@ -20,6 +20,8 @@ DP, CP, EP, micro-batch, interleaving, sequence parallelism, recomputation,
 ZeRO stage / FSDP, FP8 and the framework (Megatron/NeMo, torchtitan/FSDP,
 DeepSpeed), and what the source states beyond those: the node network
 ("internode_gbps_per_node"), a bf16 gradient reduce-scatter ("reduce_dtype"),
+hybrid sharding's shard group ("fsdp_shard": `--fsdp-shard`, with
+zero_stage "hsdp"),
 block-level checkpointing of a fraction of the blocks
 ("recompute_block_fraction"), torchtitan's async TP. What the record leaves
 open is assumed and listed. Records are
@@ -215,7 +217,9 @@ def eval_args(r, assumed):
     z = r.get("zero_stage")
     if z in ("fsdp-full-shard", "hsdp"):
         a += ["--zero", 3]
-        if z == "hsdp":
+        if z == "hsdp" and r.get("fsdp_shard"):   # stated: the shard group's size
+            a += ["--fsdp-shard", r["fsdp_shard"]]
+        elif z == "hsdp":
             assumed.append("HSDP as full sharding")
     elif isinstance(z, int):
         a += ["--zero", z]

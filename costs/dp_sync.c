@@ -14,11 +14,11 @@ int loom_dp_sync_ops(double n, int zero, bool grad_bf16, int64_t micro_batches,
     double m = micro_batches > 0 ? (double)micro_batches : 1;
     double grads = (grad_bf16 ? 2 : LOOM_MEM_GRAD_BYTES) * n, weights = LOOM_MEM_PARAM_BYTES * n;
     if (zero <= 0) {
-        out[0] = (loom_dp_sync_op){LOOM_COLL_ALL_REDUCE, grads, 1, 1};
+        out[0] = (loom_dp_sync_op){LOOM_COLL_ALL_REDUCE, grads, 1, 1, false};
         return 1;
     }
-    out[0] = (loom_dp_sync_op){LOOM_COLL_REDUCE_SCATTER, grads, zero >= 2 ? m : 1, 1};
-    out[1] = (loom_dp_sync_op){LOOM_COLL_ALL_GATHER, weights, zero >= 3 ? 2 * m : 1, 1};
+    out[0] = (loom_dp_sync_op){LOOM_COLL_REDUCE_SCATTER, grads, zero >= 2 ? m : 1, 1, false};
+    out[1] = (loom_dp_sync_op){LOOM_COLL_ALL_GATHER, weights, zero >= 3 ? 2 * m : 1, 1, false};
     return 2;
 }
 
@@ -55,6 +55,31 @@ static bool stays_gathered(const loom_dp_sync_in *in)
     return in->zero >= 3 && in->framework == LOOM_FRAMEWORK_TORCHTITAN && in->pipelined;
 }
 
+void loom_dp_sync_groups(loom_group grp, int64_t shard, loom_group *shard_grp,
+                         loom_group *replica_grp)
+{
+    int64_t n = shard > 0 && shard < grp.ranks ? shard : grp.ranks, per_node = grp.ranks_per_node;
+    *shard_grp = (loom_group){n, per_node < n ? per_node : n};
+    *replica_grp = (loom_group){n > 0 ? grp.ranks / n : 1, per_node > n ? per_node / n : 1};
+}
+
+/* HSDP: a shard group smaller than the data-parallel group, with the
+ * optimizer state sharded (below ZeRO-1 nothing is sharded) */
+static bool hybrid(const loom_dp_sync_in *in)
+{
+    return in->zero >= 1 && in->shard > 0 && in->shard < in->dp;
+}
+
+/* The replica group's all-reduce of the shard's gradients, once per step,
+ * split into the reduce-scatter's calls; appended after ops [0, k). */
+static int add_replica(const loom_dp_sync_in *in, loom_dp_sync_op *out, int k)
+{
+    if (!hybrid(in)) return k;
+    out[k] = (loom_dp_sync_op){LOOM_COLL_ALL_REDUCE, out[0].bytes / (double)in->shard, 1,
+                               out[0].calls, true};
+    return k + 1;
+}
+
 int loom_dp_sync_ops_ex(const loom_dp_sync_in *in, loom_dp_sync_op out[LOOM_DP_SYNC_MAX_OPS])
 {
     double n = in->params, m = in->micro_batches > 0 ? (double)in->micro_batches : 1;
@@ -63,19 +88,20 @@ int loom_dp_sync_ops_ex(const loom_dp_sync_in *in, loom_dp_sync_op out[LOOM_DP_S
     double weights = LOOM_MEM_PARAM_BYTES * n;
     double calls = fmax(1, buckets(in));
     if (in->zero <= 0) {
-        out[0] = (loom_dp_sync_op){LOOM_COLL_ALL_REDUCE, grads, 1, calls};
+        out[0] = (loom_dp_sync_op){LOOM_COLL_ALL_REDUCE, grads, 1, calls, false};
         return 1;
     }
     if (in->zero < 3) {
-        out[0] = (loom_dp_sync_op){LOOM_COLL_REDUCE_SCATTER, grads, in->zero >= 2 ? m : 1, calls};
-        out[1] = (loom_dp_sync_op){LOOM_COLL_ALL_GATHER, weights, 1, calls};
-        return 2;
+        out[0] = (loom_dp_sync_op){LOOM_COLL_REDUCE_SCATTER, grads, in->zero >= 2 ? m : 1, calls,
+                                   false};
+        out[1] = (loom_dp_sync_op){LOOM_COLL_ALL_GATHER, weights, 1, calls, false};
+        return add_replica(in, out, 2);
     }
     double gathers = in->framework == LOOM_FRAMEWORK_DEEPSPEED && in->full_recompute ? 3 : 2;
     if (stays_gathered(in)) m = 1, gathers = 1;
-    out[0] = (loom_dp_sync_op){LOOM_COLL_REDUCE_SCATTER, grads, m, blocks};
-    out[1] = (loom_dp_sync_op){LOOM_COLL_ALL_GATHER, weights, gathers * m, blocks};
-    return 2;
+    out[0] = (loom_dp_sync_op){LOOM_COLL_REDUCE_SCATTER, grads, m, blocks, false};
+    out[1] = (loom_dp_sync_op){LOOM_COLL_ALL_GATHER, weights, gathers * m, blocks, false};
+    return add_replica(in, out, 2);
 }
 
 double loom_dp_sync_time_s(const loom_cluster *c, const loom_calib *cal, const loom_dp_sync_in *in,
@@ -84,11 +110,14 @@ double loom_dp_sync_time_s(const loom_cluster *c, const loom_calib *cal, const l
     if (grp.ranks <= 1 || !(in->params > 0)) return 0;
     loom_dp_sync_op ops[LOOM_DP_SYNC_MAX_OPS];
     int k = loom_dp_sync_ops_ex(in, ops);
+    loom_group sg, rg;
+    loom_dp_sync_groups(grp, hybrid(in) ? in->shard : 0, &sg, &rg);
     double t = 0;
     for (int i = 0; i < k; i++) {
         double calls = ops[i].calls > 1 ? ops[i].calls : 1;
         t += ops[i].per_step * calls *
-             loom_group_collective_time_s(c, cal, ops[i].kind, grp, ops[i].bytes / calls);
+             loom_group_collective_time_s(c, cal, ops[i].kind, ops[i].replica ? rg : sg,
+                                          ops[i].bytes / calls);
     }
     return t;
 }
@@ -104,9 +133,16 @@ double loom_dp_sync_unhidden_s(const loom_cluster *c, const loom_calib *cal,
     double block = in->params / (in->blocks > 0 ? (double)in->blocks : 1);
     double ahead = in->framework == LOOM_FRAMEWORK_DEEPSPEED
                        ? fmin(1, LOOM_DEEPSPEED_PREFETCH_ELEMS / block) : 1;
+    loom_group sg, rg;
+    loom_dp_sync_groups(grp, hybrid(in) ? in->shard : 0, &sg, &rg);
     for (int i = 0; i < k; i++) {   /* one call of each: a block's gather, a block's scatter */
         double calls = ops[i].calls > 1 ? ops[i].calls : 1;
-        double one = loom_group_collective_time_s(c, cal, ops[i].kind, grp, ops[i].bytes / calls);
+        double one = loom_group_collective_time_s(c, cal, ops[i].kind, ops[i].replica ? rg : sg,
+                                                  ops[i].bytes / calls);
+        if (ops[i].replica) {   /* the last block's, once per step */
+            t += one;
+            continue;
+        }
         t += m * one;
         if (ops[i].kind == LOOM_COLL_ALL_GATHER)   /* the rest of the other gathers */
             t += (ops[i].per_step * calls - m) * one * (1 - ahead);

@@ -18,6 +18,18 @@
  * Gradients are reduced in fp32 (LOOM_MEM_GRAD_BYTES per parameter), as
  * Megatron-LM does for bf16 training, or in bf16 when asked; weights are
  * gathered in bf16 (LOOM_MEM_PARAM_BYTES).
+ *
+ * Hybrid sharding (HSDP: PyTorch FSDP's HYBRID_SHARD, FSDP2's dp_shard ×
+ * dp_replicate mesh in torchtitan, MiCS, Megatron's distributed-optimizer
+ * instances): the ZeRO-sharded state is divided over a shard group of
+ * `shard` consecutive ranks of the data-parallel group (often a node) and
+ * replicated over the dp / shard groups. The reduce-scatters and gathers
+ * above then span the shard group, and the sharded gradients (1/shard of
+ * them) are all-reduced over the replica group of dp / shard ranks, once
+ * per step: on the last micro-batch's backward (FSDP2's
+ * set_requires_all_reduce, "gradient accumulation with only reduce-scatter
+ * but not all-reduce for HSDP"; one call per block or bucket, as the
+ * reduce-scatter). shard 0 (or >= dp) is full sharding: no replica op.
  */
 #ifndef LOOM_DP_SYNC_H
 #define LOOM_DP_SYNC_H
@@ -32,9 +44,11 @@ typedef struct {
     double per_step;    /* how many times a step runs it */
     double calls;       /* separate NCCL calls it is split into (buckets, blocks;
                            < 1 counts as 1): each pays the collective's latency */
+    bool replica;       /* runs over HSDP's replica group (else the shard group,
+                           which is the whole group without hybrid sharding) */
 } loom_dp_sync_op;
 
-#define LOOM_DP_SYNC_MAX_OPS 2
+#define LOOM_DP_SYNC_MAX_OPS 3
 
 /* The collectives syncing n parameters under ZeRO stage `zero` (0..3) with
  * micro_batches per step (< 1 counts as 1); returns how many (<= 2). */
@@ -52,7 +66,19 @@ typedef struct {
     int64_t blocks;          /* transformer blocks the params belong to (>= 1) */
     int64_t dp;              /* data-parallel degree (Megatron's bucket size grows with it) */
     bool pipelined;          /* pp > 1: torchtitan keeps FSDP's weights gathered */
+    int64_t shard;           /* HSDP: ranks of the shard group, a divisor of dp
+                                (0 or >= dp = all of it: full sharding) */
 } loom_dp_sync_in;
+
+/* HSDP's two groups inside data-parallel group grp (dp order: the shard
+ * group's ranks consecutive, torchtitan's [dp_replicate, dp_shard] mesh
+ * and FSDP1's intra-node shard group): the shard group of `shard` ranks,
+ * min(shard, grp.ranks_per_node) of them in a node, and the replica group
+ * of grp.ranks / shard ranks `shard` apart, grp.ranks_per_node / shard of
+ * them in a node (1 when a shard group fills a node or more). shard 0 or
+ * >= grp.ranks: the whole group and a one-rank replica group. */
+void loom_dp_sync_groups(loom_group grp, int64_t shard, loom_group *shard_grp,
+                         loom_group *replica_grp);
 
 /* Per framework (parallel.h's loom_framework):
  *   reduce dtype   megatron fp32 (bf16 if asked), deepspeed 2 bytes,
@@ -73,11 +99,14 @@ typedef struct {
  *                  apply_fsdp), and PyTorch's pipeline stage turns gradient
  *                  sync and resharding off but for the last backward
  *                  (torch/distributed/pipelining/stage.py,
- *                  backward_maybe_with_nosync). */
+ *                  backward_maybe_with_nosync).
+ * With hybrid sharding (in->shard < in->dp, ZeRO >= 1) a third op, the
+ * replica all-reduce (replica = true). Returns how many (<= 3). */
 int loom_dp_sync_ops_ex(const loom_dp_sync_in *in, loom_dp_sync_op out[LOOM_DP_SYNC_MAX_OPS]);
 
 /* Seconds per step of the synchronisation `in` over group grp: each
- * collective split into its calls, every call paying the latency. The one
+ * collective split into its calls, every call paying the latency, over the
+ * shard or the replica group (loom_dp_sync_groups). The one
  * price of a data-parallel sync: loom eval (eval.c) and the stage search's
  * replica sync (solver/stage_costs.c). 0 for one rank or no parameters. */
 double loom_dp_sync_time_s(const loom_cluster *c, const loom_calib *cal, const loom_dp_sync_in *in,
@@ -91,7 +120,9 @@ double loom_dp_sync_time_s(const loom_cluster *c, const loom_calib *cal, const l
  * reduce-scatter of each backward (nothing runs after it) cannot hide:
  *     unhidden = micro_batches · (t_gather(one block) + t_scatter(one block))
  * (once per step, not per micro-batch, where the weights stay gathered:
- * torchtitan with pipelining, above)
+ * torchtitan with pipelining, above); with hybrid sharding, plus the last
+ * block's replica all-reduce, once per step (each block's runs while the
+ * backward of the blocks before it does)
  * seconds per step; the rest of the sync hides while compute lasts
  * (pipeline.h's window). 0 below ZeRO-3 (those syncs hide up to the fitted
  * grad_sync_overlap) or for one rank.

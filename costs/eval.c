@@ -479,7 +479,8 @@ static loom_dp_sync_in sync_in(const ctx *x, double n, loom_group grp, int64_t m
                              .framework = p->framework, .grad_reduce_bf16 = p->grad_reduce_bf16,
                              .full_recompute = p->recompute == LOOM_RECOMPUTE_FULL,
                              .micro_batches = m, .blocks = blocks, .dp = grp.ranks,
-                             .pipelined = p->pp > 1};
+                             .pipelined = p->pp > 1,
+                             .shard = loom_parallel_shard_ranks(p, grp.ranks)};
 }
 
 static double sync_time(const ctx *x, double n, loom_group grp, int64_t m, int64_t blocks)
@@ -740,7 +741,10 @@ loom_status loom_eval_megatron_ex(const loom_graph *g, const loom_cost_model *cm
                       : p->zero == 2 ? (double)M * bwd + fwd   /* a scatter per backward */
                                      : bwd + (p->zero >= 1 || p->dist_opt ? fwd : 0);
         bool sharded = p->zero >= 1 || p->dist_opt;
-        double local = sharded ? ceil(dense / (double)x.dp.ranks) + ceil(expert / (double)x.edp.ranks)
+        /* each rank updates its shard: 1/shard-group of the parameters (HSDP) */
+        double shard_dense = (double)loom_parallel_shard_ranks(p, x.dp.ranks);
+        double shard_expert = (double)loom_parallel_shard_ranks(p, x.edp.ranks);
+        double local = sharded ? ceil(dense / shard_dense) + ceil(expert / shard_expert)
                                : dense + expert;
         opt_s[r] = loom_cost_memory_time_s(cm, LOOM_OPTIM_STEP_BYTES_PER_PARAM * local);
 

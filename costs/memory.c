@@ -16,7 +16,9 @@
  *    ZeRO-2 also the gradients, ZeRO-3 also the weights (Rajbhandari et al.
  *    2020). Context-parallel ranks hold the same weights, so the
  *    data-parallel group of dense weights is dp·cp; expert weights are
- *    replicated over dp·cp/ep ranks.
+ *    replicated over dp·cp/ep ranks. Hybrid sharding (HSDP, --fsdp-shard)
+ *    divides the sharded parts by the shard group only (fsdp_shard·cp
+ *    ranks for the dense weights), replicating them over the others.
  *    torchtitan under pipelining is the exception to ZeRO-3's sharding: it
  *    keeps the stage's weights gathered and its gradients unsharded for
  *    the whole step (2 + 4 bytes a parameter on top of the shards).
@@ -415,8 +417,9 @@ loom_status loom_memory_stage(const loom_graph *g, const loom_parallel *p,
 
     int64_t dense, expert;
     loom_memory_stage_params(g, p, o->in_stage, &dense, &expert);
-    int64_t dp_dense = p->dp * (p->cp > 0 ? p->cp : 1);
-    int64_t dp_expert = loom_parallel_expert_dp(p);
+    /* HSDP shards over the shard group only (loom_parallel_shard_ranks) */
+    int64_t dp_dense = loom_parallel_shard_ranks(p, p->dp * (p->cp > 0 ? p->cp : 1));
+    int64_t dp_expert = loom_parallel_shard_ranks(p, loom_parallel_expert_dp(p));
     loom_model_state sd, se;
     loom_memory_model_state_fw(dense, dp_dense, p->zero, p->dist_opt, p->framework,
                                !o->inference, &sd);

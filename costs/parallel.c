@@ -30,6 +30,14 @@ int64_t loom_parallel_expert_dp(const loom_parallel *p)
     return ranks / folded > 1 ? ranks / folded : 1;
 }
 
+int64_t loom_parallel_shard_ranks(const loom_parallel *p, int64_t group)
+{
+    int64_t n = p->fsdp_shard;
+    if (n <= 0 || n >= p->dp || p->dp % n != 0) return group;
+    int64_t replicas = p->dp / n;
+    return group % replicas == 0 ? group / replicas : group;
+}
+
 const char *loom_recompute_name(loom_recompute r)
 {
     return (unsigned)r < 3 ? recompute_names[r] : "?";

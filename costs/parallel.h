@@ -74,6 +74,10 @@ typedef struct {
                                     FSDP reduce_dtype bf16; default fp32, as Megatron and
                                     torchtitan do for bf16 training) */
     loom_framework framework;    /* whose semantics (default megatron) */
+    int64_t fsdp_shard;          /* hybrid sharding (HSDP): data-parallel ranks the ZeRO-
+                                    sharded state is divided over, replicated over the
+                                    dp / fsdp_shard groups (torchtitan's dp_shard, FSDP1's
+                                    HYBRID_SHARD node); 0 = all of dp: full sharding */
 } loom_parallel;
 
 /* Defaults: every degree 1, mbs 1, gbs 1, seq 2048, bf16, flash, 1F1B, no SP,
@@ -88,6 +92,14 @@ void loom_parallel_init(loom_parallel *p);
  * edp = tp · cp · dp / (etp · ep) over which each expert is replicated. */
 int64_t loom_parallel_expert_tp(const loom_parallel *p);
 int64_t loom_parallel_expert_dp(const loom_parallel *p);
+
+/* HSDP (fsdp_shard): the ranks that a data-parallel group of `group`
+ * ranks (dp·cp for the dense weights, the expert data-parallel group for
+ * the experts) shards its ZeRO state over: group / r for r = dp /
+ * fsdp_shard replicas (torchtitan's dp_replicate, which the expert mesh
+ * shares); the whole group without hybrid sharding or when r does not
+ * divide it (loom_parallel_check rejects that). */
+int64_t loom_parallel_shard_ranks(const loom_parallel *p, int64_t group);
 
 /* Megatron-Core's even split with --account-for-embedding/loss-in-pipeline-
  * split: U = L + e + l units (e, l = 1 when the embedding / the loss count

@@ -68,6 +68,25 @@ loom_status loom_parallel_check(const loom_parallel *p, const loom_model_info *m
                               "%lld × --dp %lld = %lld",
                               (long long)p->gbs, (long long)p->mbs, (long long)p->dp,
                               (long long)(p->mbs * p->dp));
+    if (p->fsdp_shard < 0 || (p->fsdp_shard > 0 && p->dp % p->fsdp_shard != 0))
+        return loom_error_set(err, LOOM_ERR_INVALID,
+                              "impossible configuration: --fsdp-shard %lld must divide --dp %lld "
+                              "(the shard groups tile the data-parallel group)",
+                              (long long)p->fsdp_shard, (long long)p->dp);
+    if (p->fsdp_shard > 0 && p->fsdp_shard < p->dp) {
+        int64_t replicas = p->dp / p->fsdp_shard, edp = loom_parallel_expert_dp(p);
+        if (p->zero < 1 && !p->dist_opt)
+            return loom_error_set(err, LOOM_ERR_INVALID,
+                                  "impossible configuration: --fsdp-shard %lld shards the "
+                                  "optimizer state, but --zero is 0 (use --zero 1..3 or "
+                                  "--dist-opt)", (long long)p->fsdp_shard);
+        if (edp % replicas != 0)
+            return loom_error_set(err, LOOM_ERR_INVALID,
+                                  "impossible configuration: --fsdp-shard %lld makes %lld "
+                                  "replicas, which do not divide the %lld expert data-parallel "
+                                  "ranks", (long long)p->fsdp_shard, (long long)replicas,
+                                  (long long)edp);
+    }
     if (p->vpp > 1 && p->pp < 2)
         return loom_error_set(err, LOOM_ERR_INVALID,
                               "impossible configuration: --vpp %lld (interleaved schedule) needs "

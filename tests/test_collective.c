@@ -216,10 +216,10 @@ static void zero_sync(void)
         int zero, k;
         loom_dp_sync_op want[2];
     } cases[] = {
-        {0, 1, {{LOOM_COLL_ALL_REDUCE, G, 1, 1}}},
-        {1, 2, {{LOOM_COLL_REDUCE_SCATTER, G, 1, 1}, {LOOM_COLL_ALL_GATHER, W, 1, 1}}},
-        {2, 2, {{LOOM_COLL_REDUCE_SCATTER, G, 8, 1}, {LOOM_COLL_ALL_GATHER, W, 1, 1}}},
-        {3, 2, {{LOOM_COLL_REDUCE_SCATTER, G, 8, 1}, {LOOM_COLL_ALL_GATHER, W, 16, 1}}},
+        {0, 1, {{LOOM_COLL_ALL_REDUCE, G, 1, 1, false}}},
+        {1, 2, {{LOOM_COLL_REDUCE_SCATTER, G, 1, 1, false}, {LOOM_COLL_ALL_GATHER, W, 1, 1, false}}},
+        {2, 2, {{LOOM_COLL_REDUCE_SCATTER, G, 8, 1, false}, {LOOM_COLL_ALL_GATHER, W, 1, 1, false}}},
+        {3, 2, {{LOOM_COLL_REDUCE_SCATTER, G, 8, 1, false}, {LOOM_COLL_ALL_GATHER, W, 16, 1, false}}},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         loom_dp_sync_op ops[LOOM_DP_SYNC_MAX_OPS];
@@ -334,8 +334,89 @@ static void zero3_unhidden(void)
     CHECK(loom_dp_sync_unhidden_s(&c, &cal, &in, (loom_group){1, 1}) == 0);
 }
 
+/* HSDP (dp_sync.h), by hand: Llama-2-7B-sized, 7e9 parameters in 32
+ * blocks, FSDP2 (torchtitan: fp32 reduce, two gathers per micro-batch),
+ * one micro-batch, dp 64 on eight 8-GPU H100 nodes, shard groups of 8.
+ *   groups   shard: 8 ranks, all in one node (NVLink ring);
+ *            replica: 8 ranks, one per node (the NIC)
+ *   per block and step, one call each:
+ *            reduce-scatter of 4·7e9/32 = 875 MB over the shard group,
+ *            2 all-gathers of 2·7e9/32 = 437.5 MB over the shard group,
+ *            all-reduce of the shard's gradients, 875 MB / 8 = 109.4 MB,
+ *            over the replica group, once per step (3.5 GB in all)
+ *   times    ring over NVLink: (n-1)/n · B/bw + (n-1)·α; the replica
+ *            all-reduce one rank per node: 2(n-1)/n · B/bw + the double
+ *            binary tree's 2·log2(8)·α = 6α (cheaper than the ring's 14α)
+ *   unhidden one block's reduce-scatter + gather + replica all-reduce.
+ * Full sharding over all 64 (shard 0) keeps two ops over the whole group. */
+static void hsdp_sync(void)
+{
+    loom_group sg, rg;
+    loom_dp_sync_groups((loom_group){64, 8}, 8, &sg, &rg);
+    CHECK(sg.ranks == 8 && sg.ranks_per_node == 8 && rg.ranks == 8 && rg.ranks_per_node == 1);
+    loom_dp_sync_groups((loom_group){64, 8}, 16, &sg, &rg);   /* a shard group of 2 nodes */
+    CHECK(sg.ranks == 16 && sg.ranks_per_node == 8 && rg.ranks == 4 && rg.ranks_per_node == 1);
+    loom_dp_sync_groups((loom_group){64, 16}, 4, &sg, &rg);   /* 4 shard groups a node */
+    CHECK(sg.ranks == 4 && sg.ranks_per_node == 4 && rg.ranks == 16 && rg.ranks_per_node == 4);
+    loom_dp_sync_groups((loom_group){64, 8}, 0, &sg, &rg);    /* full sharding */
+    CHECK(sg.ranks == 64 && sg.ranks_per_node == 8 && rg.ranks == 1);
+
+    loom_dp_sync_in in = {.params = 7e9, .zero = 3, .framework = LOOM_FRAMEWORK_TORCHTITAN,
+                          .micro_batches = 1, .blocks = 32, .dp = 64, .shard = 8};
+    loom_dp_sync_op ops[LOOM_DP_SYNC_MAX_OPS];
+    CHECK_INT_EQ(loom_dp_sync_ops_ex(&in, ops), 3);
+    CHECK(ops[0].kind == LOOM_COLL_REDUCE_SCATTER && ops[0].bytes == 28e9 && ops[0].calls == 32 &&
+          ops[0].per_step == 1 && !ops[0].replica);
+    CHECK(ops[1].kind == LOOM_COLL_ALL_GATHER && ops[1].bytes == 14e9 && ops[1].calls == 32 &&
+          ops[1].per_step == 2 && !ops[1].replica);
+    CHECK(ops[2].kind == LOOM_COLL_ALL_REDUCE && ops[2].bytes == 3.5e9 && ops[2].calls == 32 &&
+          ops[2].per_step == 1 && ops[2].replica);
+
+    loom_cluster c;
+    loom_error e;
+    CHECK(loom_cluster_preset("dgx-h100-x8", &c, &e) == LOOM_OK);
+    loom_calib cal;
+    loom_calib_default(&c.gpu, &cal);
+    double bi = c.intra.bandwidth_Bps * cal.intra_link_eff, ai = c.intra.latency_s;
+    double bo = c.inter.bandwidth_Bps * cal.inter_link_eff, ao = c.inter.latency_s;
+    double rs = 7.0 / 8 * (28e9 / 32) / bi + 7 * ai, ag = 7.0 / 8 * (14e9 / 32) / bi + 7 * ai;
+    double ar = 2 * 7.0 / 8 * (3.5e9 / 32) / bo + 6 * ao;
+    loom_group dp = {64, 8};
+    double t = loom_dp_sync_time_s(&c, &cal, &in, dp);
+    printf("hsdp 7B dp 64 shard 8: sync %.2f ms (hand %.2f ms: per block rs %.3f, ag %.3f, "
+           "replica ar %.3f ms), unhidden %.3f ms\n", 1e3 * t, 1e3 * 32 * (rs + 2 * ag + ar),
+           1e3 * rs, 1e3 * ag, 1e3 * ar, 1e3 * loom_dp_sync_unhidden_s(&c, &cal, &in, dp));
+    CHECK_NEAR_REL(t, 32 * (rs + 2 * ag + ar), 1e-12);
+    CHECK_NEAR_REL(loom_dp_sync_unhidden_s(&c, &cal, &in, dp), rs + ag + ar, 1e-12);
+    /* 4 micro-batches: the shard group's collectives 4 times, the replica's once */
+    in.micro_batches = 4;
+    CHECK_NEAR_REL(loom_dp_sync_time_s(&c, &cal, &in, dp), 32 * (4 * (rs + 2 * ag) + ar), 1e-12);
+    CHECK_NEAR_REL(loom_dp_sync_unhidden_s(&c, &cal, &in, dp), 4 * (rs + ag) + ar, 1e-12);
+    /* full sharding (shard 0 or 64): the two ops over all 64, as before */
+    in.micro_batches = 1;
+    for (int64_t shard = 0; shard <= 64; shard += 64) {
+        in.shard = shard;
+        CHECK_INT_EQ(loom_dp_sync_ops_ex(&in, ops), 2);
+        double full = 32 * (loom_group_collective_time_s(&c, &cal, LOOM_COLL_REDUCE_SCATTER, dp,
+                                                         28e9 / 32) +
+                            2 * loom_group_collective_time_s(&c, &cal, LOOM_COLL_ALL_GATHER, dp,
+                                                             14e9 / 32));
+        CHECK_NEAR_REL(loom_dp_sync_time_s(&c, &cal, &in, dp), full, 1e-12);
+    }
+    /* ZeRO-0 has nothing sharded: one all-reduce over the whole group */
+    in.shard = 8, in.zero = 0;
+    CHECK_INT_EQ(loom_dp_sync_ops_ex(&in, ops), 1);
+    /* ZeRO-1 (Megatron's distributed-optimizer instances): reduce-scatter
+     * and gather over the shard group, the replica all-reduce of 1/8 */
+    in.zero = 1, in.framework = LOOM_FRAMEWORK_MEGATRON;
+    CHECK_INT_EQ(loom_dp_sync_ops_ex(&in, ops), 3);
+    CHECK(ops[2].replica && ops[2].bytes == 28e9 / 8 && ops[2].per_step == 1 &&
+          ops[2].calls == 1);
+}
+
 int main(void)
 {
+    hsdp_sync();
     zero3_growth();
     zero3_unhidden();
     flat_formulas();

@@ -628,8 +628,67 @@ static void test_zero3_prefetch(void)
     loom_graph_destroy(g);
 }
 
+/* HSDP end to end (--fsdp-shard): the tiny GPT, dp 64 on eight 8-GPU H100
+ * nodes, ZeRO-3 under torchtitan, shard groups of 8. Each GPU holds 1/8 of
+ * the n parameters' bf16 weights, fp32 gradients and fp32 master + Adam
+ * state (2n/8, 4n/8, 12n/8 bytes), not 1/64; the sync is, per block (4)
+ * and micro-batch (1), a reduce-scatter of 4n/4 and two gathers of 2n/4
+ * over the node's NVLink ring plus, once per step, the replica group's
+ * all-reduce of the shard's gradients, (4n/4)/8 per block, over 8 ranks one
+ * per node. A shard that does not divide dp, or one without a sharded
+ * optimizer, is refused. */
+static void test_hsdp(void)
+{
+    loom_graph *g = gpt(1, true);
+    loom_cluster c;
+    loom_cost_model *cm = model_on("dgx-h100-x8", &c);
+    loom_error e;
+    loom_parallel p = config(1, 1, 64, 1, 64);
+    p.zero = 3, p.framework = LOOM_FRAMEWORK_TORCHTITAN, p.fsdp_shard = 8;
+    loom_eval_result r;
+    CHECK_INT_EQ(loom_eval_megatron(g, cm, &p, &r, &e), LOOM_OK);
+    bool *all = malloc((size_t)loom_graph_layer_count(g));
+    for (int32_t l = 0; l < loom_graph_layer_count(g); l++) all[l] = true;
+    int64_t n, expert;
+    loom_memory_stage_params(g, &p, all, &n, &expert);
+    free(all);
+    const loom_memory_breakdown *m = &r.stages[0].mem;
+    CHECK_INT_EQ(m->params_bytes, (2 * n + 7) / 8);
+    CHECK_INT_EQ(m->grads_bytes, (4 * n + 7) / 8);
+    CHECK_INT_EQ(m->optimizer_bytes, (12 * n + 7) / 8);
+    loom_calib cal;
+    loom_calib_default(&c.gpu, &cal);
+    loom_link nv = c.intra, nic = c.inter;
+    nv.bandwidth_Bps *= cal.intra_link_eff, nic.bandwidth_Bps *= cal.inter_link_eff;
+    double dn = (double)n;
+    double hand = 4 * (loom_collective_time_s(LOOM_COLL_REDUCE_SCATTER, 8, 4 * dn / 4, nv) +
+                       2 * loom_collective_time_s(LOOM_COLL_ALL_GATHER, 8, 2 * dn / 4, nv) +
+                       2 * 7.0 / 8 * (4 * dn / 4 / 8) / nic.bandwidth_Bps + 6 * nic.latency_s);
+    printf("hsdp tiny GPT dp 64 shard 8: model state %.3f MB/GPU, sync %.4g ms (hand %.4g ms)\n",
+           (double)(m->params_bytes + m->grads_bytes + m->optimizer_bytes) / 1e6,
+           1e3 * r.stages[0].grad_sync_s, 1e3 * hand);
+    CHECK_NEAR_REL(r.stages[0].grad_sync_s, hand, 1e-9);
+    loom_eval_result_free(&r);
+    p.fsdp_shard = 64;   /* all of dp: full sharding, the default's numbers */
+    CHECK_INT_EQ(loom_eval_megatron(g, cm, &p, &r, &e), LOOM_OK);
+    loom_eval_result r0;
+    p.fsdp_shard = 0;
+    CHECK_INT_EQ(loom_eval_megatron(g, cm, &p, &r0, &e), LOOM_OK);
+    CHECK(r.step_time_s == r0.step_time_s && r.memory_per_gpu_bytes == r0.memory_per_gpu_bytes);
+    CHECK_INT_EQ(r0.stages[0].mem.params_bytes, (2 * n + 63) / 64);
+    loom_eval_result_free(&r);
+    loom_eval_result_free(&r0);
+    p.fsdp_shard = 3;
+    expect_error(g, cm, p, LOOM_ERR_INVALID, "--fsdp-shard 3 must divide --dp 64");
+    p.fsdp_shard = 8, p.zero = 0;
+    expect_error(g, cm, p, LOOM_ERR_INVALID, "--zero is 0");
+    loom_cost_model_destroy(cm);
+    loom_graph_destroy(g);
+}
+
 int main(void)
 {
+    test_hsdp();
     test_torchtitan_op_sac();
     test_zero3_prefetch();
     test_tiles();

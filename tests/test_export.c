@@ -1379,6 +1379,39 @@ static void test_model_through_plan(void)
     }
 }
 
+/* The example script with `extra` after --overlap-grad-reduce (caller frees). */
+static char *example_with(const char *extra)
+{
+    const char *flag = "--overlap-grad-reduce";
+    const char *at = strstr(example_script, flag) + strlen(flag);
+    size_t head = (size_t)(at - example_script), n = strlen(example_script) + strlen(extra) + 2;
+    char *t = malloc(n);
+    snprintf(t, n, "%.*s %s%s", (int)head, example_script, extra, at);
+    return t;
+}
+
+/* Megatron's --num-distributed-optimizer-instances k is hybrid sharding:
+ * the example's DP 4 in k = 2 instances shards the optimizer over 2 ranks
+ * (fsdp_shard 2); k must divide DP and needs a sharded optimizer. */
+static void test_import_hsdp(void)
+{
+    loom_error err = {0};
+    loom_status s;
+    char *t = example_with("--num-distributed-optimizer-instances 2");
+    loom_megatron_launch *l = import(t, 0, &s, &err);
+    CHECK(s == LOOM_OK);
+    if (s == LOOM_OK) CHECK_INT_EQ(l->config.par.fsdp_shard, 2);
+    free(l);
+    free(t);
+    l = import(example_script, 0, &s, &err);   /* one instance: full sharding */
+    if (s == LOOM_OK) CHECK_INT_EQ(l->config.par.fsdp_shard, 0);
+    free(l);
+    t = example_with("--num-distributed-optimizer-instances 3");
+    expect_error(t, 0,
+                 "--num-distributed-optimizer-instances 3 does not divide the data-parallel size 4");
+    free(t);
+}
+
 int main(void)
 {
     test_arg_table();
@@ -1390,6 +1423,7 @@ int main(void)
     test_torchtitan_sections();
     test_adjust();
     test_import();
+    test_import_hsdp();
     test_model_rebuilt();
     test_model_through_plan();
     return check_done();

@@ -98,6 +98,10 @@ static const loom_cli_option eval_opts[] = {
     {.name = "--zero", .kind = LOOM_CLI_INT, .field = F(p.zero), .given = F(zero_given), .lo = 0,
      .hi = 3, .metavar = "Z", .help = "ZeRO stage over the data-parallel group",
      .def = "1 as loom plan (0 with --dist-opt)"},
+    {.name = "--fsdp-shard", .kind = LOOM_CLI_INT, .field = F(p.fsdp_shard), .lo = 1,
+     .hi = 1 << 24, .metavar = "N",
+     .help = "hybrid sharding (HSDP): ZeRO state sharded over groups of N data-parallel\n"
+             "ranks and replicated across them (N divides --dp)", .def = "all of dp"},
     {.name = "--dist-opt", .kind = LOOM_CLI_FLAG, .field = F(p.dist_opt), .given = F(dist_opt_given),
      .help = "Megatron distributed optimizer"},
     {.name = "--vpp", .kind = LOOM_CLI_INT, .field = F(p.vpp), .lo = 1, .hi = 1 << 20,
@@ -159,7 +163,8 @@ const loom_cli_spec loom_cli_spec_eval = {
     .usage =
         "usage: loom eval MODEL --cluster C --tp T --pp P [--dp D] [--cp C] [--ep E] --mbs B --gbs G\n"
         "                 [--seq S] [--sp] [--recompute none|selective|full] [--recompute-layers N]\n"
-        "                 [--zero 0|1|2|3] [--dist-opt] [--vpp V] [--dtype bf16|fp16|fp8]\n"
+        "                 [--zero 0|1|2|3] [--fsdp-shard N] [--dist-opt] [--vpp V]\n"
+        "                 [--dtype bf16|fp16|fp8]\n"
         "                 [--first-stage-layers N] [--last-stage-layers N] [--etp N]\n"
         "                 [--unfused-attention] [--tp-comm-overlap] [--no-overlap-grad-reduce]\n"
         "                 [--no-overlap-p2p] [--moe-a2a-overlap]\n"
@@ -253,10 +258,14 @@ static void print_text(const eval_args *a, const loom_cluster *c, const loom_gra
 {
     const loom_parallel *p = &a->p;
     const loom_step_breakdown *b = &r->breakdown;
-    char zero[32];
-    if (p->dist_opt) snprintf(zero, sizeof zero, "distributed optimizer");
-    else if (p->zero) snprintf(zero, sizeof zero, "ZeRO-%d", p->zero);
-    else snprintf(zero, sizeof zero, "no ZeRO");
+    char zero[128];
+    int zn;
+    if (p->dist_opt) zn = snprintf(zero, sizeof zero, "distributed optimizer");
+    else if (p->zero) zn = snprintf(zero, sizeof zero, "ZeRO-%d", p->zero);
+    else zn = snprintf(zero, sizeof zero, "no ZeRO");
+    if (p->fsdp_shard > 0 && p->fsdp_shard < p->dp && zn > 0 && (size_t)zn < sizeof zero)
+        snprintf(zero + zn, sizeof zero - (size_t)zn, " (HSDP: shards of %lld, %lld replicas)",
+                 (long long)p->fsdp_shard, (long long)(p->dp / p->fsdp_shard));
     printf("%s on %s (%lld × %s)\n", loom_graph_name(g), c->name, (long long)r->gpus, c->gpu.name);
     if (r->idle_gpus > 0)
         printf("runs on the first %lld GPUs of each %lld-GPU NVLink domain (its power-of-two tile: "
@@ -339,6 +348,8 @@ static int print_json(const eval_args *a, const loom_cluster *c, const loom_grap
     cJSON_AddBoolToObject(cfg, "sp", p->sp);
     cJSON_AddStringToObject(cfg, "recompute", loom_recompute_name(p->recompute));
     cJSON_AddBoolToObject(cfg, "dist_opt", p->dist_opt);
+    if (p->fsdp_shard > 0 && p->fsdp_shard < p->dp)   /* hybrid sharding only */
+        cJSON_AddNumberToObject(cfg, "fsdp_shard", (double)p->fsdp_shard);
     cJSON_AddStringToObject(cfg, "framework", loom_framework_name(p->framework));
     cJSON_AddStringToObject(cfg, "dtype", loom_dtype_name(p->dtype));
     cJSON_AddBoolToObject(cfg, "flash_attention", p->flash);

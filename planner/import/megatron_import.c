@@ -483,6 +483,26 @@ static loom_status read_world(const ctx *c, const loom_sh_script *sh, int64_t no
                      (long long)world, (long long)p->tp, (long long)p->pp, (long long)p->cp,
                      (long long)model);
     p->dp = world / model;
+    /* Megatron's hybrid-sharded distributed optimizer (and Megatron-FSDP's
+     * outer data parallelism): k instances, the state sharded over dp / k
+     * ranks each, gradients reduce-scattered inside an instance and
+     * all-reduced across the k (distributed_data_parallel.py's
+     * inter_distributed_optimizer_instance_group): loom's HSDP */
+    int64_t instances = 1;
+    loom_status s = get_int(c, "--num-distributed-optimizer-instances", 1, 1, 1 << 20, &instances);
+    if (s) return s;
+    if (instances > 1) {
+        if (p->zero < 1)
+            return failf(c, line_of(c, "--num-distributed-optimizer-instances"),
+                         "--num-distributed-optimizer-instances %lld needs "
+                         "--use-distributed-optimizer or --use-megatron-fsdp",
+                         (long long)instances);
+        if (p->dp % instances)
+            return failf(c, line_of(c, "--num-distributed-optimizer-instances"),
+                         "--num-distributed-optimizer-instances %lld does not divide the "
+                         "data-parallel size %lld", (long long)instances, (long long)p->dp);
+        p->fsdp_shard = p->dp / instances;
+    }
     if (p->gbs == 0) p->gbs = p->mbs * p->dp;   /* Megatron-LM's default: one micro-batch */
     if (p->gbs % (p->mbs * p->dp))
         return failf(c, line_of(c, "--global-batch-size"),
