@@ -57,7 +57,8 @@ for name, model, cl, gbs, seq in CASES:
         rc, out, err = run([L, "eval", model, "--cluster", cl, "--from-megatron", c, "--json"])
         if rc: return None, err.strip()[:150]
         r = json.loads(out); return (r["step_time_s"] if r["fits"] else None), ("fits" if r["fits"] else "oom")
-    base, why = ev(tp, ep)
+    etp0 = m("--expert-tensor-parallel-size", tp)   # the plan's expert TP
+    base, why = ev(etp0, ep)
     best = None; bsame = None
     mb0 = m("--micro-batch-size", 1)
     for tpv in (1, 2, 4, 8):
@@ -71,5 +72,5 @@ for name, model, cl, gbs, seq in CASES:
                 t, w = ev(etp, e, tpv, cpv, mbs)
                 if t and etp != tpv and (best is None or t < best[0]): best = (t, f"tp{tpv} cp{cpv} mbs{mbs} etp{etp} ep{e}")
                 if t and etp == tpv and (bsame is None or t < bsame[0]): bsame = (t, f"tp{tpv} cp{cpv} mbs{mbs} etp{etp} ep{e}")
-    print(f"{name:20} tp{tp} cp{cp} pp{pp} dp{dp} ep{ep} mbs{mb0}  plan {meg:.4f}  eval(plan) {base:.4f}  grid best etp=tp {bsame}  best etp!=tp {best}"
+    print(f"{name:20} tp{tp} etp{etp0} cp{cp} pp{pp} dp{dp} ep{ep} mbs{mb0}  plan {meg:.4f}  eval(plan) {base:.4f}  grid best etp=tp {bsame}  best etp!=tp {best}"
           + (f"  gain {100*(meg/best[0]-1):.2f}%" if best else ""), flush=True)
