@@ -74,9 +74,11 @@ static int mesh_spaces(const loom_search *s, const loom_search_point *pt, int64_
      * parallel group spanning them: EP n1 (experts = -1: never over axis
      * 0), and EP n0 · n1 with the experts over axis 0 too (experts = 1;
      * stated, as the context-parallel space would otherwise keep the
-     * token slots c on axis 0). Not with a group spanning replicas: its
-     * all-to-all would run over n0 · n1 · span ranks, a group the mesh
-     * context lacks. A pinned expert TP keeps only the spaces that give it. */
+     * token slots c on axis 0). Not over a group spanning replicas: the
+     * strategies price it (spec.h ep_fold_group; tests/test_consistency.c),
+     * but its variants, one per span, take a sub-mesh past the stage DP's
+     * 127 options (Qwen3-30B-A3B on 256 H100). A pinned expert TP keeps
+     * only the spaces that give it. */
     int64_t pin_etp = s->opt.pin_etp;
     for (int base = n - 1; train && experts > 0 && n1 > 1 && experts % n1 == 0 && base >= 0; base--) {
         if (!out[base].megatron || loom_search_space_ep_span(out[base]) != 1 ||
@@ -176,6 +178,10 @@ loom_status loom_search_try_point(loom_search *s, loom_search_point *pt, loom_er
             loom_search_space spaces[LOOM_SEARCH_MAX_SPACES];
             int nsp = mesh_spaces(s, pt, shapes[si][0], shapes[si][1], spaces);
             for (int var = 0; var < nsp; var++) {
+                /* the stage DP takes at most 127 options (shape entries x
+                 * recompute settings) per sub-mesh: expert TP 1, the last
+                 * added, gives way where a sub-mesh would pass that */
+                if (spaces[var].expert_fold && (pt->nshape[m] + 1) * pt->n_rc > 127) continue;
                 int32_t k = pt->nshape[m]++;
                 pt->shape[m][k][0] = shapes[si][0], pt->shape[m][k][1] = shapes[si][1];
                 pt->space[m][k] = spaces[var];

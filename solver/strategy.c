@@ -855,6 +855,9 @@ static loom_status enum_moe(const loom_strategy_ctx *c, const loom_op *o, strat_
             if (a2a == LOOM_AXIS0 && m->ep_span > 1) {
                 if (ex->dims[0].size % (m->mesh.n0 * m->ep_span)) continue;
                 a2a = LOOM_AXIS0_EP_SPAN;
+            } else if (a2a == LOOM_AXES_BOTH && m->ep_span > 1) {   /* expert TP 1 too */
+                if (ex->dims[0].size % (m->mesh.n0 * m->mesh.n1 * m->ep_span)) continue;
+                a2a = LOOM_AXIS0_EP_SPAN | LOOM_AXIS1;
             }
             loom_strategy *s = push(out);
             if (!s) return loom_error_set(err, LOOM_ERR_NOMEM, "out of memory (strategies)");

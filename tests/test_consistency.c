@@ -262,6 +262,10 @@ static const cfg_case cases[] = {
     {MX, "dgx-h100-x2", 4096, 64, 2, 2, 2, 1, 1, false, 1, true, false, 2, true, 2, 0, 0, 1},
     {"qwen3-30b-a3b", "dgx-h100-x4", 4096, 128, 4, 2, 2, 1, 2, false, 1, true, false, 2, true, 8,
      0, 0, 1},
+    /* ... with the expert group spanning replicas too: EP tp x cp x 2 */
+    {MX, "dgx-h100-x2", 4096, 64, 2, 2, 2, 1, 1, false, 1, true, false, 2, true, 8, 0, 0, 1},
+    {"deepseek-v3", "dgx-h100-x8", 4096, 256, 2, 4, 4, 1, 1, false, 1, true, false, 2, true, 16,
+     14, 15, 1},
 };
 
 static void test_agreement(void)

@@ -185,12 +185,13 @@ void loom_mspace_config(const loom_algo_ctx *ctx, const loom_parallel *p, loom_s
          * ep / cp neighbouring replicas (Megatron's rank order tp-cp-dp;
          * the expert group ep-edp over the same ranks) */
         st->ep_span = cp > 1 && p->ep > cp && p->ep % cp == 0 ? p->ep / cp : 1;
-        /* expert TP 1 under a TP: the experts over the TP ranks too (EP tp
-         * or tp x cp, inside the stage's mesh) */
+        /* expert TP 1 under a TP: the experts over the TP ranks too (EP tp,
+         * or tp x cp x the ep / (tp x cp) replicas the group spans) */
         st->expert_fold = p->etp == 1 && p->tp > 1;
         if (st->expert_fold) {
-            st->ep_span = 1;
-            st->expert_split = cp > 1 && p->ep == p->tp * cp ? 1 : -1;
+            int64_t mesh = p->tp * cp;
+            st->ep_span = cp > 1 && p->ep > mesh && p->ep % mesh == 0 ? p->ep / mesh : 1;
+            st->expert_split = cp > 1 && p->ep >= mesh ? 1 : -1;
         }
         st->recompute = p->recompute;
         st->recompute_blocks = p->recompute == LOOM_RECOMPUTE_FULL ? p->recompute_layers : 0;
