@@ -5,7 +5,8 @@ For each case (8 to 16,384 GPUs; dense, MoE, long sequence, tied
 embeddings) it plans with `loom plan --space megatron` and `loom plan`
 (full space), then draws SAMPLES random configurations (seeded: the same
 ones on every run) of everything `loom eval` accepts — TP with SP and
-TP-comm overlap, CP, EP (MoE models: over tp x cp x dp ranks), PP with
+TP-comm overlap, CP, EP and expert TP (MoE models: ep x etp over tp x cp x dp
+ranks, etp dividing tp), PP with
 interleaving 1..8 (3, 5, 7 included) and
 uneven first/last stages, micro-batch, none / selective / full / partial
 recompute (N blocks per stage), ZeRO 1..3 — keeps those `loom eval`
@@ -69,9 +70,11 @@ def sample(rng, G, info, gbs, seq):
     mbs = rng.choice([m for m in (1, 2, 4) if (gbs // dp) % m == 0] or [1])
     a = ["--tp", tp, "--pp", pp, "--dp", dp, "--cp", cp, "--mbs", mbs, "--gbs", gbs, "--seq", seq]
     E = info.get("experts", 0)
-    if E:   # expert parallelism over tp x cp x dp ranks (MoE parallel folding)
-        a += ["--ep", rng.choice([e for e in (1, 2, 4, 8, 16, 32, 64)
-                                  if (tp * cp * dp) % e == 0 and E % e == 0])]
+    if E:   # MoE parallel folding: expert TP etp dividing tp (etp = tp half the time),
+        # expert parallelism over the tp x cp x dp ranks left: ep x etp divides them
+        etp = tp if rng.random() < 0.5 else rng.choice([t for t in (1, 2, 4, 8) if tp % t == 0])
+        a += ["--etp", etp, "--ep", rng.choice([e for e in (1, 2, 4, 8, 16, 32, 64)
+                                                if (tp * cp * dp) % (e * etp) == 0 and E % e == 0])]
     if tp > 1:
         a += ["--sp"] + (["--tp-comm-overlap"] if rng.random() < 0.5 else [])
     if pp > 1:

@@ -111,10 +111,11 @@ static int64_t intra_ep_span(const loom_intra_opts *o)
 
 static uint64_t opts_hash(const loom_intra_opts *o)
 {
-    int64_t v[10] = {o->train, o->megatron_only, o->micro_batches, o->zero_stage,
+    int64_t v[11] = {o->train, o->megatron_only, o->micro_batches, o->zero_stage,
                      o->dp_degree_outside, o->act_multiplier,
                      o->megatron_only && o->megatron_cp, o->megatron_only && o->tp_comm_overlap,
-                     intra_ep_span(o), o->megatron_only ? o->expert_split : 0};
+                     intra_ep_span(o), o->megatron_only ? o->expert_split : 0,
+                     o->megatron_only && o->expert_fold};
     return fnv(14695981039346656037ull, v, sizeof v);
 }
 
@@ -599,6 +600,7 @@ loom_status loom_intra_solve(const loom_graph *g, const loom_cost_model *cm, int
     loom_mesh_ctx_set_ep_span(&r.sctx.mesh, intra_ep_span(o));
     r.sctx.tp_overlap = o->megatron_only && o->tp_comm_overlap;
     r.sctx.expert_split = o->megatron_only ? o->expert_split : 0;
+    r.sctx.expert_fold = o->megatron_only && o->expert_fold;
     r.sctx.zero = o->zero_stage;
     r.sctx.micro_batches = o->micro_batches;
     layer_weights(o, &r.w);

@@ -72,6 +72,8 @@ typedef struct {
                                       loom_mesh_ctx.ep_span; 0 or 1: inside the mesh) */
     int expert_split;              /* with megatron_only: 1 experts split over axis 0, -1 never
                                       split, 0 the ILP's choice (strategy.h; a pinned EP) */
+    bool expert_fold;              /* with megatron_only: expert TP 1, the experts split over
+                                      axis 1 too (strategy.h expert_fold) */
     loom_intra_cache *cache;       /* NULL: no reuse across calls */
     const char *debug_lp_path;     /* non-NULL: write each layer's ILP (glp_write_lp) to
                                       "<path>.L<layer>.lp" */

@@ -34,6 +34,8 @@ void loom_mesh_ctx_set_ep_span(loom_mesh_ctx *m, int64_t span)
                       ? loom_strided_group(m->cluster, m->mesh.n0 * m->ep_span, m->mesh.n1,
                                            m->mesh.n0 * m->mesh.n1 * m->ep_span)
                       : m->group[1];
+    int64_t n = m->mesh.n0 * m->mesh.n1 * m->ep_span;
+    m->ep_fold_group = m->ep_span > 1 ? loom_strided_group(m->cluster, n, 1, n) : m->group[3];
 }
 
 int64_t loom_mesh_parts(const loom_mesh_ctx *m, unsigned axes)
@@ -48,6 +50,10 @@ double loom_mesh_coll_s(const loom_mesh_ctx *m, loom_collective k, unsigned axes
     if (axes == LOOM_AXIS0_EP_SPAN || axes == (LOOM_AXIS0_EP_SPAN | LOOM_AXIS0))
         return m->mesh.n0 * m->ep_span > 1 && bytes > 0
                    ? loom_group_collective_time_s(m->cluster, m->calib, k, m->ep_group, bytes)
+                   : 0;
+    if ((axes & LOOM_AXIS0_EP_SPAN) && (axes & LOOM_AXIS1))
+        return loom_mesh_parts(m, axes) > 1 && bytes > 0
+                   ? loom_group_collective_time_s(m->cluster, m->calib, k, m->ep_fold_group, bytes)
                    : 0;
     axes &= LOOM_AXES_BOTH;
     if (!axes || loom_mesh_parts(m, axes) <= 1 || !(bytes > 0)) return 0;

@@ -67,6 +67,11 @@ typedef struct {
      * and Megatron orders its ranks (tp, cp, dp). 1: inside the mesh. */
     int64_t ep_span;
     loom_group ep_group;
+    /* ... and with the experts over axis 1 too (expert TP 1,
+     * strategy.h expert_fold; a collective over LOOM_AXIS0_EP_SPAN |
+     * LOOM_AXIS1): the n0 · n1 · ep_span consecutive GPUs of ep_span
+     * neighbouring replicas, Megatron's expert group with etp 1 */
+    loom_group ep_fold_group;
 } loom_mesh_ctx;
 
 void loom_mesh_ctx_init(loom_mesh_ctx *m, const loom_cluster *c, const loom_calib *cal,

@@ -260,6 +260,7 @@ void loom_search_intra_opts(const loom_search *s, loom_search_space space,
     o->tp_comm_overlap = space.tp_overlap;
     o->ep_span = loom_search_space_ep_span(space);
     o->expert_split = space.megatron ? space.experts : 0;
+    o->expert_fold = space.megatron && space.expert_fold;
     o->cache = s->cache;
 }
 

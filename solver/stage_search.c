@@ -253,6 +253,11 @@ loom_status loom_search_run(loom_search *s, const loom_search_result **result, l
                               "%s has no experts: an expert-parallel size of %lld applies to "
                               "mixture-of-experts models only",
                               loom_model_source_name(s->pb.model), (long long)s->opt.pin_ep);
+    if (s->opt.pin_etp > 1 && experts <= 0)
+        return loom_error_set(err, LOOM_ERR_INVALID,
+                              "%s has no experts: an expert tensor-parallel size of %lld applies "
+                              "to mixture-of-experts models only",
+                              loom_model_source_name(s->pb.model), (long long)s->opt.pin_etp);
     if (s->opt.pin_ep > 1 && experts % s->opt.pin_ep)
         return loom_error_set(err, LOOM_ERR_INVALID,
                               "%s has %lld experts, which do not split %lld ways: the "

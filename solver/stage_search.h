@@ -195,6 +195,9 @@ typedef struct {
                                       searched; a MoE model's stages then in Megatron's spaces,
                                       experts split over axis 0 × the replicas the group spans,
                                       or for 1 split nowhere; a dense model takes 1 only) */
+    int64_t pin_etp;               /* expert tensor-parallel size of a MoE model's stages (0 =
+                                      searched; 1 = Megatron's spaces with the experts over the
+                                      TP ranks, or TP 1; t = TP t, the experts' f split t ways) */
     int32_t top;                   /* runners-up kept in the result (0/1: the best only) */
     bool collect_profile_keys;     /* gather loom_search_profile_keys (they cost time) */
     const volatile sig_atomic_t *stop;   /* non-zero: stop and return the best so far (a
@@ -226,6 +229,9 @@ typedef struct {
     int expert_split;                  /* Megatron's space under a pinned EP: 1 = every expert
                                           op splits the experts over axis 0, -1 = none does
                                           (EP 1), 0 = the ILP's choice */
+    bool expert_fold;                  /* Megatron's space with expert TP 1: the experts split
+                                          over axis 1 too, never their hidden f (strategy.h
+                                          expert_fold; --expert-tensor-parallel-size 1) */
     loom_recompute recompute;
     int64_t recompute_blocks;          /* full recompute of only the first this many blocks of
                                           the stage's pipeline rank, over its chunks in order

@@ -180,6 +180,7 @@ void loom_search_set_space(loom_search_stage *st, loom_search_space sp)
     st->tp_comm_overlap = sp.tp_overlap;
     st->ep_span = loom_search_space_ep_span(sp);
     st->expert_split = sp.megatron ? sp.experts : 0;
+    st->expert_fold = sp.megatron && sp.expert_fold;
 }
 
 /* Turns a DP solution into a configuration (placing the sub-meshes). */

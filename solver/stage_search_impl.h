@@ -20,9 +20,10 @@
 #define LOOM_SEARCH_ILP_MICRO_BATCHES 8
 
 #define LOOM_SEARCH_MAX_LOGICAL 8   /* logical shapes per sub-mesh */
-#define LOOM_SEARCH_MAX_SPACES 19   /* strategy spaces per logical mesh: full, Megatron data
+#define LOOM_SEARCH_MAX_SPACES 23   /* strategy spaces per logical mesh: full, Megatron data
                                        or context parallel on axis 0, each of those two
-                                       with expert parallelism across 2 .. 256 replicas */
+                                       with expert parallelism across 2 .. 256 replicas or
+                                       with expert TP 1 (EP over axis 1, or both axes) */
 #define LOOM_SEARCH_MAX_SHAPES (LOOM_SEARCH_MAX_SPACES * LOOM_SEARCH_MAX_LOGICAL)
 
 /* A stage's strategy space: the ILP's unrestricted one, or Megatron's
@@ -34,6 +35,8 @@ typedef struct {
                           replicas (spec.h loom_mesh_ctx.ep_span); 0 or 1: the mesh */
     int experts;       /* Megatron's, under a pinned EP: 1 experts split over axis 0,
                           -1 never split, 0 the ILP's choice (strategy.h expert_split) */
+    bool expert_fold;  /* Megatron's: expert TP 1, the experts over axis 1 too
+                          (strategy.h expert_fold) */
 } loom_search_space;
 
 static inline int64_t loom_search_space_ep_span(loom_search_space sp)
@@ -46,14 +49,16 @@ static inline loom_search_space loom_search_stage_space(const loom_search_stage 
     return (loom_search_space){st->megatron, st->megatron && st->context_parallel,
                                st->megatron && st->tp_comm_overlap,
                                st->megatron && st->ep_span > 1 ? st->ep_span : 1,
-                               st->megatron ? st->expert_split : 0};
+                               st->megatron ? st->expert_split : 0,
+                               st->megatron && st->expert_fold};
 }
 
 static inline bool loom_search_space_eq(loom_search_space a, loom_search_space b)
 {
     return a.megatron == b.megatron && a.cp == b.cp && a.tp_overlap == b.tp_overlap &&
            loom_search_space_ep_span(a) == loom_search_space_ep_span(b) &&
-           (a.megatron ? a.experts : 0) == (b.megatron ? b.experts : 0);
+           (a.megatron ? a.experts : 0) == (b.megatron ? b.experts : 0) &&
+           (a.megatron && a.expert_fold) == (b.megatron && b.expert_fold);
 }
 
 /* Per-layer costs of graph(b) on one logical mesh, from one ILP run over the

@@ -29,6 +29,12 @@ static bool pinned_ok(loom_search *s, const loom_search_config *cfg,
         return false;
     for (int32_t i = 0; o->pin_tp && i < cfg->n_stages; i++)
         if (cfg->stages[i].mesh.n1 != o->pin_tp) return false;
+    /* expert TP: 1 under expert folding, else the stage's TP */
+    for (int32_t i = 0; o->pin_etp && i < cfg->n_stages; i++) {
+        const loom_search_stage *x = &cfg->stages[i];
+        if ((x->megatron && x->expert_fold ? 1 : x->mesh.n1) != o->pin_etp || !x->megatron)
+            return false;
+    }
     for (int32_t i = 0; o->pin_cp && i < cfg->n_stages; i++) {
         const loom_search_stage *x = &cfg->stages[i];
         if ((x->megatron && x->context_parallel ? x->mesh.n0 : 1) != o->pin_cp ||
@@ -41,18 +47,18 @@ static bool pinned_ok(loom_search *s, const loom_search_config *cfg,
 bool loom_search_pins_given(const loom_search_options *o)
 {
     return o->pin_tp || o->pin_pp || o->pin_dp || o->pin_mbs || o->pin_vpp || o->pin_cp ||
-           o->pin_ep;
+           o->pin_ep || o->pin_etp;
 }
 
 /* "tp 8, ep 4": the pinned sizes, for messages. */
 void loom_search_pins_text(const loom_search_options *o, char *dst, size_t cap)
 {
-    const char *names[] = {"tp", "pp", "dp", "cp", "ep", "mbs", "vpp"};
-    int64_t vals[] = {o->pin_tp, o->pin_pp, o->pin_dp, o->pin_cp, o->pin_ep, o->pin_mbs,
-                      o->pin_vpp};
+    const char *names[] = {"tp", "pp", "dp", "cp", "ep", "etp", "mbs", "vpp"};
+    int64_t vals[] = {o->pin_tp, o->pin_pp, o->pin_dp, o->pin_cp, o->pin_ep, o->pin_etp,
+                      o->pin_mbs, o->pin_vpp};
     size_t n = 0;
     dst[0] = '\0';
-    for (int i = 0; i < 7 && n < cap; i++)
+    for (int i = 0; i < 8 && n < cap; i++)
         if (vals[i])
             n += (size_t)snprintf(dst + n, cap - n, "%s%s %lld", n ? ", " : "", names[i],
                                   (long long)vals[i]);

@@ -41,13 +41,13 @@ static int mesh_spaces(const loom_search *s, const loom_search_point *pt, int64_
      * the TP ranks (and the CP ranks): loom_parallel_check's rules */
     bool overlap = train && n1 > 1 && !s->opt.no_tp_comm_overlap;
     int64_t pin = s->opt.pin_cp;   /* > 1: only that context-parallel size */
-    if (!s->opt.megatron_only && pin <= 1) out[n++] = (loom_search_space){false, false, false, 1, 0};
+    if (!s->opt.megatron_only && pin <= 1) out[n++] = (loom_search_space){false, false, false, 1, 0, false};
     /* Megatron's axis 0 is data parallel: it splits the micro-batch, so the
      * micro-batch must divide over it (strategy.c: megatron_dp_forced) */
-    if (pin <= 1 && b % n0 == 0) out[n++] = (loom_search_space){true, false, overlap && seq % n1 == 0, 1, 0};
+    if (pin <= 1 && b % n0 == 0) out[n++] = (loom_search_space){true, false, overlap && seq % n1 == 0, 1, 0, false};
     if (train && n0 > 1 && s->pb.flash_attention && seq % (2 * n0) == 0 &&
         !s->opt.no_context_parallel && (pin == 0 || pin == n0))
-        out[n++] = (loom_search_space){true, true, overlap && seq % (n0 * n1) == 0, 1, 0};
+        out[n++] = (loom_search_space){true, true, overlap && seq % (n0 * n1) == 0, 1, 0, false};
     /* Expert parallelism across replicas (Megatron-Core's MoE parallel
      * folding: EP × expert TP divides TP × CP × DP): each Megatron space
      * with experts split over axis 0 again with the expert-parallel group
@@ -68,6 +68,35 @@ static int mesh_spaces(const loom_search *s, const loom_search_point *pt, int64_
             out[n++].ep_span = k;
         }
     }
+    /* Expert TP 1 (MoE parallel folding, --expert-tensor-parallel-size 1):
+     * each Megatron space inside the mesh again with the experts split
+     * over the TP ranks (axis 1) instead of their hidden f, the expert-
+     * parallel group spanning them: EP n1 (experts = -1: never over axis
+     * 0), and EP n0 · n1 with the experts over axis 0 too (experts = 1;
+     * stated, as the context-parallel space would otherwise keep the
+     * token slots c on axis 0). Not over a group spanning replicas: the
+     * strategies price it (spec.h ep_fold_group; tests/test_consistency.c),
+     * but its variants, one per span, take a sub-mesh past the stage DP's
+     * 127 options (Qwen3-30B-A3B on 256 H100). A pinned expert TP keeps
+     * only the spaces that give it. */
+    int64_t pin_etp = s->opt.pin_etp;
+    for (int base = n - 1; train && experts > 0 && n1 > 1 && experts % n1 == 0 && base >= 0; base--) {
+        if (!out[base].megatron || loom_search_space_ep_span(out[base]) != 1 ||
+            (pin_etp != 0 && pin_etp != 1))
+            continue;
+        for (int ex = -1; ex <= 1 && n < LOOM_SEARCH_MAX_SPACES; ex += 2) {
+            if (ex > 0 && (n0 == 1 || experts % (n0 * n1))) continue;
+            out[n] = out[base];
+            out[n].experts = ex;
+            out[n++].expert_fold = true;
+        }
+    }
+    if (pin_etp > 0 && experts > 0) {
+        int kept = 0;
+        for (int i = 0; i < n; i++)
+            if (out[i].megatron && (out[i].expert_fold ? 1 : n1) == pin_etp) out[kept++] = out[i];
+        n = kept;
+    }
     /* A pinned expert-parallel size (MoE models; loom_search_run refuses
      * EP > 1 for dense ones): Megatron's spaces only, each forced to the
      * pinned size: the experts split over axis 0 (× the replicas the
@@ -81,6 +110,11 @@ static int mesh_spaces(const loom_search *s, const loom_search_point *pt, int64_
             loom_search_space sp = out[i];
             int64_t span = loom_search_space_ep_span(sp);
             if (!sp.megatron) continue;
+            /* expert TP 1: EP n1 (experts -1) or n0 · n1 (experts 1) */
+            if (sp.expert_fold) {
+                if (pin_ep == (sp.experts > 0 ? n0 * n1 : n1)) out[kept++] = sp;
+                continue;
+            }
             if (pin_ep == 1 && span == 1) sp.experts = -1;
             else if (pin_ep > 1 && n0 * span == pin_ep && n0 > 1 && experts % pin_ep == 0)
                 sp.experts = 1;
@@ -144,6 +178,10 @@ loom_status loom_search_try_point(loom_search *s, loom_search_point *pt, loom_er
             loom_search_space spaces[LOOM_SEARCH_MAX_SPACES];
             int nsp = mesh_spaces(s, pt, shapes[si][0], shapes[si][1], spaces);
             for (int var = 0; var < nsp; var++) {
+                /* the stage DP takes at most 127 options (shape entries x
+                 * recompute settings) per sub-mesh: expert TP 1, the last
+                 * added, gives way where a sub-mesh would pass that */
+                if (spaces[var].expert_fold && (pt->nshape[m] + 1) * pt->n_rc > 127) continue;
                 int32_t k = pt->nshape[m]++;
                 pt->shape[m][k][0] = shapes[si][0], pt->shape[m][k][1] = shapes[si][1];
                 pt->space[m][k] = spaces[var];

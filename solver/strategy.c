@@ -125,10 +125,13 @@ static bool megatron_ok(const loom_strategy_ctx *c, const char *dim, int axis, b
      * only, never by a reshard over axis 0 alone */
     if (axis == 0 && c->mesh.ep_span > 1 && !strcmp(dim, "c")) return false;
     /* a pinned EP 1: no op splits the experts */
-    if (c->expert_split < 0 && !strcmp(dim, "e")) return false;
+    if (c->expert_split < 0 && !strcmp(dim, "e") && !(c->expert_fold && axis == 1)) return false;
     if (axis == 0 && c->megatron_cp)
         return !strcmp(dim, "s") || !strcmp(dim, "c") || !strcmp(dim, "e");
     if (axis == 0) return !strcmp(dim, "b") || !strcmp(dim, "e") || !strcmp(dim, "c");
+    /* expert TP 1: the experts over the TP ranks (expert ops only:
+     * letter_ok, spec_megatron_ok) */
+    if (c->expert_fold && !strcmp(dim, "e")) return true;
     return megatron_tp_dim(dim) || (!compute && (!strcmp(dim, "s") || !strcmp(dim, "c")));
 }
 
@@ -157,6 +160,14 @@ static bool megatron_dp_forced(const loom_strategy_ctx *c, int64_t batch)
            batch % c->mesh.mesh.n0 == 0;
 }
 
+/* Under expert TP 1 (strategy.h expert_fold), an expert tensor (one with
+ * experts e and their hidden f or token slots c) on a mesh with axis 1. */
+static bool fold_expert(const loom_strategy_ctx *c, const loom_tensor *t, bool expert)
+{
+    return c->megatron_only && c->expert_fold && c->mesh.mesh.n1 > 1 && expert &&
+           tensor_has_dim(t, "e");
+}
+
 static bool spec_megatron_ok(const loom_strategy_ctx *c, const loom_spec *s, const loom_tensor *t)
 {
     for (int d = 0; d < t->ndim; d++)
@@ -170,6 +181,10 @@ static bool spec_megatron_ok(const loom_strategy_ctx *c, const loom_spec *s, con
                 (!megatron_ok(c, t->dims[d].name, a, false) ||
                  (!expert && !strcmp(t->dims[d].name, "e"))))
                 return false;
+    /* expert TP 1: an expert tensor's axis 1 holds its experts, nothing else */
+    if (fold_expert(c, t, expert))
+        for (int d = 0; d < t->ndim; d++)
+            if (((s->ax[d] & LOOM_AXIS1) != 0) != !strcmp(t->dims[d].name, "e")) return false;
     return true;
 }
 
@@ -565,6 +580,20 @@ static void ein_build(const loom_strategy_ctx *c, const loom_op *o, const ein_de
     if (!s->name[0]) snprintf(s->name, sizeof s->name, "replicated");
 }
 
+/* Under expert TP 1 (strategy.h expert_fold), the letter of the experts e
+ * of an expert GEMM (one with e and f or c) on a mesh with axis 1; else -1. */
+static int ein_fold_expert(const loom_strategy_ctx *c, const ein_desc *e)
+{
+    if (!c->megatron_only || !c->expert_fold || c->mesh.mesh.n1 <= 1) return -1;
+    int le = -1;
+    bool expert = false;
+    for (int k = 0; k < e->n_letters; k++) {
+        if (!strcmp(e->name[k], "e")) le = k;
+        expert |= !strcmp(e->name[k], "f") || !strcmp(e->name[k], "c");
+    }
+    return expert ? le : -1;
+}
+
 static bool letter_ok(const loom_strategy_ctx *c, const ein_desc *e, int l, unsigned mask,
                       bool compute)
 {
@@ -583,7 +612,8 @@ static bool letter_ok(const loom_strategy_ctx *c, const ein_desc *e, int l, unsi
             for (int k = 0; k < e->n_letters; k++)
                 expert |= !strcmp(e->name[k], "f") || !strcmp(e->name[k], "c");
             if (!expert) return false;
-        }
+        } else if ((mask & LOOM_AXIS1) && ein_fold_expert(c, e) >= 0)
+            return false;   /* expert TP 1: axis 1 holds the experts */
     }
     return true;
 }
@@ -631,9 +661,14 @@ static loom_status enum_einsum(const loom_strategy_ctx *c, const loom_op *o, str
             must_cp = must_dp = l;
             break;
         }
+    /* ... and under expert TP 1 an expert GEMM's experts on axis 1, in
+     * place of its hidden f */
+    int must_e1 = hi1 > 0 ? ein_fold_expert(c, &e) : -1;
+    if (must_e1 >= 0) must_tp = false;
     for (int c0 = -1; c0 < hi0; c0++)
         for (int c1 = -1; c1 < hi1; c1++) {
             if (must_tp && (c1 < 0 || !megatron_tp_dim(e.name[c1]))) continue;
+            if (must_e1 >= 0 && c1 != must_e1) continue;
             if (must_cp >= 0 && c0 != must_cp) continue;
             if (must_dp >= 0 && c0 != must_dp) continue;
             uint8_t mask[MAX_LETTERS] = {0};
@@ -768,10 +803,14 @@ static bool moe_megatron_ok(const loom_strategy_ctx *c, int mode, int axis)
      * axis 0; a pinned EP 1: never */
     if (axis == 0 && (c->mesh.ep_span > 1 || c->expert_split > 0))
         return mode == MOE_EP_B || mode == MOE_EP_S;
-    if (c->expert_split < 0 && (mode == MOE_EP_B || mode == MOE_EP_S || mode == MOE_EP_REP))
+    if (c->expert_split < 0 && (mode == MOE_EP_B || mode == MOE_EP_S || mode == MOE_EP_REP) &&
+        !(c->expert_fold && axis == 1))
         return false;
     if (axis == 0 && c->megatron_cp) return mode == MOE_NONE || mode == MOE_TOK_S || mode == MOE_EP_S;
     if (axis == 0) return mode == MOE_NONE || mode == MOE_TOK_B || mode == MOE_EP_B;
+    /* expert TP 1: each TP rank dispatches its sequence-parallel tokens to
+     * experts over the TP ranks too (the all-to-all over both axes) */
+    if (c->expert_fold) return mode == MOE_EP_S;
     return mode == MOE_NONE || mode == MOE_TOK_S;
 }
 
@@ -816,6 +855,9 @@ static loom_status enum_moe(const loom_strategy_ctx *c, const loom_op *o, strat_
             if (a2a == LOOM_AXIS0 && m->ep_span > 1) {
                 if (ex->dims[0].size % (m->mesh.n0 * m->ep_span)) continue;
                 a2a = LOOM_AXIS0_EP_SPAN;
+            } else if (a2a == LOOM_AXES_BOTH && m->ep_span > 1) {   /* expert TP 1 too */
+                if (ex->dims[0].size % (m->mesh.n0 * m->mesh.n1 * m->ep_span)) continue;
+                a2a = LOOM_AXIS0_EP_SPAN | LOOM_AXIS1;
             }
             loom_strategy *s = push(out);
             if (!s) return loom_error_set(err, LOOM_ERR_NOMEM, "out of memory (strategies)");

@@ -134,8 +134,15 @@ typedef struct {
                                   GEMMs; only what exceeds them is exposed (costs/eval.c) */
     int expert_split;          /* Megatron's space, a pinned expert-parallel size: 1 = the
                                   expert GEMMs and the dispatcher split the experts e over
-                                  axis 0 (EP = n0 · ep_span), -1 = no op splits e (EP 1),
-                                  0 = the ILP's choice */
+                                  axis 0 (EP = n0 · ep_span), -1 = no op splits e (EP 1;
+                                  with expert_fold: not over axis 0, EP n1), 0 = the ILP's
+                                  choice */
+    bool expert_fold;          /* Megatron's space with expert TP 1 (MoE parallel folding,
+                                  --expert-tensor-parallel-size 1): every expert GEMM and
+                                  expert buffer splits the experts e over axis 1 (and
+                                  never their hidden f or token slots c there), the
+                                  dispatcher's all-to-all runs over axis 1 too; EP spans
+                                  the TP ranks */
     int zero;                  /* ZeRO stage of the data-parallel gradient sync (0..3) */
     int64_t micro_batches;     /* per step: ZeRO-2/3 sync every micro-batch (0 = 1) */
     const int32_t *saved_by;   /* tensor id -> first op that saves it (-1 none);

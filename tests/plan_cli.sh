@@ -140,6 +140,29 @@ assert abs(ev["step_time_s"] / t - 1) < 0.002, (ev["step_time_s"], t)
 assert free["predicted"]["step_time_s"] <= t * (1 + 1e-12), (free["predicted"]["step_time_s"], t)
 PY
 done
+# --etp 1 pins expert TP 1 under TP 2 (MoE parallel folding, issue 19): every
+# stage's experts split over the TP ranks (EP a multiple of the TP, the
+# experts' f unsplit: the plan file's expert_tensor_parallel 1), exported
+# as --expert-tensor-parallel-size 1; loom eval of the export agrees within
+# 0.2%, and the unpinned plan is no worse
+run 0 plan mixtral-8x7b --cluster dgx-h100-x2 --gbs 64 --seq 4096 --tp 2 --etp 1 -o "$tmp/etp1.json"
+run 0 export "$tmp/etp1.json" --to megatron -o "$tmp/etp1.sh"
+has "$tmp/etp1.sh" "--tensor-model-parallel-size 2" "--expert-tensor-parallel-size 1"
+run 0 eval --cluster dgx-h100-x2 --from-megatron "@$tmp/etp1.sh" --json
+python3 - "$tmp/etp1.json" "$tmp/out" "$tmp/ep.json" <<'PY' && ok || bad "--tp 2 --etp 1: the plan's experts are not over the TP ranks, or eval of it disagrees, or it beats the unpinned plan"
+import json, sys
+plan, ev, free = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))
+st = plan["stages"]
+assert all(s["tensor_parallel"] == 2 and s["expert_tensor_parallel"] == 1 and
+           s["expert_parallel"] % 2 == 0 for s in st if s["expert_parallel"] > 1), st
+assert any(s["expert_parallel"] > 1 for s in st)
+t = plan["predicted"]["step_time_s"]
+assert abs(ev["step_time_s"] / t - 1) < 0.002, (ev["step_time_s"], t)
+assert free["predicted"]["step_time_s"] <= t * (1 + 1e-12), (free["predicted"]["step_time_s"], t)
+PY
+run 1 plan gpt2 --cluster dgx-h100-x1 --etp 2 -o "$tmp/etp2.json"
+has "$tmp/err" "has no experts: an expert tensor-parallel size of 2 applies to mixture-of-experts models only"
+nofile "$tmp/etp2.json"
 # a pin nothing satisfies (8 experts do not split 3 ways; TP 8 on 2 stages
 # of 8 GPUs leaves no axis for EP 4; a dense model has no experts): exit 1,
 # the reason, no file

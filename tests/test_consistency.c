@@ -70,6 +70,7 @@ typedef struct {
     bool overlap;    /* TP communication overlap (needs sp) */
     int64_t ep;      /* expert parallel (0: 1); above cp it spans ep / cp replicas */
     int64_t first_layers, last_layers;   /* uneven first/last stages (0: even) */
+    int64_t etp;     /* expert TP (0: tp); 1 under a TP: the experts over the TP ranks */
 } cfg_case;
 
 typedef struct {
@@ -118,6 +119,7 @@ static bool evaluate_rc(const cfg_case *k, int64_t rc_layers, bool selective, bo
     p.cp = k->cp > 1 ? k->cp : 1;
     p.tp_comm_overlap = k->overlap && p.sp;
     p.ep = k->ep > 1 ? k->ep : 1;
+    p.etp = k->etp;
     p.first_stage_layers = k->first_layers, p.last_stage_layers = k->last_layers;
     p.flash = !k->unfused;
     p.recompute = k->recompute ? LOOM_RECOMPUTE_FULL : LOOM_RECOMPUTE_NONE;
@@ -156,6 +158,7 @@ static void label(const cfg_case *k, char *buf, size_t n)
     char cp[48] = "";
     if (k->cp > 1) snprintf(cp, sizeof cp, " cp%lld", (long long)k->cp);
     if (k->ep > 1) snprintf(cp + strlen(cp), sizeof cp - strlen(cp), " ep%lld", (long long)k->ep);
+    if (k->etp > 0) snprintf(cp + strlen(cp), sizeof cp - strlen(cp), " etp%lld", (long long)k->etp);
     snprintf(buf, n, "%s tp%lld%s pp%lld dp%lld mbs%lld v%lld%s%s%s z%d%s", k->model,
              (long long)k->tp, cp, (long long)k->pp, (long long)k->dp, (long long)k->mbs,
              (long long)k->vpp, k->recompute ? " rc" : "", k->sp && k->tp > 1 ? " sp" : "",
@@ -178,77 +181,91 @@ static double rel(double a, double b)
  * overlap), CP, PP, interleaving, DP with ZeRO 0-3, full recompute, fused
  * and unfused attention. */
 static const cfg_case cases[] = {
-    {L8, "dgx-h100-x1", 4096, 64, 1, 1, 8, 1, 1, false, 0, false, false, 0, false, 0, 0, 0},
-    {L8, "dgx-h100-x1", 4096, 64, 1, 1, 8, 1, 1, false, 1, false, false, 0, false, 0, 0, 0},
-    {L8, "dgx-h100-x1", 4096, 64, 1, 1, 8, 1, 1, false, 2, false, false, 0, false, 0, 0, 0},
-    {L8, "dgx-h100-x1", 4096, 64, 1, 1, 8, 1, 1, false, 3, false, false, 0, false, 0, 0, 0},
-    {L8, "dgx-h100-x1", 4096, 64, 1, 1, 8, 1, 1, true, 1, false, false, 0, false, 0, 0, 0},
-    {L8, "dgx-h100-x1", 4096, 64, 2, 1, 4, 1, 1, false, 1, true, false, 0, false, 0, 0, 0},
-    {L8, "dgx-h100-x1", 4096, 64, 8, 1, 1, 1, 1, false, 0, true, false, 0, false, 0, 0, 0},
-    {L8, "dgx-h100-x1", 4096, 64, 8, 1, 1, 1, 1, true, 0, true, false, 0, false, 0, 0, 0},
-    {L8, "dgx-h100-x1", 4096, 64, 2, 4, 1, 1, 1, false, 0, true, false, 0, false, 0, 0, 0},
-    {L8, "dgx-h100-x1", 4096, 64, 1, 8, 1, 1, 1, false, 0, false, false, 0, false, 0, 0, 0},
-    {L8, "dgx-h100-x1", 4096, 64, 2, 2, 2, 1, 2, false, 1, true, false, 0, false, 0, 0, 0},
-    {L8, "dgx-h100-x1", 4096, 64, 4, 2, 1, 2, 1, true, 0, true, false, 0, false, 0, 0, 0},
-    {L8, "dgx-h100-x1", 2048, 64, 8, 1, 1, 1, 1, false, 0, true, true, 0, false, 0, 0, 0},
-    {L8, "dgx-h100-x2", 8192, 64, 4, 1, 4, 4, 1, true, 2, true, false, 0, false, 0, 0, 0},
-    {L70, "dgx-h100-x8", 4096, 256, 8, 4, 2, 1, 1, false, 1, true, false, 0, false, 0, 0, 0},
-    {L70, "dgx-h100-x8", 4096, 256, 8, 4, 2, 1, 2, false, 1, true, false, 0, false, 0, 0, 0},
-    {L70, "dgx-h100-x8", 4096, 256, 8, 2, 4, 1, 1, true, 1, true, false, 0, false, 0, 0, 0},
-    {L70, "dgx-h100-x8", 4096, 256, 8, 1, 8, 1, 1, true, 2, true, false, 0, false, 0, 0, 0},
-    {L70, "dgx-h100-x8", 4096, 256, 8, 1, 8, 1, 1, true, 3, true, false, 0, false, 0, 0, 0},
-    {L70, "dgx-h100-x4", 4096, 128, 4, 8, 1, 1, 1, false, 0, true, false, 0, false, 0, 0, 0},
-    {G175, "dgx-h100-x16", 2048, 256, 8, 8, 2, 1, 1, false, 1, true, false, 0, false, 0, 0, 0},
-    {G175, "dgx-h100-x16", 2048, 256, 8, 16, 1, 1, 1, true, 0, true, false, 0, false, 0, 0, 0},
-    {G175, "dgx-h100-x16", 2048, 256, 8, 4, 4, 1, 3, true, 1, true, false, 0, false, 0, 0, 0},
-    {G175, "dgx-h100-x16", 2048, 256, 8, 8, 2, 1, 1, false, 1, true, true, 0, false, 0, 0, 0},
-    {MX, "dgx-h100-x1", 4096, 64, 8, 1, 1, 1, 1, false, 0, true, false, 0, false, 0, 0, 0},
-    {MX, "dgx-h100-x2", 4096, 64, 8, 2, 1, 1, 1, true, 0, true, false, 0, false, 0, 0, 0},
-    {MX, "dgx-h100-x2", 4096, 64, 4, 4, 1, 1, 1, false, 0, true, false, 0, false, 0, 0, 0},
-    {MX, "dgx-h100-x2", 4096, 64, 2, 8, 1, 1, 1, true, 0, true, false, 0, false, 0, 0, 0},
-    {MX, "dgx-h100-x4", 4096, 128, 8, 2, 2, 1, 2, true, 1, true, false, 0, false, 0, 0, 0},
+    {L8, "dgx-h100-x1", 4096, 64, 1, 1, 8, 1, 1, false, 0, false, false, 0, false, 0, 0, 0, 0},
+    {L8, "dgx-h100-x1", 4096, 64, 1, 1, 8, 1, 1, false, 1, false, false, 0, false, 0, 0, 0, 0},
+    {L8, "dgx-h100-x1", 4096, 64, 1, 1, 8, 1, 1, false, 2, false, false, 0, false, 0, 0, 0, 0},
+    {L8, "dgx-h100-x1", 4096, 64, 1, 1, 8, 1, 1, false, 3, false, false, 0, false, 0, 0, 0, 0},
+    {L8, "dgx-h100-x1", 4096, 64, 1, 1, 8, 1, 1, true, 1, false, false, 0, false, 0, 0, 0, 0},
+    {L8, "dgx-h100-x1", 4096, 64, 2, 1, 4, 1, 1, false, 1, true, false, 0, false, 0, 0, 0, 0},
+    {L8, "dgx-h100-x1", 4096, 64, 8, 1, 1, 1, 1, false, 0, true, false, 0, false, 0, 0, 0, 0},
+    {L8, "dgx-h100-x1", 4096, 64, 8, 1, 1, 1, 1, true, 0, true, false, 0, false, 0, 0, 0, 0},
+    {L8, "dgx-h100-x1", 4096, 64, 2, 4, 1, 1, 1, false, 0, true, false, 0, false, 0, 0, 0, 0},
+    {L8, "dgx-h100-x1", 4096, 64, 1, 8, 1, 1, 1, false, 0, false, false, 0, false, 0, 0, 0, 0},
+    {L8, "dgx-h100-x1", 4096, 64, 2, 2, 2, 1, 2, false, 1, true, false, 0, false, 0, 0, 0, 0},
+    {L8, "dgx-h100-x1", 4096, 64, 4, 2, 1, 2, 1, true, 0, true, false, 0, false, 0, 0, 0, 0},
+    {L8, "dgx-h100-x1", 2048, 64, 8, 1, 1, 1, 1, false, 0, true, true, 0, false, 0, 0, 0, 0},
+    {L8, "dgx-h100-x2", 8192, 64, 4, 1, 4, 4, 1, true, 2, true, false, 0, false, 0, 0, 0, 0},
+    {L70, "dgx-h100-x8", 4096, 256, 8, 4, 2, 1, 1, false, 1, true, false, 0, false, 0, 0, 0, 0},
+    {L70, "dgx-h100-x8", 4096, 256, 8, 4, 2, 1, 2, false, 1, true, false, 0, false, 0, 0, 0, 0},
+    {L70, "dgx-h100-x8", 4096, 256, 8, 2, 4, 1, 1, true, 1, true, false, 0, false, 0, 0, 0, 0},
+    {L70, "dgx-h100-x8", 4096, 256, 8, 1, 8, 1, 1, true, 2, true, false, 0, false, 0, 0, 0, 0},
+    {L70, "dgx-h100-x8", 4096, 256, 8, 1, 8, 1, 1, true, 3, true, false, 0, false, 0, 0, 0, 0},
+    {L70, "dgx-h100-x4", 4096, 128, 4, 8, 1, 1, 1, false, 0, true, false, 0, false, 0, 0, 0, 0},
+    {G175, "dgx-h100-x16", 2048, 256, 8, 8, 2, 1, 1, false, 1, true, false, 0, false, 0, 0, 0, 0},
+    {G175, "dgx-h100-x16", 2048, 256, 8, 16, 1, 1, 1, true, 0, true, false, 0, false, 0, 0, 0, 0},
+    {G175, "dgx-h100-x16", 2048, 256, 8, 4, 4, 1, 3, true, 1, true, false, 0, false, 0, 0, 0, 0},
+    {G175, "dgx-h100-x16", 2048, 256, 8, 8, 2, 1, 1, false, 1, true, true, 0, false, 0, 0, 0, 0},
+    {MX, "dgx-h100-x1", 4096, 64, 8, 1, 1, 1, 1, false, 0, true, false, 0, false, 0, 0, 0, 0},
+    {MX, "dgx-h100-x2", 4096, 64, 8, 2, 1, 1, 1, true, 0, true, false, 0, false, 0, 0, 0, 0},
+    {MX, "dgx-h100-x2", 4096, 64, 4, 4, 1, 1, 1, false, 0, true, false, 0, false, 0, 0, 0, 0},
+    {MX, "dgx-h100-x2", 4096, 64, 2, 8, 1, 1, 1, true, 0, true, false, 0, false, 0, 0, 0, 0},
+    {MX, "dgx-h100-x4", 4096, 128, 8, 2, 2, 1, 2, true, 1, true, false, 0, false, 0, 0, 0, 0},
     /* tied embeddings (GPT-2's wte, Llama-3.2-1B's embed_tokens are the
      * lm_head): one stage holds and syncs the table once */
-    {GPT2, "dgx-h100-x1", 1024, 256, 1, 1, 8, 8, 1, false, 1, false, false, 0, false, 0, 0, 0},
-    {GPT2, "dgx-h100-x1", 1024, 256, 1, 1, 8, 1, 1, false, 0, false, false, 0, false, 0, 0, 0},
-    {GPT2, "dgx-h100-x1", 1024, 256, 2, 1, 4, 4, 1, true, 1, true, false, 0, false, 0, 0, 0},
-    {GPT2, "dgx-h100-x1", 1024, 256, 1, 2, 4, 2, 1, false, 1, false, false, 0, false, 0, 0, 0},
-    {L1B, "dgx-h100-x1", 4096, 256, 1, 1, 8, 1, 1, false, 1, false, false, 0, false, 0, 0, 0},
-    {L1B, "dgx-h100-x1", 4096, 256, 1, 1, 8, 2, 1, true, 3, false, false, 0, false, 0, 0, 0},
-    {L1B, "dgx-h100-x1", 4096, 256, 2, 2, 2, 1, 2, false, 1, true, false, 0, false, 0, 0, 0},
-    {L1B, "dgx-h100-x2", 8192, 64, 4, 2, 2, 1, 1, true, 1, true, false, 0, false, 0, 0, 0},
+    {GPT2, "dgx-h100-x1", 1024, 256, 1, 1, 8, 8, 1, false, 1, false, false, 0, false, 0, 0, 0, 0},
+    {GPT2, "dgx-h100-x1", 1024, 256, 1, 1, 8, 1, 1, false, 0, false, false, 0, false, 0, 0, 0, 0},
+    {GPT2, "dgx-h100-x1", 1024, 256, 2, 1, 4, 4, 1, true, 1, true, false, 0, false, 0, 0, 0, 0},
+    {GPT2, "dgx-h100-x1", 1024, 256, 1, 2, 4, 2, 1, false, 1, false, false, 0, false, 0, 0, 0, 0},
+    {L1B, "dgx-h100-x1", 4096, 256, 1, 1, 8, 1, 1, false, 1, false, false, 0, false, 0, 0, 0, 0},
+    {L1B, "dgx-h100-x1", 4096, 256, 1, 1, 8, 2, 1, true, 3, false, false, 0, false, 0, 0, 0, 0},
+    {L1B, "dgx-h100-x1", 4096, 256, 2, 2, 2, 1, 2, false, 1, true, false, 0, false, 0, 0, 0, 0},
+    {L1B, "dgx-h100-x2", 8192, 64, 4, 2, 2, 1, 1, true, 1, true, false, 0, false, 0, 0, 0, 0},
     /* context parallelism (ring attention; the data-parallel group spans
      * dp x cp) and TP communication overlap (issue 19) */
-    {L8, "dgx-h100-x1", 8192, 64, 2, 1, 2, 1, 1, false, 1, true, false, 2, false, 0, 0, 0},
-    {L8, "dgx-h100-x1", 8192, 64, 2, 1, 2, 1, 1, false, 1, true, false, 2, true, 0, 0, 0},
-    {L8, "dgx-h100-x1", 4096, 64, 4, 1, 2, 2, 1, true, 1, true, false, 0, true, 0, 0, 0},
-    {L8, "dgx-h100-x2", 8192, 64, 2, 1, 2, 1, 1, false, 1, true, false, 4, true, 0, 0, 0},
-    {L8, "dgx-h100-x1", 8192, 64, 1, 1, 1, 1, 1, false, 3, false, false, 8, false, 0, 0, 0},
-    {L70, "dgx-h100-x8", 8192, 128, 4, 4, 2, 1, 2, false, 1, true, false, 2, true, 0, 0, 0},
-    {L70, "dgx-h100-x16", 4096, 512, 4, 2, 2, 4, 4, false, 1, true, false, 8, true, 0, 0, 0},
-    {L70, "dgx-h100-x8", 4096, 256, 8, 4, 2, 1, 2, true, 1, true, false, 0, true, 0, 0, 0},
-    {G175, "dgx-h100-x16", 2048, 256, 8, 4, 2, 1, 1, true, 1, true, false, 2, true, 0, 0, 0},
-    {MX, "dgx-h100-x2", 4096, 64, 2, 2, 2, 1, 1, false, 1, true, false, 2, true, 0, 0, 0},
-    {GPT2, "dgx-h100-x1", 1024, 256, 2, 1, 4, 4, 1, false, 1, true, false, 0, true, 0, 0, 0},
-    {L1B, "dgx-h100-x1", 4096, 256, 2, 2, 1, 1, 1, false, 1, true, false, 2, true, 0, 0, 0},
+    {L8, "dgx-h100-x1", 8192, 64, 2, 1, 2, 1, 1, false, 1, true, false, 2, false, 0, 0, 0, 0},
+    {L8, "dgx-h100-x1", 8192, 64, 2, 1, 2, 1, 1, false, 1, true, false, 2, true, 0, 0, 0, 0},
+    {L8, "dgx-h100-x1", 4096, 64, 4, 1, 2, 2, 1, true, 1, true, false, 0, true, 0, 0, 0, 0},
+    {L8, "dgx-h100-x2", 8192, 64, 2, 1, 2, 1, 1, false, 1, true, false, 4, true, 0, 0, 0, 0},
+    {L8, "dgx-h100-x1", 8192, 64, 1, 1, 1, 1, 1, false, 3, false, false, 8, false, 0, 0, 0, 0},
+    {L70, "dgx-h100-x8", 8192, 128, 4, 4, 2, 1, 2, false, 1, true, false, 2, true, 0, 0, 0, 0},
+    {L70, "dgx-h100-x16", 4096, 512, 4, 2, 2, 4, 4, false, 1, true, false, 8, true, 0, 0, 0, 0},
+    {L70, "dgx-h100-x8", 4096, 256, 8, 4, 2, 1, 2, true, 1, true, false, 0, true, 0, 0, 0, 0},
+    {G175, "dgx-h100-x16", 2048, 256, 8, 4, 2, 1, 1, true, 1, true, false, 2, true, 0, 0, 0, 0},
+    {MX, "dgx-h100-x2", 4096, 64, 2, 2, 2, 1, 1, false, 1, true, false, 2, true, 0, 0, 0, 0},
+    {GPT2, "dgx-h100-x1", 1024, 256, 2, 1, 4, 4, 1, false, 1, true, false, 0, true, 0, 0, 0, 0},
+    {L1B, "dgx-h100-x1", 4096, 256, 2, 2, 1, 1, 1, false, 1, true, false, 2, true, 0, 0, 0, 0},
     /* the 64-GPU tile of each GB200 NVL72 rack (issue 21; costs/cluster.h):
      * TP 16 and 32 on NVLink inside it, the rack's other 8 GPUs idle; the
      * planner's evaluator on the tile view, eval on the same ranks */
-    {G175, "gb200-nvl72-x1", 2048, 64, 16, 4, 1, 1, 1, false, 1, true, false, 0, true, 0, 0, 0},
-    {G175, "gb200-nvl72-x2", 2048, 128, 32, 2, 2, 1, 1, true, 1, true, false, 0, false, 0, 0, 0},
-    {G175, "gb200-nvl72-x1", 2048, 64, 16, 2, 2, 1, 2, false, 1, true, false, 0, true, 0, 0, 0},
-    {G175, "gb200-nvl72-x2", 2048, 64, 16, 1, 8, 1, 1, false, 1, true, false, 0, true, 0, 0, 0},
+    {G175, "gb200-nvl72-x1", 2048, 64, 16, 4, 1, 1, 1, false, 1, true, false, 0, true, 0, 0, 0, 0},
+    {G175, "gb200-nvl72-x2", 2048, 128, 32, 2, 2, 1, 1, true, 1, true, false, 0, false, 0, 0, 0, 0},
+    {G175, "gb200-nvl72-x1", 2048, 64, 16, 2, 2, 1, 2, false, 1, true, false, 0, true, 0, 0, 0, 0},
+    {G175, "gb200-nvl72-x2", 2048, 64, 16, 1, 8, 1, 1, false, 1, true, false, 0, true, 0, 0, 0, 0},
     /* expert parallelism across data-parallel replicas (Megatron-Core's MoE
      * parallel folding: EP over cp x dp ranks; issue 19): the expert group
      * of ep / cp neighbouring replicas, its all-to-all, the experts' 1/ep
      * share and their data-parallel group of dp·cp / ep ranks */
-    {MX, "dgx-h100-x2", 4096, 64, 2, 2, 2, 1, 1, false, 1, true, false, 2, true, 4, 0, 0},
-    {MX, "dgx-h100-x4", 4096, 64, 2, 2, 4, 1, 1, true, 1, true, false, 2, true, 8, 0, 0},
-    {MX, "dgx-h100-x4", 8192, 64, 1, 2, 4, 1, 1, false, 1, false, false, 4, false, 8, 0, 0},
+    {MX, "dgx-h100-x2", 4096, 64, 2, 2, 2, 1, 1, false, 1, true, false, 2, true, 4, 0, 0, 0},
+    {MX, "dgx-h100-x4", 4096, 64, 2, 2, 4, 1, 1, true, 1, true, false, 2, true, 8, 0, 0, 0},
+    {MX, "dgx-h100-x4", 8192, 64, 1, 2, 4, 1, 1, false, 1, false, false, 4, false, 8, 0, 0, 0},
     /* DeepSeek-V3 on the tiles of four NVL72 racks, EP 16 over cp 2 x 8
      * replicas: the configuration of issue 19 that the Megatron space missed */
     {"deepseek-v3", "gb200-nvl72-x4", 4096, 256, 2, 4, 16, 1, 1, false, 1, true, false, 2, true,
-     16, 14, 15},
+     16, 14, 15, 0},
+    /* expert TP 1 under TP 2 and 4 (MoE parallel folding, issue 19): the
+     * experts split over the TP ranks instead of their hidden f, EP tp
+     * (data parallel or CP on axis 0) or tp x cp, the dispatcher's
+     * all-to-all over that group, no TP collective in the expert GEMMs */
+    {MX, "dgx-h100-x2", 4096, 64, 2, 2, 4, 1, 1, false, 1, true, false, 0, true, 2, 0, 0, 1},
+    {MX, "dgx-h100-x2", 4096, 64, 4, 2, 2, 1, 1, true, 1, true, false, 0, true, 4, 0, 0, 1},
+    {MX, "dgx-h100-x2", 4096, 64, 2, 2, 2, 1, 1, false, 1, true, false, 2, true, 4, 0, 0, 1},
+    {MX, "dgx-h100-x2", 4096, 64, 2, 2, 2, 1, 1, false, 1, true, false, 2, true, 2, 0, 0, 1},
+    {"qwen3-30b-a3b", "dgx-h100-x4", 4096, 128, 4, 2, 2, 1, 2, false, 1, true, false, 2, true, 8,
+     0, 0, 1},
+    /* ... with the expert group spanning replicas too: EP tp x cp x 2 */
+    {MX, "dgx-h100-x2", 4096, 64, 2, 2, 2, 1, 1, false, 1, true, false, 2, true, 8, 0, 0, 1},
+    {"deepseek-v3", "dgx-h100-x8", 4096, 256, 2, 4, 4, 1, 1, false, 1, true, false, 2, true, 16,
+     14, 15, 1},
 };
 
 static void test_agreement(void)
@@ -285,10 +302,10 @@ static void test_agreement(void)
 static void test_without_sp(void)
 {
     static const cfg_case no_sp[] = {
-        {L8, "dgx-h100-x1", 4096, 64, 2, 1, 4, 1, 1, false, 1, false, false, 0, false, 0, 0, 0},
-        {L8, "dgx-h100-x1", 4096, 64, 8, 1, 1, 1, 1, true, 0, false, false, 0, false, 0, 0, 0},
-        {L70, "dgx-h100-x8", 4096, 256, 8, 8, 1, 1, 1, false, 0, false, false, 0, false, 0, 0, 0},
-        {G175, "dgx-h100-x16", 2048, 256, 8, 8, 2, 2, 1, true, 1, false, false, 0, false, 0, 0, 0},
+        {L8, "dgx-h100-x1", 4096, 64, 2, 1, 4, 1, 1, false, 1, false, false, 0, false, 0, 0, 0, 0},
+        {L8, "dgx-h100-x1", 4096, 64, 8, 1, 1, 1, 1, true, 0, false, false, 0, false, 0, 0, 0, 0},
+        {L70, "dgx-h100-x8", 4096, 256, 8, 8, 1, 1, 1, false, 0, false, false, 0, false, 0, 0, 0, 0},
+        {G175, "dgx-h100-x16", 2048, 256, 8, 8, 2, 2, 1, true, 1, false, false, 0, false, 0, 0, 0, 0},
     };
     for (size_t i = 0; i < sizeof no_sp / sizeof no_sp[0]; i++) {
         cfg_case with = no_sp[i];
@@ -321,12 +338,12 @@ static void test_partial_recompute(void)
         cfg_case k;
         int64_t n;
     } partial[] = {
-        {{L70, "dgx-h100-x4", 4096, 128, 8, 4, 1, 1, 1, true, 0, true, false, 0, true, 0, 0, 0}, 5},
-        {{L70, "dgx-h100-x4", 4096, 128, 8, 4, 1, 1, 1, true, 0, true, false, 0, true, 0, 0, 0}, 19},
-        {{L8, "dgx-h100-x1", 4096, 64, 2, 4, 1, 1, 1, true, 0, true, false, 0, true, 0, 0, 0}, 3},
-        {{L8, "dgx-h100-x1", 4096, 64, 2, 2, 2, 1, 2, true, 1, true, false, 0, true, 0, 0, 0}, 9},
-        {{L70, "dgx-h100-x8", 4096, 256, 8, 4, 2, 1, 1, true, 1, true, false, 0, true, 0, 9, 9}, 7},
-        {{MX, "dgx-h100-x2", 4096, 64, 8, 2, 1, 1, 1, true, 0, true, false, 0, false, 0, 0, 0}, 4},
+        {{L70, "dgx-h100-x4", 4096, 128, 8, 4, 1, 1, 1, true, 0, true, false, 0, true, 0, 0, 0, 0}, 5},
+        {{L70, "dgx-h100-x4", 4096, 128, 8, 4, 1, 1, 1, true, 0, true, false, 0, true, 0, 0, 0, 0}, 19},
+        {{L8, "dgx-h100-x1", 4096, 64, 2, 4, 1, 1, 1, true, 0, true, false, 0, true, 0, 0, 0, 0}, 3},
+        {{L8, "dgx-h100-x1", 4096, 64, 2, 2, 2, 1, 2, true, 1, true, false, 0, true, 0, 0, 0, 0}, 9},
+        {{L70, "dgx-h100-x8", 4096, 256, 8, 4, 2, 1, 1, true, 1, true, false, 0, true, 0, 9, 9, 0}, 7},
+        {{MX, "dgx-h100-x2", 4096, 64, 8, 2, 1, 1, 1, true, 0, true, false, 0, false, 0, 0, 0, 0}, 4},
     };
     for (size_t i = 0; i < sizeof partial / sizeof partial[0]; i++) {
         const cfg_case *k = &partial[i].k;
@@ -356,11 +373,11 @@ static void test_partial_recompute(void)
 static void test_selective(void)
 {
     static const cfg_case sel[] = {
-        {L8, "dgx-h100-x1", 4096, 64, 2, 1, 4, 1, 1, false, 1, true, true, 0, false, 0, 0, 0},
-        {L8, "dgx-h100-x1", 2048, 64, 8, 1, 1, 2, 1, false, 0, true, true, 0, true, 0, 0, 0},
-        {L70, "dgx-h100-x8", 2048, 256, 8, 4, 2, 1, 2, false, 1, true, true, 0, true, 0, 0, 0},
-        {GPT2, "dgx-h100-x1", 1024, 256, 2, 2, 2, 2, 1, false, 1, true, true, 0, false, 0, 0, 0},
-        {L8, "dgx-h100-x1", 4096, 64, 2, 1, 4, 1, 1, false, 1, true, false, 0, false, 0, 0, 0},
+        {L8, "dgx-h100-x1", 4096, 64, 2, 1, 4, 1, 1, false, 1, true, true, 0, false, 0, 0, 0, 0},
+        {L8, "dgx-h100-x1", 2048, 64, 8, 1, 1, 2, 1, false, 0, true, true, 0, true, 0, 0, 0, 0},
+        {L70, "dgx-h100-x8", 2048, 256, 8, 4, 2, 1, 2, false, 1, true, true, 0, true, 0, 0, 0, 0},
+        {GPT2, "dgx-h100-x1", 1024, 256, 2, 2, 2, 2, 1, false, 1, true, true, 0, false, 0, 0, 0, 0},
+        {L8, "dgx-h100-x1", 4096, 64, 2, 1, 4, 1, 1, false, 1, true, false, 0, false, 0, 0, 0, 0},
     };
     for (size_t i = 0; i < sizeof sel / sizeof sel[0]; i++) {
         const cfg_case *k = &sel[i];

@@ -135,6 +135,10 @@ static const loom_cli_option plan_opts[] = {
     {.name = "--ep", .kind = LOOM_CLI_INT, .field = F(req.search.pin_ep), .lo = 1, .hi = 1 << 20,
      .metavar = "N", .help = "pin the expert-parallel size of every stage with experts\n"
                              "(MoE models; Megatron's spaces)", .def = "searched"},
+    {.name = "--etp", .kind = LOOM_CLI_INT, .field = F(req.search.pin_etp), .lo = 1, .hi = 1 << 20,
+     .metavar = "N", .help = "pin the experts' tensor-parallel size: 1 (the experts\n"
+                             "over the TP ranks) or the TP (MoE models; Megatron's spaces)",
+     .def = "searched"},
     {.name = "--mbs", .kind = LOOM_CLI_INT, .field = F(req.search.pin_mbs), .lo = 1, .hi = 1 << 20,
      .metavar = "N", .help = "pin the micro-batch size", .def = "searched"},
     {.name = "--vpp", .kind = LOOM_CLI_INT, .field = F(req.search.pin_vpp), .lo = 1, .hi = 512,

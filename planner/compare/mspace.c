@@ -185,6 +185,14 @@ void loom_mspace_config(const loom_algo_ctx *ctx, const loom_parallel *p, loom_s
          * ep / cp neighbouring replicas (Megatron's rank order tp-cp-dp;
          * the expert group ep-edp over the same ranks) */
         st->ep_span = cp > 1 && p->ep > cp && p->ep % cp == 0 ? p->ep / cp : 1;
+        /* expert TP 1 under a TP: the experts over the TP ranks too (EP tp,
+         * or tp x cp x the ep / (tp x cp) replicas the group spans) */
+        st->expert_fold = p->etp == 1 && p->tp > 1;
+        if (st->expert_fold) {
+            int64_t mesh = p->tp * cp;
+            st->ep_span = cp > 1 && p->ep > mesh && p->ep % mesh == 0 ? p->ep / mesh : 1;
+            st->expert_split = cp > 1 && p->ep >= mesh ? 1 : -1;
+        }
         st->recompute = p->recompute;
         st->recompute_blocks = p->recompute == LOOM_RECOMPUTE_FULL ? p->recompute_layers : 0;
         st->first_gpu = st->group * size;   /* inside replica 0 */
@@ -223,7 +231,7 @@ static bool same_stage(const loom_search_stage *a, const loom_search_stage *b)
            a->context_parallel == b->context_parallel &&
            a->tp_comm_overlap == b->tp_comm_overlap &&
            (a->ep_span > 1 ? a->ep_span : 1) == (b->ep_span > 1 ? b->ep_span : 1) &&
-           a->recompute == b->recompute && a->recompute_blocks == b->recompute_blocks &&
+           a->expert_fold == b->expert_fold && a->recompute == b->recompute && a->recompute_blocks == b->recompute_blocks &&
            a->first_gpu == b->first_gpu &&
            a->replica_stride == b->replica_stride;
 }

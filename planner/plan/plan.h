@@ -218,6 +218,8 @@ typedef struct {
     loom_plan_axis_role axis[2];     /* per mesh axis; TP on both: 2-D tensor parallelism */
     int64_t tp, cp, dp;              /* degrees: tp · cp · dp = the stage's GPUs */
     int64_t ep;                      /* GPUs the expert weights split e over (1: none) */
+    int64_t etp;                     /* GPUs the expert weights split their hidden f over (the
+                                        experts' TP; 0: no expert weight, or none to read) */
 } loom_plan_roles;
 
 /* "tp", "cp", "ep", "dp", "-". */

@@ -93,6 +93,10 @@ static void write_stage(cJSON *arr, const loom_plan_stage *s, int flags)
     /* written when the experts span replicas only: plans without it read
      * (and write) as before */
     if (s->ep_span > 1 && ro.ep > 1) num(o, "expert_parallel_replicas", (double)s->ep_span);
+    /* written when the experts' TP is not the stage's (MoE parallel
+     * folding, --expert-tensor-parallel-size): plans without it read as
+     * before */
+    if (ro.etp > 0 && ro.etp != ro.tp) num(o, "expert_tensor_parallel", (double)ro.etp);
     cJSON_AddBoolToObject(o, "sequence_parallel", s->sequence_parallel);
     /* written when on only: plans without it read (and write) as before */
     if (s->tp_comm_overlap) cJSON_AddBoolToObject(o, "tp_comm_overlap", true);
@@ -360,7 +364,7 @@ static loom_status read_stage(const loom_jctx *c, const cJSON *o, const char *pa
                                        "submesh", "mesh", "mesh_axes",
                                        "tensor_parallel", "context_parallel", "data_parallel",
                                        "expert_parallel", "expert_parallel_replicas",
-                                       "sequence_parallel", "tp_comm_overlap",
+                                       "expert_tensor_parallel", "sequence_parallel", "tp_comm_overlap",
                                        "recompute", "recompute_layers", "zero", "in_flight",
                                        "ops", "memory_bytes",
                                        "time_s", NULL};

@@ -85,11 +85,11 @@ static unsigned seq_only_axes(const char *list)
 
 /* Whether a weight spec is an expert weight: it has both an e and an f dim
  * (the router's "h e" has no f). *e gets the axes it splits e over. */
-static bool expert_weight(const char *w, unsigned *e)
+static bool expert_weight(const char *w, unsigned *e, unsigned *f)
 {
     bool has_e, has_f;
     *e = dim_axes(w, "e", &has_e);
-    dim_axes(w, "f", &has_f);
+    *f = dim_axes(w, "f", &has_f);
     return has_e && has_f;
 }
 
@@ -101,17 +101,17 @@ static int64_t axes_size(unsigned axes, const int64_t mesh[2])
 void loom_plan_stage_roles(const loom_plan_stage *s, loom_plan_roles *r)
 {
     unsigned real = (s->mesh[0] > 1 ? 1u : 0u) | (s->mesh[1] > 1 ? 2u : 0u);
-    unsigned tp = 0, cp = 0, ep = 0;
-    bool any_weight = false;
+    unsigned tp = 0, cp = 0, ep = 0, etp = 0;
+    bool any_weight = false, any_expert = false;
     for (int32_t k = 0; k < s->n_ops; k++) {
         const char *w = s->ops[k].weight;
         if (!w[0]) continue;
         any_weight = true;
-        unsigned e;
-        if (expert_weight(w, &e)) ep |= e;
+        unsigned e, f;
+        if (expert_weight(w, &e, &f)) ep |= e, etp |= f, any_expert = true;
         else tp |= dim_axes(w, NULL, NULL);
     }
-    tp &= real, ep &= real;
+    tp &= real, ep &= real, etp &= real;
     memset(r, 0, sizeof *r);
     int64_t n = s->n_gpus > 0 ? s->n_gpus : 1;
     if (!any_weight) {   /* nothing to read the roles from: the stage's own degrees */
@@ -151,6 +151,7 @@ void loom_plan_stage_roles(const loom_plan_stage *s, loom_plan_roles *r)
     r->tp = axes_size(tp, s->mesh);
     r->cp = axes_size(cp, s->mesh);
     r->ep = axes_size(ep, s->mesh) * (ep && s->ep_span > 1 ? s->ep_span : 1);
+    r->etp = any_expert ? axes_size(etp, s->mesh) : 0;
     r->dp = n % (r->tp * r->cp) == 0 ? n / (r->tp * r->cp) : 1;
 }
 
