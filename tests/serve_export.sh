@@ -107,6 +107,14 @@ expect_fail export 2 "$tmp/agg.json" --to vllm --nearest -o "$NEVER" -- "--neare
 "$LOOM" plan gpt2 --cluster dgx-h100-x1 --mode infer --gbs 8 --seq 1024 -o "$tmp/infer.json" >/dev/null 2>&1
 expect_fail export 2 "$tmp/infer.json" --to sglang -o "$NEVER" -- "--to sglang exports serving deployments"
 expect_fail export 2 "$tmp/infer.json" --to vllm --pool decode -o "$NEVER" -- "--pool is for disaggregated serving plans"
+# NVFP4 (Blackwell): the export adds no flag (the engines read the
+# checkpoint's method) and says which checkpoint to serve
+"$LOOM" plan llama-3.1-70b --cluster dgx-b200-x1 "${S[@]}" --weights nvfp4 --kv-dtype fp8 --isl 1024 --osl 1024 --ttft 2 --tpot 0.05 -o "$tmp/fp4.json" >/dev/null 2>&1 || bad "plan nvfp4"
+for to in vllm sglang; do
+    "$LOOM" export "$tmp/fp4.json" --to $to -o "$tmp/fp4.$to" 2>"$tmp/err" || bad "export nvfp4 --to $to"
+    if grep -q "serve an NVFP4 checkpoint" "$tmp/err" && ! grep -q "quantization" "$tmp/fp4.$to"; then ok
+    else bad "nvfp4 --to $to: $(cat "$tmp/err")"; fi
+done
 # a damaged serving plan names the place
 python3 - "$tmp/agg.json" "$tmp/bad.json" <<'PY'
 import json, sys

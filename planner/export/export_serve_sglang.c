@@ -71,6 +71,9 @@ void loom_serve_export_write_sglang(const loom_serve_export *x, const loom_serve
     if (!strcmp(x->weights, "int4"))
         loom_export_list_add(notes, "int4 weights: serve an AWQ or GPTQ checkpoint (SGLang reads "
                              "its method from the checkpoint)");
+    if (!strcmp(x->weights, "nvfp4"))
+        loom_export_list_add(notes, "nvfp4 weights: serve an NVFP4 checkpoint (ModelOpt; SGLang reads "
+                             "its method from the checkpoint) on Blackwell GPUs");
 
     fprintf(f, "#!/usr/bin/env bash\n# Written by `loom export --to sglang` from ");
     loom_export_put_comment_text(f, source ? source : "a serving plan");

@@ -75,6 +75,9 @@ void loom_serve_export_write_vllm(const loom_serve_export *x, const loom_serve_e
     if (!strcmp(x->weights, "int4"))
         loom_export_list_add(notes, "int4 weights: serve an AWQ or GPTQ checkpoint (vLLM reads "
                              "its method from the checkpoint)");
+    if (!strcmp(x->weights, "nvfp4"))
+        loom_export_list_add(notes, "nvfp4 weights: serve an NVFP4 checkpoint (ModelOpt; vLLM reads "
+                             "its method from the checkpoint) on Blackwell GPUs");
 
     fprintf(f, "# Written by `loom export --to vllm` from ");
     loom_export_put_comment_text(f, source ? source : "a serving plan");
