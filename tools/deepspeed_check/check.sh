@@ -24,23 +24,11 @@
 # keys.py (same tree) regenerates tests/data/deepspeed_config_keys.txt, the
 # key list the test suite checks the exports against without DeepSpeed.
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
 D=${DEEPSPEED:-/tmp/ds}
-PY=${PYTHON:-python3}
-LOOM=${LOOM:-$root/build/loom}
 [ -f "$D/deepspeed/runtime/config.py" ] || { echo "check.sh: no DeepSpeed tree at $D (set DEEPSPEED)" >&2; exit 2; }
-sections=
-[ $# = 0 ] && { set -- "$root"/tests/golden/export/*.plan.json; sections=1; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-check() { # CONFIG WORLD PP LABEL
-    local out
-    out=$(cd "$D" && "$PY" "$here/check.py" "$1" "$2" "$3" 2>/dev/null | grep -E '^(PASS|FAIL) ')
-    [ -n "$out" ] || out="FAIL $(basename "$1"): check.py printed no verdict"
-    echo "${out/ $(basename "$1"):/ $4:}"
-    case $out in PASS*) ;; *) fails=$((fails + 1)) ;; esac
-}
+tree=$D
+# shellcheck source=../runtime_check.sh
+. "$here/../runtime_check.sh"
 for plan in "$@"; do
     plan=$(readlink -f "$plan")
     name=$(basename "$plan" .plan.json)

@@ -23,23 +23,11 @@
 # fields.py (same tree) regenerates tests/data/torchtitan_config_fields.txt,
 # from which the test suite builds its stand-in torchtitan.
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
 T=${TORCHTITAN:-/tmp/tt}
-PY=${PYTHON:-python3}
-LOOM=${LOOM:-$root/build/loom}
 [ -f "$T/torchtitan/config/configs.py" ] || { echo "check.sh: no torchtitan tree at $T (set TORCHTITAN)" >&2; exit 2; }
-sections=
-[ $# = 0 ] && { set -- "$root"/tests/golden/export/*.plan.json; sections=1; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-check() { # JOB.py WORLD PLAN LABEL
-    local out
-    out=$(cd "$T" && "$PY" "$here/check.py" "$1" "$2" "$3" 2>/dev/null | grep -E '^(PASS|FAIL) ')
-    [ -n "$out" ] || out="FAIL $(basename "$1"): check.py printed no verdict"
-    echo "${out/ $(basename "$1"):/ $4:}"
-    case $out in PASS*) ;; *) fails=$((fails + 1)) ;; esac
-}
+tree=$T
+# shellcheck source=../runtime_check.sh
+. "$here/../runtime_check.sh"
 for plan in "$@"; do
     plan=$(readlink -f "$plan")
     name=$(basename "$plan" .plan.json)
