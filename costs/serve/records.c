@@ -217,14 +217,14 @@ static loom_status one(const loom_jctx *c, const cJSON *o, const char *path, loo
                  "engine (its own policy, not the engine's)", path);
         return LOOM_OK;
     }
-    /* the overlap scheduler as the run's launch line (engine_settings
-     * "command", the published text) sets it: engine.h overlap_host */
-    const cJSON *cmd = es ? cJSON_GetObjectItemCaseSensitive(es, "command") : NULL;
-    if (cJSON_IsString(cmd)) {
-        if (strstr(cmd->valuestring, "--disable-overlap-schedule")) r->overlap_off = true;
-        if (r->engine == LOOM_ENGINE_VLLM && strstr(cmd->valuestring, "--async-scheduling"))
-            r->overlap_on = true;
-    }
+    /* the overlap scheduler (engine.h overlap_host), as the run's launch line
+     * set it: engine_settings "async_scheduling" (vLLM --async-scheduling),
+     * "overlap_schedule": false (SGLang --disable-overlap-schedule) */
+    if (es && cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(es, "overlap_schedule")))
+        r->overlap_off = true;
+    if (es && r->engine == LOOM_ENGINE_VLLM &&
+        cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(es, "async_scheduling")))
+        r->overlap_on = true;
     /* vLLM's multi-step scheduling (--num-scheduler-steps k, v0.6): engine.h */
     if (es) {
         double k = num_or(es, "num_scheduler_steps", 1);
