@@ -13,6 +13,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 source tests/lib/cli_expect.bash
+NEVER=$tmp/never.json
 
 S=(--mode serve --cluster dgx-h100-x1)
 W=(--isl 512 --osl 128 --requests 300)
@@ -95,6 +96,9 @@ c = json.load(open(sys.argv[1]))["config"]
 assert c["overlap_host"] == (sys.argv[2] != ""), c
 PY
 done
+# nvfp4 needs FP4 tensor cores: eval and plan refuse it on an H100, writing nothing
+expect_fail eval 1 llama-3-8b "${S[@]}" "${W[@]}" --qps 1 --weights nvfp4 -- "FP4 tensor cores, which H100-SXM5-80GB does not"
+expect_fail plan 1 llama-3-8b "${S[@]}" --isl 512 --osl 128 --qps 1 --ttft 1 --tpot 0.05 --weights nvfp4 -o "$NEVER" -- "FP4 tensor cores, which H100-SXM5-80GB does not"
 # SGLang's overlap scheduler is on unless the launch line turns it off
 for flag in "" "--disable-overlap-schedule"; do
     "$LOOM" eval --cluster dgx-h100-x1 "${W[@]}" --qps 2 --json --from-sglang \

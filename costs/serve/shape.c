@@ -55,6 +55,16 @@ bool loom_serve_weights_parse(const char *s, loom_serve_weights *out)
     return false;
 }
 
+loom_status loom_serve_weights_check(loom_serve_weights w, const loom_device *d, loom_error *err)
+{
+    if (w == LOOM_WEIGHTS_NVFP4 && !(d->fp4_flops > 0))
+        return loom_error_set(err, LOOM_ERR_INVALID,
+                              "--weights nvfp4 runs its GEMMs on FP4 tensor cores, which %s does not "
+                              "have (Blackwell: B200, GB200); use fp8 or int4 there",
+                              d->name);
+    return LOOM_OK;
+}
+
 double loom_serve_weights_bytes(loom_serve_weights w)
 {
     switch (w) {

@@ -45,6 +45,7 @@
 #include <stdint.h>
 #include "base/dtype.h"
 #include "base/error.h"
+#include "costs/device.h"
 #include "graph/graph.h"
 
 #define LOOM_SERVE_WEIGHTS_LIST(X) \
@@ -62,6 +63,9 @@ typedef enum {
 } loom_serve_weights;
 
 const char *loom_serve_weights_name(loom_serve_weights w);
+/* Whether device d can run weights w (nvfp4 needs FP4 tensor cores); the
+ * error says what is missing and what to use instead. */
+loom_status loom_serve_weights_check(loom_serve_weights w, const loom_device *d, loom_error *err);
 bool loom_serve_weights_parse(const char *s, loom_serve_weights *out);
 /* Stored bytes per parameter of a quantised GEMM weight (scales included). */
 double loom_serve_weights_bytes(loom_serve_weights w);

@@ -51,13 +51,7 @@ loom_status loom_serve_model_create(const loom_serve_model_opts *o, loom_serve_m
     const loom_cluster *c = o->cluster;
     if ((s = loom_serve_shape_build(o->graph, &o->par, &m->shape, err))) goto fail;
     if ((s = loom_serve_engine_validate(&o->engine, err))) goto fail;
-    if (o->par.weights == LOOM_WEIGHTS_NVFP4 && !(c->gpu.fp4_flops > 0)) {
-        s = loom_error_set(err, LOOM_ERR_INVALID,
-                           "--weights nvfp4 runs its GEMMs on FP4 tensor cores, which %s does not "
-                           "have (Blackwell: B200, GB200); use fp8 or int4 there",
-                           c->gpu.name);
-        goto fail;
-    }
+    if ((s = loom_serve_weights_check(o->par.weights, &c->gpu, err))) goto fail;
     int64_t gpus = m->shape.gpus * o->par.replicas, have = loom_cluster_gpus(c);
     if (gpus > have) {
         s = loom_error_set(err, LOOM_ERR_INVALID,

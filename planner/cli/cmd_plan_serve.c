@@ -236,6 +236,10 @@ int loom_cmd_plan_serve(int argc, char **argv)
         int w;
         if (loom_cli_checkpoint_weights(model_path, &w)) req.space.weights = (loom_serve_weights)w;
     }
+    if (loom_serve_weights_check(req.space.weights, &cluster.gpu, &err)) {
+        loom_graph_destroy(g);
+        return loom_cli_fail(&err);
+    }
     loom_serve_workload_init(&req.work);
     req.work.isl = a.isl;
     req.work.osl = a.osl;
