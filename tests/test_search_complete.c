@@ -60,7 +60,7 @@ typedef struct {
     loom_parallel best;
 } bf_tally;
 
-/* The plan's step time in one space (search picks ZeRO, as --search-zero);
+/* The plan's step time in one space (search picks ZeRO, as loom plan does);
  * `narrow`: without context parallelism and TP communication overlap. */
 static double plan_step_ep(const bf_case *k, loom_cost_model *cm, const loom_model_source *src,
                            bool megatron, bool narrow, int64_t pin_ep);
