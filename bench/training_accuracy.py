@@ -8,7 +8,10 @@ llm-foundry benchmarks, IBM's FMS-FSDP, MLPerf Training v3.1-v5.0 result logs,
 the ZeRO and FSDP papers, technical reports), each with its source. loom's
 shipped calibration is fitted on examples/calibration/published-runs.json
 only (no record here is in it), so every prediction below is out of sample:
-a stricter check than leave-one-source-out. The regimes are the record's own
+a stricter check than leave-one-source-out. The exception is Blackwell's
+GEMM and attention fractions of peak (B200, GB200; costs/calib.c), which
+are fitted here to the Blackwell records: those rows are leave-one-source-
+out, each source predicted by the fit to the others (blackwell_fit). The regimes are the record's own
 ("zero3-fsdp", "fp8", "moe", "large-scale-4k+", "dense-tp-pp").
 
 Each record becomes one `loom eval` call with the record's configuration:
