@@ -152,6 +152,18 @@ def a2a_overlap(r):
             and r["gpu"].startswith("H100"))
 
 
+def hybridep(r):
+    """Megatron-Bridge's Qwen3 and DeepSeek-V3 performance configs for GB200
+    (scripts/performance/configs/qwen/qwen3_workload_base_configs.py,
+    configs/deepseek/deepseek_workload_base_configs.py: every *_GB200_*
+    preset) set moe_flex_dispatcher_backend="hybridep": the flex dispatcher
+    with HybridEP's NVLink-domain all-to-all (NUM_OF_HYBRID_EP_RANKS_PER_
+    NVLINK_DOMAIN), where their B200 and H100 presets vary (NCCL all-to-all,
+    DeepEP, HybridEP) from version to version."""
+    return (r.get("source_id") == "mbridge-perf" and r["gpu"] == "GB200" and r.get("moe")
+            and r["model"].startswith(("Qwen3", "DeepSeek-V3")) and (r.get("ep") or 1) > 1)
+
+
 def eval_args(r, assumed):
     tp, pp, cp, ep = r.get("tp") or 1, r.get("pp") or 1, r.get("cp") or 1, r.get("ep") or 1
     a = ["--tp", tp, "--pp", pp, "--cp", cp, "--ep", ep, "--gbs", r["global_batch"],
@@ -237,6 +249,9 @@ def eval_args(r, assumed):
         a += ["--grad-reduce-bf16"]
     if r.get("fp8"):
         a += ["--dtype", "fp8"]
+    if hybridep(r):
+        a += ["--moe-hybridep"]
+        assumed.append("HybridEP dispatcher (Megatron-Bridge's GB200 MoE configs)")
     if a2a_overlap(r):
         a += ["--moe-a2a-overlap"]
         assumed.append("EP all-to-all overlap (Megatron-Bridge's H100 DeepSeek-V3 config)")
@@ -260,6 +275,8 @@ MEGATRON_FLAGS = {"--tp": "--tensor-model-parallel-size", "--pp": "--pipeline-mo
 MEGATRON_SWITCHES = {"--sp": "--sequence-parallel", "--tp-comm-overlap": "--tp-comm-overlap",
                      "--dist-opt": "--use-distributed-optimizer",
                      "--moe-a2a-overlap": "--overlap-moe-expert-parallel-comm"}
+MEGATRON_PAIRS = {"--moe-hybridep": ["--moe-token-dispatcher-type", "flex",
+                                     "--moe-flex-dispatcher-backend", "hybridep"]}
 
 
 def layout_line(r, args, assumed):
@@ -289,6 +306,9 @@ def layout_line(r, args, assumed):
         elif a == "--dtype":
             line += ["--fp8-format", "hybrid"] if args[i + 1] == "fp8" else []
             i += 2
+        elif a in MEGATRON_PAIRS:
+            line += MEGATRON_PAIRS[a]
+            i += 1
         elif a in MEGATRON_SWITCHES:
             line += [MEGATRON_SWITCHES[a]]
             i += 1

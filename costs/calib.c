@@ -46,7 +46,7 @@
 #define FA2_FRAC_HOPPER 0.56
 /* bench/training_accuracy.py's fit to the Blackwell runs of all three sources */
 #define BLACKWELL_GEMM_EFF 0.50
-#define BLACKWELL_ATTN_EFF 0.45
+#define BLACKWELL_ATTN_EFF 0.44
 
 /* Hopper and newer: a fused attention kernel (cuDNN, FA3) that uses the
  * warpgroup tensor-core instructions FlashAttention-2 does not. */

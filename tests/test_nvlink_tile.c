@@ -22,7 +22,7 @@
  *     of every configuration with groups of at most 8. (It was 5% faster
  *     while Blackwell took the H100's GEMM fraction; with its own, 0.50 of
  *     peak (costs/calib.c), the best of each side is the same layout, tp 2
- *     cp 2 pp 4 dp 16 mbs 1, at EP 16 and at EP 8: 1.7708 s and 1.7705 s.
+ *     cp 2 pp 4 dp 16 mbs 1, at EP 16 and at EP 8: 1.7749 s and 1.7746 s.
  *     The step no longer turns on the expert-parallel group in Megatron's
  *     uniform layouts; the planner's own layouts still gain, below);
  *   - the plan (loom_plan_run, the full search) has a group larger than 8,
