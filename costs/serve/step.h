@@ -69,6 +69,7 @@ typedef struct {
     loom_serve_engine engine;
     int64_t seq_tokens;             /* longest request (prompt + output), for max concurrency */
     loom_serve_frontend frontend;   /* what serves the requests (calib.h) */
+    loom_serve_client client;       /* what reads the stream (engine.h) */
 } loom_serve_model_opts;
 
 /* The per-request latency of the instance's front end (calib.h latency_*_s;
