@@ -115,6 +115,7 @@ const loom_serve_engine *loom_serve_model_engine(const loom_serve_model *m) { re
 const loom_serve_calib *loom_serve_model_calib(const loom_serve_model *m) { return &m->sc; }
 double loom_serve_model_latency_s(const loom_serve_model *m) { return m->latency_s; }
 loom_serve_frontend loom_serve_model_frontend(const loom_serve_model *m) { return m->frontend; }
+loom_serve_client loom_serve_model_client(const loom_serve_model *m) { return m->client; }
 const loom_cluster *loom_serve_model_cluster(const loom_serve_model *m) { return &m->cluster; }
 
 /* A tensor-core kernel of F FLOPs: F / (peak · eff · F/(F + half)). */

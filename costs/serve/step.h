@@ -76,6 +76,7 @@ typedef struct {
  * 0 without one). */
 double loom_serve_model_latency_s(const loom_serve_model *m);
 loom_serve_frontend loom_serve_model_frontend(const loom_serve_model *m);
+loom_serve_client loom_serve_model_client(const loom_serve_model *m);
 
 /* Builds the instance: its shape, its memory, the constants of its
  * iteration time. Errors name the option at fault (shape.h), a device
