@@ -148,7 +148,9 @@ cal = json.load(open(sys.argv[2]))
 py, par = (json.load(open("%s/cl_%s.json" % (d, c))) for c in ("python", "parallel"))
 cap = 1 / cal["client_chunk_s"]
 assert py["config"]["client"] == "python" and par["config"]["client"] == "parallel"
-assert cap * 0.95 <= py["output_tokens_per_s"] <= cap * 1.001, (py["output_tokens_per_s"], cap)
+# (within 10%: while the server admits the 1,000 requests, request_overhead_s
+# each, the client is not yet the bottleneck)
+assert cap * 0.90 <= py["output_tokens_per_s"] <= cap * 1.001, (py["output_tokens_per_s"], cap)
 assert par["output_tokens_per_s"] > cap * 1.2, (par["output_tokens_per_s"], cap)
 PY
 

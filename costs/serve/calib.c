@@ -50,7 +50,15 @@
  *                        2 us in TensorRT-LLM's C++ executor
  *   request_overhead_s 2 ms  the OpenAI-compatible server's work per request
  *                        (vLLM's and SGLang's API server is one Python
- *                        process: HTTP, tokenisation, admission)
+ *                        process: HTTP, tokenisation, admission), bounded
+ *                        to 4 ms: vLLM 0.11 served GPUStack's 1,000
+ *                        random 128-token prompts to gpt-oss-20b on one
+ *                        H100 in 4.04 s end to end, so its server passes
+ *                        a request in at most 4 ms. Unbounded, the fit put
+ *                        it at 12 ms (a serial queue that caps a server at
+ *                        85 requests/s) to stand in for the slow prefill
+ *                        of GPUStack's dense-model floods (Qwen3-14B's same
+ *                        1,000 prompts took 22.7 s)
  *   stream_token_s 100 us  one streamed token through the server's
  *                        incremental detokeniser and SSE writer (one Python
  *                        process)

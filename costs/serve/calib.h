@@ -82,7 +82,7 @@
     X(iter_compiled_s, 0.0, 20e-3)      \
     X(seq_overhead_s, 0.0, 100e-6)     \
     X(seq_compiled_s, 0.0, 200e-6)     \
-    X(request_overhead_s, 0.0, 50e-3)   \
+    X(request_overhead_s, 0.0, 4e-3)    \
     X(stream_token_s, 0.0, 2e-3)        \
     X(client_chunk_s, 0.0, 2e-3)        \
     X(latency_vllm_s, 0.0, 0.2)         \
