@@ -43,7 +43,9 @@ py() { python3 - "$@"; }
 # brute MODEL CLUSTER GPUS [eval/plan options]: every tp × pp × dp (and, for
 # MoE, ep = tp·dp) deployment of GPUS evaluated by loom eval; the plan with
 # --disagg off (and with auto) must reach 95% of the best output tokens/s.
-A=(--isl 1024 --osl 256 --concurrency 64)
+# --client parallel: the plan's default (users), given to loom eval too,
+# whose default (python) reproduces vllm bench serve
+A=(--isl 1024 --osl 256 --concurrency 64 --client parallel)
 brute() {
     local m=$1 c=$2 n=$3; shift 3
     local d="$tmp/bf_$m"; mkdir -p "$d"
@@ -128,7 +130,7 @@ PY
 done
 
 # ---- (c) capacity planning: 20 requests/s within TTFT ≤ 1 s, TPOT ≤ 50 ms ----
-C=(--cluster dgx-h100-x4 --isl 2000 --osl 200 --qps 20 --ttft 1 --tpot 0.05)
+C=(--cluster dgx-h100-x4 --isl 2000 --osl 200 --qps 20 --ttft 1 --tpot 0.05 --client parallel)
 "$LOOM" plan llama-3-70b "${S[@]}" "${C[@]}" --json >"$tmp/c.json" 2>"$tmp/err" || bad "(c) plan: $(cat "$tmp/err")"
 py "$tmp/c.json" <<'PY' && ok || bad "(c) capacity plan misses 90%"
 import json, sys

@@ -34,7 +34,7 @@ typedef struct {
     int64_t isl, osl, concurrency, seed, recheck;
     int len_dist;
     double len_spread, qps, ttft, tpot, attainment;
-    int objective, disagg, engine, weights, kv_dtype, frontend;
+    int objective, disagg, engine, weights, kv_dtype, frontend, client;
     bool trt_engine, engine_given;
     bool json, no_timings;
     bool isl_given, osl_given, qps_given, conc_given, obj_given, weights_given;
@@ -52,6 +52,10 @@ static void args_init(void *p)
     a->weights = LOOM_WEIGHTS_BF16;
     a->kv_dtype = LOOM_DTYPE_BF16;
     a->recheck = 3;
+    /* a deployment serves users, each reading its own stream: no benchmark
+     * client's serial parse (loom eval --mode serve defaults to python, to
+     * reproduce vllm bench serve) */
+    a->client = LOOM_CLIENT_PARALLEL;
 }
 
 static const loom_cli_choice mode_choices[] = {{"serve", 1, false}, {NULL, 0, false}};
@@ -108,6 +112,10 @@ static const loom_cli_option opts[] = {
      .help = "what serves the requests: the engine's OpenAI server, NVIDIA NIM's\n"
              "(TensorRT-LLM; implies --trt-engine), or none (an in-process harness)",
      .def = "server"},
+    {.name = "--client", .kind = LOOM_CLI_ENUM, .field = F(client),
+     .choices = loom_serve_client_choices, .metavar = "C",
+     .help = "what reads the streams: parallel (users, genai-perf, AIPerf) or python\n"
+             "(one asyncio process parsing every chunk: vllm bench serve)", .def = "parallel"},
     {.name = "--trt-engine", .kind = LOOM_CLI_FLAG, .field = F(trt_engine),
      .help = "TensorRT-LLM runs a built TensorRT engine from its C++ executor"},
     {.name = "--weights", .kind = LOOM_CLI_ENUM, .field = F(weights), .given = F(weights_given),
@@ -229,6 +237,7 @@ int loom_cmd_plan_serve(int argc, char **argv)
                                         .serve_calib = a.serve_calib ? &scal : NULL,
                                         .engine = (loom_engine_kind)a.engine,
                                         .frontend = (loom_serve_frontend)a.frontend,
+                                        .client = (loom_serve_client)a.client,
                                         .trt_engine = a.trt_engine,
                                         .weights = (loom_serve_weights)a.weights,
                                         .kv_dtype = (loom_dtype)a.kv_dtype};

@@ -35,7 +35,7 @@ loom_status loom_serve_space_model(const loom_serve_space_opts *o, const loom_se
 {
     loom_serve_model_opts mo = {.graph = o->graph, .cluster = o->cluster, .calib = o->calib,
                                 .serve_calib = o->serve_calib, .seq_tokens = o->seq_tokens,
-                                .frontend = o->frontend};
+                                .frontend = o->frontend, .client = o->client};
     loom_serve_parallel_init(&mo.par);
     mo.par.tp = inst->tp;
     mo.par.pp = inst->pp;

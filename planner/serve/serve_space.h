@@ -64,6 +64,7 @@ typedef struct {
     const loom_serve_calib *serve_calib;  /* NULL: the shipped serving calibration */
     loom_engine_kind engine;
     loom_serve_frontend frontend;         /* what serves the requests (engine.h) */
+    loom_serve_client client;             /* what reads the streams (engine.h) */
     bool trt_engine;                      /* TensorRT-LLM on a built engine (engine.h) */
     loom_serve_weights weights;
     loom_dtype kv_dtype;
