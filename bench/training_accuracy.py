@@ -26,7 +26,9 @@ DeepSpeed), and what the source states beyond those: the node network
 hybrid sharding's shard group ("fsdp_shard": `--fsdp-shard`, with
 zero_stage "hsdp"),
 block-level checkpointing of a fraction of the blocks
-("recompute_block_fraction"), torchtitan's async TP. What the record leaves
+("recompute_block_fraction"), torchtitan's async TP, torch.compile or eager
+PyTorch ("compile": `--elementwise fused|eager`; unstated, torchtitan's
+default, eager). What the record leaves
 open is assumed and listed. Records are
 skipped, with the reason, when they have no step time or throughput, or name
 hardware loom does not model (A800, "A100" without a size).
@@ -255,6 +257,20 @@ def eval_args(r, assumed):
     if a2a_overlap(r):
         a += ["--moe-a2a-overlap"]
         assumed.append("EP all-to-all overlap (Megatron-Bridge's H100 DeepSeek-V3 config)")
+    # element-wise ops: eager PyTorch's kernel chains, or fused (torch.compile,
+    # Megatron's and TE's kernels); the record's "compile" where its source
+    # says, else the framework's default
+    fwname = (r.get("framework") or "").lower()
+    if r.get("compile") is not None:
+        a += ["--elementwise", "fused" if r["compile"] else "eager"]
+    elif fwname.startswith("torchtitan"):
+        a += ["--elementwise", "eager"]
+        assumed.append("eager (torchtitan's training.compile defaults to false)")
+    elif fw == "torchtitan":
+        # llm-foundry's MPT (LayerNorm, GELU, ALiBi inside the attention
+        # kernel) and the FSDP papers' GPT models: each element-wise op is one
+        # ATen kernel in eager mode, so nothing runs unfused
+        a += ["--elementwise", "fused"]
     a += ["--framework", fw, "--memory-headroom", 0]
     return [str(x) for x in a]
 

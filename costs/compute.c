@@ -30,7 +30,11 @@
  *              queries that come last (s < t, decoding) see more keys;
  *              backward is one fused
  *              kernel plus its dq/preprocess pass (2 kernels);
- *   others     the CUDA-core peak × vector_eff (they are memory-bound).
+ *   others     the CUDA-core peak × vector_eff (they are memory-bound);
+ *              one fused kernel each, or under eager PyTorch
+ *              (loom_cost_model_set_elementwise) RMSNorm, rotary embedding
+ *              and SwiGLU as their chains of kernels, each a pass through
+ *              HBM (eager.h), in the backward too.
  * Backward moves about twice the forward bytes: for y = xW, dX = dY·Wᵀ
  * reads dY, W and writes dX; dW = Xᵀ·dY reads X, dY and writes dW, i.e.
  * 2·(|X| + |W| + |Y|); pointwise backward reads x and dy and writes dx.
@@ -55,6 +59,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "costs/eager.h"
 #include "costs/moe.h"
 
 #define FLASH_BLOCK 128
@@ -63,6 +68,7 @@ struct loom_cost_model {
     loom_cluster cluster;
     loom_calib cal;
     loom_attn_kernel attn;  /* the attention kernel the run launches */
+    loom_elementwise_mode elementwise;   /* fused or eager element-wise ops (eager.h) */
     loom_profile_db *db;   /* NULL = roofline only */
     bool db_borrowed;      /* a view's db is its base's (loom_cost_model_view) */
 };
@@ -113,6 +119,16 @@ void loom_cost_model_set_attention(loom_cost_model *m, loom_attn_kernel k)
 loom_attn_kernel loom_cost_model_attention(const loom_cost_model *m)
 {
     return m->attn;
+}
+
+void loom_cost_model_set_elementwise(loom_cost_model *m, loom_elementwise_mode e)
+{
+    m->elementwise = e;
+}
+
+loom_elementwise_mode loom_cost_model_elementwise(const loom_cost_model *m)
+{
+    return m->elementwise;
 }
 
 loom_status loom_cost_model_view(const loom_cost_model *base, const loom_cluster *c,
@@ -181,6 +197,7 @@ typedef struct {
     double fwd_flops, bwd_flops;   /* hardware FLOPs of the shard */
     double bytes;                  /* forward bytes of the shard */
     double in_bytes, out_bytes;    /* first input's and first output's shard bytes */
+    double weight_bytes;           /* the weights' shard bytes */
     loom_dtype dtype;              /* compute dtype */
 } shard_work;
 
@@ -215,7 +232,7 @@ static loom_status shard_of(const loom_graph *g, const loom_op *op, const loom_d
     for (int i = 0; i < op->n_out; i++) weight[n] = false, ids[n++] = op->out[i];
 
     int64_t shard[3 * LOOM_MAX_IO][LOOM_MAX_DIMS], parts[3 * LOOM_MAX_IO];
-    w->in_bytes = w->out_bytes = 0;
+    w->in_bytes = w->out_bytes = w->weight_bytes = 0;
     double bytes = 0, largest = -1, big_ratio = 1;
     for (int k = 0; k < n; k++) {
         const loom_tensor *t = loom_graph_tensor(g, ids[k]);
@@ -223,6 +240,7 @@ static loom_status shard_of(const loom_graph *g, const loom_op *op, const loom_d
         if (s) return s;
         double tb = (double)loom_tensor_bytes(t) / (double)parts[k];
         bytes += weight[k] ? tb / weight_div : tb;
+        if (weight[k]) w->weight_bytes += tb / weight_div;
         if (k == 0 && op->n_in > 0) w->in_bytes = tb;
         if (k == op->n_in + op->n_w) w->out_bytes = tb;
         double numel = (double)loom_tensor_numel(t);
@@ -653,6 +671,19 @@ loom_status loom_cost_op_time_ep(const loom_cost_model *m, const loom_graph *g, 
         double peak = d->vector_flops * cal->vector_eff;
         cf = peak > 0 ? w.fwd_flops / peak : 0;
         cb = peak > 0 ? w.bwd_flops / peak : 0;
+        /* eager PyTorch: the op's chain of kernels, each a pass through HBM
+         * (eager.h), on the elements of its output */
+        loom_eager_chain ch;
+        const loom_tensor *o0 = op->n_out > 0 ? loom_graph_tensor(g, op->out[0]) : NULL;
+        double elem = o0 ? (double)loom_dtype_bytes(o0->dtype) : 0;
+        if (m->elementwise == LOOM_ELEMENTWISE_EAGER && elem > 0 &&
+            loom_eager_chain_of(op, elem, &ch)) {
+            mem_f = loom_cost_memory_time_s(m, ch.bytes_per_elem * w.out_bytes / elem +
+                                                   w.weight_bytes);
+            mem_b = 2 * mem_f;
+            kf = ch.kernels;
+            kb = 2 * ch.kernels;
+        }
     }
     out->fwd_s = maxd(cf, mem_f) + kf * cal->kernel_overhead_s;
     out->bwd_s = maxd(cb, mem_b) + kb * cal->kernel_overhead_s;

@@ -9,7 +9,8 @@
  *   2. the roofline: t = max(flops / (peak · eff_c), bytes / (hbm_bw · eff_m))
  *      + kernel overhead, with eff_c the size-dependent GEMM efficiency for
  *      einsums, the attention efficiency for fused attention, and the
- *      CUDA-core peak × vector_eff for pointwise / norm / softmax / loss;
+ *      CUDA-core peak × vector_eff for pointwise / norm / softmax / loss
+ *      (one kernel each, or eager PyTorch's chain of kernels, eager.h);
  *      the router's top-k and the MoE dispatch / combine as the kernels
  *      Megatron-Core runs for them (costs/moe.h), ops on routed tokens
  *      scaled by the busiest expert-parallel rank's load.
@@ -25,6 +26,7 @@
 #include <stdint.h>
 #include "costs/calib.h"
 #include "costs/cluster.h"
+#include "costs/eager.h"
 #include "costs/profile_db.h"
 #include "graph/graph.h"
 
@@ -65,6 +67,11 @@ const loom_calib *loom_cost_model_calib(const loom_cost_model *m);
 /* The attention kernel priced (default LOOM_ATTN_FUSED). */
 void loom_cost_model_set_attention(loom_cost_model *m, loom_attn_kernel k);
 loom_attn_kernel loom_cost_model_attention(const loom_cost_model *m);
+/* How element-wise ops run (default LOOM_ELEMENTWISE_FUSED): eager prices
+ * RMSNorm, rotary embedding and SwiGLU as eager PyTorch's kernel chains
+ * (eager.h). */
+void loom_cost_model_set_elementwise(loom_cost_model *m, loom_elementwise_mode e);
+loom_elementwise_mode loom_cost_model_elementwise(const loom_cost_model *m);
 /* The profile db in use, or NULL. */
 const loom_profile_db *loom_cost_model_profile_db(const loom_cost_model *m);
 

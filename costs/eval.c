@@ -74,7 +74,9 @@
  * blocks of a stage when that is set); selective reruns the attention core
  * (the ops touching s×t tensors; nothing with flash attention, whose
  * backward recomputes internally), and under torchtitan its op-level
- * policy also reruns every second weight GEMM of a block (plain_mm).
+ * policy also reruns every second weight GEMM of a block (plain_mm) and,
+ * with eager element-wise ops (compute.h), the block's norms, rotary
+ * embeddings, activations and residual adds (eager_rerun).
  *
  * Step (costs/pipeline.h). Per-rank micro-batch times t_i go into the 1F1B
  * formula with M = gbs / (mbs·dp) micro-batches; p2p transfers are the
@@ -365,6 +367,19 @@ static bool plain_mm(const loom_graph *g, const loom_op *op)
              has_dim(loom_graph_tensor(g, op->in[0]), "e"));
 }
 
+/* An element-wise op that torchtitan's op-level selective checkpointing
+ * reruns as it ran forward: its policy saves only mm, SDPA, reduce-scatter
+ * and max outputs, so the norms, rotary embeddings, activations and
+ * residual adds of a block are recomputed in the backward. Eager PyTorch
+ * reruns their kernels (eager.h); under torch.compile the partitioner folds
+ * a recomputed element-wise op into the backward kernel that reads it
+ * (min-cut rematerialisation), which costs no pass of its own. */
+static bool eager_rerun(const ctx *x, const loom_op *op)
+{
+    if (loom_cost_model_elementwise(x->cm) != LOOM_ELEMENTWISE_EAGER) return false;
+    return op->kind == LOOM_OP_ELEMENTWISE || op->kind == LOOM_OP_NORM;
+}
+
 /* Costs of layer l, one micro-batch. */
 static loom_status layer_costs(const ctx *x, int32_t l, layer_cost *lc, loom_error *err)
 {
@@ -417,11 +432,12 @@ static loom_status layer_costs(const ctx *x, int32_t l, layer_cost *lc, loom_err
         for (int k = 0; k < n_ids; k++) core |= attention_core(loom_graph_tensor(x->g, ids[k]));
         bool matmul = op->kind == LOOM_OP_EINSUM || op->kind == LOOM_OP_ATTENTION;
         mm += plain_mm(x->g, op);
+        bool op_sac = p->recompute == LOOM_RECOMPUTE_SELECTIVE && block &&
+                      p->framework == LOOM_FRAMEWORK_TORCHTITAN;
         bool rerun = (p->recompute == LOOM_RECOMPUTE_FULL && block) ||
                      (p->recompute == LOOM_RECOMPUTE_SELECTIVE && core) ||
-                     (p->recompute == LOOM_RECOMPUTE_SELECTIVE && block &&
-                      p->framework == LOOM_FRAMEWORK_TORCHTITAN && plain_mm(x->g, op) &&
-                      mm % 2 == 0);
+                     (op_sac && plain_mm(x->g, op) && mm % 2 == 0) ||
+                     (op_sac && eager_rerun(x, op));
         if (rerun) {
             lc->recompute_s += t.fwd_s + cf;
             lc->recompute_comm_s += cf;

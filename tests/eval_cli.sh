@@ -211,5 +211,52 @@ expect_fail eval 1 mixtral-8x7b --cluster dgx-h100-x1 --pp 2 --dp 4 --ep 4 --gbs
 expect_fail eval 1 mixtral-8x7b --cluster dgx-h100-x1 --dp 8 --ep 8 --gbs 32 --recompute full --moe-a2a-overlap -- \
     "cannot be combined with full recompute"
 
+# Eager element-wise ops (--elementwise eager; costs/eager.h). Llama-3-8B,
+# mbs 1, seq 4096: n = 4096 · 4096 activation elements, calibration
+# mem_eff 0.5 (1,675 GB/s) and 1 us per kernel. Per block the forward
+# moves 98n bytes more than fused: two RMSNorms 2 · (36 - 4)n, rope on q
+# (n elements) and k (8 kv heads: n/4) 16 · 1.25n, SwiGLU on 3.5n outputs
+# (f = 14336) (10 - 6) · 3.5n; the backward twice that: 294n a block, and
+# the final norm 3 · 32n. Kernels: forward 2 · 7 + 2 · 2 + 1 = 19 more a
+# block, backward (2 · 8 - 1) · 2 + (2 · 3 - 1) · 2 + 3 = 43; the final
+# norm 7 + 15. 32 blocks: (9504n B) / 1,675 GB/s + 2006 us = 97.197 ms of
+# compute. Under torchtitan's op-level selective recompute each block also
+# reruns its eager element-wise forward: 2 · 36n + 20 · 1.25n + 10 · 3.5n
+# + two adds 2 · 6n = 144n, with the two norms' 4096-wide weights (2 · 8192
+# B), and 8 · 2 + 3 · 2 + 2 + 2 = 26 kernels: 32 · (144n + 16384) / 1,675
+# GB/s + 832 us = 46.988 ms more. (The norms' weights are read in the
+# fused and eager forward and backward alike.)
+echo '{"format": "loom-calib/1", "device": "H100-SXM5-80GB", "mem_eff": 0.5, "vector_eff": 0.5, "kernel_overhead_s": 1e-06}' >"$tmp/round.json"
+E=(llama-3-8b --cluster dgx-h100-x1 --dp 8 --mbs 1 --gbs 8 --seq 4096 --zero 1 --framework torchtitan --calib "$tmp/round.json" --json)
+for rc in none selective; do
+    for ew in fused eager; do
+        "$LOOM" eval "${E[@]}" --recompute $rc --elementwise $ew >"$tmp/ew-$rc-$ew.json" 2>"$tmp/err" ||
+            bad "elementwise $rc $ew: $(cat "$tmp/err")"
+    done
+done
+"$LOOM" eval "${E[@]}" --recompute none >"$tmp/ew-default.json" 2>"$tmp/err" || bad "elementwise default: $(cat "$tmp/err")"
+"$LOOM" eval "${E[@]/torchtitan/megatron}" --recompute none >"$tmp/ew-megatron.json" 2>"$tmp/err" || bad "elementwise megatron: $(cat "$tmp/err")"
+python3 - "$tmp" <<'EOF2' && ok || bad "eager element-wise ops"
+import json, sys
+ld = lambda k: json.load(open(f"{sys.argv[1]}/ew-{k}.json"))
+n = 4096 * 4096
+c = lambda k: ld(k)["breakdown"]["compute_s"]
+fwd_bwd = 32 * 294 * n + 96 * n
+assert abs((c("none-eager") - c("none-fused")) - (fwd_bwd / 1675e9 + 2006e-6)) < 1e-9
+rerun = 32 * (144 * n + 16384)
+assert abs((c("selective-eager") - c("selective-fused")) - (fwd_bwd + rerun) / 1675e9
+           - (2006 + 832) * 1e-6) < 1e-9
+d = ld("default")   # torchtitan's default: compile off
+assert d["config"]["elementwise"] == "eager" and "elementwise" in d["assumed"], d
+assert d["step_time_s"] == ld("none-eager")["step_time_s"]
+m = ld("megatron")
+assert m["config"]["elementwise"] == "fused" and "elementwise" not in m["assumed"], m
+EOF2
+# GPT-2's LayerNorm and GELU are one ATen kernel each in eager mode too
+"$LOOM" eval gpt2 "${C[@]}" --dp 8 --gbs 8 --elementwise eager --json >"$tmp/g-e.json" &&
+"$LOOM" eval gpt2 "${C[@]}" --dp 8 --gbs 8 --elementwise fused --json >"$tmp/g-f.json" &&
+python3 -c 'import json,sys; a,b=(json.load(open(p)) for p in sys.argv[1:]); assert a["step_time_s"]==b["step_time_s"]' "$tmp/g-e.json" "$tmp/g-f.json" && ok || bad "gpt2 eager = fused"
+expect_fail eval 2 gpt2 "${C[@]}" --gbs 8 --elementwise lazy -- "--elementwise expects fused or eager, got 'lazy'"
+
 echo "eval_cli: $passes passed, $fails failed"
 [ $fails -eq 0 ]

@@ -28,8 +28,9 @@ typedef struct {
     loom_parallel p;
     int mode;   /* 0 train (this command); serve goes to cmd_eval_serve.c */
     int32_t attn;   /* loom_attn_kernel */
+    int32_t elementwise;   /* loom_elementwise_mode */
     bool json, unfused, no_grad_overlap, no_p2p_overlap, dp_given, gbs_given, seq_given, mbs_given, zero_given,
-        dist_opt_given, attn_given, split_embedding, split_loss;
+        dist_opt_given, attn_given, elementwise_given, split_embedding, split_loss;
     double memory_headroom;   /* < 0: the cluster's */
 } eval_args;
 
@@ -53,6 +54,10 @@ static const loom_cli_choice dtype_choices[] = {{"bf16", LOOM_DTYPE_BF16, false}
 static const loom_cli_choice attention_choices[] = {{"fused", LOOM_ATTN_FUSED, false},
                                                     {"fa2", LOOM_ATTN_FA2, false},
                                                     {NULL, 0, false}};
+
+static const loom_cli_choice elementwise_choices[] = {{"fused", LOOM_ELEMENTWISE_FUSED, false},
+                                                      {"eager", LOOM_ELEMENTWISE_EAGER, false},
+                                                      {NULL, 0, false}};
 
 static const loom_cli_choice framework_choices[] = {{"megatron", LOOM_FRAMEWORK_MEGATRON, false},
                                                     {"deepspeed", LOOM_FRAMEWORK_DEEPSPEED, false},
@@ -145,6 +150,12 @@ static const loom_cli_option eval_opts[] = {
      .choices = attention_choices, .metavar = "K",
      .help = "fused (Transformer Engine: cuDNN / FA3) or fa2 (PyTorch SDPA, flash-attn 2): "
              "the attention kernel priced", .def = "fused with megatron, else fa2"},
+    {.name = "--elementwise", .kind = LOOM_CLI_ENUM, .field = F(elementwise),
+     .given = F(elementwise_given), .choices = elementwise_choices, .metavar = "E",
+     .help = "fused (Transformer Engine / Megatron kernels, torch.compile) or eager\n"
+             "(PyTorch without torch.compile: RMSNorm, rotary embedding and SwiGLU as\n"
+             "chains of kernels, each a pass through HBM)",
+     .def = "eager with torchtitan (its compile defaults to off), else fused"},
     {.name = "--memory-headroom", .kind = LOOM_CLI_NUM, .field = F(memory_headroom), .min = 0,
      .max = 1024, .metavar = "H", .help = "HBM left free: a fraction (< 1) or GiB (>= 1)", .def = "0.05 (the cluster's)"},
     {.name = "--grad-reduce-bf16", .kind = LOOM_CLI_FLAG, .field = F(p.grad_reduce_bf16),
@@ -173,6 +184,7 @@ const loom_cli_spec loom_cli_spec_eval = {
         "                 [--unfused-attention] [--tp-comm-overlap] [--no-overlap-grad-reduce]\n"
         "                 [--no-overlap-p2p] [--moe-a2a-overlap] [--moe-hybridep]\n"
         "                 [--grad-reduce-bf16] [--framework megatron|deepspeed|torchtitan]\n"
+        "                 [--attention-kernel fused|fa2] [--elementwise fused|eager]\n"
         "                 [--calib FILE] [--profile DB] [--json]\n"
         "       loom eval [MODEL] --cluster C --from-megatron \"torchrun ... pretrain_gpt.py ...\"\n"
         "       loom eval MODEL --cluster C --mode serve …   (serving: loom eval --mode serve -h)\n",
@@ -225,6 +237,9 @@ static void print_assumed(const eval_args *a)
         n += (size_t)snprintf(buf + n, sizeof buf - n, "%sZeRO-%d", n ? ", " : "", a->p.zero);
     if (!a->attn_given && a->p.framework != LOOM_FRAMEWORK_MEGATRON)
         n += (size_t)snprintf(buf + n, sizeof buf - n, "%sFlashAttention-2 (SDPA)", n ? ", " : "");
+    if (!a->elementwise_given && a->p.framework == LOOM_FRAMEWORK_TORCHTITAN)
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "%seager element-wise ops (no torch.compile)",
+                              n ? ", " : "");
     if (n)
         printf("assumed: %s (loom's defaults, the same for loom plan and loom eval; "
                "--seq, --gbs, --zero to change)\n", buf);
@@ -355,6 +370,8 @@ static int print_json(const eval_args *a, const loom_cluster *c, const loom_grap
     if (p->fsdp_shard > 0 && p->fsdp_shard < p->dp)   /* hybrid sharding only */
         cJSON_AddNumberToObject(cfg, "fsdp_shard", (double)p->fsdp_shard);
     cJSON_AddStringToObject(cfg, "framework", loom_framework_name(p->framework));
+    cJSON_AddStringToObject(cfg, "elementwise",
+                            a->elementwise == LOOM_ELEMENTWISE_EAGER ? "eager" : "fused");
     cJSON_AddStringToObject(cfg, "dtype", loom_dtype_name(p->dtype));
     cJSON_AddBoolToObject(cfg, "flash_attention", p->flash);
     cJSON_AddBoolToObject(cfg, "p2p_overlapped",
@@ -370,6 +387,8 @@ static int print_json(const eval_args *a, const loom_cluster *c, const loom_grap
         if (!a->zero_given && !a->dist_opt_given) cJSON_AddItemToArray(as, cJSON_CreateString("zero"));
         if (!a->attn_given && p->framework != LOOM_FRAMEWORK_MEGATRON)
             cJSON_AddItemToArray(as, cJSON_CreateString("attention_kernel"));
+        if (!a->elementwise_given && p->framework == LOOM_FRAMEWORK_TORCHTITAN)
+            cJSON_AddItemToArray(as, cJSON_CreateString("elementwise"));
     }
     cJSON_AddNumberToObject(o, "microbatches", (double)r->microbatches);
     cJSON_AddNumberToObject(o, "step_time_s", r->step_time_s);
@@ -500,8 +519,17 @@ int loom_cmd_eval(int argc, char **argv)
     /* Megatron-LM and NeMo run Transformer Engine's fused attention; the
      * PyTorch-native stacks run SDPA's FlashAttention-2 unless told. */
     if (!a.attn_given) a.attn = a.p.framework == LOOM_FRAMEWORK_MEGATRON ? LOOM_ATTN_FUSED : LOOM_ATTN_FA2;
-    if (g && loom_cost_model_create(&cluster, a.calib ? &cal : NULL, a.profile, &cm, &err) == LOOM_OK)
+    /* torchtitan trains eagerly unless its config turns torch.compile on
+     * (training.compile, later compile.enable: default false); Megatron-LM
+     * and DeepSpeed's Megatron models run fused norm, RoPE and SwiGLU
+     * kernels. */
+    if (!a.elementwise_given)
+        a.elementwise = a.p.framework == LOOM_FRAMEWORK_TORCHTITAN ? LOOM_ELEMENTWISE_EAGER
+                                                                   : LOOM_ELEMENTWISE_FUSED;
+    if (g && loom_cost_model_create(&cluster, a.calib ? &cal : NULL, a.profile, &cm, &err) == LOOM_OK) {
         loom_cost_model_set_attention(cm, (loom_attn_kernel)a.attn);
+        loom_cost_model_set_elementwise(cm, (loom_elementwise_mode)a.elementwise);
+    }
     if (!g || !cm || loom_eval_megatron_ex(g, cm, &a.p, &eo, &r, &err)) {
         rc = loom_cli_fail(&err);
     } else {

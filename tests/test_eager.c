@@ -1,0 +1,166 @@
+/*
+ * test_eager.c — element-wise ops under eager PyTorch (costs/eager.h): the
+ * op time of an RMSNorm, a rotary embedding and SwiGLU against a hand count
+ * of the kernels torchtitan's Python definitions launch and the bytes each
+ * moves, and ops that eager mode runs as one kernel left as they were.
+ *
+ * Calibration: H100 SXM (3,350 GB/s HBM, 66.9 TFLOP/s fp32 CUDA-core) with
+ * mem_eff 0.5, vector_eff 0.5 and a kernel overhead of 1 us, so that
+ *   t = bytes / 1,675 GB/s + kernels · 1 us.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "costs/compute.h"
+
+#define HBM_S_PER_BYTE (1 / (3350e9 * 0.5))
+#define LAUNCH_S 1e-6
+
+static int32_t tensor(loom_graph *g, const char *name, int nd, const char *names,
+                      const int64_t *sizes, bool weight)
+{
+    loom_dim dims[LOOM_MAX_DIMS];
+    for (int i = 0; i < nd; i++) {
+        dims[i].name[0] = names[i];
+        dims[i].name[1] = '\0';
+        dims[i].size = sizes[i];
+    }
+    int32_t id = -1;
+    loom_error err;
+    if (loom_graph_add_tensor(g, name, LOOM_DTYPE_BF16, nd, dims, weight, &id, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        exit(2);
+    }
+    return id;
+}
+
+/* An op of kind / fn over in[] (and weight w, or -1) writing a tensor
+ * shaped like in[0]. */
+static int32_t pointwise(loom_graph *g, const char *name, loom_op_kind kind, const char *fn,
+                         int n_in, const int32_t *in, int32_t w, int nd, const char *dims,
+                         const int64_t *sizes)
+{
+    char buf[64];
+    snprintf(buf, sizeof buf, "%s.y", name);
+    int32_t y = tensor(g, buf, nd, dims, sizes, false);
+    loom_op o = {.kind = kind, .n_in = n_in, .n_out = 1, .out = {y}, .n_w = w >= 0 ? 1 : 0,
+                 .w = {w}};
+    for (int i = 0; i < n_in; i++) o.in[i] = in[i];
+    snprintf(o.name, sizeof o.name, "%s", name);
+    snprintf(o.fn, sizeof o.fn, "%s", fn);
+    int32_t id = -1;
+    loom_error err;
+    if (loom_graph_add_op(g, &o, &id, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        exit(2);
+    }
+    return id;
+}
+
+static loom_op_time time_of(const loom_cost_model *m, const loom_graph *g, int32_t id)
+{
+    loom_op_time t = {-1, -1, LOOM_SRC_MEASURED};
+    loom_error err;
+    loom_status s = loom_cost_op_time(m, g, id, NULL, 0, &t, &err);
+    if (s) fprintf(stderr, "unexpected: %s\n", err.msg);
+    CHECK_INT_EQ(s, LOOM_OK);
+    return t;
+}
+
+int main(void)
+{
+    loom_error err;
+    loom_cluster c;
+    CHECK_INT_EQ(loom_cluster_load("dgx-h100-x1", &c, &err), LOOM_OK);
+    loom_calib cal;
+    loom_calib_default(&c.gpu, &cal);
+    cal.mem_eff = 0.5;
+    cal.vector_eff = 0.5;
+    cal.kernel_overhead_s = LAUNCH_S;
+    loom_cost_model *m = NULL;
+    CHECK_INT_EQ(loom_cost_model_create(&c, &cal, NULL, &m, &err), LOOM_OK);
+    CHECK_INT_EQ(loom_cost_model_elementwise(m), LOOM_ELEMENTWISE_FUSED);
+
+    loom_graph *g = NULL;
+    CHECK_INT_EQ(loom_graph_create("eager", &g, &err), LOOM_OK);
+    /* x [s=1024, h=4096] bf16: n = 4,194,304 elements of 2 B */
+    const int64_t s = 1024, h = 4096, f = 8192;
+    const double n = (double)(s * h);
+    int32_t x = tensor(g, "x", 2, "sh", (int64_t[]){s, h}, false);
+    int32_t nw = tensor(g, "norm.w", 1, "h", (int64_t[]){h}, true);
+    int32_t norm = pointwise(g, "norm", LOOM_OP_NORM, "rmsnorm", 1, &x, nw, 2, "sh",
+                             (int64_t[]){s, h});
+    /* q [b=1, s=1024, heads=32, d=128]: n elements too */
+    int32_t q = tensor(g, "q", 4, "bsnd", (int64_t[]){1, s, 32, 128}, false);
+    int32_t rope = pointwise(g, "rope", LOOM_OP_ELEMENTWISE, "rope", 1, &q, -1, 4, "bsnd",
+                             (int64_t[]){1, s, 32, 128});
+    /* gate, up [s, f=8192] -> y [s, f]: 2n elements each */
+    int32_t gu[2] = {tensor(g, "gate", 2, "sf", (int64_t[]){s, f}, false),
+                     tensor(g, "up", 2, "sf", (int64_t[]){s, f}, false)};
+    int32_t swiglu = pointwise(g, "act", LOOM_OP_ELEMENTWISE, "swiglu", 2, gu, -1, 2, "sf",
+                               (int64_t[]){s, f});
+    int32_t xr[2] = {x, tensor(g, "r", 2, "sh", (int64_t[]){s, h}, false)};
+    int32_t add = pointwise(g, "add", LOOM_OP_ELEMENTWISE, "add", 2, xr, -1, 2, "sh",
+                            (int64_t[]){s, h});
+    CHECK_INT_EQ(loom_graph_finalize(g, &err), LOOM_OK);
+
+    /* Fused (the default): one pass over the operands, one launch.
+     * RMSNorm reads x and writes y (2 B each) and reads the 4096-wide
+     * weight: 4n + 8192 B. Backward twice the bytes, one launch per
+     * operand gradient. */
+    loom_op_time t = time_of(m, g, norm);
+    double fused_norm = (4 * n + 2 * h) * HBM_S_PER_BYTE;
+    CHECK_NEAR_REL(t.fwd_s, fused_norm + LAUNCH_S, 1e-9);
+    CHECK_NEAR_REL(t.bwd_s, 2 * fused_norm + LAUNCH_S, 1e-9);
+    loom_op_time fused_add = time_of(m, g, add);
+
+    /* Eager, torchtitan's RMSNorm: x.float() (read 2, write 4 B), pow(2)
+     * (4 + 4), mean(-1) (read 4), + eps and rsqrt on 1024 rows (nothing to
+     * speak of), x · rsqrt (4 + 4), .type_as(x) (4 + 2), · weight (2 + 2):
+     * 6 + 8 + 4 + 8 + 6 + 4 = 36 B per element in 8 kernels, and the
+     * weight's 8192 B. n = 4,194,304: 151,003,136 B = 90.15 us + 8 us
+     * forward; backward twice the bytes and 16 kernels: 196.3 us. */
+    loom_cost_model_set_elementwise(m, LOOM_ELEMENTWISE_EAGER);
+    CHECK_INT_EQ(loom_cost_model_elementwise(m), LOOM_ELEMENTWISE_EAGER);
+    t = time_of(m, g, norm);
+    CHECK_NEAR_REL(t.fwd_s, 151003136.0 * HBM_S_PER_BYTE + 8 * LAUNCH_S, 1e-9);
+    CHECK_NEAR_REL(t.fwd_s, 98.15e-6, 1e-3);
+    CHECK_NEAR_REL(t.bwd_s, 2 * 151003136.0 * HBM_S_PER_BYTE + 16 * LAUNCH_S, 1e-9);
+
+    /* Rotary embedding (apply_rotary_emb): x.float() (2 + 4), the complex
+     * product with freqs_cis (4 + 4), .type_as (4 + 2): 20 B per element,
+     * 3 kernels, against 4 B fused. */
+    t = time_of(m, g, rope);
+    CHECK_NEAR_REL(t.fwd_s, 20 * n * HBM_S_PER_BYTE + 3 * LAUNCH_S, 1e-9);
+    CHECK_NEAR_REL(t.bwd_s, 40 * n * HBM_S_PER_BYTE + 6 * LAUNCH_S, 1e-9);
+
+    /* SwiGLU on 2n outputs: F.silu(gate) (2 + 2), · up (2 + 2 + 2): 10 B per
+     * element in 2 kernels, against gate + up + y = 6 B fused. */
+    t = time_of(m, g, swiglu);
+    CHECK_NEAR_REL(t.fwd_s, 10 * 2 * n * HBM_S_PER_BYTE + 2 * LAUNCH_S, 1e-9);
+    CHECK_NEAR_REL(t.bwd_s, 20 * 2 * n * HBM_S_PER_BYTE + 4 * LAUNCH_S, 1e-9);
+
+    /* A residual add is one ATen kernel in eager mode too: unchanged. */
+    t = time_of(m, g, add);
+    CHECK_NEAR_REL(t.fwd_s, fused_add.fwd_s, 1e-12);
+    CHECK_NEAR_REL(t.bwd_s, fused_add.bwd_s, 1e-12);
+
+    /* The chains themselves: fp32 activations skip both casts (.float() and
+     * .type_as() return their input): RMSNorm 8 + 4 + 8 + 8 = 28 B in 6
+     * kernels, rope 8 B in 1. */
+    loom_eager_chain ch;
+    const loom_op *op = loom_graph_op(g, norm);
+    CHECK(loom_eager_chain_of(op, 4, &ch));
+    CHECK_NEAR_REL(ch.bytes_per_elem, 28, 1e-12);
+    CHECK_INT_EQ(ch.kernels, 6);
+    CHECK(loom_eager_chain_of(loom_graph_op(g, rope), 4, &ch));
+    CHECK_NEAR_REL(ch.bytes_per_elem, 8, 1e-12);
+    CHECK_INT_EQ(ch.kernels, 1);
+    CHECK(!loom_eager_chain_of(loom_graph_op(g, add), 2, &ch));
+
+    loom_cost_model_destroy(m);
+    loom_graph_destroy(g);
+    return check_done();
+}
