@@ -18,7 +18,8 @@
  * or first and last stage lighter when pp does not divide the layers);
  * sequence parallelism off and on, TP communication overlap (with SP);
  * context parallelism with ring attention; recompute none, selective,
- * full, and full on k = 1 .. (blocks per stage - 1) blocks per stage;
+ * full, and full on k = 1 .. (blocks per chunk - 1) blocks per chunk
+ * (per virtual chunk, as Megatron counts --recompute-num-layers);
  * ZeRO 0-3 (2 and 3 without pipelining). Not in it: arbitrary pipeline
  * layouts (issue 19 lists them; the planner's Megatron splits are the even
  * and first/last-lighter ones).
@@ -154,7 +155,9 @@ static void sweep_ep(const loom_graph *g, loom_cost_model *cm, loom_parallel p, 
 static void sweep_rest(const loom_graph *g, loom_cost_model *cm, loom_parallel p, int64_t blocks,
                        bf_tally *t)
 {
-    int64_t per_stage = blocks / p.pp + (p.first_stage_layers ? 1 : 0);
+    /* --recompute-num-layers counts in each virtual chunk (Megatron's
+     * block method runs per TransformerBlock, one per chunk) */
+    int64_t per_chunk = blocks / (p.pp * p.vpp) + (p.first_stage_layers ? 1 : 0);
     for (int sp = 0; sp < (p.tp > 1 ? 3 : 1); sp++) {   /* off, on, on + overlap */
         p.sp = sp > 0;
         p.tp_comm_overlap = sp == 2;
@@ -164,7 +167,7 @@ static void sweep_rest(const loom_graph *g, loom_cost_model *cm, loom_parallel p
                 p.recompute = (loom_recompute)rc;
                 p.recompute_layers = 0;
                 tally(g, cm, &p, t);
-                for (int64_t kk = 1; rc == LOOM_RECOMPUTE_FULL && kk < per_stage; kk++) {
+                for (int64_t kk = 1; rc == LOOM_RECOMPUTE_FULL && kk < per_chunk; kk++) {
                     p.recompute_layers = kk;
                     tally(g, cm, &p, t);
                 }
