@@ -163,6 +163,14 @@ PY
 run 1 plan gpt2 --cluster dgx-h100-x1 --etp 2 -o "$tmp/etp2.json"
 has "$tmp/err" "has no experts: an expert tensor-parallel size of 2 applies to mixture-of-experts models only"
 nofile "$tmp/etp2.json"
+# an expert TP strictly between 1 and the TP is eval's only (the plan's
+# space gives the experts the TP or 1): exit 1, said so, no file; eval
+# prices it
+run 1 plan mixtral-8x7b --cluster dgx-h100-x2 --gbs 64 --seq 4096 --tp 4 --etp 2 -o "$tmp/etp42.json"
+has "$tmp/err" "an expert tensor-parallel size of 2 under a TP of 4 is not in loom plan's space"
+nofile "$tmp/etp42.json"
+run 0 eval mixtral-8x7b --cluster dgx-h100-x2 --gbs 64 --seq 4096 --tp 4 --pp 1 --dp 4 --ep 4 --etp 2 --sp
+has "$tmp/out" "step time"
 # a pin nothing satisfies (8 experts do not split 3 ways; TP 8 on 2 stages
 # of 8 GPUs leaves no axis for EP 4; a dense model has no experts): exit 1,
 # the reason, no file

@@ -29,7 +29,9 @@
  * sequence 8192 (context parallelism pays), Llama-3-8B at sequence 8192
  * with a global batch of 16 (memory is tight: recompute and ZeRO choices),
  * gpt-oss-20b (mixture of experts, 32 experts: every expert-parallel size
- * 1 .. 32 over the tp x cp x dp ranks is swept too), and Llama-3.2-1B with
+ * 1 .. 32 over the tp x cp x dp ranks is swept too, with every expert TP
+ * dividing the TP: those strictly between 1 and the TP, which the
+ * planner's space leaves out, must not win either), and Llama-3.2-1B with
  * unfused attention (selective recompute reruns something; no CP).
  * That the check can fail is checked too: planned without context
  * parallelism and TP communication overlap (--no-cp --no-tp-comm-overlap,
@@ -59,6 +61,7 @@ typedef struct {
     int64_t cap;
     double best_s;
     loom_parallel best;
+    double best_mid_etp_s;              /* best that fits with 1 < etp < tp (MoE) */
 } bf_tally;
 
 /* The plan's step time in one space (search picks ZeRO, as --search-zero);
@@ -115,6 +118,8 @@ static void tally(const loom_graph *g, loom_cost_model *cm, const loom_parallel 
             }
             t->fit_ep[t->fitting] = p->ep;
             t->fit_s[t->fitting++] = r.step_time_s;
+            /* the best with an expert TP strictly between 1 and the TP */
+            if (p->etp > 1 && r.step_time_s < t->best_mid_etp_s) t->best_mid_etp_s = r.step_time_s;
             if (r.step_time_s < t->best_s) t->best_s = r.step_time_s, t->best = *p;
         }
     }
@@ -143,13 +148,19 @@ static void sweep_rest(const loom_graph *g, loom_cost_model *cm, loom_parallel p
                        bf_tally *t);
 
 /* ... and for a MoE model every expert-parallel size: powers of two up to
- * the experts, over the tp x cp x dp ranks as Megatron-Core's MoE parallel
+ * the experts, and every expert TP dividing the TP (1 .. tp: Megatron's
+ * --expert-tensor-parallel-size, which the planner's space holds at 1 or
+ * tp only), over the tp x cp x dp ranks as Megatron-Core's MoE parallel
  * folding allows (loom eval refuses the rest). */
 static void sweep_ep(const loom_graph *g, loom_cost_model *cm, loom_parallel p, int64_t blocks,
                      bf_tally *t)
 {
     int64_t experts = loom_graph_info_c(g)->experts;
-    for (p.ep = 1; p.ep <= (experts > 0 ? experts : 1); p.ep *= 2) sweep_rest(g, cm, p, blocks, t);
+    for (p.ep = 1; p.ep <= (experts > 0 ? experts : 1); p.ep *= 2)
+        for (int64_t etp = 1; etp <= (experts > 0 ? p.tp : 1); etp *= 2) {
+            p.etp = experts > 0 && etp < p.tp ? etp : 0;
+            sweep_rest(g, cm, p, blocks, t);
+        }
 }
 
 static void sweep_rest(const loom_graph *g, loom_cost_model *cm, loom_parallel p, int64_t blocks,
@@ -183,7 +194,7 @@ static void run_case(const bf_case *k, bool narrow_loses)
     loom_cost_model *cm = NULL;
     loom_model_source *src = NULL;
     loom_graph *graphs[4] = {0};
-    bf_tally t = {.best_s = INFINITY};
+    bf_tally t = {.best_s = INFINITY, .best_mid_etp_s = INFINITY};
     if (loom_cluster_preset(k->cluster, &c, &err) ||
         loom_cost_model_create(&c, NULL, NULL, &cm, &err) || loom_model_open(k->model, &src, &err)) {
         fprintf(stderr, "%s: %s\n", k->model, err.msg);
@@ -265,6 +276,12 @@ static void run_case(const bf_case *k, bool narrow_loses)
      * only the option its table estimate ranks first per split and kind
      * (gpt-oss-20b, EP 4: 0.55759 s pinned, 0.55774 s unpinned), so the
      * two are compared at the same 0.1 % */
+    if (moe) {
+        /* expert TP strictly between 1 and the TP was swept: it fits
+         * somewhere and never wins (the Megatron space leaves it out) */
+        printf("  best with 1 < expert TP < TP: %.5g s\n", t.best_mid_etp_s);
+        CHECK(isfinite(t.best_mid_etp_s) && t.best_mid_etp_s >= meg * (1 - 0.001));
+    }
     for (int64_t ep = 1; moe && ep <= 8; ep *= 2) {
         double pinned = plan_step_ep(k, cm, src, true, false, ep);
         int64_t n = beating_ep(&t, pinned, 0.001, ep), with = 0;
