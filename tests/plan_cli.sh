@@ -244,6 +244,28 @@ assert full["fits"] and full["step_time_s"] > t, (full["step_time_s"], t)
 assert not none["fits"], none["memory_per_gpu_bytes"]
 PY
 
+# first and last chunks split every way: Qwen3-8B's 151,936-token head
+# weighs about 3 of its blocks, so with PP 4 x 2 chunks the last chunk takes
+# 2 blocks and the first 4 (36 = 4 + 6 x 5 + 2), not 3 and 3 as an even
+# split of the rest; the export carries the layout, loom eval of it agrees
+# within 0.2%, and the even split of the ends evaluates slower
+run 0 plan qwen3-8b --cluster dgx-h100-x1 --gbs 32 --seq 4096 --pp 4 --tp 2 --cp 1 --space megatron -o "$tmp/lay.json"
+has "$tmp/out" "interleaved 1F1B (2 chunks per rank)"
+run 0 export "$tmp/lay.json" --to megatron -o "$tmp/lay.sh"
+has "$tmp/lay.sh" "--pipeline-model-parallel-layout 'Et*4|(t*5|)*6t*2L'"
+run 0 eval qwen3-8b --cluster dgx-h100-x1 --from-megatron "@$tmp/lay.sh" --json
+cp "$tmp/out" "$tmp/lay-eval.json"
+sed "s/'Et\*4|(t\*5|)\*6t\*2L'/'Et*3|(t*5|)*6t*3L'/" "$tmp/lay.sh" >"$tmp/lay33.sh"
+has "$tmp/lay33.sh" "'Et*3|(t*5|)*6t*3L'"
+run 0 eval qwen3-8b --cluster dgx-h100-x1 --from-megatron "@$tmp/lay33.sh" --json
+python3 - "$tmp/lay.json" "$tmp/lay-eval.json" "$tmp/out" <<'PY' && ok || bad "uneven ends: eval of the plan's layout disagrees, or the even split of the ends is not slower"
+import json, sys
+plan, ev, even = (json.load(open(f)) for f in sys.argv[1:4])
+t = plan["predicted"]["step_time_s"]
+assert ev["fits"] and abs(ev["step_time_s"] / t - 1) < 0.002, (ev["step_time_s"], t)
+assert even["fits"] and even["step_time_s"] > t * 1.01, (even["step_time_s"], t)
+PY
+
 # selective recompute, searched with unfused attention: Llama-3-8B on 8
 # H100s at sequence 3072 with TP 1 recomputes the attention core only; the
 # export says so and loom eval of it gives the same step
