@@ -43,10 +43,9 @@ def run(args):
 
 def plan(loom, model, cluster, gbs, seq, space):
     """(step time, the plan's model facts), or (None, {}) when nothing fits."""
-    # --search-zero: the samples draw ZeRO-2/3 too, which `loom plan` weighs
-    # only when asked (its default is Megatron's distributed optimizer, ZeRO-1)
+    # loom plan searches ZeRO 1-3 by default, as the samples draw ZeRO-2/3 too
     rc, out = run([loom, "plan", model, "--cluster", cluster, "--gbs", str(gbs), "--seq", str(seq),
-                   "--space", space, "--search-zero", "--json", "--no-timings"])
+                   "--space", space, "--json", "--no-timings"])
     if rc:
         return None, {}
     p = json.loads(out)

@@ -8,7 +8,10 @@ llm-foundry benchmarks, IBM's FMS-FSDP, MLPerf Training v3.1-v5.0 result logs,
 the ZeRO and FSDP papers, technical reports), each with its source. loom's
 shipped calibration is fitted on examples/calibration/published-runs.json
 only (no record here is in it), so every prediction below is out of sample:
-a stricter check than leave-one-source-out. The regimes are the record's own
+a stricter check than leave-one-source-out. The exception is Blackwell's
+GEMM and attention fractions of peak (B200, GB200; costs/calib.c), which
+are fitted here to the Blackwell records: those rows are leave-one-source-
+out, each source predicted by the fit to the others (blackwell_fit). The regimes are the record's own
 ("zero3-fsdp", "fp8", "moe", "large-scale-4k+", "dense-tp-pp").
 
 Each record becomes one `loom eval` call with the record's configuration:
@@ -35,11 +38,14 @@ usage: bench/training_accuracy.py [path/to/loom] [RUNS.json] [--markdown] [--row
 (run from the repo root; loom defaults to build/loom)
 """
 import json
+import math
 import os
+import re
 import statistics
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 
 MEGATRON = ("nemo", "megatron", "hai-llm")
 # Sources measured with NeMo's / Megatron-Bridge's performance recipes, which
@@ -146,6 +152,18 @@ def a2a_overlap(r):
             and r["gpu"].startswith("H100"))
 
 
+def hybridep(r):
+    """Megatron-Bridge's Qwen3 and DeepSeek-V3 performance configs for GB200
+    (scripts/performance/configs/qwen/qwen3_workload_base_configs.py,
+    configs/deepseek/deepseek_workload_base_configs.py: every *_GB200_*
+    preset) set moe_flex_dispatcher_backend="hybridep": the flex dispatcher
+    with HybridEP's NVLink-domain all-to-all (NUM_OF_HYBRID_EP_RANKS_PER_
+    NVLINK_DOMAIN), where their B200 and H100 presets vary (NCCL all-to-all,
+    DeepEP, HybridEP) from version to version."""
+    return (r.get("source_id") == "mbridge-perf" and r["gpu"] == "GB200" and r.get("moe")
+            and r["model"].startswith(("Qwen3", "DeepSeek-V3")) and (r.get("ep") or 1) > 1)
+
+
 def eval_args(r, assumed):
     tp, pp, cp, ep = r.get("tp") or 1, r.get("pp") or 1, r.get("cp") or 1, r.get("ep") or 1
     a = ["--tp", tp, "--pp", pp, "--cp", cp, "--ep", ep, "--gbs", r["global_batch"],
@@ -231,6 +249,9 @@ def eval_args(r, assumed):
         a += ["--grad-reduce-bf16"]
     if r.get("fp8"):
         a += ["--dtype", "fp8"]
+    if hybridep(r):
+        a += ["--moe-hybridep"]
+        assumed.append("HybridEP dispatcher (Megatron-Bridge's GB200 MoE configs)")
     if a2a_overlap(r):
         a += ["--moe-a2a-overlap"]
         assumed.append("EP all-to-all overlap (Megatron-Bridge's H100 DeepSeek-V3 config)")
@@ -254,6 +275,8 @@ MEGATRON_FLAGS = {"--tp": "--tensor-model-parallel-size", "--pp": "--pipeline-mo
 MEGATRON_SWITCHES = {"--sp": "--sequence-parallel", "--tp-comm-overlap": "--tp-comm-overlap",
                      "--dist-opt": "--use-distributed-optimizer",
                      "--moe-a2a-overlap": "--overlap-moe-expert-parallel-comm"}
+MEGATRON_PAIRS = {"--moe-hybridep": ["--moe-token-dispatcher-type", "flex",
+                                     "--moe-flex-dispatcher-backend", "hybridep"]}
 
 
 def layout_line(r, args, assumed):
@@ -283,6 +306,9 @@ def layout_line(r, args, assumed):
         elif a == "--dtype":
             line += ["--fp8-format", "hybrid"] if args[i + 1] == "fp8" else []
             i += 2
+        elif a in MEGATRON_PAIRS:
+            line += MEGATRON_PAIRS[a]
+            i += 1
         elif a in MEGATRON_SWITCHES:
             line += [MEGATRON_SWITCHES[a]]
             i += 1
@@ -292,28 +318,102 @@ def layout_line(r, args, assumed):
     return rest + ["--from-megatron", " ".join(str(x) for x in line)]
 
 
-def predict(loom, r, tmp):
-    """(predicted step s, assumptions, None) or (None, None, reason skipped)."""
+def eval_command(loom, r, tmp):
+    """(loom eval argv, cluster's device, assumptions, None) or (None, None,
+    None, reason skipped)."""
     if measured_step(r) is None:
-        return None, None, "no step time or throughput"
+        return None, None, None, "no step time or throughput"
     if r.get("gpu") not in GPUS:
-        return None, None, f"hardware not modelled ({r.get('gpu')})"
+        return None, None, None, f"hardware not modelled ({r.get('gpu')})"
     if not r.get("global_batch") or not r.get("seq_len") or family(r) is None:
-        return None, None, "configuration incomplete"
+        return None, None, None, "configuration incomplete"
     assumed = []
     model = model_file(r, tmp, assumed)
     if model is None:
-        return None, None, "model shape incomplete"
+        return None, None, None, "model shape incomplete"
     cl, approx = cluster_file(r, tmp)
     if approx:
         assumed.append("device approximated by H100-SXM5-80GB")
     ev = eval_args(r, assumed)
     ev = layout_line(r, ev, assumed) or ev
-    args = [loom, "eval", model, "--cluster", cl, *ev, "--json"]
-    p = subprocess.run(args, capture_output=True, text=True)
+    return [loom, "eval", model, "--cluster", cl, *ev, "--json"], GPUS[r["gpu"]][0], assumed, None
+
+
+def run_eval(args, calib=None):
+    """loom eval's step time (None when it refuses), with a calibration file."""
+    p = subprocess.run(args + (["--calib", calib] if calib else []), capture_output=True, text=True)
     if p.returncode != 0:
-        return None, None, "loom eval refused: " + p.stderr.strip().splitlines()[-1][:120]
-    return json.loads(p.stdout)["step_time_s"], assumed, None
+        return None, p.stderr.strip().splitlines()[-1][:120] if p.stderr.strip() else "no output"
+    return json.loads(p.stdout)["step_time_s"], None
+
+
+# ---- Blackwell's own fractions, leave one source out --------------------------
+#
+# No Blackwell run is in the shipped calibration's fit (published-runs.json),
+# and inheriting Hopper's fractions leaves the GEMM-bound Blackwell runs too
+# fast and the attention-bound ones too slow (costs/calib.c). Blackwell's
+# large-GEMM and fused-attention fractions of peak are therefore fitted here,
+# to the B200 and GB200 records, and loom ships the fit to all of them
+# (calib.c BLACKWELL_GEMM_EFF, BLACKWELL_ATTN_EFF). So that no Blackwell row
+# below is in sample, each is predicted leave-one-source-out: with the
+# fractions fitted to the Blackwell records of the other sources. The fit is
+# calib_fit.c's: cyclic golden-section search per parameter inside its range,
+# Huber loss on |ln(pred / meas)| (quadratic to 5%, linear beyond), from the
+# shipped values.
+BLACKWELL_DEVICES = ("B200-HGX-180GB", "B200-NVL72-186GB")
+FIT_PARAMS = (("gemm_eff_max", 0.30, 0.95), ("attn_eff", 0.20, 0.90))
+FIT_SWEEPS, GOLDEN_ITERS, HUBER = 3, 12, 0.05
+
+
+def blackwell_loss(jobs, theta, tmp, pool):
+    """Σ Huber(|ln pred/meas|) over jobs [(argv, device, measured)] at theta."""
+    calib = {}
+    for dev in BLACKWELL_DEVICES:
+        calib[dev] = os.path.join(tmp, f"fit-{dev}.json")
+        with open(calib[dev], "w") as f:
+            json.dump({"format": "loom-calib/1", "device": dev,
+                       **dict(zip((p[0] for p in FIT_PARAMS), theta))}, f)
+    times = list(pool.map(lambda j: run_eval(j[0], calib[j[1]])[0], jobs))
+    loss = 0.0
+    for (_, _, meas), t in zip(jobs, times):
+        e = abs(math.log(t / meas)) if t else 1.0
+        loss += e * e if e <= HUBER else 2 * HUBER * e - HUBER * HUBER
+    return loss
+
+
+def blackwell_fit(jobs, start, tmp, pool):
+    theta = list(start)
+    phi = (math.sqrt(5) - 1) / 2
+    for _ in range(FIT_SWEEPS):
+        for k, (_, lo, hi) in enumerate(FIT_PARAMS):
+            def at(v):
+                th = list(theta)
+                th[k] = v
+                return blackwell_loss(jobs, th, tmp, pool)
+            a, b = lo, hi
+            x1, x2 = b - phi * (b - a), a + phi * (b - a)
+            f1, f2 = at(x1), at(x2)
+            for _ in range(GOLDEN_ITERS):
+                if f1 <= f2:
+                    b, x2, f2 = x2, x1, f1
+                    x1 = b - phi * (b - a)
+                    f1 = at(x1)
+                else:
+                    a, x1, f1 = x1, x2, f2
+                    x2 = a + phi * (b - a)
+                    f2 = at(x2)
+            best, fb = (x1, f1) if f1 <= f2 else (x2, f2)
+            if fb < at(theta[k]):
+                theta[k] = best
+    return theta
+
+
+def shipped_blackwell():
+    """The fractions loom ships for Blackwell (costs/calib.c's defines)."""
+    text = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "costs",
+                             "calib.c")).read()
+    return [float(re.search(rf"#define BLACKWELL_{k} ([0-9.]+)", text).group(1))
+            for k in ("GEMM_EFF", "ATTN_EFF")]
 
 
 def summary(errs):
@@ -328,20 +428,56 @@ def main():
     if not os.access(loom, os.X_OK):
         sys.exit(f"bench/training_accuracy.py: {loom} is not an executable (build first)")
     recs = json.load(open(runs))["records"]
-    rows, skipped = [], []
-    with tempfile.TemporaryDirectory() as tmp:
-        for r in recs:
-            pred, assumed, why = predict(loom, r, tmp)
+    rows, skipped, blackwell = [], [], []
+    with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(os.cpu_count() or 2) as pool:
+        cmds = [(r, *eval_command(loom, r, tmp)) for r in recs]
+        for r, args, dev, assumed, why in cmds:
             if why:
                 skipped.append((r, why))
+                continue
+            t, why = run_eval(args)
+            if why:
+                skipped.append((r, "loom eval refused: " + why))
+            elif dev in BLACKWELL_DEVICES:
+                blackwell.append((r, args, dev, assumed))
             else:
-                rows.append((r, pred, pred / measured_step(r) - 1, assumed))
+                rows.append((r, t, t / measured_step(r) - 1, assumed))
+        # Blackwell: each source predicted by the fit to the others
+        shipped = shipped_blackwell()
+        jobs = lambda sel: [(a, d, measured_step(r)) for r, a, d, _ in sel]
+        fit_all = blackwell_fit(jobs(blackwell), shipped, tmp, pool)
+        folds = {}
+        for src in sorted({r["source_id"] for r, *_ in blackwell}):
+            theta = blackwell_fit(jobs([b for b in blackwell if b[0]["source_id"] != src]),
+                                  shipped, tmp, pool)
+            folds[src] = theta
+            calib = {}
+            for dev in BLACKWELL_DEVICES:
+                calib[dev] = os.path.join(tmp, f"loso-{dev}.json")
+                with open(calib[dev], "w") as f:
+                    json.dump({"format": "loom-calib/1", "device": dev,
+                               **dict(zip((p[0] for p in FIT_PARAMS), theta))}, f)
+            for r, args, dev, assumed in blackwell:
+                if r["source_id"] != src:
+                    continue
+                t, _ = run_eval(args, calib[dev])
+                note = f"Blackwell fit without this source: GEMM {theta[0]:.3f}, attention {theta[1]:.3f}"
+                rows.append((r, t, t / measured_step(r) - 1, assumed + [note]))
+    rows.sort(key=lambda row: recs.index(row[0]))
 
     def approx(row):
         return GPUS[row[0]["gpu"]][3]
 
     print(f"# Training accuracy: {len(rows)} published runs, out of sample\n")
     print(f"Records: `{runs}`; regenerate with `python3 bench/training_accuracy.py`.\n")
+    print("Every row is out of sample. The shipped calibration is fitted to "
+          "`examples/calibration/published-runs.json` only; Blackwell's GEMM and attention "
+          "fractions (B200, GB200: costs/calib.c) are fitted here, so their rows are "
+          "leave-one-source-out: each source predicted by the fit to the other sources' "
+          "Blackwell records.\n")
+    print(f"Blackwell fit to all {len(blackwell)} records: GEMM {fit_all[0]:.3f}, attention "
+          f"{fit_all[1]:.3f} (shipped: {shipped[0]:.2f}, {shipped[1]:.2f}); without "
+          + ", ".join(f"{k}: {v[0]:.3f}, {v[1]:.3f}" for k, v in folds.items()) + ".\n")
     print("| regime | runs | median \\|err\\| | max \\|err\\| |")
     print("| --- | ---: | ---: | ---: |")
     regimes = sorted({r["regime"] for r, *_ in rows})

@@ -129,6 +129,31 @@ double loom_group_collective_time_s(const loom_cluster *c, const loom_calib *cal
     }
 }
 
+double loom_group_all_to_all_direct_s(const loom_cluster *c, const loom_calib *cal, loom_group g,
+                                      double bytes)
+{
+    loom_calib def;
+    if (!cal) {
+        loom_calib_default(&c->gpu, &def);
+        cal = &def;
+    }
+    int64_t n = g.ranks, p = g.ranks_per_node < 1 ? 1 : g.ranks_per_node;
+    if (n <= 1 || !(bytes > 0)) return 0;
+    if (p > n) p = n;
+    loom_link intra = scaled(c->intra, cal->intra_link_eff);
+    loom_link inter = scaled(c->inter, cal->inter_link_eff);
+    double nn = (double)n, pp = (double)p, t_in = 0, t_out = 0;
+    if (p > 1) {
+        if (!(intra.bandwidth_Bps > 0)) return HUGE_VAL;
+        t_in = (pp - 1) / nn * bytes / intra.bandwidth_Bps + intra.latency_s;
+    }
+    if (n > p) {
+        if (!(inter.bandwidth_Bps > 0)) return HUGE_VAL;
+        t_out = (nn - pp) / nn * bytes / inter.bandwidth_Bps + inter.latency_s;
+    }
+    return t_in > t_out ? t_in : t_out;
+}
+
 /* Greatest common divisor, for the period of a group pattern. */
 static int64_t gcd64(int64_t a, int64_t b)
 {

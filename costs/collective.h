@@ -53,6 +53,17 @@ typedef struct {
 /* Time of collective k over group g on cluster c: intra link inside a node,
  * inter link across nodes, hierarchical when spanning nodes with > 1 rank per
  * node; bandwidths × cal's link efficiencies (cal NULL = defaults for c's gpu). */
+/* An all-to-all whose peers are all written at once: every rank's n - 1
+ * transfers start together (HybridEP/DeepEP dispatch kernels copy straight
+ * into the peers' buffers over NVLink, and RDMA across domains), so the
+ * startup latency is paid once per link level, where NCCL's grouped
+ * send/recv steps through its peers and loom_group_collective_time_s
+ * charges one per peer:
+ *     max((p-1)/n · B / bw_intra + α_intra, (n-p)/n · B / bw_inter + α_inter)
+ * for n ranks, p of them per node (the second term only when n > p). */
+double loom_group_all_to_all_direct_s(const loom_cluster *c, const loom_calib *cal, loom_group g,
+                                      double bytes);
+
 double loom_group_collective_time_s(const loom_cluster *c, const loom_calib *cal,
                                     loom_collective k, loom_group g, double bytes);
 

@@ -60,7 +60,9 @@
  * attention kernels; expert parallelism pays Megatron's alltoall dispatcher
  * (costs/moe.h: the token counts gathered, the tokens and their routing
  * probabilities all-to-all and back, forward and backward, the busiest
- * rank's share), exposed as Megatron runs it by default; with
+ * rank's share), exposed as Megatron runs it by default (with the HybridEP
+ * dispatcher, moe_hybridep, its all-to-alls pay one latency per link level,
+ * collective.h loom_group_all_to_all_direct_s); with
  * --overlap-moe-expert-parallel-comm (moe_a2a_overlap) each MoE layer's
  * paired passes take costs/moe_overlap.h's pair time instead of the sum of
  * its phases. The dispatcher's
@@ -342,7 +344,10 @@ static void op_comm(const ctx *x, const loom_op *op, const loom_op_time *t, doub
         loom_moe_comm ops[LOOM_MOE_MAX_COMM];
         int n = loom_moe_comm_ops(&side, dispatch, experts, ops);
         for (int i = 0; i < n; i++)
-            *(ops[i].backward ? bwd : fwd) += coll(x, ops[i].kind, x->ep, ops[i].bytes);
+            *(ops[i].backward ? bwd : fwd) +=
+                p->moe_hybridep && ops[i].kind == LOOM_COLL_ALL_TO_ALL
+                    ? loom_group_all_to_all_direct_s(x->c, x->cal, x->ep, ops[i].bytes)
+                    : coll(x, ops[i].kind, x->ep, ops[i].bytes);
     }
 }
 

@@ -71,6 +71,11 @@ typedef struct {
     bool moe_a2a_overlap;        /* Megatron's --overlap-moe-expert-parallel-comm: one
                                     micro-batch's expert all-to-alls beside another's
                                     compute (costs/moe_overlap.h; default off) */
+    bool moe_hybridep;           /* Megatron's flex token dispatcher with the HybridEP backend
+                                    (--moe-token-dispatcher-type flex --moe-flex-dispatcher-
+                                    backend hybridep): one kernel writes every peer's tokens
+                                    directly, one latency per all-to-all (collective.h
+                                    loom_group_all_to_all_direct_s); default off: NCCL's */
     bool tp_comm_overlap;        /* TP collectives overlapped with their GEMMs (needs sp) */
     bool grad_reduce_bf16;       /* DP gradients reduced in bf16 (Megatron --grad-reduce-in-bf16,
                                     FSDP reduce_dtype bf16; default fp32, as Megatron and

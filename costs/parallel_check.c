@@ -129,6 +129,9 @@ loom_status loom_parallel_check(const loom_parallel *p, const loom_model_info *m
     if (p->moe_a2a_overlap && p->ep < 2)
         return bad(err, "%s needs expert parallelism; found --ep %lld",
                    "expert-parallel all-to-all overlap", (long long)p->ep);
+    if (p->moe_hybridep && p->ep < 2)
+        return bad(err, "%s needs expert parallelism; found --ep %lld",
+                   "the HybridEP token dispatcher", (long long)p->ep);
     if (p->moe_a2a_overlap && p->pp > 1 && p->vpp < 2)
         return bad(err, "%s with --pp %lld needs the interleaved schedule (--vpp > 1), as in "
                    "Megatron-LM", "expert-parallel all-to-all overlap", (long long)p->pp);

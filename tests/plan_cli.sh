@@ -192,7 +192,7 @@ if grep -q "nvlink   " "$tmp/out"; then bad "an 8-GPU node got the NVLink-domain
 # the first 6 blocks of each rank recomputed; the export says so, loom eval
 # of it agrees within 0.2%, and by loom eval 5 blocks do not fit while
 # recomputing every block is slower
-run 0 plan llama-3.1-405b --cluster dgx-h100-x16 --gbs 256 --seq 8192 -o "$tmp/rc.json"
+run 0 plan llama-3.1-405b --cluster dgx-h100-x16 --gbs 256 --seq 8192 --zero 1 -o "$tmp/rc.json"
 has "$tmp/out" "first 6"
 run 0 export "$tmp/rc.json" --to megatron -o "$tmp/rc.sh"
 has "$tmp/rc.sh" "--recompute-method block"
@@ -269,7 +269,7 @@ PY
 # selective recompute, searched with unfused attention: Llama-3-8B on 8
 # H100s at sequence 3072 with TP 1 recomputes the attention core only; the
 # export says so and loom eval of it gives the same step
-run 0 plan llama-3-8b --cluster dgx-h100-x1 --gbs 64 --seq 3072 --tp 1 --pp 1 --space megatron \
+run 0 plan llama-3-8b --cluster dgx-h100-x1 --gbs 64 --seq 3072 --tp 1 --pp 1 --zero 1 --space megatron \
     --unfused-attention -o "$tmp/sel.json"
 has "$tmp/out" "selective"
 run 0 export "$tmp/sel.json" --to megatron -o "$tmp/sel.sh"

@@ -44,11 +44,11 @@ picture() {
     else bad "$name: the picture disagrees with the plan"; fi
 }
 
-picture interleaved-70b llama-3-70b --cluster dgx-h100-x16 --gbs 512 --seq 4096
+picture interleaved-70b llama-3-70b --cluster dgx-h100-x16 --gbs 512 --seq 4096 --zero 1
 grep -q "interleaved" "$tmp/interleaved-70b.json" && ok || bad "the 70B plan is no longer interleaved"
 picture serve-70b llama-3-70b --cluster dgx-h100-x1 --mode infer --gbs 64
 picture 405b llama-3.1-405b --cluster dgx-h100-x2048 --gbs 2048 --seq 8192
-picture mistral-32k mistral-7b --cluster dgx-h100-x2 --gbs 16 --seq 32768
+picture mistral-32k mistral-7b --cluster dgx-h100-x2 --gbs 16 --seq 32768 --zero 1
 picture example
 
 # loom compare's chart, the suite's other picture: it renders

@@ -134,6 +134,26 @@ assert nim["config"]["engine"] == "trtllm" and nim["config"]["trt_engine"] and n
 assert srv["config"]["frontend"] == "server" and not srv["config"]["trt_engine"]
 PY
 
+# the client: a Python benchmark client's serial parse caps the tokens/s of
+# a flood of streams at 1 / client_chunk_s (the shipped calibration's);
+# a parallel client leaves the engine and the server's stream
+expect_fail eval 2 llama-3-8b "${S[@]}" "${W[@]}" --qps 1 --client locust -- "--client expects python or parallel"
+for cl in python parallel; do
+    "$LOOM" eval llama-3-8b "${S[@]}" --isl 200 --osl 200 --offline --requests 1000 --client $cl --json >"$tmp/cl_$cl.json" 2>/dev/null
+done
+python3 - "$tmp" examples/calibration/serving-calib.json <<'PY' && ok || bad "--client: a Python client must cap a flood at 1 / client_chunk_s, a parallel one must not"
+import json, sys
+d = sys.argv[1]
+cal = json.load(open(sys.argv[2]))
+py, par = (json.load(open("%s/cl_%s.json" % (d, c))) for c in ("python", "parallel"))
+cap = 1 / cal["client_chunk_s"]
+assert py["config"]["client"] == "python" and par["config"]["client"] == "parallel"
+# (within 10%: while the server admits the 1,000 requests, request_overhead_s
+# each, the client is not yet the bottleneck)
+assert cap * 0.90 <= py["output_tokens_per_s"] <= cap * 1.001, (py["output_tokens_per_s"], cap)
+assert par["output_tokens_per_s"] > cap * 1.2, (par["output_tokens_per_s"], cap)
+PY
+
 # loom plan takes the same front end and says it; the plan file records it
 "$LOOM" plan llama-3-8b "${S[@]}" --frontend nim --isl 512 --osl 128 --concurrency 16 -o "$tmp/nim.plan.json" >"$tmp/nim.txt" 2>/dev/null
 if grep -q "serving with trtllm (a built TensorRT engine) behind NIM's server" "$tmp/nim.txt" &&

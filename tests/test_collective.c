@@ -120,6 +120,18 @@ static void hierarchical(void)
      *   max(7/16 · 1e9/450e9 + 7 · 3 us, 8/16 · 1e9/50e9 + 8 · 8 us) = 0.010064 */
     CHECK_NEAR_REL(loom_group_collective_time_s(&c, &cal, LOOM_COLL_ALL_TO_ALL, g16, B),
                    0.010064, 1e-12);
+    /* The same all-to-all written to every peer at once (HybridEP): one
+     * latency per link level, max(7/16 · 1e9/450e9 + 3 us, 8/16 · 1e9/50e9
+     * + 8 us) = max(0.0009752…, 0.010008) = 0.010008; inside one node of 8,
+     * 7/8 · 1e9/450e9 + 3 us = 0.0019474… where NCCL's is 0.0019444… + 21 us;
+     * one rank moves nothing. */
+    CHECK_NEAR_REL(loom_group_all_to_all_direct_s(&c, &cal, g16, B), 0.010008, 1e-12);
+    CHECK_NEAR_REL(loom_group_all_to_all_direct_s(&c, &cal, (loom_group){8, 8}, B),
+                   0.875e9 / 450e9 + 3e-6, 1e-12);
+    CHECK_NEAR_REL(loom_group_collective_time_s(&c, &cal, LOOM_COLL_ALL_TO_ALL,
+                                                (loom_group){8, 8}, B),
+                   0.875e9 / 450e9 + 21e-6, 1e-12);
+    CHECK(loom_group_all_to_all_direct_s(&c, &cal, (loom_group){1, 1}, B) == 0);
     /* Brute force over (p, m): the hierarchical all-reduce with p ranks per
      * node equals the sum of its three flat phases for every split of 16. */
     for (int64_t p = 2; p < 16; p *= 2) {

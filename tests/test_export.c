@@ -524,6 +524,7 @@ static void check_same_config(const char *what, const loom_runtime_config *a,
     CHECK_INT_EQ(x->tp_comm_overlap, y->tp_comm_overlap);
     CHECK_INT_EQ(x->overlap_p2p, y->overlap_p2p);
     CHECK_INT_EQ(x->moe_a2a_overlap, y->moe_a2a_overlap);
+    CHECK_INT_EQ(x->moe_hybridep, y->moe_hybridep);
     CHECK_INT_EQ(a->n_chunks, b->n_chunks);
     for (int32_t i = 0; i < a->n_chunks && i < b->n_chunks; i++)
         CHECK_INT_EQ(a->chunk_layers[i], b->chunk_layers[i]);
@@ -588,9 +589,12 @@ static void test_configs(void)
     cs[n].par.ep = 8, cs[n].par.etp = 1, cs[n].par.sp = true, cs[n].par.zero = 1;
     cs[n].par.vpp = 2, cs[n].par.moe_a2a_overlap = true;
     what[n++] = "mixtral ep8";
-    /* MoE: pure DP + EP, ZeRO-3 (Megatron FSDP) */
+    /* MoE: pure DP + EP, ZeRO-3 (Megatron FSDP), the HybridEP dispatcher
+     * (--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend
+     * hybridep, read back as moe_hybridep) */
     cs[n] = base_config("mixtral-8x7b", 1, 1, 32, 1, 128, 4096);
     cs[n].par.ep = 4, cs[n].par.zero = 3, cs[n].par.recompute = LOOM_RECOMPUTE_FULL;
+    cs[n].par.moe_hybridep = true;
     what[n++] = "mixtral fsdp";
     /* GPT-2: LayerNorm, learned positions, biases, tied */
     cs[n] = base_config("gpt2", 1, 1, 8, 8, 512, 1024);

@@ -18,9 +18,13 @@
  * recompute none or full, sequence parallelism with TP communication
  * overlap, ZeRO-1. Split by the largest tensor- or expert-parallel group
  * (max of tp, expert tp, ep), the checks are:
- *   - the best configuration with a group larger than 8 is faster than every
- *     configuration with groups of at most 8, by more than 3 %: the
- *     question has an answer without the planner;
+ *   - the best configuration with a group larger than 8 is within 0.1%
+ *     of every configuration with groups of at most 8. (It was 5% faster
+ *     while Blackwell took the H100's GEMM fraction; with its own, 0.50 of
+ *     peak (costs/calib.c), the best of each side is the same layout, tp 2
+ *     cp 2 pp 4 dp 16 mbs 1, at EP 16 and at EP 8: 1.7749 s and 1.7746 s.
+ *     The step no longer turns on the expert-parallel group in Megatron's
+ *     uniform layouts; the planner's own layouts still gain, below);
  *   - the plan (loom_plan_run, the full search) has a group larger than 8,
  *     runs on the tiles, and is faster than every configuration with groups
  *     of at most 8, by more than 10 %;
@@ -158,7 +162,7 @@ int main(void)
     print_best("groups of at most 8", &s[0]);
     print_best("a group larger than 8", &s[1]);
     CHECK(s[0].fitting > 0 && s[1].fitting > 0);
-    CHECK(s[1].best_s < 0.97 * s[0].best_s);
+    CHECK(s[1].best_s <= 1.001 * s[0].best_s);
 
     /* The planner on the same problem. */
     loom_plan_request req;

@@ -64,7 +64,7 @@ typedef struct {
     double best_mid_etp_s;              /* best that fits with 1 < etp < tp (MoE) */
 } bf_tally;
 
-/* The plan's step time in one space (search picks ZeRO, as --search-zero);
+/* The plan's step time in one space (search picks ZeRO, as loom plan does);
  * `narrow`: without context parallelism and TP communication overlap. */
 static double plan_step_ep(const bf_case *k, loom_cost_model *cm, const loom_model_source *src,
                            bool megatron, bool narrow, int64_t pin_ep);

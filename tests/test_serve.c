@@ -516,6 +516,73 @@ static void test_overlap_host(void)
     loom_graph_destroy(g);
 }
 
+/* The two stream queues (calib.h stream_token_s, client_chunk_s): the
+ * server's and a Python benchmark client's, in different processes. A
+ * token passes both, so with nothing queued a lone request sees each of its
+ * tokens a + b after the engine emits it (TTFT grows by a + b, the gaps do
+ * not); under an offline flood of 200 requests × 1024 tokens the slower
+ * queue alone paces what the client sees, 1 / max(a, b) tokens/s (one
+ * queue of a + b would give 1 / (a + b)), whichever of the two it is, and
+ * a client that does not serialise the streams (genai-perf, AIPerf) leaves
+ * the server's 1 / a. The simulator and the steady state both. */
+static void test_stream_queues(void)
+{
+    loom_graph *g = load("examples/models/llama-3-8b.json");
+    const loom_cluster *c = h100_x1();
+    loom_error err = {0};
+    loom_serve_parallel p;
+    loom_serve_parallel_init(&p);
+    const double ab[3][2] = {{0.5e-3, 2e-3}, {2e-3, 0.5e-3}, {1e-3, 2e-3}};
+    double ttft0 = 0, itl0 = 0;
+    for (int k = -1; k < 3; k++) {
+        loom_serve_calib sc;
+        loom_serve_calib_default(&c->gpu, &sc);
+        sc.request_overhead_s = 0;
+        sc.stream_token_s = k < 0 ? 0 : ab[k][0];
+        sc.client_chunk_s = k < 0 ? 0 : ab[k][1];
+        loom_serve_model_opts o = {.graph = g, .cluster = c, .par = p, .seq_tokens = 256,
+                                   .serve_calib = &sc,
+                                   .client = k == 2 ? LOOM_CLIENT_PARALLEL : LOOM_CLIENT_PYTHON};
+        loom_serve_engine_defaults(LOOM_ENGINE_VLLM, &c->gpu, 1, &o.engine);
+        loom_serve_model *m = NULL;
+        CHECK(loom_serve_model_create(&o, &m, &err) == LOOM_OK);
+        if (!m) continue;
+        loom_serve_workload w;
+        loom_serve_workload_init(&w);
+        w.isl = 128;
+        w.osl = 64;
+        w.load = LOOM_LOAD_CONCURRENCY;
+        w.concurrency = 1;
+        w.num_requests = 1;
+        loom_serve_sim_result *r = malloc(sizeof *r);
+        CHECK(loom_serve_simulate(m, &w, r, &err) == LOOM_OK);
+        if (k < 0) {
+            ttft0 = r->m.ttft.mean;
+            itl0 = r->m.itl.mean;
+        } else if (k < 2) {
+            CHECK_NEAR_REL(r->m.ttft.mean, ttft0 + ab[k][0] + ab[k][1], 1e-9);
+            CHECK_NEAR_REL(r->m.itl.mean, itl0, 1e-9);
+        }
+        w.load = LOOM_LOAD_OFFLINE;
+        w.num_requests = 200;
+        w.osl = 1024;   /* 204,800 tokens: the prefill before the first ones is < 1% of the run */
+        CHECK(loom_serve_simulate(m, &w, r, &err) == LOOM_OK);
+        loom_serve_steady_result st;
+        CHECK(loom_serve_steady(m, &w, &st, &err) == LOOM_OK);
+        if (k >= 0) {
+            double pace = k == 2 ? ab[k][0] : (ab[k][0] > ab[k][1] ? ab[k][0] : ab[k][1]);
+            printf("stream queues %.1f + %.1f ms%s: %.0f tokens/s simulated, %.0f steady (1 / pace %.0f)\n",
+                   ab[k][0] * 1e3, ab[k][1] * 1e3, k == 2 ? " (parallel client)" : "",
+                   r->m.output_tokens_per_s, st.m.output_tokens_per_s, 1 / pace);
+            CHECK_NEAR_REL(r->m.output_tokens_per_s, 1 / pace, 0.02);
+            CHECK_NEAR_REL(st.m.output_tokens_per_s, 1 / pace, 0.05);
+        }
+        free(r);
+        loom_serve_model_destroy(m);
+    }
+    loom_graph_destroy(g);
+}
+
 int main(void)
 {
     test_engine_defaults();
@@ -525,6 +592,7 @@ int main(void)
     test_sim_vs_steady();
     test_multi_step();
     test_overlap_host();
+    test_stream_queues();
     test_pressure();
     test_errors();
     return check_done();

@@ -34,8 +34,13 @@
  *                        Inductor kernel — bounded to 5–20 us (fitted
  *                        freely it traded places with seq_overhead_s, at
  *                        1.6 us against 192 us a sequence)
- *   iter_*_s       2 / 1.5 / 1 / 1 ms  vLLM's Python scheduler and input
- *                        preparation; SGLang's scheduler (hidden behind the
+ *   iter_*_s       0.5 / 2 / 1.5 / 1 / 1 ms  vLLM V1's engine core
+ *                        (persistent batch, numpy input preparation; its
+ *                        API server and detokeniser in another process);
+ *                        vLLM V0's Python loop, which did all of that in
+ *                        turn around each step (the multi-step RFC,
+ *                        vllm-project/vllm#6854, shows ~4 ms GPU bubbles per
+ *                        V0 decode step); SGLang's scheduler (hidden behind the
  *                        GPU by its overlap scheduler since v0.4, engine.h
  *                        overlap_host); TensorRT-LLM's PyTorch backend (its
  *                        overlap scheduler likewise); iter_compiled_s the C++
@@ -45,12 +50,31 @@
  *                        2 us in TensorRT-LLM's C++ executor
  *   request_overhead_s 2 ms  the OpenAI-compatible server's work per request
  *                        (vLLM's and SGLang's API server is one Python
- *                        process: HTTP, tokenisation, admission)
+ *                        process: HTTP, tokenisation, admission), bounded
+ *                        to 4 ms: vLLM 0.11 served GPUStack's 1,000
+ *                        random 128-token prompts to gpt-oss-20b on one
+ *                        H100 in 4.04 s end to end, so its server passes
+ *                        a request in at most 4 ms. Unbounded, the fit put
+ *                        it at 12 ms (a serial queue that caps a server at
+ *                        85 requests/s) to stand in for the slow prefill
+ *                        of GPUStack's dense-model floods (Qwen3-14B's same
+ *                        1,000 prompts took 22.7 s)
  *   stream_token_s 100 us  one streamed token through the server's
- *                        incremental detokeniser and SSE writer and the
- *                        benchmark client's aiohttp read and json.loads
- *                        (vllm bench serve, sglang bench_serving, genai-perf
- *                        are one Python process each): tens of us each
+ *                        incremental detokeniser and SSE writer (one Python
+ *                        process)
+ *   client_chunk_s 150 us  one streamed chunk through a Python benchmark
+ *                        client (vllm bench serve, sglang bench_serving: one
+ *                        asyncio process, aiohttp's line read, json.loads,
+ *                        a timestamp, for every chunk of every stream).
+ *                        Split from stream_token_s because the two are
+ *                        different processes: the slower caps the rate.
+ *                        Where the records show it: sglang bench_serving's
+ *                        5000-prompt ShareGPT runs (SGLang repo) reach
+ *                        4.1-4.3k output tokens/s for Llama-3.1-8B on one
+ *                        A100 and 3.7-3.9k for 70B on four H100s, GPUs
+ *                        ~3x apart in speed, i.e. ~240 us a chunk;
+ *                        genai-perf (perf_analyzer's C++ threads) reads
+ *                        NIM's streams at 12k tokens/s (AWS)
  *   latency_*_s    10 ms  HTTP round trip on localhost, tokeniser call,
  *                        ZMQ hop to the engine process (vLLM V1, SGLang's
  *                        tokenizer manager) and back
@@ -110,11 +134,12 @@ void loom_serve_calib_field_bounds(int i, double *lo, double *hi)
     *hi = field_hi[i];
 }
 
-double loom_serve_calib_iter_s(const loom_serve_calib *c, loom_engine_kind k)
+double loom_serve_calib_iter_s(const loom_serve_calib *c, const loom_serve_engine *e)
 {
-    return k == LOOM_ENGINE_SGLANG ? c->iter_sglang_s
-           : k == LOOM_ENGINE_TRTLLM ? c->iter_trtllm_s
-                                     : c->iter_vllm_s;
+    return e->kind == LOOM_ENGINE_SGLANG ? c->iter_sglang_s
+           : e->kind == LOOM_ENGINE_TRTLLM ? c->iter_trtllm_s
+           : e->v0_loop                    ? c->iter_vllm_v0_s
+                                           : c->iter_vllm_s;
 }
 
 double loom_serve_calib_latency_s(const loom_serve_calib *c, loom_engine_kind k,
@@ -138,7 +163,8 @@ void loom_serve_calib_prior(const loom_device *d, loom_serve_calib *out)
     out->ar_latency_s = 8e-6;
     out->kernel_gap_s = 2.8e-6;
     out->eager_gap_s = 10e-6;
-    out->iter_vllm_s = 2e-3;
+    out->iter_vllm_s = 0.5e-3;
+    out->iter_vllm_v0_s = 2e-3;
     out->iter_sglang_s = 1.5e-3;
     out->iter_trtllm_s = 1e-3;
     out->iter_compiled_s = 1e-3;
@@ -146,6 +172,7 @@ void loom_serve_calib_prior(const loom_device *d, loom_serve_calib *out)
     out->seq_compiled_s = 2e-6;
     out->request_overhead_s = 2e-3;
     out->stream_token_s = 100e-6;
+    out->client_chunk_s = 150e-6;
     out->latency_vllm_s = 10e-3;
     out->latency_sglang_s = 10e-3;
     out->latency_trtllm_s = 10e-3;

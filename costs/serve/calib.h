@@ -16,7 +16,9 @@
  *   eager_gap_s        extra per kernel outside a CUDA graph (prefill and
  *                      mixed iterations, decode batches above the captured sizes)
  *   iter_<engine>_s    CPU time per iteration that the GPU waits for
- *                      (scheduling, input preparation, sampling hand-off)
+ *                      (scheduling, input preparation, sampling hand-off);
+ *                      iter_vllm_s is vLLM's V1 engine core (0.8 on),
+ *                      iter_vllm_v0_s its V0 loop (engine.h v0_loop)
  *   seq_overhead_s     per running sequence per iteration (sampler,
  *                      detokeniser, streaming the token out) in an engine
  *                      loop written in Python (vLLM, SGLang, TensorRT-LLM's
@@ -27,18 +29,23 @@
  *                      (HTTP, tokenisation, admission and teardown): the
  *                      front end is a serial queue in front of the engine
  *   stream_token_s     per streamed output token, one at a time: the
- *                      server's detokenisation and SSE chunk plus the
- *                      benchmark client's parse of it (both single Python
- *                      processes); a serial queue behind the engine that
+ *                      server's detokenisation and SSE chunk (one Python
+ *                      process); a serial queue behind the engine that
  *                      caps the observed output rate at 1 / stream_token_s
+ *   client_chunk_s     per streamed chunk in a benchmark client that is one
+ *                      Python asyncio process (engine.h LOOM_CLIENT_PYTHON:
+ *                      aiohttp's read of the SSE line, json.loads, the
+ *                      timestamp): a second serial queue behind the
+ *                      server's, in another process, so the two add to a
+ *                      token's latency but the slower alone caps the rate
  *   latency_<engine>_s per request, not queued: the HTTP round trip, the
  *                      front end's tokeniser call and its hop to the engine
  *                      and back (vLLM's and SGLang's Python API servers and
  *                      ZMQ hops; trtllm-serve's Python server; NIM's
  *                      server in front of TensorRT-LLM: latency_nim_s);
  *                      added to TTFT and E2E, not to throughput
- * The three front-end terms (request_overhead_s, stream_token_s,
- * latency_<engine>_s) belong to an OpenAI-compatible server and a streaming
+ * The front-end terms (request_overhead_s, stream_token_s,
+ * client_chunk_s, latency_<engine>_s) belong to an OpenAI-compatible server and a streaming
  * benchmark client; a run whose harness calls the engine in-process with
  * token ids (MLPerf's LoadGen harnesses, trtllm-bench) has none of them
  * (LOOM_FRONTEND_NONE).
@@ -69,13 +76,15 @@
     X(kernel_gap_s, 2.8e-6, 2.8e-6)     \
     X(eager_gap_s, 5e-6, 20e-6)         \
     X(iter_vllm_s, 0.0, 20e-3)          \
+    X(iter_vllm_v0_s, 0.0, 20e-3)       \
     X(iter_sglang_s, 0.0, 20e-3)        \
     X(iter_trtllm_s, 0.0, 20e-3)        \
     X(iter_compiled_s, 0.0, 20e-3)      \
     X(seq_overhead_s, 0.0, 100e-6)     \
     X(seq_compiled_s, 0.0, 200e-6)     \
-    X(request_overhead_s, 0.0, 50e-3)   \
+    X(request_overhead_s, 0.0, 4e-3)    \
     X(stream_token_s, 0.0, 2e-3)        \
+    X(client_chunk_s, 0.0, 2e-3)        \
     X(latency_vllm_s, 0.0, 0.2)         \
     X(latency_sglang_s, 0.0, 0.2)       \
     X(latency_trtllm_s, 0.0, 0.2)       \
@@ -89,7 +98,7 @@ typedef struct {
 #undef LOOM_X
 } loom_serve_calib;
 
-#define LOOM_SERVE_CALIB_NFIELDS 18
+#define LOOM_SERVE_CALIB_NFIELDS 20
 
 /* The shipped values (examples/calibration/serving-calib.json, the fit of
  * examples/calibration/serving-runs.json, compiled in), one row for every
@@ -98,9 +107,9 @@ void loom_serve_calib_default(const loom_device *d, loom_serve_calib *out);
 /* The round-number prior the fit starts from and is pulled towards. */
 void loom_serve_calib_prior(const loom_device *d, loom_serve_calib *out);
 
-/* The per-iteration overhead of engine k; the per-request latency of
- * front end f in front of engine k. */
-double loom_serve_calib_iter_s(const loom_serve_calib *c, loom_engine_kind k);
+/* The per-iteration overhead of engine e (its kind, and for vLLM its
+ * engine loop); the per-request latency of front end f in front of engine k. */
+double loom_serve_calib_iter_s(const loom_serve_calib *c, const loom_serve_engine *e);
 double loom_serve_calib_latency_s(const loom_serve_calib *c, loom_engine_kind k,
                                   loom_serve_frontend f);
 

@@ -65,6 +65,11 @@ const char *loom_serve_frontend_name(loom_serve_frontend f)
     return f == LOOM_FRONTEND_NIM ? "nim" : f == LOOM_FRONTEND_NONE ? "none" : "server";
 }
 
+const char *loom_serve_client_name(loom_serve_client c)
+{
+    return c == LOOM_CLIENT_PARALLEL ? "parallel" : "python";
+}
+
 bool loom_engine_parse(const char *s, loom_engine_kind *out)
 {
     for (int k = 0; k < LOOM_ENGINE_COUNT; k++)
@@ -132,6 +137,7 @@ void loom_serve_engine_multi_step(loom_serve_engine *e, int32_t k, int64_t max_m
 {
     e->scheduler_steps = k;
     if (k <= 1) return;
+    e->v0_loop = true;   /* multi-step scheduling exists only in V0 */
     e->chunked_prefill = false;
     e->mixed_batches = false;
     e->max_num_seqs = 256;   /* V0's default on every GPU */

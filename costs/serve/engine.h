@@ -55,7 +55,19 @@ typedef enum {
     LOOM_FRONTEND_NONE,
 } loom_serve_frontend;
 
+/* What reads the stream: one Python process that parses every streamed
+ * chunk of every request on one asyncio loop (vllm bench serve, sglang
+ * bench_serving, benchmark_serving.py: the default), or a client that does
+ * not serialise them (genai-perf's C++ perf_analyzer, AIPerf's worker
+ * processes). The first is a serial queue behind the server's (calib.h
+ * client_chunk_s). */
+typedef enum {
+    LOOM_CLIENT_PYTHON,
+    LOOM_CLIENT_PARALLEL,
+} loom_serve_client;
+
 const char *loom_engine_name(loom_engine_kind k);
+const char *loom_serve_client_name(loom_serve_client c);   /* "python", "parallel" */
 const char *loom_serve_frontend_name(loom_serve_frontend f);   /* "server", "nim", "none" */
 bool loom_engine_parse(const char *s, loom_engine_kind *out);
 
@@ -88,6 +100,13 @@ typedef struct {
                                     v0.4, TensorRT-LLM's PyTorch backend): an iteration takes
                                     max(GPU, host), not their sum; vLLM V1 runs them in turn
                                     unless --async-scheduling */
+    bool v0_loop;                /* vLLM's V0 engine (releases before 0.8, and any run with
+                                    --num-scheduler-steps): scheduler, input preparation,
+                                    sampler bookkeeping and output processing in one Python
+                                    loop around each step (calib.h iter_vllm_v0_s); V1 (0.8
+                                    on) keeps a persistent batch, prepares inputs in numpy
+                                    and moves detokenising and streaming to the API-server
+                                    process (iter_vllm_s) */
     bool compiled_runtime;       /* TensorRT-LLM executing a built TensorRT engine from its
                                     C++ executor (releases before 1.0, NIM 1.x, MLPerf
                                     harnesses): every kernel is launched from C++ ahead of

@@ -47,6 +47,7 @@ void loom_serve_case_opts(const loom_serve_case *c, const loom_serve_calib *cal,
     o->serve_calib = cal;
     o->par = r->par;
     o->frontend = r->frontend;
+    o->client = r->client;
     const loom_model_info *mi = loom_graph_info_c(c->graph);
     int64_t dp = r->par.replicas;
     if (dp > 1 && (r->dp_attention || (mi->experts > 0 && r->par.ep > 1))) {
@@ -59,6 +60,7 @@ void loom_serve_case_opts(const loom_serve_case *c, const loom_serve_calib *cal,
     loom_serve_engine_defaults(r->engine, &c->cluster.gpu, o->par.tp * o->par.attn_dp, &o->engine);
     o->engine.compiled_runtime = r->compiled_runtime;
     loom_serve_engine_multi_step(&o->engine, r->scheduler_steps, r->max_model_len);
+    if (r->vllm_v0) o->engine.v0_loop = true;
     if (r->overlap_off) o->engine.overlap_host = false;
     if (r->overlap_on) o->engine.overlap_host = true;
     if (r->max_num_seqs > 0) o->engine.max_num_seqs = r->max_num_seqs;

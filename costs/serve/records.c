@@ -90,6 +90,14 @@ static loom_status one(const loom_jctx *c, const cJSON *o, const char *path, loo
         r->compiled_runtime = stated || r->frontend == LOOM_FRONTEND_NIM ||
                               (v && !strncmp(v, "0.", 2));
     }
+    /* vLLM's V1 engine became the default in 0.8 (engine.h v0_loop); a
+     * version that is not a release number (a nightly build) is V1 */
+    if (r->engine == LOOM_ENGINE_VLLM) {
+        const char *v = NULL;
+        if ((st = loom_json_get_str(c, o, path, "engine_version", false, &v))) return st;
+        r->vllm_v0 = v && v[0] == '0' && v[1] == '.' && v[2] >= '1' && v[2] <= '7' &&
+                     (v[3] == '.' || v[3] == 0);
+    }
     /* SGLang's overlap scheduler (engine.h overlap_host) came with 0.4 */
     if (r->engine == LOOM_ENGINE_SGLANG) {
         const char *v = NULL;
@@ -148,6 +156,18 @@ static loom_status one(const loom_jctx *c, const cJSON *o, const char *path, loo
         else if (strcmp(s, "openai-server"))
             return loom_json_fail(c, path, "field \"frontend\": expected \"none\" (the harness "
                                   "calls the engine in-process) or \"openai-server\", found \"%.40s\"", s);
+    }
+    /* the benchmark client (engine.h loom_serve_client): genai-perf's
+     * streams are read by perf_analyzer's C++ threads, AIPerf's by worker
+     * processes; vllm bench serve, sglang bench_serving and their kin are
+     * one Python asyncio process (the default) */
+    s = NULL;
+    if ((st = loom_json_get_str(c, o, path, "client", false, &s))) return st;
+    if (s) {
+        if (!strcmp(s, "genai-perf") || !strcmp(s, "aiperf")) r->client = LOOM_CLIENT_PARALLEL;
+        else if (strcmp(s, "python"))
+            return loom_json_fail(c, path, "field \"client\": expected \"python\", \"genai-perf\" "
+                                  "or \"aiperf\", found \"%.40s\"", s);
     }
     s = NULL;
     if ((st = loom_json_get_str(c, o, path, "length_distribution", false, &s))) return st;

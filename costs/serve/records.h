@@ -70,11 +70,14 @@ typedef struct {
     loom_serve_frontend frontend; /* "frontend": "none" (the harness calls the engine
                                      in-process: MLPerf LoadGen, trtllm-bench); engine
                                      "nvidia-nim": NIM's server; else the engine's own */
+    loom_serve_client client;     /* "client": "genai-perf" or "aiperf" (PARALLEL); absent or
+                                     "python": one Python process reads the streams */
     loom_serve_workload work;
     int64_t max_num_seqs, max_batched_tokens;   /* engine_settings (0 = default) */
     bool overlap_off;             /* no overlap scheduler: SGLang < 0.4 or its launch line's
                                      --disable-overlap-schedule */
     bool overlap_on;              /* vLLM's launch line asks for --async-scheduling */
+    bool vllm_v0;                 /* vLLM before 0.8: the V0 engine loop (engine.h v0_loop) */
     int32_t scheduler_steps;      /* engine_settings num_scheduler_steps (vLLM V0 multi-step) */
     int64_t max_model_len;        /* engine_settings max_model_len (0 = not stated) */
     double mem_fraction;

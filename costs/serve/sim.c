@@ -28,8 +28,10 @@
  * The front end. A request passes the API server's serial queue
  * (request_overhead_s each) and a fixed hop (latency_<engine>_s) before the
  * engine sees it; every output token passes a serial streaming queue
- * (stream_token_s each: detokenise, SSE, the client's parse) before the
- * client sees it, and the client's clock is what the metrics use. The
+ * (stream_token_s each: detokenise, SSE) and, in a Python benchmark
+ * client, a second one in the client's process (client_chunk_s each: read
+ * the SSE line, parse its JSON) before the client sees it, and the client's
+ * clock is what the metrics use. The
  * engine does not wait for the stream (vLLM V1 and SGLang run the engine in
  * another process), so when it emits tokens faster than 1 / stream_token_s
  * the client falls behind: the regime of the offline "all requests at once"
@@ -373,8 +375,8 @@ static loom_status run(const loom_serve_model *m, const loom_serve_workload *w,
     const loom_serve_calib *sc = loom_serve_model_calib(m);
     const double front_s = sc->request_overhead_s,
                  hop_s = loom_serve_model_latency_s(m);
-    const double stream_s = sc->stream_token_s;
-    double front_free = 0, stream_free = 0;
+    const double stream_s = sc->stream_token_s, client_s = sc->client_chunk_s;
+    double front_free = 0, stream_free = 0, client_free = 0;
     for (int64_t i = 0; i < issued; i++) {
         double start = s.r[i].arrival > front_free ? s.r[i].arrival : front_free;
         front_free = start + front_s;
@@ -483,7 +485,9 @@ static loom_status run(const loom_serve_model *m, const loom_serve_workload *w,
             /* the client sees the token when the streaming queue has
              * passed it on (frontend: calib.h stream_token_s) */
             stream_free = (t > stream_free ? t : stream_free) + stream_s;
-            double seen = stream_free;
+            /* then the benchmark client's own serial parse (client_chunk_s) */
+            client_free = (stream_free > client_free ? stream_free : client_free) + client_s;
+            double seen = client_free;
             if (q->generated == 1) q->first = seen;
             else hist_add(itl, seen - q->last_tok, 1);
             q->last_tok = seen;

@@ -23,8 +23,9 @@
  *   Offline N requests: B = min(N, B_max); all prompts are prefilled first
  *     at the budget, then rounds drain the rest.
  * The client sees a round after the streaming queue has passed its B
- * tokens (stream_token_s = c each): the observed round is max(T(B), B·c),
- * and the engine's token rate is capped at 1/c (sim.c has the queue).
+ * tokens (c each, the slower of the server's stream_token_s and the Python
+ * client's client_chunk_s): the observed round is max(T(B), B·c), and the
+ * engine's token rate is capped at 1/c (sim.c has the two queues).
  * TPOT = ITL = the observed round. TTFT = the residual of the iteration in progress plus
  * the prompt's chunks, ceil(I / (budget − B)) iterations carrying B decodes
  * (one prefill iteration for the alternating engine), plus an M/D/1 wait
@@ -91,10 +92,18 @@ static double round_s(const ctx_t *c, double b)
     return f > 0 ? t + f * (round_int(c, lo + 1) - t) : t;
 }
 
+/* The slower of the two serial stream queues (server, client) paces the
+ * tokens the client sees; the other only adds latency. */
+static double stream_pace_s(const loom_serve_calib *sc)
+{
+    return sc->stream_token_s > sc->client_chunk_s ? sc->stream_token_s : sc->client_chunk_s;
+}
+
 /* The round as the client sees it: the stream passes b tokens a round. */
 static double seen_s(const ctx_t *c, double b)
 {
-    double t = round_s(c, b), st = b * loom_serve_model_calib(c->m)->stream_token_s;
+    const loom_serve_calib *sc = loom_serve_model_calib(c->m);
+    double t = round_s(c, b), st = b * stream_pace_s(sc);
     return st > t ? st : t;
 }
 
@@ -231,7 +240,7 @@ loom_status loom_serve_steady(const loom_serve_model *m, const loom_serve_worklo
                               .n_sampled = (int64_t)ceil(b)};
         if (N <= bmax) {
             T = loom_serve_iter_time(m, &d, NULL);
-            if (b * sc->stream_token_s > T) T = b * sc->stream_token_s;
+            if (b * stream_pace_s(sc) > T) T = b * stream_pace_s(sc);
             ttft = fill / 2 + N * F / 2;
             dur = (fill > N * F ? fill : N * F) + (O - 1) * T;
         } else {

@@ -25,6 +25,7 @@ struct loom_serve_model {
     double seq_s;             /* per sequence per iteration, from sc */
     double latency_s;         /* the front end's per-request hop, from sc */
     loom_serve_frontend frontend;
+    loom_serve_client client;
 };
 
 /* Takes the serving calibration c: the engine's own overheads, and no
@@ -32,9 +33,11 @@ struct loom_serve_model {
 static void apply_calib(loom_serve_model *m, const loom_serve_calib *c)
 {
     m->sc = *c;
-    if (m->frontend == LOOM_FRONTEND_NONE) m->sc.request_overhead_s = m->sc.stream_token_s = 0;
+    if (m->frontend == LOOM_FRONTEND_NONE)
+        m->sc.request_overhead_s = m->sc.stream_token_s = m->sc.client_chunk_s = 0;
+    if (m->client == LOOM_CLIENT_PARALLEL) m->sc.client_chunk_s = 0;
     m->iter_overhead_s = m->engine.compiled_runtime ? m->sc.iter_compiled_s
-                                                    : loom_serve_calib_iter_s(&m->sc, m->engine.kind);
+                                                    : loom_serve_calib_iter_s(&m->sc, &m->engine);
     m->seq_s = m->engine.compiled_runtime ? m->sc.seq_compiled_s : m->sc.seq_overhead_s;
     m->latency_s = loom_serve_calib_latency_s(&m->sc, m->engine.kind, m->frontend);
 }
@@ -63,6 +66,7 @@ loom_status loom_serve_model_create(const loom_serve_model_opts *o, loom_serve_m
     }
     m->engine = o->engine;
     m->frontend = o->frontend;
+    m->client = o->client;
     loom_serve_calib sc;
     if (o->serve_calib) sc = *o->serve_calib;
     else loom_serve_calib_default(&c->gpu, &sc);
@@ -111,6 +115,7 @@ const loom_serve_engine *loom_serve_model_engine(const loom_serve_model *m) { re
 const loom_serve_calib *loom_serve_model_calib(const loom_serve_model *m) { return &m->sc; }
 double loom_serve_model_latency_s(const loom_serve_model *m) { return m->latency_s; }
 loom_serve_frontend loom_serve_model_frontend(const loom_serve_model *m) { return m->frontend; }
+loom_serve_client loom_serve_model_client(const loom_serve_model *m) { return m->client; }
 const loom_cluster *loom_serve_model_cluster(const loom_serve_model *m) { return &m->cluster; }
 
 /* A tensor-core kernel of F FLOPs: F / (peak · eff · F/(F + half)). */

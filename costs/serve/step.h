@@ -69,12 +69,14 @@ typedef struct {
     loom_serve_engine engine;
     int64_t seq_tokens;             /* longest request (prompt + output), for max concurrency */
     loom_serve_frontend frontend;   /* what serves the requests (calib.h) */
+    loom_serve_client client;       /* what reads the stream (engine.h) */
 } loom_serve_model_opts;
 
 /* The per-request latency of the instance's front end (calib.h latency_*_s;
  * 0 without one). */
 double loom_serve_model_latency_s(const loom_serve_model *m);
 loom_serve_frontend loom_serve_model_frontend(const loom_serve_model *m);
+loom_serve_client loom_serve_model_client(const loom_serve_model *m);
 
 /* Builds the instance: its shape, its memory, the constants of its
  * iteration time. Errors name the option at fault (shape.h), a device

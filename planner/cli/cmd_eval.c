@@ -133,6 +133,10 @@ static const loom_cli_option eval_opts[] = {
     {.name = "--moe-a2a-overlap", .kind = LOOM_CLI_FLAG, .field = F(p.moe_a2a_overlap),
      .help = "expert all-to-alls of one micro-batch beside another's compute (Megatron's\n"
              "--overlap-moe-expert-parallel-comm; needs --ep > 1, --vpp with --pp > 1)"},
+    {.name = "--moe-hybridep", .kind = LOOM_CLI_FLAG, .field = F(p.moe_hybridep),
+     .help = "the HybridEP token dispatcher (Megatron's --moe-token-dispatcher-type flex\n"
+             "--moe-flex-dispatcher-backend hybridep): all-to-alls write every peer at\n"
+             "once, one latency each; needs --ep > 1"},
     {.name = "--framework", .kind = LOOM_CLI_ENUM, .field = F(p.framework),
      .choices = framework_choices, .metavar = "F",
      .help = "megatron, deepspeed or torchtitan: gradient and reduce dtypes, ZeRO-3 gathers, "
@@ -167,7 +171,7 @@ const loom_cli_spec loom_cli_spec_eval = {
         "                 [--dtype bf16|fp16|fp8]\n"
         "                 [--first-stage-layers N] [--last-stage-layers N] [--etp N]\n"
         "                 [--unfused-attention] [--tp-comm-overlap] [--no-overlap-grad-reduce]\n"
-        "                 [--no-overlap-p2p] [--moe-a2a-overlap]\n"
+        "                 [--no-overlap-p2p] [--moe-a2a-overlap] [--moe-hybridep]\n"
         "                 [--grad-reduce-bf16] [--framework megatron|deepspeed|torchtitan]\n"
         "                 [--calib FILE] [--profile DB] [--json]\n"
         "       loom eval [MODEL] --cluster C --from-megatron \"torchrun ... pretrain_gpt.py ...\"\n"
@@ -273,12 +277,12 @@ static void print_text(const eval_args *a, const loom_cluster *c, const loom_gra
                (long long)(r->gpus / c->nodes), (long long)c->gpus_per_node,
                (long long)(r->gpus / c->nodes), (long long)r->idle_gpus);
     printf("config: tp %lld × pp %lld × dp %lld (cp %lld, ep %lld); mbs %lld, gbs %lld → %lld "
-           "micro-batches; seq %lld, %s%s, recompute %s, vpp %lld, %s%s%s\n",
+           "micro-batches; seq %lld, %s%s, recompute %s, vpp %lld, %s%s%s%s\n",
            (long long)p->tp, (long long)p->pp, (long long)p->dp, (long long)p->cp, (long long)p->ep,
            (long long)p->mbs, (long long)p->gbs, (long long)r->microbatches, (long long)p->seq,
            loom_dtype_name(p->dtype), p->sp ? ", SP" : "", loom_recompute_name(p->recompute),
            (long long)p->vpp, zero, p->vpp > 1 && !p->overlap_p2p ? ", blocking p2p" : "",
-           p->moe_a2a_overlap ? ", EP a2a overlap" : "");
+           p->moe_a2a_overlap ? ", EP a2a overlap" : "", p->moe_hybridep ? ", HybridEP" : "");
     printf("\nstep time            %10.4f s\n", r->step_time_s);
     const struct { const char *name; double s; } parts[] = {
         {"compute", b->compute_s},     {"tensor-parallel comm", b->tp_comm_s},
@@ -357,6 +361,7 @@ static int print_json(const eval_args *a, const loom_cluster *c, const loom_grap
                           loom_pipeline_overlaps_p2p(p->vpp, p->framework == LOOM_FRAMEWORK_MEGATRON &&
                                                                  p->overlap_p2p));
     cJSON_AddBoolToObject(cfg, "moe_a2a_overlap", p->moe_a2a_overlap);
+    if (p->moe_hybridep) cJSON_AddBoolToObject(cfg, "moe_hybridep", true);
     /* the inputs loom's shared defaults chose, as the text's "assumed:" line */
     cJSON *as = cJSON_AddArrayToObject(o, "assumed");
     if (!a->from_megatron) {

@@ -38,7 +38,7 @@ typedef struct {
     double qps;
     int64_t concurrency, requests, seed;
     bool offline;
-    int weights, kv_dtype, engine, frontend;
+    int weights, kv_dtype, engine, frontend, client;
     bool trt_engine;
     int64_t max_num_seqs, max_batched_tokens, block_size, scheduler_steps;
     double mem_fraction, slo_ttft, slo_tpot;
@@ -112,6 +112,11 @@ static const loom_cli_option serve_opts[] = {
      .help = "what serves the requests: the engine's OpenAI server, NVIDIA NIM's\n"
              "(TensorRT-LLM; implies --trt-engine), or none (a harness calling the\n"
              "engine in-process with token ids, as MLPerf's)", .def = "server"},
+    {.name = "--client", .kind = LOOM_CLI_ENUM, .field = F(client),
+     .choices = loom_serve_client_choices, .metavar = "C",
+     .help = "what reads the streams: one Python asyncio process (vllm bench serve,\n"
+             "sglang bench_serving), whose per-chunk parse is a serial queue, or\n"
+             "parallel (genai-perf's C++ client, AIPerf's workers, real users)", .def = "python"},
     {.name = "--trt-engine", .kind = LOOM_CLI_FLAG, .field = F(trt_engine),
      .help = "TensorRT-LLM runs a built TensorRT engine from its C++ executor (releases\n"
              "before 1.0, NIM) instead of 1.x's PyTorch backend"},
@@ -152,7 +157,7 @@ const loom_cli_spec loom_cli_spec_eval_serve = {
              "                 --isl N --osl N (--qps R | --concurrency N | --offline) [--requests N]\n"
              "                 [--weights bf16|fp8|int4|mxfp4|nvfp4] [--kv-dtype bf16|fp8]\n"
              "                 [--engine vllm|sglang|trtllm] [--frontend server|nim|none]\n"
-             "                 [--trt-engine] [--max-num-seqs N]\n"
+             "                 [--client python|parallel] [--trt-engine] [--max-num-seqs N]\n"
              "                 [--max-batched-tokens N] [--num-scheduler-steps K] [--json]\n"
              "       loom eval [MODEL] --cluster C --from-vllm \"vllm serve MODEL …\" --isl N …\n"
              "       loom eval [MODEL] --cluster C --from-sglang \"… sglang.launch_server …\" …\n",
@@ -250,6 +255,8 @@ static void print_text(const report *r)
                fe == LOOM_FRONTEND_NIM ? "NIM's server in front of " : fe == LOOM_FRONTEND_NONE
                    ? "no server (in-process harness), " : "",
                e->compiled_runtime ? "a built TensorRT engine on the C++ executor" : "the engine");
+    if (fe != LOOM_FRONTEND_NONE && loom_serve_model_client(r->m) == LOOM_CLIENT_PARALLEL)
+        printf("client: parallel (no single process parses the streams)\n");
     printf("engine: max %lld sequences, %lld tokens per iteration, %s prefill%s, block %lld, "
            "memory fraction %.2f%s\n",
            (long long)e->max_num_seqs, (long long)e->max_batched_tokens,
@@ -364,6 +371,7 @@ static int print_json(const report *r)
     cJSON *cfg = cJSON_AddObjectToObject(o, "config");
     cJSON_AddStringToObject(cfg, "engine", loom_engine_name(e->kind));
     cJSON_AddStringToObject(cfg, "frontend", loom_serve_frontend_name(loom_serve_model_frontend(r->m)));
+    cJSON_AddStringToObject(cfg, "client", loom_serve_client_name(loom_serve_model_client(r->m)));
     cJSON_AddBoolToObject(cfg, "trt_engine", e->compiled_runtime);
     cJSON_AddNumberToObject(cfg, "tp", (double)s->par.tp);
     cJSON_AddNumberToObject(cfg, "pp", (double)s->par.pp);
@@ -588,6 +596,7 @@ int loom_cmd_eval_serve(int argc, char **argv)
     if (a.block_size) o.engine.block_size = a.block_size;
     if (a.mem_fraction > 0) o.engine.mem_fraction = a.mem_fraction;
     o.frontend = (loom_serve_frontend)a.frontend;
+    o.client = (loom_serve_client)a.client;
     o.engine.compiled_runtime = a.trt_engine || o.frontend == LOOM_FRONTEND_NIM;
     o.seq_tokens = loom_serve_workload_max_isl(&w) + loom_serve_workload_max_osl(&w);
     if (have_line && line.max_model_len > 0 && o.seq_tokens > line.max_model_len) {

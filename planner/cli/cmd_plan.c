@@ -39,7 +39,7 @@ typedef struct {
     const char *model, *cluster, *out, *svg;
     loom_plan_mode mode;             /* train or infer: req.problem.inference */
     loom_objective objective;        /* req.problem.objective once the mode is known */
-    bool objective_given, json, no_timings, seq_given, gbs_given, zero_given, search_zero;
+    bool objective_given, json, no_timings, seq_given, gbs_given, zero_given;
     bool unfused;                    /* --unfused-attention: req.problem.flash_attention off */
 } plan_args;
 
@@ -51,7 +51,7 @@ static void plan_args_init(void *p)
     /* the defaults every command shares (cli.h) */
     a->req.problem.seq = LOOM_CLI_DEFAULT_SEQ;
     a->req.problem.gbs = LOOM_CLI_DEFAULT_GBS;
-    a->req.search.zero = LOOM_CLI_DEFAULT_ZERO;
+    a->req.search.zero = -1;   /* searched: ZeRO 1-3 (loom eval's default, ZeRO-1, is one of them) */
     a->mode = LOOM_PLAN_TRAIN;
     a->objective = a->req.problem.objective;
 }
@@ -110,9 +110,7 @@ static const loom_cli_option plan_opts[] = {
     {.name = "--zero", .kind = LOOM_CLI_INT, .field = F(req.search.zero), .given = F(zero_given),
      .lo = 0, .hi = 3, .metavar = "N",
      .help = "ZeRO stage over the data-parallel group: the replicas and a stage's\n"
-             "in-mesh data-parallel copies (the same default as loom eval)"},
-    {.name = "--search-zero", .kind = LOOM_CLI_FLAG, .field = F(search_zero),
-     .help = "let the search pick the ZeRO stage (1-3; 1 with one replica)"},
+             "in-mesh data-parallel copies", .def = "searched, 1-3"},
     {.name = "--no-recompute", .kind = LOOM_CLI_FLAG, .field = F(req.search.no_recompute),
      .help = "do not consider activation recomputation"},
     {.name = "--unfused-attention", .kind = LOOM_CLI_FLAG, .field = F(unfused),
@@ -291,18 +289,18 @@ static const char *gib(int64_t bytes, char *buf, size_t n)
 }
 
 /* Which inputs were assumed rather than given (the shared defaults, cli.h):
- * LOOM_PLAN_ASSUMED_* bits, for the header line and the plan's "assumed". */
-static unsigned assumed_inputs(const plan_args *a, const loom_plan_request *req)
+ * LOOM_PLAN_ASSUMED_* bits, for the header line and the plan's "assumed".
+ * The ZeRO stage is searched unless --zero pins it, so it is never assumed. */
+static unsigned assumed_inputs(const plan_args *a)
 {
-    return (a->seq_given ? 0u : LOOM_PLAN_ASSUMED_SEQ) | (a->gbs_given ? 0u : LOOM_PLAN_ASSUMED_GBS) |
-           (a->zero_given || a->search_zero || req->problem.inference ? 0u : LOOM_PLAN_ASSUMED_ZERO);
+    return (a->seq_given ? 0u : LOOM_PLAN_ASSUMED_SEQ) | (a->gbs_given ? 0u : LOOM_PLAN_ASSUMED_GBS);
 }
 
 static void print_assumed(const plan_args *a, const loom_plan_request *req)
 {
     char buf[256] = "";
     size_t n = 0;
-    unsigned as = assumed_inputs(a, req);
+    unsigned as = assumed_inputs(a);
     if (as & LOOM_PLAN_ASSUMED_SEQ)
         n += (size_t)snprintf(buf + n, sizeof buf - n, "%sseq %lld", n ? ", " : "",
                               (long long)req->problem.seq);
@@ -310,12 +308,9 @@ static void print_assumed(const plan_args *a, const loom_plan_request *req)
         n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s %lld", n ? ", " : "",
                               req->problem.inference ? "sequences" : "gbs",
                               (long long)req->problem.gbs);
-    if (as & LOOM_PLAN_ASSUMED_ZERO)
-        n += (size_t)snprintf(buf + n, sizeof buf - n, "%sZeRO-%d", n ? ", " : "",
-                              req->search.zero);
     if (n)
         printf("assumed: %s (loom's defaults, the same for loom plan and loom eval; "
-               "--seq, --gbs, --zero to change)\n", buf);
+               "--seq, --gbs to change)\n", buf);
 }
 
 static int print_table(const loom_plan *p)
@@ -398,11 +393,6 @@ int loom_cmd_plan(int argc, char **argv)
     int rc = loom_cli_parse(&loom_cli_spec_plan, argc, argv, &args);
     if (rc != LOOM_CLI_RUN) return rc;
     loom_plan_request req = args.req;
-    if (args.search_zero) {
-        if (args.zero_given)
-            return loom_cli_usage_error(cmd, "--zero and --search-zero exclude each other");
-        req.search.zero = -1;
-    }
     const char *model = args.model, *cluster = args.cluster, *out = args.out, *svg = args.svg;
     bool json = args.json, no_timings = args.no_timings;
     req.problem.inference = args.mode == LOOM_PLAN_INFER;
@@ -491,7 +481,7 @@ int loom_cmd_plan(int argc, char **argv)
 
     int flags = no_timings ? LOOM_PLAN_JSON_NO_TIMINGS : 0;
     if (no_timings) plan->search_time_s = 0;
-    plan->assumed = assumed_inputs(&args, &req);
+    plan->assumed = assumed_inputs(&args);
     if (out && (st = loom_plan_write(plan, out, flags, &err))) goto fail;
     if (o_plan >= 0) out_written[o_plan] = 1;
     if (svg && (st = loom_plan_svg_write(plan, svg, &err))) goto fail;

@@ -34,6 +34,11 @@ const loom_cli_choice loom_serve_frontend_choices[] = {{"server", LOOM_FRONTEND_
                                                        {"nim", LOOM_FRONTEND_NIM, false},
                                                        {"none", LOOM_FRONTEND_NONE, false},
                                                        {NULL, 0, false}};
+const loom_cli_choice loom_serve_client_choices[] = {{"python", LOOM_CLIENT_PYTHON, false},
+                                                     {"parallel", LOOM_CLIENT_PARALLEL, false},
+                                                     {"genai-perf", LOOM_CLIENT_PARALLEL, true},
+                                                     {"aiperf", LOOM_CLIENT_PARALLEL, true},
+                                                     {NULL, 0, false}};
 const loom_cli_choice loom_serve_dist_choices[] = {{"fixed", LOOM_LEN_FIXED, false},
                                                    {"uniform", LOOM_LEN_UNIFORM, false},
                                                    {"lognormal", LOOM_LEN_LOGNORMAL, false},

@@ -14,6 +14,7 @@ extern const loom_cli_choice loom_serve_weight_choices[];   /* --weights */
 extern const loom_cli_choice loom_serve_kv_choices[];       /* --kv-dtype */
 extern const loom_cli_choice loom_serve_dist_choices[];     /* --len-dist */
 extern const loom_cli_choice loom_serve_frontend_choices[]; /* --frontend */
+extern const loom_cli_choice loom_serve_client_choices[];   /* --client */
 
 /* --frontend nim and --trt-engine run TensorRT-LLM: nim picks it when
  * --engine was not given; either one with another engine is a usage error,

@@ -180,6 +180,7 @@ int loom_export_megatron_args(const loom_runtime_config *c, const int32_t *chunk
     if (p->overlap_grad_reduce && p->dp * p->cp > 1) arg(&a, "--overlap-grad-reduce", NULL);
     if (!p->overlap_p2p && p->vpp > 1) arg(&a, "--no-overlap-p2p-communication", NULL);
     if (p->moe_a2a_overlap) arg(&a, "--overlap-moe-expert-parallel-comm", NULL);
+
     if (p->zero == 1 || p->dist_opt) {
         arg(&a, "--use-distributed-optimizer", NULL);
     } else if (p->zero >= 2) {
@@ -270,7 +271,8 @@ int loom_export_megatron_args(const loom_runtime_config *c, const int32_t *chunk
             arg(&a, "--moe-layer-freq", "([0]*%lld+[1]*%lld)", (long long)m->first_dense,
                 (long long)(m->layers - m->first_dense));
         arg(&a, "--moe-grouped-gemm", NULL);
-        arg(&a, "--moe-token-dispatcher-type", "alltoall");
+        arg(&a, "--moe-token-dispatcher-type", p->moe_hybridep ? "flex" : "alltoall");
+        if (p->moe_hybridep) arg(&a, "--moe-flex-dispatcher-backend", "hybridep");
         if (f->known) {
             /* Megatron's default (no pre-softmax) is top-k then softmax over
              * the k, i.e. HF's renormalised softmax; without renormalisation

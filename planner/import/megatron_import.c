@@ -108,6 +108,11 @@ static loom_status read_parallel(const ctx *c, loom_megatron_launch *out)
     /* on by default with an interleaved schedule (megatron/training/arguments.py) */
     p->overlap_p2p = !has(c, "--no-overlap-p2p-communication");
     p->moe_a2a_overlap = has(c, "--overlap-moe-expert-parallel-comm");
+    const char *dispatcher = NULL, *flex = NULL;
+    if ((s = get_str(c, "--moe-token-dispatcher-type", "allgather", &dispatcher)) ||
+        (s = get_str(c, "--moe-flex-dispatcher-backend", "deepep", &flex)))
+        return s;
+    p->moe_hybridep = strcmp(dispatcher, "flex") == 0 && strcmp(flex, "hybridep") == 0;
 
     /* recompute */
     const char *gran = NULL, *method = NULL;
