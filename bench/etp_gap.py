@@ -10,8 +10,10 @@ layout, interleaving) and recompute, evaluates every tp in 1..8 x cp in 1..8
 (dp takes the rest), micro-batch in {1, 2, the plan's}, etp dividing tp and
 ep dividing the experts with ep x etp dividing tp x cp x dp (MoE parallel
 folding: with etp < tp the expert-parallel group spans TP ranks). It prints
-the best that fits with etp = tp and with etp != tp, and the latter's gain
-over the plan (positive: the Megatron space misses it).
+the best that fits with etp = tp, with etp != tp, and with 1 < etp < tp
+(the expert TP the Megatron space does not search: it gives the experts
+the TP or expert TP 1), and the gains of the latter two over the plan
+(positive: the Megatron space misses it).
 CASES picks a comma-separated subset by name (default: all).
 """
 import json, os, re, subprocess, sys, tempfile
@@ -59,7 +61,7 @@ for name, model, cl, gbs, seq in CASES:
         r = json.loads(out); return (r["step_time_s"] if r["fits"] else None), ("fits" if r["fits"] else "oom")
     etp0 = m("--expert-tensor-parallel-size", tp)   # the plan's expert TP
     base, why = ev(etp0, ep)
-    best = None; bsame = None
+    best = None; bsame = None; bmid = None
     mb0 = m("--micro-batch-size", 1)
     for tpv in (1, 2, 4, 8):
       for cpv in (1, 2, 4, 8):
@@ -72,5 +74,7 @@ for name, model, cl, gbs, seq in CASES:
                 t, w = ev(etp, e, tpv, cpv, mbs)
                 if t and etp != tpv and (best is None or t < best[0]): best = (t, f"tp{tpv} cp{cpv} mbs{mbs} etp{etp} ep{e}")
                 if t and etp == tpv and (bsame is None or t < bsame[0]): bsame = (t, f"tp{tpv} cp{cpv} mbs{mbs} etp{etp} ep{e}")
+                if t and 1 < etp < tpv and (bmid is None or t < bmid[0]): bmid = (t, f"tp{tpv} cp{cpv} mbs{mbs} etp{etp} ep{e}")
     print(f"{name:20} tp{tp} etp{etp0} cp{cp} pp{pp} dp{dp} ep{ep} mbs{mb0}  plan {meg:.4f}  eval(plan) {base:.4f}  grid best etp=tp {bsame}  best etp!=tp {best}"
-          + (f"  gain {100*(meg/best[0]-1):.2f}%" if best else ""), flush=True)
+          + (f"  gain {100*(meg/best[0]-1):.2f}%" if best else "")
+          + f"  best 1<etp<tp {bmid}" + (f"  gain {100*(meg/bmid[0]-1):.2f}%" if bmid else ""), flush=True)

@@ -71,7 +71,8 @@
  *
  * Recompute. Full recompute reruns each block's forward (with its TP
  * communication) during the backward (only the first recompute_layers
- * blocks of a stage when that is set); selective reruns the attention core
+ * blocks of each of a rank's chunks when that is set: Megatron's block
+ * method runs per TransformerBlock, one per virtual chunk); selective reruns the attention core
  * (the ops touching s×t tensors; nothing with flash attention, whose
  * backward recomputes internally), and under torchtitan its op-level
  * policy also reruns every second weight GEMM of a block (plain_mm) and,
@@ -708,6 +709,9 @@ loom_status loom_eval_megatron_ex(const loom_graph *g, const loom_cost_model *cm
         for (int32_t l = 0; l < n_layers; l++) {
             in_stage[l] = rank[l] == r;
             if (!in_stage[l]) continue;
+            /* --recompute-num-layers counts in each virtual chunk
+             * (Megatron's TransformerBlock is one chunk's layers) */
+            if (l == 0 || rank[l - 1] != r) blocks_here = 0;
             if (st->first_layer < 0) st->first_layer = l;
             st->last_layer = l;
             st->n_layers++;

@@ -453,7 +453,10 @@ loom_status loom_memory_stage(const loom_graph *g, const loom_parallel *p,
         }
         bool block = loom_memory_is_block(g, l);
         /* --recompute-num-layers k (Megatron's "block" method): only the
-         * stage's first k blocks are recomputed, the others keep everything */
+         * first k blocks of each of the rank's chunks are recomputed (the
+         * method runs per TransformerBlock, one per virtual chunk:
+         * megatron/core/recompute.py), the others keep everything */
+        if (l == 0 || !o->in_stage[l - 1]) blocks = 0;
         if (p->recompute == LOOM_RECOMPUTE_FULL && block && p->recompute_layers > 0 &&
             blocks >= p->recompute_layers)
             saved += a->full_bytes;

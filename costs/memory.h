@@ -133,7 +133,7 @@ typedef struct {
  * finalized. Full recompute keeps only each block's input (non-block
  * layers keep everything); selective drops the attention core's s×t
  * tensors; p->recompute_layers > 0 limits full recompute to that many
- * blocks per stage, which is the caller's business (see
+ * blocks per virtual chunk (Megatron's block method), which is the caller's business (see
  * loom_memory_stage). */
 void loom_memory_layer_acts(const loom_graph *g, const loom_parallel *p, loom_layer_act *acts);
 

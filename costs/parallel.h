@@ -55,7 +55,9 @@ typedef struct {
     int64_t seq;                 /* sequence length, tokens */
     bool sp;                     /* Megatron sequence parallelism */
     loom_recompute recompute;
-    int64_t recompute_layers;    /* full recompute: layers per stage recomputed (0 = all) */
+    int64_t recompute_layers;    /* full recompute: the first this many blocks of each
+                                    virtual chunk recomputed (Megatron's block method;
+                                    a rank's stage when vpp = 1); 0 = all */
     int zero;                    /* ZeRO stage 0..3 */
     bool dist_opt;               /* Megatron distributed optimizer (= ZeRO-1) */
     loom_dtype dtype;            /* compute dtype: bf16, fp16, fp8 */

@@ -121,17 +121,11 @@ static loom_status eval_stage(loom_search *s, const loom_graph *g, const loom_se
      * not kept (eval.c, memory.c) */
     bool sel = st->recompute == LOOM_RECOMPUTE_SELECTIVE && train;
     /* Partial recompute (Megatron's --recompute-method block
-     * --recompute-num-layers N): only the first N blocks of the pipeline
-     * rank rerun, counted over its chunks in order as loom eval counts
-     * them (costs/eval.c); the rest keep all their activations. */
-    int64_t rc_left = INT64_MAX;
-    if (rc && st->recompute_blocks > 0) {
-        rc_left = st->recompute_blocks;
-        for (int32_t j = 0; j < i; j++)
-            if (cfg->stages[j].group == st->group)
-                for (int32_t l = cfg->stages[j].first_layer; l <= cfg->stages[j].last_layer; l++)
-                    rc_left -= loom_memory_is_block(g, l);
-    }
+     * --recompute-num-layers N): only the first N blocks of the chunk
+     * rerun (the method runs per TransformerBlock, one per virtual chunk;
+     * loom eval counts them so, costs/eval.c); the rest keep all their
+     * activations. */
+    int64_t rc_left = rc && st->recompute_blocks > 0 ? st->recompute_blocks : INT64_MAX;
     double bwd = 0, rerun = 0, kv_read = 0, resh = 0;
     int64_t saved = 0, work = 0, kv = 0, blocks = 0;
     /* Identical layers share one solved layer (intra.h), so their sums are

@@ -258,6 +258,15 @@ loom_status loom_search_run(loom_search *s, const loom_search_result **result, l
                               "%s has no experts: an expert tensor-parallel size of %lld applies "
                               "to mixture-of-experts models only",
                               loom_model_source_name(s->pb.model), (long long)s->opt.pin_etp);
+    /* The Megatron space gives the experts the TP or expert TP 1: an expert
+     * TP strictly between needs a third mesh axis (docs/design-notes.md;
+     * bench/etp_gap.sh measures what it would give) */
+    if (s->opt.pin_etp > 1 && s->opt.pin_tp > 0 && s->opt.pin_etp != s->opt.pin_tp)
+        return loom_error_set(err, LOOM_ERR_UNSUPPORTED,
+                              "an expert tensor-parallel size of %lld under a TP of %lld is not "
+                              "in loom plan's space, which gives the experts the TP or 1 (loom "
+                              "eval --etp prices it)",
+                              (long long)s->opt.pin_etp, (long long)s->opt.pin_tp);
     if (s->opt.pin_ep > 1 && experts % s->opt.pin_ep)
         return loom_error_set(err, LOOM_ERR_INVALID,
                               "%s has %lld experts, which do not split %lld ways: the "

@@ -234,7 +234,7 @@ typedef struct {
                                           expert_fold; --expert-tensor-parallel-size 1) */
     loom_recompute recompute;
     int64_t recompute_blocks;          /* full recompute of only the first this many blocks of
-                                          the stage's pipeline rank, over its chunks in order
+                                          the stage (each virtual chunk counts its own)
                                           (Megatron's --recompute-method block
                                           --recompute-num-layers; loom eval's
                                           --recompute-layers); 0: every block. The same on

@@ -3,12 +3,14 @@
  * candidates, unclustered, so every split Megatron can run is one whatever
  * the layer clustering of the DPs: pp ranks on equal sub-meshes with v
  * chunks each (1F1B, or interleaved 1F1B for v = 2..8), blocks split
- * evenly or with lighter first and last chunks (--pipeline-model-parallel-
- * layout), one logical mesh and recompute setting for the whole model,
- * including full recompute of only the first n blocks of each rank
- * (--recompute-num-layers). Options are estimated from the layer tables
- * (T ≈ M·max t_r + (Σ t_r - max t_r)/v, memory with the schedule's
- * in-flight micro-batches) and the best that fits is evaluated exactly.
+ * evenly or with first and last chunks any number of blocks lighter
+ * (--pipeline-model-parallel-layout), one logical mesh and recompute
+ * setting for the whole model, including full recompute of only the first
+ * n blocks of each chunk (--recompute-num-layers, which Megatron counts
+ * per virtual chunk).
+ * Options are estimated from the layer tables (T ≈ M·max t_r +
+ * (Σ t_r - max t_r)/v, memory with the schedule's in-flight
+ * micro-batches) and the best that fits is evaluated exactly.
  *
  * Units: seconds, bytes per GPU.
  */
@@ -28,11 +30,16 @@ static int space_kind(loom_search_space sp)
 
 /* Blocks per chunk of Megatron's even split and its uneven variants
  * (--pipeline-model-parallel-layout, --decoder-first/last-pipeline-num-
- * layers): variant k of nb blocks over C chunks gives the middle chunks q
- * blocks each and the first and last chunks the rest, as evenly as
- * possible, each with 0..2 blocks fewer than q (they also hold the
- * embedding and the head; Meta's Llama 3.1 405B layout: 1 + 62 × 2 + 1).
- * Returns false when there is no such variant k. */
+ * layers): variant k of nb blocks over C chunks gives the middle chunks
+ * the even share q = ceil(nb / C) each and the first and last chunks the
+ * rest, split every way that leaves each of them 1 .. q blocks: they also
+ * hold the embedding and the head, which weigh differently (a 128k-256k
+ * vocabulary's head outweighs a small model's block several times; Meta's
+ * Llama 3.1 405B layout: 1 + 62 × 2 + 1). The most even split comes first,
+ * then the last chunk heaviest first. Middle chunks above the even share
+ * are left to the stage DP (1F1B): tried here (up to 2 more) they changed
+ * no plan and cost 60 % more planning time on 405B. Returns false when
+ * there is no such variant k. */
 static bool chunk_counts(int32_t nb, int64_t C, int k, int32_t *count)
 {
     if (C == 1) {
@@ -41,50 +48,62 @@ static bool chunk_counts(int32_t nb, int64_t C, int k, int32_t *count)
         return true;
     }
     int found = 0;
-    for (int32_t q = (int32_t)((nb + C - 1) / C); q >= 1; q--) {
-        int64_t rest = (int64_t)nb - (C - 2) * q;
-        if (rest < 2) continue;
-        int64_t f = rest / 2, l = rest - f;
-        if (l > q || q - f > 2) continue;
+    int64_t q = (nb + C - 1) / C, rest = (int64_t)nb - (C - 2) * q, even_l = rest - rest / 2;
+    for (int64_t i = 0; i < rest; i++) {
+        int64_t l = i == 0 ? even_l : rest - i, f = rest - l;
+        if ((i > 0 && l == even_l) || f < 1 || l < 1 || f > q || l > q) continue;
         if (found++ < k) continue;
-        for (int64_t c = 0; c < C; c++) count[c] = q;
+        for (int64_t c = 0; c < C; c++) count[c] = (int32_t)q;
         count[0] = (int32_t)f, count[C - 1] = (int32_t)l;
         return true;
     }
     return false;
 }
+
 /* The fewest blocks n (Megatron's --recompute-num-layers, one for all
- * ranks) whose full recompute at the head of each pipeline rank lets every
- * rank of a 1F1B split (chunk r = rank r, layers lo_of[r] .. lo_of[r+1])
- * fit by the table estimate, on option (mesh m, entry si). False when
- * there is no such n strictly between none (n = 0: recompute is not
- * needed) and full (n as large as a rank's blocks). */
+ * chunks) whose full recompute at the head of each chunk lets every rank
+ * of a split (chunk c = layers lo_of[c] .. lo_of[c+1], on rank c mod pp;
+ * v chunks per rank) fit by the table estimate, on option (mesh m, entry
+ * si). Megatron's block method runs per TransformerBlock, one per virtual
+ * chunk, so n counts in each chunk. False when there is no such n strictly
+ * between none (n = 0: recompute is not needed) and full (n as large as a
+ * chunk's blocks). */
 static bool partial_blocks(loom_search *s, const loom_search_point *pt, int32_t m,
                            int32_t si, const double rate[4], const int32_t *lo_of, int64_t pp,
-                           double cap, int64_t *n_out)
+                           int64_t v, double cap, int64_t *n_out)
 {
     const loom_layer_tab *t = pt->tab[m][si];
     double once = (double)t->max_block_act * (1 + LOOM_MEM_FRAGMENTATION);
     int64_t need = 0, most = 0;
     for (int64_t r = 0; r < pp; r++) {
-        double st_b = 0, act = 0, inflight = loom_memory_inflight_microbatches(pp, r, 1, pt->M);
-        int64_t blocks = 0;
-        for (int32_t l = lo_of[r]; l < lo_of[r + 1]; l++) {
-            loom_stage_cost one;
-            loom_search_layer_cost(s, pt, l, m, si, LOOM_SEARCH_RC_NONE, rate, &one);
-            st_b += (double)one.static_bytes, act += (double)one.act_bytes;
-            blocks += loom_memory_is_block(pt->g, l);
+        double st_b = 0, act = 0, inflight = loom_memory_inflight_microbatches(pp, r, v, pt->M);
+        int64_t rank_most = 0;   /* blocks of the rank's fullest chunk */
+        int32_t next[LOOM_STAGE_MAX];   /* per chunk of the rank: the next block to recompute */
+        for (int64_t c = r, j = 0; c < pp * v; c += pp, j++) {
+            int64_t blocks = 0;
+            next[j] = lo_of[c];
+            for (int32_t l = lo_of[c]; l < lo_of[c + 1]; l++) {
+                loom_stage_cost one;
+                loom_search_layer_cost(s, pt, l, m, si, LOOM_SEARCH_RC_NONE, rate, &one);
+                st_b += (double)one.static_bytes, act += (double)one.act_bytes;
+                blocks += loom_memory_is_block(pt->g, l);
+            }
+            if (blocks > rank_most) rank_most = blocks;
         }
-        if (blocks > most) most = blocks;
-        /* recompute the rank's blocks one more at a time, in order */
+        if (rank_most > most) most = rank_most;
+        /* recompute one more block of each chunk at a time, in order */
         int64_t k = 0;
-        for (int32_t l = lo_of[r]; l < lo_of[r + 1] && st_b + inflight * act + (k ? once : 0) > cap;
-             l++) {
-            if (!loom_memory_is_block(pt->g, l)) continue;
-            loom_stage_cost none, full;
-            loom_search_layer_cost(s, pt, l, m, si, LOOM_SEARCH_RC_NONE, rate, &none);
-            loom_search_layer_cost(s, pt, l, m, si, LOOM_SEARCH_RC_FULL, rate, &full);
-            act += (double)(full.act_bytes - none.act_bytes);
+        while (k < rank_most && st_b + inflight * act + (k ? once : 0) > cap) {
+            for (int64_t c = r, j = 0; c < pp * v; c += pp, j++) {
+                int32_t l = next[j];
+                while (l < lo_of[c + 1] && !loom_memory_is_block(pt->g, l)) l++;
+                if (l >= lo_of[c + 1]) continue;   /* this chunk is all recomputed */
+                loom_stage_cost none, full;
+                loom_search_layer_cost(s, pt, l, m, si, LOOM_SEARCH_RC_NONE, rate, &none);
+                loom_search_layer_cost(s, pt, l, m, si, LOOM_SEARCH_RC_FULL, rate, &full);
+                act += (double)(full.act_bytes - none.act_bytes);
+                next[j] = l + 1;
+            }
             k++;
         }
         if (st_b + inflight * act + (k ? once : 0) > cap) return false;   /* not even full fits */
@@ -144,13 +163,13 @@ loom_status loom_search_try_interleaved(loom_search *s, const loom_search_point 
             double rate[4];
             loom_search_sync_rates(s, pt, m, si, rate);
             /* the DP's options, and full recompute on the first n blocks
-             * of each rank only (1F1B; partial_blocks) */
+             * of each chunk only (partial_blocks) */
             for (int rc = LOOM_SEARCH_RC_NONE; rc <= LOOM_SEARCH_RC_PARTIAL; rc++) {
-                if (rc < LOOM_SEARCH_RC_PARTIAL ? rc >= pt->n_rc : pt->n_rc < 2 || v != 1) continue;
+                if (rc < LOOM_SEARCH_RC_PARTIAL ? rc >= pt->n_rc : pt->n_rc < 2) continue;
                 double tr[64] = {0}, st_b[64] = {0}, act_b[64] = {0};
-                int64_t head = 0;   /* partial: blocks recomputed at the head of each rank */
+                int64_t head = 0;   /* partial: blocks recomputed at the head of each chunk */
                 if (rc == LOOM_SEARCH_RC_PARTIAL &&
-                    !partial_blocks(s, pt, m, si, rate, lo_of, pp, cap, &head))
+                    !partial_blocks(s, pt, m, si, rate, lo_of, pp, v, cap, &head))
                     continue;
                 for (int64_t c = 0; c < chunks; c++)
                     for (int64_t l = lo_of[c], left = head; l < lo_of[c + 1]; l++) {
@@ -201,7 +220,7 @@ loom_status loom_search_try_interleaved(loom_search *s, const loom_search_point 
     cfg->gpus_per_replica = pt->D, cfg->vpp = v, cfg->pp = pp;
     cfg->sequences = pt->seqs, cfg->zero = pt->zero, cfg->tiled = s->tiled;
     cfg->n_stages = (int32_t)chunks;
-    int32_t most = 0;   /* blocks of the fullest rank (v = 1: chunk) */
+    int32_t most = 0;   /* blocks of the fullest chunk */
     for (int64_t c = 0, at = b0; c < chunks; c++) {
         loom_search_stage *x = &cfg->stages[c];
         x->first_layer = c == 0 ? 0 : (int32_t)at;

@@ -43,7 +43,8 @@ static int mesh_spaces(const loom_search *s, const loom_search_point *pt, int64_
     int64_t pin = s->opt.pin_cp;   /* > 1: only that context-parallel size */
     if (!s->opt.megatron_only && pin <= 1) out[n++] = (loom_search_space){false, false, false, 1, 0, false};
     /* Megatron's axis 0 is data parallel: it splits the micro-batch, so the
-     * micro-batch must divide over it (strategy.c: megatron_dp_forced) */
+     * micro-batch must divide over it (strategy_megatron.c:
+     * loom_strategy_megatron_dp_forced) */
     if (pin <= 1 && b % n0 == 0) out[n++] = (loom_search_space){true, false, overlap && seq % n1 == 0, 1, 0, false};
     if (train && n0 > 1 && s->pb.flash_attention && seq % (2 * n0) == 0 &&
         !s->opt.no_context_parallel && (pin == 0 || pin == n0))

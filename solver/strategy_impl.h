@@ -1,5 +1,6 @@
 /*
- * strategy_impl.h — helpers shared by strategy.c and follow.c. Internal to
+ * strategy_impl.h — helpers shared by strategy.c, strategy_enumerate.c,
+ * strategy_megatron.c and follow.c. Internal to
  * solver/: not installed API.
  */
 #ifndef LOOM_STRATEGY_IMPL_H
@@ -42,6 +43,22 @@ static inline double loom_strategy_beside(double comm_s, double gemm_s)
 /* Whether saved tensor `tensor` is charged to op (the first op that saves
  * it, graph.h). */
 bool loom_strategy_charged(const loom_strategy_ctx *c, int32_t op, int32_t tensor);
+
+static inline bool loom_strategy_tensor_has_dim(const loom_tensor *t, const char *name)
+{
+    for (int d = 0; d < t->ndim; d++)
+        if (!strcmp(t->dims[d].name, name)) return true;
+    return false;
+}
+
+/* Megatron's placement rules (strategy_megatron.c). A tensor-parallel dim
+ * (heads, kv heads, query groups, MLP hidden f, vocabulary): */
+bool loom_strategy_megatron_tp_dim(const char *dim);
+/* dim may split over mesh axis `axis` (0 or 1) in a Megatron space; compute:
+ * as a computation's split (a contraction) rather than a tensor's layout */
+bool loom_strategy_megatron_ok(const loom_strategy_ctx *c, const char *dim, int axis, bool compute);
+/* a batch of that size must split over an in-mesh data-parallel axis 0 */
+bool loom_strategy_megatron_dp_forced(const loom_strategy_ctx *c, int64_t batch);
 
 /* Appends "name@axes" for each split (name, mask) pair to buf. */
 static inline void loom_strategy_name_add(char *buf, size_t n, const char *dim, unsigned axes)

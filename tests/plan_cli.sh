@@ -163,6 +163,14 @@ PY
 run 1 plan gpt2 --cluster dgx-h100-x1 --etp 2 -o "$tmp/etp2.json"
 has "$tmp/err" "has no experts: an expert tensor-parallel size of 2 applies to mixture-of-experts models only"
 nofile "$tmp/etp2.json"
+# an expert TP strictly between 1 and the TP is eval's only (the plan's
+# space gives the experts the TP or 1): exit 1, said so, no file; eval
+# prices it
+run 1 plan mixtral-8x7b --cluster dgx-h100-x2 --gbs 64 --seq 4096 --tp 4 --etp 2 -o "$tmp/etp42.json"
+has "$tmp/err" "an expert tensor-parallel size of 2 under a TP of 4 is not in loom plan's space"
+nofile "$tmp/etp42.json"
+run 0 eval mixtral-8x7b --cluster dgx-h100-x2 --gbs 64 --seq 4096 --tp 4 --pp 1 --dp 4 --ep 4 --etp 2 --sp
+has "$tmp/out" "step time"
 # a pin nothing satisfies (8 experts do not split 3 ways; TP 8 on 2 stages
 # of 8 GPUs leaves no axis for EP 4; a dense model has no experts): exit 1,
 # the reason, no file
@@ -204,6 +212,58 @@ t = plan["predicted"]["step_time_s"]
 assert e6["config"]["pp"] == 16 and e6["fits"] and abs(e6["step_time_s"] / t - 1) < 0.002, (e6["step_time_s"], t)
 assert not e5["fits"], e5["memory_per_gpu_bytes"]
 assert full["fits"] and full["step_time_s"] > t, (full["step_time_s"], t)
+PY
+
+# partial recompute with interleaving: Megatron counts --recompute-num-layers
+# in each virtual chunk (its block method runs per TransformerBlock, one per
+# chunk). Llama-3.1-405B on 4,096 H100s without CP plans PP 8 x 8 chunks
+# with the first block of each chunk recomputed; the export carries it (the
+# 64-chunk layout as Megatron's "(t*2|)*62" repeat), loom eval of it agrees
+# within 0.2%, and by loom eval recomputing every block is slower and none
+# does not fit
+run 0 plan llama-3.1-405b --cluster dgx-h100-x512 --gbs 512 --seq 8192 --no-cp --space megatron -o "$tmp/rcv.json"
+has "$tmp/out" "interleaved 1F1B (8 chunks per rank)"
+has "$tmp/out" "first 1"
+run 0 export "$tmp/rcv.json" --to megatron -o "$tmp/rcv.sh"
+has "$tmp/rcv.sh" "--recompute-num-layers 1"
+has "$tmp/rcv.sh" "--pipeline-model-parallel-layout 'Et|(t*2|)*62tL'"
+run 0 eval --cluster dgx-h100-x512 --from-megatron "@$tmp/rcv.sh" --json
+cp "$tmp/out" "$tmp/rcv1.json"
+sed 's/--recompute-method block/--recompute-method uniform/' "$tmp/rcv.sh" >"$tmp/rcvf.sh"
+run 0 eval --cluster dgx-h100-x512 --from-megatron "@$tmp/rcvf.sh" --json
+cp "$tmp/out" "$tmp/rcvf.json"
+grep -v -e "--recompute-" "$tmp/rcv.sh" >"$tmp/rcv0.sh"
+run 0 eval --cluster dgx-h100-x512 --from-megatron "@$tmp/rcv0.sh" --json
+python3 - "$tmp/rcv.json" "$tmp/rcv1.json" "$tmp/rcvf.json" "$tmp/out" <<'PY' && ok || bad "interleaved partial recompute: the plan is not 1 block per chunk, or eval disagrees"
+import json, sys
+plan, e1, full, none = (json.load(open(f)) for f in sys.argv[1:5])
+assert {(s["recompute"], s.get("recompute_layers")) for s in plan["stages"]} == {("full", 1)}, plan["stages"][0]
+t = plan["predicted"]["step_time_s"]
+assert e1["config"]["vpp"] == 8 and e1["fits"] and abs(e1["step_time_s"] / t - 1) < 0.002, (e1["step_time_s"], t)
+assert full["fits"] and full["step_time_s"] > t, (full["step_time_s"], t)
+assert not none["fits"], none["memory_per_gpu_bytes"]
+PY
+
+# first and last chunks split every way: Qwen3-8B's 151,936-token head
+# weighs about 3 of its blocks, so with PP 4 x 2 chunks the last chunk takes
+# 2 blocks and the first 4 (36 = 4 + 6 x 5 + 2), not 3 and 3 as an even
+# split of the rest; the export carries the layout, loom eval of it agrees
+# within 0.2%, and the even split of the ends evaluates slower
+run 0 plan qwen3-8b --cluster dgx-h100-x1 --gbs 32 --seq 4096 --pp 4 --tp 2 --cp 1 --space megatron -o "$tmp/lay.json"
+has "$tmp/out" "interleaved 1F1B (2 chunks per rank)"
+run 0 export "$tmp/lay.json" --to megatron -o "$tmp/lay.sh"
+has "$tmp/lay.sh" "--pipeline-model-parallel-layout 'Et*4|(t*5|)*6t*2L'"
+run 0 eval qwen3-8b --cluster dgx-h100-x1 --from-megatron "@$tmp/lay.sh" --json
+cp "$tmp/out" "$tmp/lay-eval.json"
+sed "s/'Et\*4|(t\*5|)\*6t\*2L'/'Et*3|(t*5|)*6t*3L'/" "$tmp/lay.sh" >"$tmp/lay33.sh"
+has "$tmp/lay33.sh" "'Et*3|(t*5|)*6t*3L'"
+run 0 eval qwen3-8b --cluster dgx-h100-x1 --from-megatron "@$tmp/lay33.sh" --json
+python3 - "$tmp/lay.json" "$tmp/lay-eval.json" "$tmp/out" <<'PY' && ok || bad "uneven ends: eval of the plan's layout disagrees, or the even split of the ends is not slower"
+import json, sys
+plan, ev, even = (json.load(open(f)) for f in sys.argv[1:4])
+t = plan["predicted"]["step_time_s"]
+assert ev["fits"] and abs(ev["step_time_s"] / t - 1) < 0.002, (ev["step_time_s"], t)
+assert even["fits"] and even["step_time_s"] > t * 1.01, (even["step_time_s"], t)
 PY
 
 # selective recompute, searched with unfused attention: Llama-3-8B on 8

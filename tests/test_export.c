@@ -1256,7 +1256,7 @@ static void test_model_rebuilt(void)
         {"mixtral-8x7b", 2, 2, 8, 8, 0, {0},
          {"--rotary-base 1000000", "--moe-aux-loss-coeff 0.02"}},
         {"deepseek-v3", 2, 16, 8, 8, 16, {0, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 5},
-         {"--pipeline-model-parallel-layout 'E|t*4|", "t*5,mL'", "--norm-epsilon 1e-06",
+         {"--pipeline-model-parallel-layout 'E|(t*4|)*14t*5,mL'", "--norm-epsilon 1e-06",
           "--mtp-num-layers 1"}},
         {"qwen2-72b", 8, 1, 1, 1, 0, {0}, {"--rotary-base 1000000", "--add-qkv-bias"}},
         {"mistral-7b", 4, 1, 2, 1, 0, {0}, {"--rotary-base"}},

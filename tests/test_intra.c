@@ -54,7 +54,7 @@ static const char *spec(const loom_intra_result *r, const loom_graph *g, const c
  * it runs beside the op's backward GEMMs, half its backward time
  * (loom_cost_op_time of the op split `parts` ways along `dim`), as
  * Megatron's column-parallel linear overlaps the input gradient's
- * reduction with the wgrad GEMM (solver/merge.c, costs/eval.c). */
+ * reduction with the wgrad GEMM (solver/merge_edges.c, costs/eval.c). */
 static double beside_bwd(const loom_graph *g, const char *op, const char *dim, int64_t parts,
                          double comm_s)
 {

@@ -333,6 +333,18 @@ static void test_stage(void)
     int64_t input = 2LL * S * H / T;
     CHECK_INT_EQ(m.activations_bytes, 3 * (input + act / 2) + act / 2);
 
+    /* Interleaved: Megatron's block method counts in each virtual chunk
+     * (megatron/core/recompute.py runs per TransformerBlock, one per
+     * chunk). A rank holding chunks [0, 1] and [3] of four blocks with
+     * recompute_layers 1 reruns blocks 0 and 3 and keeps block 1 whole;
+     * counted over the rank it would rerun block 0 only. */
+    loom_graph *g4 = gpt_layers(4, 1, true);
+    bool chunks[4] = {true, true, false, true};
+    loom_stage_memory_opts o4 = {.in_stage = chunks, .inflight = 3};
+    CHECK_INT_EQ(loom_memory_stage(g4, &p, &o4, &m, &e), LOOM_OK);
+    CHECK_INT_EQ(m.activations_bytes, 3 * (2 * input + act / 2) + act / 2);
+    loom_graph_destroy(g4);
+
     /* bad arguments */
     o.inflight = -1;
     CHECK_INT_EQ(loom_memory_stage(g, &p, &o, &m, &e), LOOM_ERR_INVALID);

@@ -329,6 +329,24 @@ static void test_cost_model(void)
     CHECK_INT_EQ(loom_parallel_expert_tp(&p), 2);
     CHECK_INT_EQ(loom_eval_megatron(g, cm, &p, &r, &e), LOOM_ERR_INVALID);
     CHECK_STR_CONTAINS(e.msg, "--ep 8 × expert TP 2 must divide tp × dp × cp = 8");
+
+    /* Expert TP strictly between 1 and the TP (Megatron's
+     * --expert-tensor-parallel-size; parallel_state.py only asks that
+     * etp · ep · pp divide the world): tp 4 × dp 2, EP 2. A GPU holds
+     * 8 / 2 = 4 experts of each of the 2 layers, each of 3 · h · f =
+     * 3 · 512 · 1024 weights split etp ways, and everything else as at any
+     * etp: halving etp adds 2 · 4 · 3 · 512 · 1024 · (1/etp' - 1/etp). */
+    int64_t params[3];
+    p.tp = 4, p.dp = 2, p.ep = 2, p.gbs = 8;
+    for (int i = 0; i < 3; i++) {
+        p.etp = i == 2 ? 0 : (int64_t)1 << i;   /* 1, 2, and 4 (= tp) */
+        CHECK_INT_EQ(loom_eval_megatron(g, cm, &p, &r, &e), LOOM_OK);
+        params[i] = r.stages[0].mem.params;
+        loom_eval_result_free(&r);
+    }
+    int64_t experts_here = 2 * 4 * 3 * 512 * 1024;
+    CHECK_INT_EQ(params[1] - params[2], experts_here / 2 - experts_here / 4);
+    CHECK_INT_EQ(params[0] - params[1], experts_here - experts_here / 2);
     loom_graph_destroy(g);
     loom_cost_model_destroy(cm);
 }

@@ -99,7 +99,7 @@ static const loom_cli_option eval_opts[] = {
      .choices = recompute_choices, .metavar = "R", .help = "activation recomputation"},
     {.name = "--recompute-layers", .kind = LOOM_CLI_INT, .field = F(p.recompute_layers), .lo = 0,
      .hi = 1 << 20, .metavar = "N",
-     .help = "--recompute full: only the first N blocks of each stage", .def = "0: all"},
+     .help = "--recompute full: only the first N blocks of each stage (of each virtual chunk with --vpp)", .def = "0: all"},
     {.name = "--zero", .kind = LOOM_CLI_INT, .field = F(p.zero), .given = F(zero_given), .lo = 0,
      .hi = 3, .metavar = "Z", .help = "ZeRO stage over the data-parallel group",
      .def = "1 as loom plan (0 with --dist-opt)"},

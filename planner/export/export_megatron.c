@@ -63,29 +63,41 @@ static void arg_int(arglist *a, const char *name, int64_t v) { arg(a, name, "%ll
  * the head of chunk 0, "L" at the tail of the last, k blocks written t*k,
  * and the multi-token-prediction layers ("m", one per depth) just before
  * "L": validate_layer_layout (pipeline_parallel_layer_layout.py) wants every
- * "m" after the last "t", in the last virtual stage, off PP rank 0. */
-static void layout_string(const int32_t *chunks, int32_t n, int64_t mtp, char *out, size_t cap)
+ * "m" after the last "t", in the last virtual stage, off PP rank 0. A run of
+ * r > 1 equal middle chunks is written "(t*k|)*r", which parse_str_to_list
+ * unrolls before "t*k" (Meta's 405B layout: "Et|(tt|)*62tL"), so that 64
+ * chunks fit the argument. False when the string does not fit in cap. */
+static bool layout_string(const int32_t *chunks, int32_t n, int64_t mtp, char *out, size_t cap)
 {
     size_t len = 0;
     char m[32] = "";
     if (mtp == 1) snprintf(m, sizeof m, "m");
     else if (mtp > 1) snprintf(m, sizeof m, "m*%lld", (long long)mtp);
     out[0] = '\0';
-    for (int32_t i = 0; i < n && len < cap; i++) {
+    for (int32_t i = 0; i < n; i++) {
         bool last = i == n - 1;
         const char *e = i == 0 ? "E" : "", *l = last ? "L" : "", *mm = last ? m : "";
         /* "t*3" followed by "m" needs a separator Megatron's parser accepts */
         const char *sep = chunks[i] > 0 && mm[0] ? "," : "";
         const char *bar = i + 1 < n ? "|" : "";
+        char body[24] = "";
+        if (chunks[i] == 1) snprintf(body, sizeof body, "t");
+        else if (chunks[i] > 1) snprintf(body, sizeof body, "t*%d", (int)chunks[i]);
+        int32_t run = 1;
+        while (i > 0 && i + run < n - 1 && chunks[i + run] == chunks[i]) run++;
         int w;
-        if (chunks[i] == 0) w = snprintf(out + len, cap - len, "%s%s%s%s", e, mm, l, bar);
-        else if (chunks[i] == 1) w = snprintf(out + len, cap - len, "%st%s%s%s%s", e, sep, mm, l, bar);
-        else
-            w = snprintf(out + len, cap - len, "%st*%d%s%s%s%s", e, (int)chunks[i], sep, mm, l,
-                         bar);
-        if (w < 0) break;
+        if (i > 0 && !last && run > 1) {
+            w = snprintf(out + len, cap - len, "(%s|)*%d", body, (int)run);
+            i += run - 1;
+        } else
+            w = snprintf(out + len, cap - len, "%s%s%s%s%s%s", e, body, sep, mm, l, bar);
+        if (w < 0 || (size_t)w >= cap - len) {
+            out[0] = '\0';
+            return false;
+        }
         len += (size_t)w;
     }
+    return true;
 }
 
 /* The largest d <= 128 (Megatron's default) with d · tp dividing the
@@ -141,6 +153,7 @@ int loom_export_megatron_args(const loom_runtime_config *c, const int32_t *chunk
             if (chunks[n - 1] != chunks[1])
                 arg_int(&a, "--decoder-last-pipeline-num-layers", chunks[n - 1]);
         } else {
+            /* empty when it does not fit: loom_export_write_megatron refuses it */
             char layout[sizeof out[0].value];
             layout_string(chunks, n, m->facts.mtp_layers, layout, sizeof layout);
             arg(&a, "--pipeline-model-parallel-layout", "%s", layout);
@@ -402,10 +415,15 @@ loom_status loom_export_write_megatron(const loom_runtime_config *c, const int32
                                        const char *source, FILE *f, loom_export_list *notes,
                                        loom_error *err)
 {
-    (void)err;
     const loom_parallel *p = &c->par;
     loom_megatron_kv kv[LOOM_MEGATRON_MAX_ARGS];
     int n = loom_export_megatron_args(c, chunks, kv);
+    for (int i = 0; i < n; i++)
+        if (!strcmp(kv[i].name, "--pipeline-model-parallel-layout") && !kv[i].value[0])
+            return loom_error_set(err, LOOM_ERR_UNSUPPORTED,
+                                  "the pipeline layout of %lld chunks does not fit in %zu "
+                                  "characters of --pipeline-model-parallel-layout",
+                                  (long long)(p->pp * p->vpp), sizeof kv[i].value - 1);
     int64_t gpus = loom_runtime_gpus(c);
     int64_t nproc = gpus < c->gpus_per_node ? gpus : c->gpus_per_node;
     int64_t nnodes = gpus / nproc;

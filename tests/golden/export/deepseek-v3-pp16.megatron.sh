@@ -21,7 +21,7 @@ torchrun --nnodes 32 --nproc-per-node 8 \
     --expert-model-parallel-size 8 \
     --expert-tensor-parallel-size 1 \
     --sequence-parallel \
-    --pipeline-model-parallel-layout 'E|t*4|t*4|t*4|t*4|t*4|t*4|t*4|t*4|t*4|t*4|t*4|t*4|t*4|t*4|t*5,mL' \
+    --pipeline-model-parallel-layout 'E|(t*4|)*14t*5,mL' \
     --micro-batch-size 1 \
     --global-batch-size 256 \
     --recompute-granularity full \
