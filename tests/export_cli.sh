@@ -121,7 +121,7 @@ for mod, parts in src.items():
 with open(os.path.join(root, 'torchtitan', '_standin.py'), 'w') as f:
     f.write('\n'.join([
         'from dataclasses import dataclass, field',
-        'from torchtitan.config import ParallelismConfig, TrainingConfig',
+        'from torchtitan.config import CompileConfig, ParallelismConfig, TrainingConfig',
         'from torchtitan.models.common.nn_modules import RMSNorm',
         'from torchtitan.models.common.rope import RoPE',
         '@dataclass',   # torchtitan's model configs and ModelSpec are dataclasses
@@ -134,7 +134,7 @@ with open(os.path.join(root, 'torchtitan', '_standin.py'), 'w') as f:
         '    return Spec()',
         'def recipe():',
         '    from torchtitan.trainer import Trainer',
-        '    return Trainer.Config(model_spec=Spec(), training=TrainingConfig(), parallelism=ParallelismConfig())',
+        '    return Trainer.Config(model_spec=Spec(), training=TrainingConfig(), parallelism=ParallelismConfig(), compile=CompileConfig())',
         '']))
 PY
 tt_run() { # JOB.py WORLD [PLAN.json]
@@ -162,6 +162,8 @@ q = job.parallelism
 deg = (q.data_parallel_replicate_degree * q.data_parallel_shard_degree * q.tensor_parallel_degree *
        q.context_parallel_degree * q.pipeline_parallel_degree)
 assert deg == int(sys.argv[2]), (deg, sys.argv[2])
+# the plan prices norms, RoPE and SwiGLU fused (costs/eager.h): compiled
+assert job.compile.enable and "model" in job.compile.components, job.compile
 if len(sys.argv) > 3:
     p = json.load(open(sys.argv[3]))
     assert job.training.num_tokens_per_train_step == p["inputs"]["gbs"] * p["inputs"]["seq"]

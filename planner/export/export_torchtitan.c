@@ -35,6 +35,9 @@
  *                  EP (Trainer.Config._validate_cuda_graphs refuses PP, and
  *                  EP with a dispatcher that synchronises with the CPU)
  *   recompute      activation_checkpoint None / FullAC / SelectiveAC (per-op)
+ *   element-wise   compile.enable = True, components model and loss: the
+ *                  plan prices norms, RoPE and SwiGLU fused (eager runs them
+ *                  as kernel chains: costs/eager.h)
  *   precision      mixed_precision_param "bfloat16"; the 405B recipe's
  *                  Float8 linear converter is dropped (the model spec is
  *                  rebuilt with model_registry("405B")): loom's plan is bf16
@@ -235,6 +238,11 @@ loom_status loom_export_write_torchtitan(const loom_runtime_config *c, const int
         fprintf(f, "    config.activation_checkpoint = SelectiveAC.Config()\n");
     else
         fprintf(f, "    config.activation_checkpoint = FullAC.Config()\n");
+    /* the plan prices element-wise ops fused, as Inductor runs them; eager
+     * torchtitan (its default, compile off) runs RMSNorm, RoPE and SwiGLU
+     * as kernel chains (costs/eager.h), slower than planned */
+    fprintf(f, "    config.compile.enable = True  # element-wise ops fused, as planned\n");
+    fprintf(f, "    config.compile.components = [\"model\", \"loss\"]\n");
     fprintf(f, "    return config\n");
     return LOOM_OK;
 }

@@ -18,6 +18,7 @@ import importlib
 commit, date = sys.argv[1], sys.argv[2]
 
 CLASSES = [('torchtitan.config', 'ParallelismConfig'), ('torchtitan.config', 'TrainingConfig'),
+           ('torchtitan.config', 'CompileConfig'),
            ('torchtitan.trainer', 'Trainer.Config'),
            ('torchtitan.distributed.activation_checkpoint', 'FullAC.Config'),
            ('torchtitan.distributed.activation_checkpoint', 'SelectiveAC.Config'),

@@ -58,4 +58,6 @@ def loom_job() -> Trainer.Config:
         pipeline_parallel_degree=1,
     )
     config.activation_checkpoint = None
+    config.compile.enable = True  # element-wise ops fused, as planned
+    config.compile.components = ["model", "loss"]
     return config

@@ -68,4 +68,6 @@ def loom_job() -> Trainer.Config:
         ],
     )
     config.activation_checkpoint = SelectiveAC.Config()
+    config.compile.enable = True  # element-wise ops fused, as planned
+    config.compile.components = ["model", "loss"]
     return config

@@ -66,4 +66,6 @@ def loom_job() -> Trainer.Config:
         ],
     )
     config.activation_checkpoint = None
+    config.compile.enable = True  # element-wise ops fused, as planned
+    config.compile.components = ["model", "loss"]
     return config
