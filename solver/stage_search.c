@@ -336,7 +336,18 @@ loom_status loom_search_run(loom_search *s, const loom_search_result **result, l
                                 s->res.min_memory_bytes = (int64_t)state + LOOM_MEM_RESERVED_BYTES;
                             continue;
                         }
-                        for (int64_t b = 1; b <= B / dp && b <= s->opt.max_micro_batch; b++) {
+                        /* The micro-batch b is the replica's; Megatron's is a
+                         * data-parallel rank's, b / n0 on a mesh whose axis 0
+                         * is data parallel. Above the cap, b = cap x 2^k up to
+                         * the replica's GPUs in a node, tried as one stage per
+                         * replica on meshes with b / n0 <= cap (try_point):
+                         * DeepSeek-V3 on 256 H100 runs ZeRO-3 replicas of dp
+                         * 4 x tp 2 with 32 sequences (Megatron mbs 8).
+                         * Training only: inference keeps the cap per replica. */
+                        const int64_t cap = s->opt.max_micro_batch,
+                                      in_node = s->pb.inference ? 1 : D < g ? D : g;
+                        for (int64_t b = 1; b <= B / dp && b <= cap * in_node; b++) {
+                            if (b > cap && (b % cap || ((b / cap) & (b / cap - 1)))) continue;
                             if ((B / dp) % b || (fixed_b > 0 && b != fixed_b)) continue;
                             if (s->opt.pin_mbs && b != s->opt.pin_mbs) continue;
                             if (pass == 0) {

@@ -158,6 +158,10 @@ loom_status loom_search_try_point(loom_search *s, loom_search_point *pt, loom_er
                    !s->opt.pin_pp && !s->opt.pin_vpp;
     /* only ZeRO-2/3 fit: one-stage replicas only (below) */
     bool staged = pt->zs[0] <= 1;
+    /* a micro-batch above the cap (stage_search.c): one stage per replica,
+     * on meshes whose data-parallel axis 0 brings each rank's share under it */
+    int64_t cap = s->opt.max_micro_batch;
+    bool wide = pt->b > cap;
 
     /* Which sub-meshes are used: all of up to general_max_gpus GPUs for the
      * general DP; for uniform stages those that cut the replica into at
@@ -166,8 +170,8 @@ loom_status loom_search_try_point(loom_search *s, loom_search_point *pt, loom_er
     for (int32_t m = 0; m < pt->nm; m++) {
         int64_t size = loom_submesh_devices(pt->sub[m]);
         uni[m] = pt->D % size == 0 && pt->D / size <= 64 && pt->D / size <= pt->n_layers &&
-                 (staged || size == pt->D);
-        use[m] = (general && staged && size <= s->opt.general_max_gpus) || uni[m];
+                 ((staged && !wide) || size == pt->D);
+        use[m] = (general && staged && !wide && size <= s->opt.general_max_gpus) || uni[m];
         pt->nshape[m] = 0;
         if (!use[m]) continue;
         int64_t shapes[LOOM_SEARCH_MAX_LOGICAL][2];
@@ -176,9 +180,13 @@ loom_status loom_search_try_point(loom_search *s, loom_search_point *pt, loom_er
         for (int32_t si = 0; si < ns; si++) {
             if (shapes[si][1] > g) continue;
             if (s->opt.pin_tp && shapes[si][1] != s->opt.pin_tp) continue;
+            if (wide && pt->b > cap * shapes[si][0]) continue;
             loom_search_space spaces[LOOM_SEARCH_MAX_SPACES];
             int nsp = mesh_spaces(s, pt, shapes[si][0], shapes[si][1], spaces);
             for (int var = 0; var < nsp; var++) {
+                /* above the cap only where axis 0 splits the batch (a
+                 * context-parallel axis 0 leaves each rank all of it) */
+                if (wide && spaces[var].cp) continue;
                 /* the stage DP takes at most 127 options (shape entries x
                  * recompute settings) per sub-mesh: expert TP 1, the last
                  * added, gives way where a sub-mesh would pass that */

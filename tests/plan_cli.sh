@@ -373,7 +373,7 @@ read -r tp dp mbs planned < <(python3 - "$tmp/slow.plan.json" <<'EOF'
 import json, sys
 p = json.load(open(sys.argv[1]))
 st, sc = p["stages"][0], p["schedule"]
-print(st["tensor_parallel"], sc["data_parallel"] * st["data_parallel"], sc["micro_batch"],
+print(st["tensor_parallel"], sc["data_parallel"] * st["data_parallel"], sc["micro_batch"] // st["data_parallel"],
       p["predicted"]["step_time_s"])
 EOF
 )
