@@ -106,7 +106,11 @@ static const loom_cli_option plan_opts[] = {
      .def = "none"},
     /* 0 in the request: the search's own default (loom_search_options_init) */
     {.name = "--max-mbs", .kind = LOOM_CLI_INT, .field = F(req.search.max_micro_batch), .lo = 1,
-     .hi = 1024, .metavar = "N", .help = "largest micro-batch tried", .def = "8"},
+     .hi = 1024, .metavar = "N",
+     .help = "largest micro-batch tried per pipeline replica; in training a one-stage\n"
+             "replica also takes N x 2^k when its data-parallel mesh axis brings each\n"
+             "GPU's share to N or fewer",
+     .def = "8"},
     {.name = "--zero", .kind = LOOM_CLI_INT, .field = F(req.search.zero), .given = F(zero_given),
      .lo = 0, .hi = 3, .metavar = "N",
      .help = "ZeRO stage over the data-parallel group: the replicas and a stage's\n"
