@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "graph_tensor.h"
 #include "costs/compute.h"
 
 #define H100_BF16 989.4e12
@@ -34,24 +35,6 @@ static loom_calib round_calib(const loom_cluster *c)
     cal.attn_half_flops = 0;
     cal.kernel_overhead_s = 0;
     return cal;
-}
-
-static int32_t tensor(loom_graph *g, const char *name, loom_dtype dt, int nd, const char *names,
-                      const int64_t *sizes, bool weight)
-{
-    loom_dim dims[LOOM_MAX_DIMS];
-    for (int i = 0; i < nd; i++) {
-        dims[i].name[0] = names[i];
-        dims[i].name[1] = '\0';
-        dims[i].size = sizes[i];
-    }
-    int32_t id = -1;
-    loom_error err;
-    if (loom_graph_add_tensor(g, name, dt, nd, dims, weight, &id, &err)) {
-        fprintf(stderr, "%s\n", err.msg);
-        exit(2);
-    }
-    return id;
 }
 
 static int32_t op(loom_graph *g, loom_op *o)
@@ -77,9 +60,9 @@ static int32_t gemm(loom_graph *g, const char *name, loom_dtype dt, int64_t s, i
                     int64_t f)
 {
     char b[64];
-    int32_t x = tensor(g, nm(b, name, "x"), dt, 2, "sh", (int64_t[]){s, h}, false);
-    int32_t w = tensor(g, nm(b, name, "W"), dt, 2, "hf", (int64_t[]){h, f}, true);
-    int32_t y = tensor(g, nm(b, name, "y"), dt, 2, "sf", (int64_t[]){s, f}, false);
+    int32_t x = test_tensor(g, nm(b, name, "x"), dt, 2, "sh", (int64_t[]){s, h}, false);
+    int32_t w = test_tensor(g, nm(b, name, "W"), dt, 2, "hf", (int64_t[]){h, f}, true);
+    int32_t y = test_tensor(g, nm(b, name, "y"), dt, 2, "sf", (int64_t[]){s, f}, false);
     loom_op o = {.kind = LOOM_OP_EINSUM, .n_in = 1, .n_w = 1, .n_out = 1,
                  .in = {x}, .w = {w}, .out = {y}};
     snprintf(o.name, sizeof o.name, "%s", name);
@@ -92,10 +75,10 @@ static int32_t attention(loom_graph *g, const char *name, int64_t s, int64_t t, 
 {
     char b[64];
     const loom_dtype bf = LOOM_DTYPE_BF16;
-    int32_t q = tensor(g, nm(b, name, "q"), bf, 4, "bsnd", (int64_t[]){1, s, 16, 128}, false);
-    int32_t k = tensor(g, nm(b, name, "k"), bf, 4, "btnd", (int64_t[]){1, t, 16, 128}, false);
-    int32_t v = tensor(g, nm(b, name, "v"), bf, 4, "btnd", (int64_t[]){1, t, 16, 128}, false);
-    int32_t o = tensor(g, nm(b, name, "o"), bf, 4, "bsnd", (int64_t[]){1, s, 16, 128}, false);
+    int32_t q = test_tensor(g, nm(b, name, "q"), bf, 4, "bsnd", (int64_t[]){1, s, 16, 128}, false);
+    int32_t k = test_tensor(g, nm(b, name, "k"), bf, 4, "btnd", (int64_t[]){1, t, 16, 128}, false);
+    int32_t v = test_tensor(g, nm(b, name, "v"), bf, 4, "btnd", (int64_t[]){1, t, 16, 128}, false);
+    int32_t o = test_tensor(g, nm(b, name, "o"), bf, 4, "bsnd", (int64_t[]){1, s, 16, 128}, false);
     loom_op a = {.kind = LOOM_OP_ATTENTION, .n_in = 3, .n_out = 1, .in = {q, k, v}, .out = {o},
                  .causal = causal};
     snprintf(a.name, sizeof a.name, "%s", name);
@@ -105,9 +88,10 @@ static int32_t attention(loom_graph *g, const char *name, int64_t s, int64_t t, 
 static int32_t add(loom_graph *g, const char *name, int64_t s, int64_t h)
 {
     char buf[64];
-    int32_t a = tensor(g, nm(buf, name, "a"), LOOM_DTYPE_BF16, 2, "sh", (int64_t[]){s, h}, false);
-    int32_t b = tensor(g, nm(buf, name, "b"), LOOM_DTYPE_BF16, 2, "sh", (int64_t[]){s, h}, false);
-    int32_t y = tensor(g, nm(buf, name, "y"), LOOM_DTYPE_BF16, 2, "sh", (int64_t[]){s, h}, false);
+    const loom_dtype bf = LOOM_DTYPE_BF16;
+    int32_t a = test_tensor(g, nm(buf, name, "a"), bf, 2, "sh", (int64_t[]){s, h}, false);
+    int32_t b = test_tensor(g, nm(buf, name, "b"), bf, 2, "sh", (int64_t[]){s, h}, false);
+    int32_t y = test_tensor(g, nm(buf, name, "y"), bf, 2, "sh", (int64_t[]){s, h}, false);
     loom_op o = {.kind = LOOM_OP_ELEMENTWISE, .n_in = 2, .n_out = 1, .in = {a, b}, .out = {y}};
     snprintf(o.name, sizeof o.name, "%s", name);
     snprintf(o.fn, sizeof o.fn, "add");
@@ -120,9 +104,9 @@ static int32_t einsum3(loom_graph *g, const char *name, const char *sig, int nx,
                        const char *yd, const int64_t *ys)
 {
     char b[64];
-    int32_t x = tensor(g, nm(b, name, "x"), LOOM_DTYPE_BF16, nx, xd, xs, false);
-    int32_t w = tensor(g, nm(b, name, "W"), LOOM_DTYPE_BF16, nw, wd, ws, true);
-    int32_t y = tensor(g, nm(b, name, "y"), LOOM_DTYPE_BF16, ny, yd, ys, false);
+    int32_t x = test_tensor(g, nm(b, name, "x"), LOOM_DTYPE_BF16, nx, xd, xs, false);
+    int32_t w = test_tensor(g, nm(b, name, "W"), LOOM_DTYPE_BF16, nw, wd, ws, true);
+    int32_t y = test_tensor(g, nm(b, name, "y"), LOOM_DTYPE_BF16, ny, yd, ys, false);
     loom_op o = {.kind = LOOM_OP_EINSUM, .n_in = 1, .n_w = 1, .n_out = 1,
                  .in = {x}, .w = {w}, .out = {y}};
     snprintf(o.name, sizeof o.name, "%s", name);
@@ -322,9 +306,9 @@ int main(void)
      * A vocab-split table (Megatron's vocab-parallel embedding) still
      * writes every token's row, so splitting v changes nothing; splitting h
      * divides it. */
-    int32_t ids = tensor(g, "emb.ids", LOOM_DTYPE_INT64, 1, "s", (int64_t[]){1024}, false);
-    int32_t tab = tensor(g, "emb.W", LOOM_DTYPE_BF16, 2, "vh", (int64_t[]){32000, 4096}, true);
-    int32_t eo = tensor(g, "emb.y", LOOM_DTYPE_BF16, 2, "sh", (int64_t[]){1024, 4096}, false);
+    int32_t ids = test_tensor(g, "emb.ids", LOOM_DTYPE_INT64, 1, "s", (int64_t[]){1024}, false);
+    int32_t tab = test_tensor(g, "emb.W", LOOM_DTYPE_BF16, 2, "vh", (int64_t[]){32000, 4096}, true);
+    int32_t eo = test_tensor(g, "emb.y", LOOM_DTYPE_BF16, 2, "sh", (int64_t[]){1024, 4096}, false);
     loom_op eop = {.kind = LOOM_OP_EMBEDDING, .n_in = 1, .n_w = 1, .n_out = 1, .in = {ids},
                    .w = {tab}, .out = {eo}};
     snprintf(eop.name, sizeof eop.name, "emb");
@@ -338,8 +322,8 @@ int main(void)
     CHECK_NEAR_REL(t.fwd_s, emb_s / 8, 1e-12);
 
     /* Views cost nothing. */
-    int32_t src = tensor(g, "view.x", LOOM_DTYPE_BF16, 2, "sh", (int64_t[]){64, 64}, false);
-    int32_t dst = tensor(g, "view.y", LOOM_DTYPE_BF16, 2, "hs", (int64_t[]){64, 64}, false);
+    int32_t src = test_tensor(g, "view.x", LOOM_DTYPE_BF16, 2, "sh", (int64_t[]){64, 64}, false);
+    int32_t dst = test_tensor(g, "view.y", LOOM_DTYPE_BF16, 2, "hs", (int64_t[]){64, 64}, false);
     loom_op tr = {.kind = LOOM_OP_TRANSPOSE, .n_in = 1, .n_out = 1, .in = {src}, .out = {dst}};
     snprintf(tr.name, sizeof tr.name, "view");
     int32_t view = op(g, &tr);

@@ -13,28 +13,11 @@
 #include <string.h>
 
 #include "check.h"
+#include "graph_tensor.h"
 #include "costs/compute.h"
 
 #define HBM_S_PER_BYTE (1 / (3350e9 * 0.5))
 #define LAUNCH_S 1e-6
-
-static int32_t tensor(loom_graph *g, const char *name, int nd, const char *names,
-                      const int64_t *sizes, bool weight)
-{
-    loom_dim dims[LOOM_MAX_DIMS];
-    for (int i = 0; i < nd; i++) {
-        dims[i].name[0] = names[i];
-        dims[i].name[1] = '\0';
-        dims[i].size = sizes[i];
-    }
-    int32_t id = -1;
-    loom_error err;
-    if (loom_graph_add_tensor(g, name, LOOM_DTYPE_BF16, nd, dims, weight, &id, &err)) {
-        fprintf(stderr, "%s\n", err.msg);
-        exit(2);
-    }
-    return id;
-}
 
 /* An op of kind / fn over in[] (and weight w, or -1) writing a tensor
  * shaped like in[0]. */
@@ -44,7 +27,7 @@ static int32_t pointwise(loom_graph *g, const char *name, loom_op_kind kind, con
 {
     char buf[64];
     snprintf(buf, sizeof buf, "%s.y", name);
-    int32_t y = tensor(g, buf, nd, dims, sizes, false);
+    int32_t y = test_tensor(g, buf, LOOM_DTYPE_BF16, nd, dims, sizes, false);
     loom_op o = {.kind = kind, .n_in = n_in, .n_out = 1, .out = {y}, .n_w = w >= 0 ? 1 : 0,
                  .w = {w}};
     for (int i = 0; i < n_in; i++) o.in[i] = in[i];
@@ -88,20 +71,20 @@ int main(void)
     /* x [s=1024, h=4096] bf16: n = 4,194,304 elements of 2 B */
     const int64_t s = 1024, h = 4096, f = 8192;
     const double n = (double)(s * h);
-    int32_t x = tensor(g, "x", 2, "sh", (int64_t[]){s, h}, false);
-    int32_t nw = tensor(g, "norm.w", 1, "h", (int64_t[]){h}, true);
+    int32_t x = test_tensor(g, "x", LOOM_DTYPE_BF16, 2, "sh", (int64_t[]){s, h}, false);
+    int32_t nw = test_tensor(g, "norm.w", LOOM_DTYPE_BF16, 1, "h", (int64_t[]){h}, true);
     int32_t norm = pointwise(g, "norm", LOOM_OP_NORM, "rmsnorm", 1, &x, nw, 2, "sh",
                              (int64_t[]){s, h});
     /* q [b=1, s=1024, heads=32, d=128]: n elements too */
-    int32_t q = tensor(g, "q", 4, "bsnd", (int64_t[]){1, s, 32, 128}, false);
+    int32_t q = test_tensor(g, "q", LOOM_DTYPE_BF16, 4, "bsnd", (int64_t[]){1, s, 32, 128}, false);
     int32_t rope = pointwise(g, "rope", LOOM_OP_ELEMENTWISE, "rope", 1, &q, -1, 4, "bsnd",
                              (int64_t[]){1, s, 32, 128});
     /* gate, up [s, f=8192] -> y [s, f]: 2n elements each */
-    int32_t gu[2] = {tensor(g, "gate", 2, "sf", (int64_t[]){s, f}, false),
-                     tensor(g, "up", 2, "sf", (int64_t[]){s, f}, false)};
+    int32_t gu[2] = {test_tensor(g, "gate", LOOM_DTYPE_BF16, 2, "sf", (int64_t[]){s, f}, false),
+                     test_tensor(g, "up", LOOM_DTYPE_BF16, 2, "sf", (int64_t[]){s, f}, false)};
     int32_t swiglu = pointwise(g, "act", LOOM_OP_ELEMENTWISE, "swiglu", 2, gu, -1, 2, "sf",
                                (int64_t[]){s, f});
-    int32_t xr[2] = {x, tensor(g, "r", 2, "sh", (int64_t[]){s, h}, false)};
+    int32_t xr[2] = {x, test_tensor(g, "r", LOOM_DTYPE_BF16, 2, "sh", (int64_t[]){s, h}, false)};
     int32_t add = pointwise(g, "add", LOOM_OP_ELEMENTWISE, "add", 2, xr, -1, 2, "sh",
                             (int64_t[]){s, h});
     CHECK_INT_EQ(loom_graph_finalize(g, &err), LOOM_OK);
