@@ -86,23 +86,44 @@ loom_status loom_calib_record_graph(const loom_calib_record *r, loom_graph **out
     return s;
 }
 
+/* The DGX presets a record's cluster is built from, by GPU. */
+static const struct {
+    const char *dev, *preset;
+} record_presets[] = {
+    {"A100-SXM4-80GB", "dgx-a100-80g"}, {"A100-SXM4-40GB", "dgx-a100-40g"},
+    {"H100-SXM5-80GB", "dgx-h100"},     {"H200-SXM-141GB", "dgx-h200"},
+    {"B200-HGX-180GB", "dgx-b200"},     {"V100-SXM2-16GB", "dgx1-v100"},
+};
+
+const char *loom_calib_record_presets(char *buf, size_t n)
+{
+    size_t k = 0;
+    if (n) buf[0] = '\0';
+    for (size_t i = 0; i < sizeof record_presets / sizeof record_presets[0] && k < n; i++)
+        k += (size_t)snprintf(buf + k, n - k, "%s%s", i ? ", " : "", record_presets[i].dev);
+    return buf;
+}
+
+bool loom_calib_record_has_preset(const char *gpu)
+{
+    for (size_t i = 0; i < sizeof record_presets / sizeof record_presets[0]; i++)
+        if (strcmp(record_presets[i].dev, gpu) == 0) return true;
+    return false;
+}
+
 loom_status loom_calib_record_cluster(const loom_calib_record *r, loom_cluster *out,
                                       loom_error *err)
 {
-    static const struct { const char *dev, *preset; } map[] = {
-        {"A100-SXM4-80GB", "dgx-a100-80g"}, {"A100-SXM4-40GB", "dgx-a100-40g"},
-        {"H100-SXM5-80GB", "dgx-h100"},     {"H200-SXM-141GB", "dgx-h200"},
-        {"B200-HGX-180GB", "dgx-b200"},     {"V100-SXM2-16GB", "dgx1-v100"},
-    };
-    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
-        if (strcmp(map[i].dev, r->gpu) != 0) continue;
+    for (size_t i = 0; i < sizeof record_presets / sizeof record_presets[0]; i++) {
+        const char *dev = record_presets[i].dev, *preset = record_presets[i].preset;
+        if (strcmp(dev, r->gpu) != 0) continue;
         int64_t nodes = (r->gpus + 7) / 8;
         if (r->gpus > 8 && r->gpus % 8 != 0)
             return loom_error_set(err, LOOM_ERR_INVALID,
                                   "record %s: %lld GPUs are not whole nodes of 8", r->model,
                                   (long long)r->gpus);
         char name[64];
-        snprintf(name, sizeof name, "%s-x%lld", map[i].preset, (long long)nodes);
+        snprintf(name, sizeof name, "%s-x%lld", preset, (long long)nodes);
         loom_status s = loom_cluster_preset(name, out, err);
         if (s) return s;
         if (r->gpus < 8) out->gpus_per_node = r->gpus;

@@ -34,6 +34,7 @@
 #define LOOM_CALIB_FIT_H
 
 #include <stddef.h>
+#include <stdbool.h>
 #include "costs/calib.h"
 #include "costs/cluster.h"
 #include "costs/parallel.h"
@@ -58,6 +59,10 @@ loom_status loom_calib_record_graph(const loom_calib_record *r, loom_graph **out
                                     loom_error *err);
 loom_status loom_calib_record_cluster(const loom_calib_record *r, loom_cluster *out,
                                       loom_error *err);
+/* Whether a record's GPU has a DGX preset its cluster can be built from,
+ * and their names ("A100-SXM4-80GB, …") into buf. */
+bool loom_calib_record_has_preset(const char *gpu);
+const char *loom_calib_record_presets(char *buf, size_t n);
 
 /* Predicted iteration time of every record under calibration cal (NULL =
  * loom_calib_default of each record's GPU): predicted[i]. */

@@ -93,6 +93,14 @@ static loom_status read_record(const loom_jctx *c, const cJSON *o, const char *p
         return loom_json_fail(c, sub, "unknown GPU \"%s\" (known: %s)", gpu,
                               loom_device_list_names(names, sizeof names));
     }
+    if (!loom_calib_record_has_preset(d->name)) {
+        char names[256];
+        char sub[160];
+        snprintf(sub, sizeof sub, "%s.gpu", path);
+        return loom_json_fail(c, sub, "GPU \"%s\" has no DGX preset to build the run's cluster "
+                              "from (records take: %s)", gpu,
+                              loom_calib_record_presets(names, sizeof names));
+    }
     snprintf(r->gpu, sizeof r->gpu, "%s", d->name);
     if (kv > 0 && kv != r->heads) {
         char sub[160];

@@ -28,6 +28,9 @@ echo '{"records": [{"gpu": "H100", "layers": 4, "hidden": 256, "heads": 8, "seq_
   "vocab": 1024, "global_batch": 8, "num_gpus": 8, "tp": 1, "pp": 1, "dp": 8,
   "recompute": "sometimes", "iteration_time_s": 0.01}]}' >"$tmp/rc.json"
 expect_fail calibrate 1 "$tmp/rc.json" -o "$tmp/never.json" -- '$.records[0].recompute' '"sometimes"'
+# a GPU loom knows but has no DGX preset to build the run's cluster from (found by fuzzing)
+sed 's/"recompute": "sometimes", //; s/"gpu": "H100"/"gpu": "H800-SXM5-80GB"/' "$tmp/rc.json" >"$tmp/h800.json"
+expect_fail calibrate 1 "$tmp/h800.json" -o "$tmp/never.json" -- '$.records[0].gpu' "no DGX preset" "H100-SXM5-80GB"
 expect_fail calibrate 1 $RUNS --gpu V100 -o "$tmp/never.json" -- "no record was measured on V100"
 expect_fail calibrate 1 $RUNS --evaluate --calib "$tmp/none.json" -- "$tmp/none.json"
 
