@@ -160,5 +160,14 @@ if grep -q "serving with trtllm (a built TensorRT engine) behind NIM's server" "
    python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["serving"]; sys.exit(not (s["frontend"] == "nim" and s["trt_engine"] and s["engine"] == "trtllm"))' "$tmp/nim.plan.json"
 then ok; else bad "plan --frontend nim: $(head -2 "$tmp/nim.txt")"; fi
 
+# the KV dtype when none is given: NIM's fp8 profiles cache KV in fp8, the
+# rest (and an explicit --kv-dtype) bf16
+kv_of() { "$LOOM" eval llama-3-8b "${S[@]}" --isl 512 --osl 64 --concurrency 4 "$@" --json 2>/dev/null |
+          python3 -c 'import json,sys; print(json.load(sys.stdin)["config"]["kv_dtype"])'; }
+if [ "$(kv_of --frontend nim --weights fp8)" = fp8 ] &&
+   [ "$(kv_of --frontend nim --weights fp8 --kv-dtype bf16)" = bf16 ] &&
+   [ "$(kv_of --frontend nim)" = bf16 ] && [ "$(kv_of --engine vllm --weights fp8)" = bf16 ]
+then ok; else bad "default --kv-dtype under --frontend nim"; fi
+
 echo "serve_cli: $passes passed, $fails failed"
 [ $fails -eq 0 ]

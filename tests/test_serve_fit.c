@@ -149,6 +149,30 @@ int main(void)
     CHECK_STR_CONTAINS(err.msg, "$.records[0]");
     CHECK_STR_CONTAINS(err.msg, "locust");
     free(rr);
+
+    /* the KV dtype a record does not state is its deployment's default:
+     * fp8 for NIM serving fp8 weights (Model Optimizer FP8 checkpoints
+     * quantise the KV cache), bf16 for the rest; a stated one stands */
+    const char *kv_eng[] = {"nvidia-nim", "nvidia-nim", "nvidia-nim", "vllm", "nvidia-nim"};
+    const char *kv_w[] = {"fp8", "fp8", "fp16", "fp8", "fp8"};
+    const char *kv_s[] = {"not stated (engine default)", NULL, "not stated", "unknown (not stated)",
+                          "bf16"};
+    const loom_dtype kv_want[] = {LOOM_DTYPE_FP8, LOOM_DTYPE_FP8, LOOM_DTYPE_BF16, LOOM_DTYPE_BF16,
+                                  LOOM_DTYPE_BF16};
+    for (int i = 0; i < 5; i++) {
+        f = fopen(path, "w");
+        fprintf(f, "{\"records\": [{\"source\": \"x\", \"engine\": \"%s\", \"gpu\": \"H100\", "
+                   "\"weights\": \"%s\", %s%s%s\"isl\": 100, \"osl\": 10, "
+                   "\"load\": {\"kind\": \"qps\", \"value\": 1}, "
+                   "\"metrics\": {\"tpot_mean_s\": 0.01}}]}\n",
+                kv_eng[i], kv_w[i], kv_s[i] ? "\"kv_dtype\": \"" : "", kv_s[i] ? kv_s[i] : "",
+                kv_s[i] ? "\", " : "");
+        fclose(f);
+        rr = NULL;
+        CHECK(loom_serve_records_load(path, &rr, &n, &err) == LOOM_OK);
+        if (rr && n == 1) CHECK_INT_EQ(rr[0].par.kv_dtype, kv_want[i]);
+        free(rr);
+    }
     check_tmpdir_remove(dir);
     loom_graph_destroy(g8);
     loom_graph_destroy(g70);

@@ -88,7 +88,7 @@
     X(latency_vllm_s, 0.0, 0.2)         \
     X(latency_sglang_s, 0.0, 0.2)       \
     X(latency_trtllm_s, 0.0, 0.2)       \
-    X(latency_nim_s, 0.0, 0.2)
+    X(latency_nim_s, 0.0, 0.03)
 
 typedef struct {
     char device[48];   /* "" = any */

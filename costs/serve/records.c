@@ -148,7 +148,12 @@ static loom_status one(const loom_jctx *c, const cJSON *o, const char *path, loo
     }
     s = NULL;
     if ((st = loom_json_get_str(c, o, path, "kv_dtype", false, &s))) return st;
-    if (s) r->par.kv_dtype = strncasecmp(s, "fp8", 3) == 0 ? LOOM_DTYPE_FP8 : LOOM_DTYPE_BF16;
+    /* a dtype the source does not state ("not stated ...", "unknown ...")
+     * is the deployment's default */
+    if (s && (!strncasecmp(s, "not stated", 10) || !strncasecmp(s, "unknown", 7))) s = NULL;
+    r->par.kv_dtype = s ? (strncasecmp(s, "fp8", 3) == 0 ? LOOM_DTYPE_FP8 : LOOM_DTYPE_BF16)
+                        : loom_serve_default_kv_dtype(r->par.weights,
+                                                      r->frontend == LOOM_FRONTEND_NIM);
     s = NULL;
     if ((st = loom_json_get_str(c, o, path, "frontend", false, &s))) return st;
     if (s) {

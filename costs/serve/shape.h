@@ -69,6 +69,11 @@ loom_status loom_serve_weights_check(loom_serve_weights w, const loom_device *d,
 bool loom_serve_weights_parse(const char *s, loom_serve_weights *out);
 /* Stored bytes per parameter of a quantised GEMM weight (scales included). */
 double loom_serve_weights_bytes(loom_serve_weights w);
+/* The KV-cache dtype a deployment gets when none is stated: fp8 for NVIDIA
+ * NIM's fp8 profiles (nim: NIM serves the model), whose TensorRT-LLM
+ * engines are built from Model Optimizer FP8 checkpoints that quantise the
+ * KV cache with the weights; bf16 (the engines' "auto") otherwise. */
+loom_dtype loom_serve_default_kv_dtype(loom_serve_weights w, bool nim);
 
 typedef struct {
     int64_t tp, pp, ep, attn_dp;   /* per instance; GPUs = tp · attn_dp · pp */

@@ -104,7 +104,8 @@ static const loom_cli_option serve_opts[] = {
     {.name = "--weights", .kind = LOOM_CLI_ENUM, .field = F(weights), .given = F(weights_given),
      .choices = loom_serve_weight_choices, .metavar = "W", .help = "stored weights: bf16, fp8, int4 (AWQ/GPTQ), mxfp4 (experts), nvfp4 (Blackwell)"},
     {.name = "--kv-dtype", .kind = LOOM_CLI_ENUM, .field = F(kv_dtype), .given = F(kv_given),
-     .choices = loom_serve_kv_choices, .metavar = "T", .help = "KV cache dtype"},
+     .choices = loom_serve_kv_choices, .metavar = "T", .help = "KV cache dtype",
+     .def = "fp8 under --frontend nim with --weights fp8 (NIM's fp8 profiles), else bf16"},
     {.name = "--engine", .kind = LOOM_CLI_ENUM, .field = F(engine), .given = F(engine_given),
      .choices = loom_serve_engine_choices, .metavar = "E", .help = "engine whose policy and defaults apply"},
     {.name = "--frontend", .kind = LOOM_CLI_ENUM, .field = F(frontend), .given = F(frontend_given),
@@ -482,7 +483,7 @@ static int apply_launch(serve_args *a, loom_serve_launch *l, char *path, size_t 
         loom_serve_weights w;
         if (loom_serve_weights_parse(l->weights, &w)) a->weights = w;
     }
-    if (!a->kv_given && !strcmp(l->kv_dtype, "fp8")) a->kv_dtype = LOOM_DTYPE_FP8;
+    if (!a->kv_given && !strcmp(l->kv_dtype, "fp8")) a->kv_dtype = LOOM_DTYPE_FP8, a->kv_given = true;
     if (!a->model) {
         if (!l->model[0] || !loom_cli_find_model_id(l->model, path, n)) {
             fprintf(stderr, "loom eval: the launch line serves '%s', which is not a bundled model; "
@@ -578,7 +579,9 @@ int loom_cmd_eval_serve(int argc, char **argv)
         int qw;
         if (loom_cli_checkpoint_weights(model_path, &qw)) o.par.weights = (loom_serve_weights)qw;
     }
-    o.par.kv_dtype = (loom_dtype)a.kv_dtype;
+    o.par.kv_dtype = a.kv_given ? (loom_dtype)a.kv_dtype
+                                : loom_serve_default_kv_dtype(o.par.weights,
+                                                              a.frontend == LOOM_FRONTEND_NIM);
     loom_serve_engine_defaults((loom_engine_kind)a.engine, &cluster.gpu, a.tp * o.par.attn_dp,
                                &o.engine);
     if (have_line) loom_serve_launch_apply(&line, &o.engine);
