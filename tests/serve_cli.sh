@@ -168,6 +168,9 @@ if [ "$(kv_of --frontend nim --weights fp8)" = fp8 ] &&
    [ "$(kv_of --frontend nim --weights fp8 --kv-dtype bf16)" = bf16 ] &&
    [ "$(kv_of --frontend nim)" = bf16 ] && [ "$(kv_of --engine vllm --weights fp8)" = bf16 ]
 then ok; else bad "default --kv-dtype under --frontend nim"; fi
+"$LOOM" plan llama-3-8b "${S[@]}" --frontend nim --weights fp8 --isl 512 --osl 128 --concurrency 16 -o "$tmp/nim8.plan.json" >/dev/null 2>&1
+if python3 -c 'import json,sys; sys.exit(json.load(open(sys.argv[1]))["serving"]["kv_dtype"] != "fp8")' "$tmp/nim8.plan.json"
+then ok; else bad "plan --frontend nim --weights fp8: KV not fp8"; fi
 
 echo "serve_cli: $passes passed, $fails failed"
 [ $fails -eq 0 ]

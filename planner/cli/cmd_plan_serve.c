@@ -37,7 +37,7 @@ typedef struct {
     int objective, disagg, engine, weights, kv_dtype, frontend, client;
     bool trt_engine, engine_given;
     bool json, no_timings;
-    bool isl_given, osl_given, qps_given, conc_given, obj_given, weights_given;
+    bool isl_given, osl_given, qps_given, conc_given, obj_given, weights_given, kv_given;
 } plan_serve_args;
 
 static void args_init(void *p)
@@ -121,8 +121,9 @@ static const loom_cli_option opts[] = {
     {.name = "--weights", .kind = LOOM_CLI_ENUM, .field = F(weights), .given = F(weights_given),
      .choices = loom_serve_weight_choices, .metavar = "W",
      .help = "stored weights: bf16, fp8, int4 (AWQ/GPTQ), mxfp4 (experts), nvfp4 (Blackwell)", .def = "the checkpoint's, else bf16"},
-    {.name = "--kv-dtype", .kind = LOOM_CLI_ENUM, .field = F(kv_dtype), .choices = loom_serve_kv_choices,
-     .metavar = "T", .help = "KV cache dtype"},
+    {.name = "--kv-dtype", .kind = LOOM_CLI_ENUM, .field = F(kv_dtype), .given = F(kv_given),
+     .choices = loom_serve_kv_choices, .metavar = "T", .help = "KV cache dtype",
+     .def = "fp8 under --frontend nim with fp8 weights (NIM's fp8 profiles), else bf16"},
     {.name = "--recheck", .kind = LOOM_CLI_INT, .field = F(recheck), .lo = 1, .hi = 64,
      .metavar = "N", .help = "deployments of each kind re-checked by simulation"},
     {.name = "--seed", .kind = LOOM_CLI_INT, .field = F(seed), .lo = 0, .hi = INT64_MAX,
@@ -245,6 +246,9 @@ int loom_cmd_plan_serve(int argc, char **argv)
         int w;
         if (loom_cli_checkpoint_weights(model_path, &w)) req.space.weights = (loom_serve_weights)w;
     }
+    if (!a.kv_given)
+        req.space.kv_dtype = loom_serve_default_kv_dtype(req.space.weights,
+                                                         a.frontend == LOOM_FRONTEND_NIM);
     if (loom_serve_weights_check(req.space.weights, &cluster.gpu, &err)) {
         loom_graph_destroy(g);
         return loom_cli_fail(&err);
