@@ -16,6 +16,22 @@
 #include "costs/serve/fit.h"
 #include "graph/model.h"
 
+/* Writes one record of a 100 + 10 token qps run on an H100 with the JSON
+ * members `fields` added to path, and reads it back. */
+static loom_status load_one(const char *path, const char *fields, loom_serve_record **rr, size_t *n,
+                            loom_error *err)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) return loom_error_set(err, LOOM_ERR_IO, "cannot write %s", path);
+    fprintf(f, "{\"records\": [{\"source\": \"x\", \"gpu\": \"H100\", \"isl\": 100, \"osl\": 10, "
+               "\"load\": {\"kind\": \"qps\", \"value\": 1}, "
+               "\"metrics\": {\"tpot_mean_s\": 0.01}, %s}]}\n",
+            fields);
+    fclose(f);
+    *rr = NULL;
+    return loom_serve_records_load(path, rr, n, err);
+}
+
 int main(void)
 {
     loom_model_opts mo;
@@ -122,30 +138,18 @@ int main(void)
     const char *vers[] = {"0.6.3", "0.7.3", "0.8.0", "0.10.2", "0.11.0", "nightly"};
     const bool v0[] = {true, true, false, false, false, false};
     const char *clients[] = {"\"genai-perf\"", "\"aiperf\"", "\"python\"", NULL, NULL, NULL};
+    char fields[256];
     for (int i = 0; i < 6; i++) {
-        f = fopen(path, "w");
-        fprintf(f, "{\"records\": [{\"source\": \"x\", \"engine\": \"vllm\", "
-                   "\"engine_version\": \"%s\", \"gpu\": \"H100\", \"isl\": 100, \"osl\": 10, "
-                   "\"load\": {\"kind\": \"qps\", \"value\": 1}, %s%s%s"
-                   "\"metrics\": {\"tpot_mean_s\": 0.01}}]}\n",
-                vers[i], clients[i] ? "\"client\": " : "", clients[i] ? clients[i] : "",
-                clients[i] ? ", " : "");
-        fclose(f);
-        rr = NULL;
-        CHECK(loom_serve_records_load(path, &rr, &n, &err) == LOOM_OK);
+        snprintf(fields, sizeof fields, "\"engine\": \"vllm\", \"engine_version\": \"%s\"%s%s",
+                 vers[i], clients[i] ? ", \"client\": " : "", clients[i] ? clients[i] : "");
+        CHECK(load_one(path, fields, &rr, &n, &err) == LOOM_OK);
         if (rr && n == 1) {
             CHECK_INT_EQ(rr[0].vllm_v0, v0[i]);
             CHECK_INT_EQ(rr[0].client, i < 2 ? LOOM_CLIENT_PARALLEL : LOOM_CLIENT_PYTHON);
         }
         free(rr);
     }
-    f = fopen(path, "w");
-    fputs("{\"records\": [{\"source\": \"x\", \"engine\": \"vllm\", \"gpu\": \"H100\", "
-          "\"isl\": 100, \"osl\": 10, \"load\": {\"kind\": \"qps\", \"value\": 1}, "
-          "\"client\": \"locust\", \"metrics\": {\"tpot_mean_s\": 0.01}}]}\n", f);
-    fclose(f);
-    rr = NULL;
-    CHECK(loom_serve_records_load(path, &rr, &n, &err) != LOOM_OK);
+    CHECK(load_one(path, "\"engine\": \"vllm\", \"client\": \"locust\"", &rr, &n, &err) != LOOM_OK);
     CHECK_STR_CONTAINS(err.msg, "$.records[0]");
     CHECK_STR_CONTAINS(err.msg, "locust");
     free(rr);
@@ -160,16 +164,10 @@ int main(void)
     const loom_dtype kv_want[] = {LOOM_DTYPE_FP8, LOOM_DTYPE_FP8, LOOM_DTYPE_BF16, LOOM_DTYPE_BF16,
                                   LOOM_DTYPE_BF16};
     for (int i = 0; i < 5; i++) {
-        f = fopen(path, "w");
-        fprintf(f, "{\"records\": [{\"source\": \"x\", \"engine\": \"%s\", \"gpu\": \"H100\", "
-                   "\"weights\": \"%s\", %s%s%s\"isl\": 100, \"osl\": 10, "
-                   "\"load\": {\"kind\": \"qps\", \"value\": 1}, "
-                   "\"metrics\": {\"tpot_mean_s\": 0.01}}]}\n",
-                kv_eng[i], kv_w[i], kv_s[i] ? "\"kv_dtype\": \"" : "", kv_s[i] ? kv_s[i] : "",
-                kv_s[i] ? "\", " : "");
-        fclose(f);
-        rr = NULL;
-        CHECK(loom_serve_records_load(path, &rr, &n, &err) == LOOM_OK);
+        snprintf(fields, sizeof fields, "\"engine\": \"%s\", \"weights\": \"%s\"%s%s%s", kv_eng[i],
+                 kv_w[i], kv_s[i] ? ", \"kv_dtype\": \"" : "", kv_s[i] ? kv_s[i] : "",
+                 kv_s[i] ? "\"" : "");
+        CHECK(load_one(path, fields, &rr, &n, &err) == LOOM_OK);
         if (rr && n == 1) CHECK_INT_EQ(rr[0].par.kv_dtype, kv_want[i]);
         free(rr);
     }
