@@ -137,7 +137,7 @@ PY
 # the client: a Python benchmark client's serial parse caps the tokens/s of
 # a flood of streams at 1 / client_chunk_s (the shipped calibration's);
 # a parallel client leaves the engine and the server's stream
-expect_fail eval 2 llama-3-8b "${S[@]}" "${W[@]}" --qps 1 --client locust -- "--client expects python or parallel"
+expect_fail eval 2 llama-3-8b "${S[@]}" "${W[@]}" --qps 1 --client locust -- "--client expects python, parallel or users"
 for cl in python parallel; do
     "$LOOM" eval llama-3-8b "${S[@]}" --isl 200 --osl 200 --offline --requests 1000 --client $cl --json >"$tmp/cl_$cl.json" 2>/dev/null
 done

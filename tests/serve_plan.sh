@@ -43,9 +43,9 @@ py() { python3 - "$@"; }
 # brute MODEL CLUSTER GPUS [eval/plan options]: every tp × pp × dp (and, for
 # MoE, ep = tp·dp) deployment of GPUS evaluated by loom eval; the plan with
 # --disagg off (and with auto) must reach 95% of the best output tokens/s.
-# --client parallel: the plan's default (users), given to loom eval too,
-# whose default (python) reproduces vllm bench serve
-A=(--isl 1024 --osl 256 --concurrency 64 --client parallel)
+# --client users: the plan's default, given to loom eval too, whose
+# default (python) reproduces vllm bench serve
+A=(--isl 1024 --osl 256 --concurrency 64 --client users)
 brute() {
     local m=$1 c=$2 n=$3; shift 3
     local d="$tmp/bf_$m"; mkdir -p "$d"

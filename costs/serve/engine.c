@@ -67,7 +67,7 @@ const char *loom_serve_frontend_name(loom_serve_frontend f)
 
 const char *loom_serve_client_name(loom_serve_client c)
 {
-    return c == LOOM_CLIENT_PARALLEL ? "parallel" : "python";
+    return c == LOOM_CLIENT_PARALLEL ? "parallel" : c == LOOM_CLIENT_USERS ? "users" : "python";
 }
 
 bool loom_engine_parse(const char *s, loom_engine_kind *out)

@@ -55,19 +55,23 @@ typedef enum {
     LOOM_FRONTEND_NONE,
 } loom_serve_frontend;
 
-/* What reads the stream: one Python process that parses every streamed
- * chunk of every request on one asyncio loop (vllm bench serve, sglang
- * bench_serving, benchmark_serving.py: the default), or a client that does
- * not serialise them (genai-perf's C++ perf_analyzer, AIPerf's worker
- * processes). The first is a serial queue behind the server's (calib.h
- * client_chunk_s). */
+/* Who sends the requests and reads the streams: one Python process that
+ * parses every streamed chunk of every request on one asyncio loop (vllm
+ * bench serve, sglang bench_serving, benchmark_serving.py: the default), a
+ * benchmark client that does not serialise them (genai-perf's C++
+ * perf_analyzer, AIPerf's worker processes), or independent users. The
+ * first is a serial queue behind the server's (calib.h client_chunk_s).
+ * Both benchmark clients start their N clients together; users come and go
+ * on their own, so under a concurrency load their first requests are
+ * spread over one request's duration (sim.c says why it matters). */
 typedef enum {
     LOOM_CLIENT_PYTHON,
     LOOM_CLIENT_PARALLEL,
+    LOOM_CLIENT_USERS,
 } loom_serve_client;
 
 const char *loom_engine_name(loom_engine_kind k);
-const char *loom_serve_client_name(loom_serve_client c);   /* "python", "parallel" */
+const char *loom_serve_client_name(loom_serve_client c);   /* "python", "parallel", "users" */
 const char *loom_serve_frontend_name(loom_serve_frontend f);   /* "server", "nim", "none" */
 bool loom_engine_parse(const char *s, loom_engine_kind *out);
 

@@ -35,7 +35,7 @@ static void apply_calib(loom_serve_model *m, const loom_serve_calib *c)
     m->sc = *c;
     if (m->frontend == LOOM_FRONTEND_NONE)
         m->sc.request_overhead_s = m->sc.stream_token_s = m->sc.client_chunk_s = 0;
-    if (m->client == LOOM_CLIENT_PARALLEL) m->sc.client_chunk_s = 0;
+    if (m->client != LOOM_CLIENT_PYTHON) m->sc.client_chunk_s = 0;
     m->iter_overhead_s = m->engine.compiled_runtime ? m->sc.iter_compiled_s
                                                     : loom_serve_calib_iter_s(&m->sc, &m->engine);
     m->seq_s = m->engine.compiled_runtime ? m->sc.seq_compiled_s : m->sc.seq_overhead_s;

@@ -115,9 +115,11 @@ static const loom_cli_option serve_opts[] = {
              "engine in-process with token ids, as MLPerf's)", .def = "server"},
     {.name = "--client", .kind = LOOM_CLI_ENUM, .field = F(client),
      .choices = loom_serve_client_choices, .metavar = "C",
-     .help = "what reads the streams: one Python asyncio process (vllm bench serve,\n"
-             "sglang bench_serving), whose per-chunk parse is a serial queue, or\n"
-             "parallel (genai-perf's C++ client, AIPerf's workers, real users)", .def = "python"},
+     .help = "who sends and reads: one Python asyncio process (vllm bench serve,\n"
+             "sglang bench_serving), whose per-chunk parse is a serial queue; parallel\n"
+             "(genai-perf's C++ client, AIPerf's workers); both start their clients\n"
+             "together; or users: parallel readers whose first requests are spread over\n"
+             "one request's duration", .def = "python"},
     {.name = "--trt-engine", .kind = LOOM_CLI_FLAG, .field = F(trt_engine),
      .help = "TensorRT-LLM runs a built TensorRT engine from its C++ executor (releases\n"
              "before 1.0, NIM) instead of 1.x's PyTorch backend"},
@@ -256,8 +258,12 @@ static void print_text(const report *r)
                fe == LOOM_FRONTEND_NIM ? "NIM's server in front of " : fe == LOOM_FRONTEND_NONE
                    ? "no server (in-process harness), " : "",
                e->compiled_runtime ? "a built TensorRT engine on the C++ executor" : "the engine");
-    if (fe != LOOM_FRONTEND_NONE && loom_serve_model_client(r->m) == LOOM_CLIENT_PARALLEL)
+    loom_serve_client cl = loom_serve_model_client(r->m);
+    if (fe != LOOM_FRONTEND_NONE && cl == LOOM_CLIENT_PARALLEL)
         printf("client: parallel (no single process parses the streams)\n");
+    if (fe != LOOM_FRONTEND_NONE && cl == LOOM_CLIENT_USERS)
+        printf("client: independent users (no single process parses the streams; clients "
+               "not started together)\n");
     printf("engine: max %lld sequences, %lld tokens per iteration, %s prefill%s, block %lld, "
            "memory fraction %.2f%s\n",
            (long long)e->max_num_seqs, (long long)e->max_batched_tokens,

@@ -52,10 +52,10 @@ static void args_init(void *p)
     a->weights = LOOM_WEIGHTS_BF16;
     a->kv_dtype = LOOM_DTYPE_BF16;
     a->recheck = 3;
-    /* a deployment serves users, each reading its own stream: no benchmark
-     * client's serial parse (loom eval --mode serve defaults to python, to
-     * reproduce vllm bench serve) */
-    a->client = LOOM_CLIENT_PARALLEL;
+    /* a deployment serves users, each reading its own stream (no benchmark
+     * client's serial parse) and not started together (loom eval --mode
+     * serve defaults to python, to reproduce vllm bench serve) */
+    a->client = LOOM_CLIENT_USERS;
 }
 
 static const loom_cli_choice mode_choices[] = {{"serve", 1, false}, {NULL, 0, false}};
@@ -114,8 +114,10 @@ static const loom_cli_option opts[] = {
      .def = "server"},
     {.name = "--client", .kind = LOOM_CLI_ENUM, .field = F(client),
      .choices = loom_serve_client_choices, .metavar = "C",
-     .help = "what reads the streams: parallel (users, genai-perf, AIPerf) or python\n"
-             "(one asyncio process parsing every chunk: vllm bench serve)", .def = "parallel"},
+     .help = "who sends and reads: users (independent; a clients load starts spread\n"
+             "over a request's duration), parallel (genai-perf, AIPerf: clients start\n"
+             "together) or python (vllm bench serve: one asyncio process parsing every\n"
+             "chunk)", .def = "users"},
     {.name = "--trt-engine", .kind = LOOM_CLI_FLAG, .field = F(trt_engine),
      .help = "TensorRT-LLM runs a built TensorRT engine from its C++ executor"},
     {.name = "--weights", .kind = LOOM_CLI_ENUM, .field = F(weights), .given = F(weights_given),

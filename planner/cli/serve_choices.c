@@ -36,6 +36,7 @@ const loom_cli_choice loom_serve_frontend_choices[] = {{"server", LOOM_FRONTEND_
                                                        {NULL, 0, false}};
 const loom_cli_choice loom_serve_client_choices[] = {{"python", LOOM_CLIENT_PYTHON, false},
                                                      {"parallel", LOOM_CLIENT_PARALLEL, false},
+                                                     {"users", LOOM_CLIENT_USERS, false},
                                                      {"genai-perf", LOOM_CLIENT_PARALLEL, true},
                                                      {"aiperf", LOOM_CLIENT_PARALLEL, true},
                                                      {NULL, 0, false}};
