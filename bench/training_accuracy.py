@@ -303,7 +303,7 @@ def layout_line(r, args, assumed):
     chunks = int(args[args.index("--pp") + 1]) * int(r.get("virtual_stages") or 1)
     if chunks not in DSV3_LAYOUTS or r["layers"] % chunks == 0:
         return None
-    assumed.append(f"Megatron-Bridge's layout {DSV3_LAYOUTS[chunks]} (MTP layer not priced)")
+    assumed.append(f"Megatron-Bridge's layout {DSV3_LAYOUTS[chunks]} (MTP layer priced on the last stage)")
     line = ["pretrain_gpt.py", "--num-layers", r["layers"], "--hidden-size", r["hidden"],
             "--num-attention-heads", r["heads"], "--num-experts", r["moe"]["experts"],
             "--moe-router-topk", r["moe"]["top_k"], "--bf16", "--mtp-num-layers", 1,

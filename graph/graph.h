@@ -155,7 +155,8 @@ typedef struct {
     double rope_low_freq, rope_high_freq;   /* llama3: low/high_freq_factor */
     int64_t rope_original_max;  /* rope_scaling.original_max_position_embeddings */
     double yarn_beta_fast, yarn_beta_slow, yarn_mscale, yarn_mscale_all_dim;
-    int64_t mtp_layers;         /* DeepSeek num_nextn_predict_layers (not in loom's graph) */
+    int64_t mtp_layers;         /* DeepSeek num_nextn_predict_layers (in the graph only when
+                                   built for training: loom_model_info.mtp_params) */
     char router_score[16];      /* "softmax" / "sigmoid" ("" dense) */
     bool router_expert_bias;    /* V3 e_score_correction_bias (aux-loss-free balancing) */
     bool router_norm_topk;      /* top-k weights renormalised */
@@ -194,6 +195,9 @@ typedef struct {
     bool qkv_bias;
     bool qk_norm;           /* RMSNorm of q and k per head (Qwen3, Gemma 3, GLM use_qk_norm) */
     bool flash_attention;   /* fused attention op (else scores/softmax/context) */
+    int64_t mtp_params;     /* parameters the multi-token-prediction layers add in the
+                               head layer L+1 (0 when not built, loom_model_opts.mtp):
+                               of totals' params, params - mtp_params is the main model */
     loom_dtype dtype;
     loom_model_facts facts; /* what a runtime needs beyond the shape */
 } loom_model_info;

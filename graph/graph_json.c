@@ -75,7 +75,8 @@ static const char *const op_keys[] = {"name", "kind", "layer", "inputs", "weight
 #define INFO_INTS(X)                                                              \
     X(layers) X(hidden) X(heads) X(kv_heads) X(head_dim) X(ffn) X(vocab) X(experts) \
     X(experts_topk) X(shared_experts) X(moe_ffn) X(first_dense) X(q_lora_rank)      \
-    X(kv_lora_rank) X(qk_rope_head_dim) X(v_head_dim) X(max_positions) X(seq) X(batch)
+    X(kv_lora_rank) X(qk_rope_head_dim) X(v_head_dim) X(max_positions) X(seq) X(batch)  \
+    X(mtp_params)
 #define INFO_BOOLS(X) X(tied_embeddings) X(gated_mlp) X(qkv_bias) X(qk_norm) X(flash_attention)
 
 static const char *const model_keys[] = {

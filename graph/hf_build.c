@@ -464,48 +464,128 @@ loom_status loom_hf_ids(loom_hf_builder *hb, const char *name, int32_t *id)
     return loom_hf_tensor(hb, name, LOOM_DTYPE_INT64, LOOM_HF_DIMS({"b", hb->b}, {"s", hb->s}), id);
 }
 
-loom_status loom_hf_embedding(loom_hf_builder *hb, const char *name, int32_t layer, int32_t ids,
-                              loom_dim rows, int64_t h, int32_t *table, int32_t *y)
+/* The lookup of ids [b, s] in an existing [rows, h] table. */
+static loom_status lookup(loom_hf_builder *hb, const char *name, int32_t layer, int32_t ids,
+                          int32_t table, int64_t h, int32_t *y)
 {
-    loom_status s = loom_hf_weight(hb, name, "weight", LOOM_HF_DIMS(rows, {"h", h}), table);
-    if (s) return s;
     loom_op op;
-    if ((s = op_init(hb, &op, name, LOOM_OP_EMBEDDING, layer))) return s;
+    loom_status s = op_init(hb, &op, name, LOOM_OP_EMBEDDING, layer);
+    if (s) return s;
     char tn[HF_NAME_BUF];
     loom_hf_name(tn, "%s.out", name);
     if ((s = loom_hf_tensor(hb, tn, hb->dt, LOOM_HF_DIMS({"b", hb->b}, {"s", hb->s}, {"h", h}), y)))
         return s;
     op.n_in = 1, op.in[0] = ids;
-    op.n_w = 1, op.w[0] = *table;
+    op.n_w = 1, op.w[0] = table;
     op.n_out = 1, op.out[0] = *y;
     return loom_graph_add_op(hb->g, &op, NULL, hb->err);
 }
 
-/* Final norm, lm_head "bsh,vh->bsv" (weight `table` when tied, else a new
- * [v, h] "lm_head.weight") and a cross-entropy "loss" against labels [b, s]
- * that keeps the logits for backward. */
-static loom_status head(loom_hf_builder *hb, int32_t layer, const char *norm, const char *fn,
-                        int32_t x, int32_t table, int64_t v, int32_t *loss)
+loom_status loom_hf_embedding(loom_hf_builder *hb, const char *name, int32_t layer, int32_t ids,
+                              loom_dim rows, int64_t h, int32_t *table, int32_t *y)
+{
+    loom_status s = loom_hf_weight(hb, name, "weight", LOOM_HF_DIMS(rows, {"h", h}), table);
+    if (s) return s;
+    return lookup(hb, name, layer, ids, *table, h, y);
+}
+
+/* Names of a head's ops: its norm, the vocabulary projection, the labels
+ * and the loss. */
+typedef struct {
+    const char *norm, *proj, *labels, *loss;
+} head_names;
+
+/* Final norm, the vocabulary projection "bsh,vh->bsv" with weight *w (a
+ * new [v, h] "lm_head.weight" when *w < 0) and a cross-entropy loss against
+ * labels [b, s] that keeps the logits for backward. */
+static loom_status head(loom_hf_builder *hb, int32_t layer, const head_names *nm, const char *fn,
+                        int32_t x, int32_t *w, int64_t v, int32_t *loss)
 {
     int32_t xn, logits, labels;
-    loom_status s = loom_hf_norm(hb, norm, layer, fn, x, &xn);
+    char tn[HF_NAME_BUF];
+    loom_status s = loom_hf_norm(hb, nm->norm, layer, fn, x, &xn);
     if (s) return s;
     int64_t h = loom_graph_tensor(hb->g, xn)->dims[2].size;
-    if (table < 0 &&
-        (s = loom_hf_weight(hb, "lm_head", "weight", LOOM_HF_DIMS({"v", v}, {"h", h}), &table)))
+    if (*w < 0 &&
+        (s = loom_hf_weight(hb, "lm_head", "weight", LOOM_HF_DIMS({"v", v}, {"h", h}), w)))
         return s;
-    if ((s = loom_hf_einsum(hb, "lm_head", layer, "bsh,vh->bsv", 1, &xn, 1, &table, 0,
+    if ((s = loom_hf_einsum(hb, nm->proj, layer, "bsh,vh->bsv", 1, &xn, 1, w, 0,
                             LOOM_SAVE_IN(0), &logits)) ||
-        (s = loom_hf_ids(hb, "labels", &labels)))
+        (s = loom_hf_ids(hb, nm->labels, &labels)))
         return s;
     loom_op op;
-    if ((s = op_init(hb, &op, "loss", LOOM_OP_CROSS_ENTROPY, layer)) ||
-        (s = loom_hf_tensor(hb, "loss.out", LOOM_DTYPE_FP32, 0, NULL, loss)))
+    loom_hf_name(tn, "%s.out", nm->loss);
+    if ((s = op_init(hb, &op, nm->loss, LOOM_OP_CROSS_ENTROPY, layer)) ||
+        (s = loom_hf_tensor(hb, tn, LOOM_DTYPE_FP32, 0, NULL, loss)))
         return s;
     op.n_in = 2, op.in[0] = logits, op.in[1] = labels;
     op.n_out = 1, op.out[0] = *loss;
     op.saves = LOOM_SAVE_IN(0);   /* softmax(logits) - onehot needs the logits */
     return loom_graph_add_op(hb->g, &op, NULL, hb->err);
+}
+
+/* ---- multi-token prediction ------------------------------------------------------------- */
+
+/* DeepSeek-V3's multi-token prediction (DeepSeek-V3 report §2.2), as
+ * Megatron-LM trains it (--mtp-num-layers D; megatron/core/transformer/
+ * multi_token_prediction.py). Depth k = 1..D turns the previous depth's
+ * hidden states h (the main model's last block output for k = 1) into a
+ * prediction of the token k+1 ahead:
+ *
+ *   e  = embed(ids shifted by k)           the main embedding table, shared
+ *   x  = eh_proj([enorm(e), hnorm(h)])     Linear(2h -> h), no bias
+ *   h' = block(x)                          one decoder layer (MLA + MoE)
+ *   loss_k = CE(shared_head.norm(h') · W_head^T, labels shifted by k)
+ *
+ * with the main model's output weight W_head. All of it runs on the last
+ * pipeline stage, so its ops join the head layer L+1 (which eval, memory and
+ * the stage search place there). The table and W_head are the graph's own
+ * tensors: on a pipeline of several stages the last one holds its own copy of
+ * the table (Megatron's language_module.py keeps a duplicate embedding on the
+ * MTP stage, all-reduced with the first stage's), which memory counts because
+ * it counts each weight once per stage that uses it. Op names are HF's
+ * checkpoint names of the module ("model.layers.61.eh_proj"); the labels and
+ * ids are the batch's, rolled. */
+static loom_status mtp(loom_hf_builder *hb, const loom_hf_family *f, int32_t x, int32_t table,
+                       int32_t w_head)
+{
+    const loom_model_info *m = &f->info;
+    int32_t layer = (int32_t)m->layers + 1;
+    loom_dim h = {"h", m->hidden}, hc = {"hc", 2 * m->hidden};
+    loom_status s = LOOM_OK;
+    for (int64_t k = 0; s == LOOM_OK && k < f->mtp_layers; k++) {
+        char p[HF_NAME_BUF], n[HF_NAME_BUF], nm[4][HF_NAME_BUF];
+        int32_t ids, e, en, hn, cat, xp, loss, pair[2];
+        loom_hf_name(p, "model.layers.%lld", (long long)(m->layers + k));
+        loom_hf_name(n, "%s.input_ids", p);
+        if ((s = loom_hf_ids(hb, n, &ids))) break;
+        loom_hf_name(n, "%s.embed_tokens", p);
+        if ((s = lookup(hb, n, layer, ids, table, m->hidden, &e))) break;
+        loom_hf_name(n, "%s.enorm", p);
+        if ((s = loom_hf_norm(hb, n, layer, f->norm_fn, e, &en))) break;
+        loom_hf_name(n, "%s.hnorm", p);
+        if ((s = loom_hf_norm(hb, n, layer, f->norm_fn, x, &hn))) break;
+        /* torch.cat: a copy next to the projections' cost, saved by nothing */
+        {
+            loom_dim d[3] = {{"b", hb->b}, {"s", hb->s}, hc};
+            const loom_dim *pd = d;
+            int32_t nd = 3;
+            pair[0] = en, pair[1] = hn;
+            loom_hf_name(n, "%s.concat", p);
+            if ((s = loom_hf_view(hb, n, layer, 2, pair, 1, &nd, &pd, &cat))) break;
+        }
+        loom_hf_name(n, "%s.eh_proj", p);
+        if ((s = loom_hf_linear(hb, n, layer, cat, "bsc,ch->bsh", LOOM_HF_DIMS(hc, h), 0, &xp)) ||
+            (s = f->block(hb, f->cfg, m->layers + k, xp, &x)))
+            break;
+        loom_hf_name(nm[0], "%s.shared_head.norm", p);
+        loom_hf_name(nm[1], "%s.shared_head.head", p);
+        loom_hf_name(nm[2], "%s.labels", p);
+        loom_hf_name(nm[3], "%s.loss", p);
+        head_names hn4 = {nm[0], nm[1], nm[2], nm[3]};
+        s = head(hb, layer, &hn4, f->norm_fn, x, &w_head, m->vocab, &loss);
+    }
+    return s;
 }
 
 /* ---- the decoder driver ------------------------------------------------------------------- */
@@ -604,9 +684,18 @@ loom_status loom_hf_build(const loom_jctx *c, const char *name, const loom_model
                      : loom_hf_embedding(&hb, "model.embed_tokens", 0, ids,
                                          (loom_dim){"v", f->info.vocab}, f->info.hidden, &table, &x);
     for (int32_t i = 0; s == LOOM_OK && i < L; i++) s = f->block(&hb, f->cfg, i, x, &x);
-    if (s == LOOM_OK)
-        s = head(&hb, L + 1, f->final_norm, f->norm_fn, x, f->info.tied_embeddings ? table : -1,
-                 f->info.vocab, &loss);
+    int32_t w_head = f->info.tied_embeddings ? table : -1;
+    head_names main_head = {f->final_norm, "lm_head", "labels", "loss"};
+    if (s == LOOM_OK) s = head(&hb, L + 1, &main_head, f->norm_fn, x, &w_head, f->info.vocab, &loss);
+    if (s == LOOM_OK && o->mtp && f->mtp_layers > 0) {
+        /* the parameters the depths add: the weights created from here on */
+        int32_t before = loom_graph_num_tensors(hb.g);
+        s = mtp(&hb, f, x, table, w_head);
+        for (int32_t t = before; s == LOOM_OK && t < loom_graph_num_tensors(hb.g); t++) {
+            const loom_tensor *tt = loom_graph_tensor(hb.g, t);
+            if (tt->is_weight) info->mtp_params += loom_tensor_numel(tt);
+        }
+    }
     if (s == LOOM_OK) s = loom_graph_finalize(hb.g, c->err);
     if (s) {
         loom_error_prefix(c->err, "%s", c->file);

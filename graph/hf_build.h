@@ -60,7 +60,8 @@ loom_status loom_hf_heads(const loom_jctx *c, int64_t hidden, int64_t heads, int
 
 /* A model family for loom_hf_build: its hyper-parameters and how to build its
  * embedding and one block. Every family is embedding (layer 0), L blocks
- * (layers 1..L), then final norm, lm_head and loss (layer L+1). */
+ * (layers 1..L), then final norm, lm_head and loss (layer L+1), followed in
+ * layer L+1 by the multi-token-prediction depths when built (hf_build.c). */
 typedef struct {
     loom_model_info info;      /* arch, sizes and flags from the config; seq, batch,
                                   dtype and flash_attention are set by the build */
@@ -71,8 +72,12 @@ typedef struct {
      * [v, h] token table (the lm_head weight when tied). */
     loom_status (*embed)(loom_hf_builder *hb, const void *cfg, int32_t ids, int32_t *table,
                          int32_t *x);
-    /* Block with HF index i (loom layer i + 1) from x to *y. */
+    /* Block with HF index i (loom layer i + 1) from x to *y. With mtp_layers,
+     * indices L..L+D-1 are the multi-token-prediction depths' blocks (HF's
+     * "model.layers.61" of DeepSeek-V3), whose ops go in the head layer L+1. */
     loom_status (*block)(loom_hf_builder *hb, const void *cfg, int64_t i, int32_t x, int32_t *y);
+    int64_t mtp_layers;        /* multi-token-prediction depths D the block builds (DeepSeek's
+                                  num_nextn_predict_layers); built when loom_model_opts.mtp */
     const void *cfg;           /* the family's parsed config, passed to embed and block */
     const char *rope_scaling;  /* the config's rope_scaling type ("yarn", "llama3", …), NULL
                                   when it has none: a sequence beyond max_positions is then

@@ -21,9 +21,17 @@
  *
  * DeepSeek-V3 (h 7168, 61 layers, 3 dense): MLA 187.1M, dense MLP 396.4M,
  * MoE 256·44.04M + 44.04M + 1.84M per layer, embeddings 2·926.6M:
- * 671.0B in all — the published 671B (the 14B multi-token-prediction module,
- * num_nextn_predict_layers, is not part of the trained model's forward pass
- * and is left out).
+ * 671.0B in all — the published 671B main model.
+ *
+ * Multi-token prediction (num_nextn_predict_layers = 1 in V3) is trained
+ * but not served: with loom_model_opts.mtp the graph gains, in the head
+ * layer, one more block of this kind (HF's "model.layers.61": MLA + MoE,
+ * 11.51B), enorm, hnorm and eh_proj [2h, h] (102.8M) and a second
+ * vocabulary projection and loss through the shared embedding table and
+ * lm_head (hf_build.c): 11.61B more parameters. HF's checkpoint stores
+ * the MTP module with its own embed_tokens and shared_head.head copies
+ * (2·926.6M), which make its published 14B: 671.0 + 11.61 + 1.85 = 684.5B,
+ * the "685B" of the model card.
  */
 #include <stdio.h>
 #include <string.h>
@@ -152,7 +160,8 @@ static loom_status layer(loom_hf_builder *hb, const void *cfg, int64_t i, int32_
     const ds_cfg *dc = cfg;
     const loom_model_info *m = &dc->m;
     char p[256], a[256], n[256], nm[8][256];
-    int32_t L = (int32_t)i + 1, xn, o, attn, x2, xn2, mlp;
+    /* the multi-token-prediction depths (i >= layers) run in the head layer */
+    int32_t L = (int32_t)(i < m->layers ? i + 1 : m->layers + 1), xn, o, attn, x2, xn2, mlp;
     loom_dim h = {"h", m->hidden}, nh = {"heads", m->heads}, dv = {"dv", m->v_head_dim};
     loom_status s;
     loom_hf_name(p, "model.layers.%lld", (long long)i);
@@ -208,6 +217,6 @@ loom_status loom_hf_build_deepseek(const loom_jctx *c, const cJSON *cfg, const c
     if (s == LOOM_OK) s = loom_model_facts_from_hf(c, cfg, arch, &dc.m.facts);
     if (s) return s;
     loom_hf_family f = {.info = dc.m, .final_norm = "model.norm", .norm_fn = "rmsnorm",
-                        .block = layer, .cfg = &dc};
+                        .block = layer, .cfg = &dc, .mtp_layers = dc.m.facts.mtp_layers};
     return loom_hf_build(c, name, o, &f, out);
 }

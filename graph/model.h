@@ -41,9 +41,14 @@ typedef struct {
     bool flash_attention;   /* one fused attention op (else scores/softmax/context) */
     bool fp8_weights;       /* fp8: store weights and activations in fp8 too
                                (quantised inference), not only the GEMMs */
+    bool mtp;               /* build the model's multi-token-prediction layers
+                               (DeepSeek's num_nextn_predict_layers) into the head
+                               layer: what Megatron-LM trains with --mtp-num-layers.
+                               Training paths set it; serving leaves it off (vLLM and
+                               SGLang load MTP only for speculative decoding) */
 } loom_model_opts;
 
-/* seq 2048, batch 1, bf16, flash attention. */
+/* seq 2048, batch 1, bf16, flash attention, no multi-token prediction. */
 void loom_model_opts_init(loom_model_opts *o);
 
 /* Largest accepted seq and batch (their product must stay far from int64

@@ -133,7 +133,10 @@ loom_status loom_search_graph(loom_search *s, int64_t b, const loom_graph **out,
     o.dtype = s->pb.dtype;
     o.flash_attention = s->pb.flash_attention;
     o.batch = b;
-    if (s->pb.inference) o.seq = 1;   /* one decode step: a new token per sequence */
+    /* training builds the multi-token-prediction layers; one decode step
+     * (a new token per sequence) does not run them */
+    o.mtp = !s->pb.inference;
+    if (s->pb.inference) o.seq = 1;
     loom_graph *g;
     loom_status st = loom_model_source_build(s->pb.model, &o, &g, err);
     if (st) return st;

@@ -146,6 +146,7 @@ int main(void)
         loom_model_opts mo;
         loom_model_opts_init(&mo);
         mo.seq = SEQ, mo.batch = mbs;
+        mo.mtp = true;   /* the training graph the planner builds */
         loom_graph *g = NULL;
         if (loom_model_source_build(src, &mo, &g, &err)) {
             fprintf(stderr, "%s\n", err.msg);

@@ -492,6 +492,9 @@ int loom_cmd_eval(int argc, char **argv)
     mo.batch = a.p.mbs;
     mo.dtype = a.p.dtype;
     mo.flash_attention = a.p.flash;
+    /* Megatron-LM trains the model's MTP layers (--mtp-num-layers);
+     * torchtitan's DeepSeek-V3 recipes and DeepSpeed build none */
+    mo.mtp = a.p.framework == LOOM_FRAMEWORK_MEGATRON;
     loom_graph *g = NULL;
     loom_cost_model *cm = NULL;
     loom_eval_result r;

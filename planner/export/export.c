@@ -67,6 +67,9 @@ void loom_runtime_model_opts(const loom_parallel *p, loom_model_opts *o)
     o->batch = p->mbs;
     o->dtype = p->dtype;
     o->flash_attention = p->flash;
+    /* Megatron-LM trains the MTP layers (--mtp-num-layers); torchtitan's
+     * DeepSeek-V3 recipes set none and DeepSpeed has none */
+    o->mtp = p->framework == LOOM_FRAMEWORK_MEGATRON;
 }
 
 int loom_runtime_zero(const loom_runtime_config *c)

@@ -93,7 +93,8 @@ loom_status loom_runtime_config_validate(const loom_runtime_config *c, loom_erro
 
 /* GPUs the configuration uses: tp · pp · dp · cp. */
 int64_t loom_runtime_gpus(const loom_runtime_config *c);
-/* Model options for one micro-batch of p (batch = mbs, seq, dtype, flash):
+/* Model options for one training micro-batch of p (batch = mbs, seq, dtype,
+ * flash, the multi-token-prediction layers under Megatron-LM):
  * the graph costs/eval.h evaluates p on. */
 void loom_runtime_model_opts(const loom_parallel *p, loom_model_opts *o);
 

@@ -428,12 +428,19 @@ loom_status loom_export_write_megatron(const loom_runtime_config *c, const int32
     int64_t nproc = gpus < c->gpus_per_node ? gpus : c->gpus_per_node;
     int64_t nnodes = gpus / nproc;
 
+    /* loom builds DeepSeek's MTP depths into the training graph (hf_build.c);
+     * another family's (GLM-4.5's num_nextn_predict_layers) it does not */
     if (c->model.facts.mtp_layers > 0)
         loom_export_list_add(notes,
                              "multi-token prediction: %lld MTP layer(s) on the last pipeline "
-                             "stage (--mtp-num-layers); loom's memory and time figures leave "
-                             "them out",
-                             (long long)c->model.facts.mtp_layers);
+                             "stage (--mtp-num-layers); %s",
+                             (long long)c->model.facts.mtp_layers,
+                             strncmp(c->model.arch, "deepseek", 8) == 0
+                                 ? "loom's memory and time figures price them there (a "
+                                   "decoder layer, eh_proj, a second output layer and loss, "
+                                   "and the embedding table's copy)"
+                                 : "loom's memory and time figures leave them out (loom builds "
+                                   "MTP layers for DeepSeek models only)");
     if (vocab_divisor(c->model.vocab, p->tp) == 0)
         loom_export_list_add(notes,
                              "TP %lld does not divide the vocabulary of %lld: Megatron-LM pads "

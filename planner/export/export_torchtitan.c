@@ -138,7 +138,8 @@ loom_status loom_export_write_torchtitan(const loom_runtime_config *c, const int
     if (fa->mtp_layers > 0)
         loom_export_list_add(notes, "multi-token prediction: torchtitan's DeepSeek-V3 does not run "
                                     "MTP with pipeline parallelism (models/deepseek_v3/mtp.py); the "
-                                    "recipe's own setting is kept");
+                                    "recipe's own setting is kept (none in its DeepSeek-V3 "
+                                    "recipes), and loom's figures for torchtitan leave MTP out");
 
     loom_export_header(f, "#", LOOM_EXPORT_TORCHTITAN, c, source);
     fprintf(f, "# torchtitan job config (Python; torchtitan reads no TOML since 9810191b,\n"

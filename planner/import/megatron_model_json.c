@@ -16,7 +16,7 @@
  *   --multi-latent-attention                      DeepseekV3ForCausalLM (V2 unless the
  *                                                 router is sigmoid / expert-biased)
  *     (q/kv LoRA ranks, qk head dims, v head dim, routed and shared
- *     experts, dense first layers)
+ *     experts, dense first layers, --mtp-num-layers as num_nextn_predict_layers)
  *
  */
 #include <stdio.h>
@@ -61,6 +61,10 @@ loom_status loom_megatron_build_model(const loom_megatron_launch *l, const loom_
                           "\"first_k_dense_replace\": %lld",
                           (long long)m->experts, (long long)m->experts_topk, (long long)m->moe_ffn,
                           (long long)m->shared_experts, (long long)m->first_dense);
+        /* --mtp-num-layers: the depths a training graph builds (hf_build.c) */
+        if (m->facts.mtp_layers > 0)
+            n += snprintf(json + n, sizeof json - (size_t)n, ", \"num_nextn_predict_layers\": %lld",
+                          (long long)m->facts.mtp_layers);
     } else if (m->experts > 0 && strcmp(m->arch, "glm4_moe") == 0) {
         n = snprintf(json, sizeof json,
                      "{\"architectures\": [\"Glm4MoeForCausalLM\"], \"hidden_size\": %lld, "

@@ -25,7 +25,8 @@
  * other (stride = gpus_per_replica) when those blocks do not tile.
  *
  * Layers are the graph's layer slots: for HF models 0 = embedding,
- * 1..L = transformer blocks, L+1 = final norm, head and loss.
+ * 1..L = transformer blocks, L+1 = final norm, head and loss (and, for
+ * DeepSeek in training, the multi-token-prediction layers: graph/hf_build.c).
  *
  * Interleaved schedules (virtual_stages v > 1) list pp · v stages in layer
  * order; stage i runs on pipeline rank `group` = i mod pp, and stages of the

@@ -7,7 +7,7 @@
 # Data, tokenizer and optimizer arguments (--data-path, --tokenizer-type,
 # --train-iters, --lr, ...) are not part of the plan: pass them to this
 # script and they are appended to the command line.
-# note: multi-token prediction: 1 MTP layer(s) on the last pipeline stage (--mtp-num-layers); loom's memory and time figures leave them out
+# note: multi-token prediction: 1 MTP layer(s) on the last pipeline stage (--mtp-num-layers); loom's memory and time figures price them there (a decoder layer, eh_proj, a second output layer and loss, and the embedding table's copy)
 # note: run the script once on each of the 32 nodes with NODE_RANK, MASTER_ADDR and MASTER_PORT set
 set -euo pipefail
 export CUDA_DEVICE_MAX_CONNECTIONS=1

@@ -7,7 +7,7 @@
 #   torchrun ... -m torchtitan.train --module loom_job --config loom_job
 # (or MODULE=loom_job CONFIG=loom_job ./run_train.sh); data, optimizer and
 # checkpointing come from torchtitan's deepseek_v3_671b recipe.
-# note: multi-token prediction: torchtitan's DeepSeek-V3 does not run MTP with pipeline parallelism (models/deepseek_v3/mtp.py); the recipe's own setting is kept
+# note: multi-token prediction: torchtitan's DeepSeek-V3 does not run MTP with pipeline parallelism (models/deepseek_v3/mtp.py); the recipe's own setting is kept (none in its DeepSeek-V3 recipes), and loom's figures for torchtitan leave MTP out
 import dataclasses
 
 from torchtitan.config import ParallelismConfig
