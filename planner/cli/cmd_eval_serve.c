@@ -160,7 +160,7 @@ const loom_cli_spec loom_cli_spec_eval_serve = {
              "                 --isl N --osl N (--qps R | --concurrency N | --offline) [--requests N]\n"
              "                 [--weights bf16|fp8|int4|mxfp4|nvfp4] [--kv-dtype bf16|fp8]\n"
              "                 [--engine vllm|sglang|trtllm] [--frontend server|nim|none]\n"
-             "                 [--client python|parallel] [--trt-engine] [--max-num-seqs N]\n"
+             "                 [--client python|parallel|users] [--trt-engine] [--max-num-seqs N]\n"
              "                 [--max-batched-tokens N] [--num-scheduler-steps K] [--json]\n"
              "       loom eval [MODEL] --cluster C --from-vllm \"vllm serve MODEL …\" --isl N …\n"
              "       loom eval [MODEL] --cluster C --from-sglang \"… sglang.launch_server …\" …\n",
