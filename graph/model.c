@@ -56,6 +56,13 @@ void loom_model_opts_init(loom_model_opts *o)
     o->flash_attention = true;
 }
 
+bool loom_model_builds_mtp(const char *model_type)
+{
+    for (size_t i = 0; i < N_FAMILIES; i++)
+        if (strcmp(families[i].model_type, model_type) == 0) return families[i].fam == FAM_DEEPSEEK;
+    return false;
+}
+
 const char *loom_model_supported(void)
 {
     static char list[1024];

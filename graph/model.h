@@ -95,4 +95,10 @@ loom_status loom_model_build_hf(const char *file, const cJSON *config, const cha
  * supports, for messages and --help. */
 const char *loom_model_supported(void);
 
+/* Whether a training graph of a model of this model_type (loom_model_info
+ * arch: "deepseek_v3") has its multi-token-prediction layers
+ * (loom_model_opts.mtp): the DeepSeek family's do (hf_build.c); another
+ * family's num_nextn_predict_layers (GLM-4.5's) is read but not built. */
+bool loom_model_builds_mtp(const char *model_type);
+
 #endif

@@ -17,6 +17,7 @@
 
 #include "check.h"
 #include "graph_tensor.h"
+#include "op_time.h"
 #include "costs/compute.h"
 
 #define H100_BF16 989.4e12
@@ -114,17 +115,6 @@ static int32_t einsum3(loom_graph *g, const char *name, const char *sig, int nx,
     return op(g, &o);
 }
 
-static loom_op_time time_of(const loom_cost_model *m, const loom_graph *g, int32_t id,
-                            const loom_dim_split *sp, int n)
-{
-    loom_op_time t = {-1, -1, LOOM_SRC_MEASURED};
-    loom_error err;
-    loom_status s = loom_cost_op_time(m, g, id, sp, n, &t, &err);
-    if (s) fprintf(stderr, "unexpected: %s\n", err.msg);
-    CHECK_INT_EQ(s, LOOM_OK);
-    return t;
-}
-
 int main(void)
 {
     loom_error err;
@@ -155,7 +145,7 @@ int main(void)
     CHECK_NEAR_REL((double)loom_graph_op(g, big)->bytes_moved, bytes, 0);
     double tc = F / (H100_BF16 * 0.5);
     CHECK(tc > bytes / (H100_HBM * 0.5) * 5);
-    loom_op_time t = time_of(m, g, big, NULL, 0);
+    loom_op_time t = test_op_time(m, g, big, NULL, 0);
     CHECK_NEAR_REL(t.fwd_s, tc, 1e-12);
     CHECK_NEAR_REL(t.bwd_s, 2 * tc, 1e-12);
     CHECK_INT_EQ(t.source, LOOM_SRC_ROOFLINE);
@@ -163,14 +153,14 @@ int main(void)
     /* Splits divide the FLOPs: f into 4 (column-parallel), s into 2 and f
      * into 4, the contracted h into 2 (row-parallel); a dim the op does not
      * have changes nothing. Still compute-bound at 1/8. */
-    t = time_of(m, g, big, (loom_dim_split[]){{"f", 4}}, 1);
+    t = test_op_time(m, g, big, (loom_dim_split[]){{"f", 4}}, 1);
     CHECK_NEAR_REL(t.fwd_s, tc / 4, 1e-12);
-    t = time_of(m, g, big, (loom_dim_split[]){{"s", 2}, {"f", 4}}, 2);
+    t = test_op_time(m, g, big, (loom_dim_split[]){{"s", 2}, {"f", 4}}, 2);
     CHECK_NEAR_REL(t.fwd_s, tc / 8, 1e-12);
     CHECK_NEAR_REL(t.bwd_s, tc / 4, 1e-12);
-    t = time_of(m, g, big, (loom_dim_split[]){{"h", 2}}, 1);
+    t = test_op_time(m, g, big, (loom_dim_split[]){{"h", 2}}, 1);
     CHECK_NEAR_REL(t.fwd_s, tc / 2, 1e-12);
-    t = time_of(m, g, big, (loom_dim_split[]){{"heads", 8}}, 1);
+    t = test_op_time(m, g, big, (loom_dim_split[]){{"heads", 8}}, 1);
     CHECK_NEAR_REL(t.fwd_s, tc, 1e-12);
     /* A split that does not divide is an error naming the op and the dim. */
     loom_op_time bad;
@@ -187,12 +177,12 @@ int main(void)
      * 8192² bf16 weight (134 MB) plus x and y take
      * 2·(8192 + 8192² + 8192) / (3350e9 · 0.5) = 80.2 us. */
     double gbytes = 2.0 * (8192 + 8192.0 * 8192 + 8192);
-    t = time_of(m, g, gemv, NULL, 0);
+    t = test_op_time(m, g, gemv, NULL, 0);
     CHECK_NEAR_REL(t.fwd_s, gbytes / (H100_HBM * 0.5), 1e-12);
     CHECK_NEAR_REL(t.bwd_s, 2 * gbytes / (H100_HBM * 0.5), 1e-12);
     /* Row-parallel split of h by 8 divides the weight bytes (x too; y not):
      * 2·(1024 + 1024·8192 + 8192). */
-    t = time_of(m, g, gemv, (loom_dim_split[]){{"h", 8}}, 1);
+    t = test_op_time(m, g, gemv, (loom_dim_split[]){{"h", 8}}, 1);
     CHECK_NEAR_REL(t.fwd_s, 2.0 * (1024 + 1024.0 * 8192 + 8192) / (H100_HBM * 0.5), 1e-12);
 
     /* Pointwise add of two 4096² bf16 tensors: 16.8 MFLOP on CUDA cores
@@ -200,10 +190,10 @@ int main(void)
      * Backward (linear): reads dy, writes two grads: 2× the bytes. */
     double ebytes = 3.0 * 4096 * 4096 * 2;
     CHECK(4096.0 * 4096 / (H100_VEC * 0.5) < ebytes / (H100_HBM * 0.5) / 50);
-    t = time_of(m, g, ew, NULL, 0);
+    t = test_op_time(m, g, ew, NULL, 0);
     CHECK_NEAR_REL(t.fwd_s, ebytes / (H100_HBM * 0.5), 1e-12);
     CHECK_NEAR_REL(t.bwd_s, 2 * ebytes / (H100_HBM * 0.5), 1e-12);
-    t = time_of(m, g, ew, (loom_dim_split[]){{"s", 4}}, 1);
+    t = test_op_time(m, g, ew, (loom_dim_split[]){{"s", 4}}, 1);
     CHECK_NEAR_REL(t.fwd_s, ebytes / 4 / (H100_HBM * 0.5), 1e-12);
 
     /* Attention, full: 4·b·heads·s·t·d = 4·16·2048²·128 = 3.436e10 FLOPs,
@@ -214,19 +204,19 @@ int main(void)
     CHECK_NEAR_REL((double)loom_graph_op(g, full)->fwd_flops, af, 0);
     CHECK_NEAR_REL((double)loom_graph_op(g, causal)->fwd_flops, af, 0);   /* model FLOPs */
     double ta = af / (H100_BF16 * 0.4);
-    t = time_of(m, g, full, NULL, 0);
+    t = test_op_time(m, g, full, NULL, 0);
     CHECK_NEAR_REL(t.fwd_s, ta, 1e-12);
     CHECK_NEAR_REL(t.bwd_s, 2.5 * ta, 1e-12);
-    t = time_of(m, g, causal, NULL, 0);
+    t = test_op_time(m, g, causal, NULL, 0);
     CHECK_NEAR_REL(t.fwd_s, ta * 17 / 32, 1e-12);
     CHECK_NEAR_REL(t.bwd_s, 2.5 * ta * 17 / 32, 1e-12);
     /* Heads split 4 ways (tensor parallel): a quarter. */
-    t = time_of(m, g, causal, (loom_dim_split[]){{"n", 4}}, 1);
+    t = test_op_time(m, g, causal, (loom_dim_split[]){{"n", 4}}, 1);
     CHECK_NEAR_REL(t.fwd_s, ta * 17 / 32 / 4, 1e-12);
     /* Decode: 4·16·1·2048·128 FLOPs is tiny; memory dominates: bytes =
      * q + o (2·16·128·2) + k + v (2·2048·16·128·2). */
     double dbytes = 2.0 * (2 * 16 * 128) + 2.0 * (2 * 2048 * 16 * 128);
-    t = time_of(m, g, decode, NULL, 0);
+    t = test_op_time(m, g, decode, NULL, 0);
     CHECK_NEAR_REL(t.fwd_s, dbytes / (H100_HBM * 0.5), 1e-12);
 
     /* GEMM roll-off: with gemm_half_flops = F the GEMM reaches half of
@@ -237,7 +227,7 @@ int main(void)
     cal2.kernel_overhead_s = 1e-6;
     loom_cost_model *m2 = NULL;
     CHECK_INT_EQ(loom_cost_model_create(&c, &cal2, NULL, &m2, &err), LOOM_OK);
-    t = time_of(m2, g, big, NULL, 0);
+    t = test_op_time(m2, g, big, NULL, 0);
     CHECK_NEAR_REL(t.fwd_s, 2 * tc + 1e-6, 1e-12);
     CHECK_NEAR_REL(t.bwd_s, 4 * tc + 2e-6, 1e-12);
     CHECK_NEAR_REL(loom_cost_gemm_time_s(m2, F, LOOM_DTYPE_BF16), 2 * tc + 1e-6, 1e-12);
@@ -249,7 +239,7 @@ int main(void)
                    1e-12);
     CHECK_NEAR_REL(loom_cost_grouped_gemm_time_s(m2, F, 1, LOOM_DTYPE_BF16), 2 * tc + 1e-6, 1e-12);
     /* Splitting f by 4 with the roll-off: F/4 at eff 0.5·(1/4)/(1/4 + 1) -> 5× the linear time. */
-    t = time_of(m2, g, big, (loom_dim_split[]){{"f", 4}}, 1);
+    t = test_op_time(m2, g, big, (loom_dim_split[]){{"f", 4}}, 1);
     CHECK_NEAR_REL(t.fwd_s, tc / 4 * 5 + 1e-6, 1e-12);
     loom_cost_model_destroy(m2);
 
@@ -262,7 +252,7 @@ int main(void)
     cal3.gemm_half_flops = 1e15;
     cal3.kernel_overhead_s = 1e-6;
     CHECK_INT_EQ(loom_cost_model_create(&c, &cal3, NULL, &m2, &err), LOOM_OK);
-    t = time_of(m2, g, causal, NULL, 0);
+    t = test_op_time(m2, g, causal, NULL, 0);
     CHECK_NEAR_REL(t.fwd_s, 2 * ta * 17 / 32 + 1e-6, 1e-12);
     CHECK_NEAR_REL(t.bwd_s, 2.5 * ta * 17 / 32 * 1.4 + 2e-6, 1e-12);
     /* FlashAttention-2 (PyTorch SDPA) instead of the fused kernel: at
@@ -270,10 +260,10 @@ int main(void)
     CHECK_NEAR_REL(cal.attn_fa2_frac, 0.56, 0);
     CHECK_INT_EQ(loom_cost_model_attention(m), LOOM_ATTN_FUSED);
     loom_cost_model_set_attention(m, LOOM_ATTN_FA2);
-    t = time_of(m, g, causal, NULL, 0);
+    t = test_op_time(m, g, causal, NULL, 0);
     CHECK_NEAR_REL(t.fwd_s, ta * 17 / 32 / 0.56, 1e-12);
     CHECK_NEAR_REL(t.bwd_s, 2.5 * ta * 17 / 32 / 0.56, 1e-12);
-    t = time_of(m, g, big, NULL, 0);   /* GEMMs are unchanged */
+    t = test_op_time(m, g, big, NULL, 0);   /* GEMMs are unchanged */
     CHECK_NEAR_REL(t.fwd_s, tc, 1e-12);
     loom_cost_model_set_attention(m, LOOM_ATTN_FUSED);
     loom_cost_model_destroy(m2);
@@ -291,14 +281,14 @@ int main(void)
     int32_t experts = einsum3(g, "experts", "ech,ehf->ecf", 3, "ech", (int64_t[]){8, 512, 2048}, 3,
                               "ehf", (int64_t[]){8, 2048, 1536}, 3, "ecf", (int64_t[]){8, 512, 1536});
     double rbytes = 2.0 * (4096.0 * 2048 + 2048.0 * 128 + 4096.0 * 128);
-    t = time_of(m, g, router, NULL, 0);
+    t = test_op_time(m, g, router, NULL, 0);
     CHECK_NEAR_REL(t.fwd_s, rbytes / (H100_HBM * 0.5), 1e-12);
     double xf = 2.0 * 8 * 512 * 2048 * 1536, xt = xf / (H100_BF16 * 0.5);
     CHECK(xt > 2.0 * (8.0 * 512 * 2048 + 8.0 * 2048 * 1536 + 8.0 * 512 * 1536) / (H100_HBM * 0.5));
-    t = time_of(m, g, experts, NULL, 0);
+    t = test_op_time(m, g, experts, NULL, 0);
     CHECK_NEAR_REL(t.fwd_s, xt + 8 * 0.9e-6, 1e-12);
     CHECK_NEAR_REL(t.bwd_s, 2 * (xt + 8 * 0.9e-6), 1e-12);
-    t = time_of(m, g, experts, (loom_dim_split[]){{"e", 2}}, 1);
+    t = test_op_time(m, g, experts, (loom_dim_split[]){{"e", 2}}, 1);
     CHECK_NEAR_REL(t.fwd_s, xt / 2 + 4 * 0.9e-6, 1e-12);
 
     /* Embedding: token ids [s] gather rows of a [v, h] table into [s, h];
@@ -314,11 +304,11 @@ int main(void)
     snprintf(eop.name, sizeof eop.name, "emb");
     int32_t emb = op(g, &eop);
     double emb_s = 2.0 * 1024 * 4096 * 2 / (H100_HBM * 0.5);
-    t = time_of(m, g, emb, NULL, 0);
+    t = test_op_time(m, g, emb, NULL, 0);
     CHECK_NEAR_REL(t.fwd_s, emb_s, 1e-12);
-    t = time_of(m, g, emb, (loom_dim_split[]){{"v", 8}}, 1);
+    t = test_op_time(m, g, emb, (loom_dim_split[]){{"v", 8}}, 1);
     CHECK_NEAR_REL(t.fwd_s, emb_s, 1e-12);
-    t = time_of(m, g, emb, (loom_dim_split[]){{"h", 8}}, 1);
+    t = test_op_time(m, g, emb, (loom_dim_split[]){{"h", 8}}, 1);
     CHECK_NEAR_REL(t.fwd_s, emb_s / 8, 1e-12);
 
     /* Views cost nothing. */
@@ -327,7 +317,7 @@ int main(void)
     loom_op tr = {.kind = LOOM_OP_TRANSPOSE, .n_in = 1, .n_out = 1, .in = {src}, .out = {dst}};
     snprintf(tr.name, sizeof tr.name, "view");
     int32_t view = op(g, &tr);
-    t = time_of(m, g, view, NULL, 0);
+    t = test_op_time(m, g, view, NULL, 0);
     CHECK(t.fwd_s == 0 && t.bwd_s == 0 && t.source == LOOM_SRC_ROOFLINE);
 
     /* fp8 on an A100: no fp8 tensor cores -> unsupported, named. */
@@ -341,7 +331,7 @@ int main(void)
     CHECK_STR_CONTAINS(err.msg, "fp8");
     CHECK_STR_CONTAINS(err.msg, "A100");
     /* …while the H100 runs it at its fp8 peak (1978.9 TFLOP/s). */
-    t = time_of(m, g, f8, NULL, 0);
+    t = test_op_time(m, g, f8, NULL, 0);
     double f8_flops = 2.0 * 128 * 128 * 128, f8_bytes = 3.0 * 128 * 128;
     double want = f8_flops / (1978.9e12 * 0.5);
     if (f8_bytes / (H100_HBM * 0.5) > want) want = f8_bytes / (H100_HBM * 0.5);
@@ -371,11 +361,11 @@ int main(void)
     loom_cost_model *mp = NULL;
     CHECK_INT_EQ(loom_cost_model_create(&c, &cal, dbpath, &mp, &err), LOOM_OK);
     CHECK(loom_cost_model_profile_db(mp) != NULL);
-    t = time_of(mp, g, big, (loom_dim_split[]){{"f", 4}}, 1);
+    t = test_op_time(mp, g, big, (loom_dim_split[]){{"f", 4}}, 1);
     CHECK_INT_EQ(t.source, LOOM_SRC_MEASURED);
     CHECK_NEAR_REL(t.fwd_s, 123456e-9, 1e-12);
     CHECK_NEAR_REL(t.bwd_s, 234567e-9, 1e-12);
-    t = time_of(mp, g, big, (loom_dim_split[]){{"f", 8}}, 1);   /* not measured, no box */
+    t = test_op_time(mp, g, big, (loom_dim_split[]){{"f", 8}}, 1);   /* not measured, no box */
     CHECK_INT_EQ(t.source, LOOM_SRC_ROOFLINE);
     CHECK_NEAR_REL(t.fwd_s, tc / 8, 1e-12);
     loom_cost_model_destroy(mp);

@@ -14,6 +14,7 @@
 
 #include "check.h"
 #include "graph_tensor.h"
+#include "op_time.h"
 #include "costs/compute.h"
 
 #define HBM_S_PER_BYTE (1 / (3350e9 * 0.5))
@@ -40,16 +41,6 @@ static int32_t pointwise(loom_graph *g, const char *name, loom_op_kind kind, con
         exit(2);
     }
     return id;
-}
-
-static loom_op_time time_of(const loom_cost_model *m, const loom_graph *g, int32_t id)
-{
-    loom_op_time t = {-1, -1, LOOM_SRC_MEASURED};
-    loom_error err;
-    loom_status s = loom_cost_op_time(m, g, id, NULL, 0, &t, &err);
-    if (s) fprintf(stderr, "unexpected: %s\n", err.msg);
-    CHECK_INT_EQ(s, LOOM_OK);
-    return t;
 }
 
 int main(void)
@@ -93,11 +84,11 @@ int main(void)
      * RMSNorm reads x and writes y (2 B each) and reads the 4096-wide
      * weight: 4n + 8192 B. Backward twice the bytes, one launch per
      * operand gradient. */
-    loom_op_time t = time_of(m, g, norm);
+    loom_op_time t = test_op_time(m, g, norm, NULL, 0);
     double fused_norm = (4 * n + 2 * h) * HBM_S_PER_BYTE;
     CHECK_NEAR_REL(t.fwd_s, fused_norm + LAUNCH_S, 1e-9);
     CHECK_NEAR_REL(t.bwd_s, 2 * fused_norm + LAUNCH_S, 1e-9);
-    loom_op_time fused_add = time_of(m, g, add);
+    loom_op_time fused_add = test_op_time(m, g, add, NULL, 0);
 
     /* Eager, torchtitan's RMSNorm: x.float() (read 2, write 4 B), pow(2)
      * (4 + 4), mean(-1) (read 4), + eps and rsqrt on 1024 rows (nothing to
@@ -107,7 +98,7 @@ int main(void)
      * forward; backward twice the bytes and 16 kernels: 196.3 us. */
     loom_cost_model_set_elementwise(m, LOOM_ELEMENTWISE_EAGER);
     CHECK_INT_EQ(loom_cost_model_elementwise(m), LOOM_ELEMENTWISE_EAGER);
-    t = time_of(m, g, norm);
+    t = test_op_time(m, g, norm, NULL, 0);
     CHECK_NEAR_REL(t.fwd_s, 151003136.0 * HBM_S_PER_BYTE + 8 * LAUNCH_S, 1e-9);
     CHECK_NEAR_REL(t.fwd_s, 98.15e-6, 1e-3);
     CHECK_NEAR_REL(t.bwd_s, 2 * 151003136.0 * HBM_S_PER_BYTE + 16 * LAUNCH_S, 1e-9);
@@ -115,18 +106,18 @@ int main(void)
     /* Rotary embedding (apply_rotary_emb): x.float() (2 + 4), the complex
      * product with freqs_cis (4 + 4), .type_as (4 + 2): 20 B per element,
      * 3 kernels, against 4 B fused. */
-    t = time_of(m, g, rope);
+    t = test_op_time(m, g, rope, NULL, 0);
     CHECK_NEAR_REL(t.fwd_s, 20 * n * HBM_S_PER_BYTE + 3 * LAUNCH_S, 1e-9);
     CHECK_NEAR_REL(t.bwd_s, 40 * n * HBM_S_PER_BYTE + 6 * LAUNCH_S, 1e-9);
 
     /* SwiGLU on 2n outputs: F.silu(gate) (2 + 2), · up (2 + 2 + 2): 10 B per
      * element in 2 kernels, against gate + up + y = 6 B fused. */
-    t = time_of(m, g, swiglu);
+    t = test_op_time(m, g, swiglu, NULL, 0);
     CHECK_NEAR_REL(t.fwd_s, 10 * 2 * n * HBM_S_PER_BYTE + 2 * LAUNCH_S, 1e-9);
     CHECK_NEAR_REL(t.bwd_s, 20 * 2 * n * HBM_S_PER_BYTE + 4 * LAUNCH_S, 1e-9);
 
     /* A residual add is one ATen kernel in eager mode too: unchanged. */
-    t = time_of(m, g, add);
+    t = test_op_time(m, g, add, NULL, 0);
     CHECK_NEAR_REL(t.fwd_s, fused_add.fwd_s, 1e-12);
     CHECK_NEAR_REL(t.bwd_s, fused_add.bwd_s, 1e-12);
 

@@ -212,6 +212,14 @@ int main(void)
     loom_graph *g0 = build(false), *g1 = build(true);
     test_graph(g0, g1);
     test_last_stage(g0, g1);
+    /* the families whose MTP layers a training graph builds: DeepSeek's
+     * (hf_deepseek.c passes them to the builder), not GLM-4.5's */
+    CHECK(loom_model_builds_mtp("deepseek_v3"));
+    CHECK(loom_model_builds_mtp("deepseek_v2"));
+    CHECK(!loom_model_builds_mtp("glm4_moe"));
+    CHECK(!loom_model_builds_mtp("llama"));
+    CHECK(!loom_model_builds_mtp("no_such_model"));
+    CHECK_INT_EQ(loom_graph_info_c(g1)->mtp_params > 0, loom_model_builds_mtp(loom_graph_info_c(g1)->arch));
     loom_graph_destroy(g0);
     loom_graph_destroy(g1);
     return check_done();

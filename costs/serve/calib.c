@@ -81,8 +81,10 @@
  *                        30 ms: its own guide's Llama-3.3-70B fp8 on two
  *                        H100s answers a 500-token prompt from one client
  *                        in 48 ms, prefill included. Unbounded, the fit put
- *                        it at 85-130 ms, standing in for the queueing of
- *                        AWS's closed-loop runs at 4-128 clients
+ *                        it at 85-130 ms (at its 200 ms bound once the DLI
+ *                        course's sweeps joined), standing in for the
+ *                        queueing of genai-perf's closed-loop runs that it
+ *                        under-predicts
  * The defaults are the fit of examples/calibration/serving-runs.json
  * (`loom calibrate --serving`) where a GPU has records: the table below.
  */

@@ -37,9 +37,10 @@ loom_dtype loom_serve_default_kv_dtype(loom_serve_weights w, bool nim)
      * the fit: at saturation, output tokens/s x inter-token latency is the
      * number of sequences in flight. NIM's guide (Llama-3.3-70B fp8, 2 x
      * H100, 5000 + 500 tokens) holds 920 x 0.093 = 86; AWS's (Llama-3-70B
-     * fp8, 4 x H100, 7000 + 1000) holds ~113 at 128 clients. Both are
-     * above what a bf16 cache of those GPUs holds (~45 and ~88) and within
-     * an fp8 one. */
+     * fp8, 4 x H100, 7000 + 1000) holds ~113 at 128 clients; the DLI
+     * course's (Llama-3-8B fp8, 1 x H100, 7000 + 1000) 1352 x 0.0825 = 111.
+     * All are above what a bf16 cache of those GPUs holds (~45, ~88, ~62)
+     * and within an fp8 one. */
     return nim && w == LOOM_WEIGHTS_FP8 ? LOOM_DTYPE_FP8 : LOOM_DTYPE_BF16;
 }
 

@@ -356,7 +356,10 @@ static loom_status spread_start(const loom_serve_model *m, const loom_serve_work
     loom_status st = loom_serve_steady(m, w, &est, err);
     if (st) return st;
     double span = est.m.e2e.mean, sum = 0;
-    for (int64_t i = 0; i < issued; i++) sum += r[i].arrival = span * loom_serve_rng_uniform(rng);
+    for (int64_t i = 0; i < issued; i++) {
+        r[i].arrival = span * loom_serve_rng_uniform(rng);
+        sum += r[i].arrival;
+    }
     qsort(r, (size_t)issued, sizeof *r, cmp_arrival);
     *late = issued > 0 ? sum / (double)issued - r[0].arrival : 0;
     return LOOM_OK;

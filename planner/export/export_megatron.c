@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "graph/model.h"
 #include "planner/export/export_target.h"
 #include "planner/export/megatron_args.h"
 
@@ -428,14 +429,14 @@ loom_status loom_export_write_megatron(const loom_runtime_config *c, const int32
     int64_t nproc = gpus < c->gpus_per_node ? gpus : c->gpus_per_node;
     int64_t nnodes = gpus / nproc;
 
-    /* loom builds DeepSeek's MTP depths into the training graph (hf_build.c);
-     * another family's (GLM-4.5's num_nextn_predict_layers) it does not */
+    /* loom builds the MTP depths into the training graph for some families
+     * only (graph/model.h loom_model_builds_mtp) */
     if (c->model.facts.mtp_layers > 0)
         loom_export_list_add(notes,
                              "multi-token prediction: %lld MTP layer(s) on the last pipeline "
                              "stage (--mtp-num-layers); %s",
                              (long long)c->model.facts.mtp_layers,
-                             strncmp(c->model.arch, "deepseek", 8) == 0
+                             loom_model_builds_mtp(c->model.arch)
                                  ? "loom's memory and time figures price them there (a "
                                    "decoder layer, eh_proj, a second output layer and loss, "
                                    "and the embedding table's copy)"
