@@ -303,12 +303,17 @@ def layout_line(r, args, assumed):
     chunks = int(args[args.index("--pp") + 1]) * int(r.get("virtual_stages") or 1)
     if chunks not in DSV3_LAYOUTS or r["layers"] % chunks == 0:
         return None
-    assumed.append(f"Megatron-Bridge's layout {DSV3_LAYOUTS[chunks]} (MTP layer priced on the last stage)")
+    # rows the table labels "w/o MTP" ran without the MTP layer: their
+    # layout's last stage holds the loss alone
+    mtp = 0 if "w/o MTP" in (r.get("notes") or "") else 1
+    layout = DSV3_LAYOUTS[chunks] if mtp else DSV3_LAYOUTS[chunks].replace("m", "")
+    assumed.append(f"Megatron-Bridge's layout {layout} " +
+                   ("(MTP layer priced on the last stage)" if mtp else "(row labelled w/o MTP)"))
     line = ["pretrain_gpt.py", "--num-layers", r["layers"], "--hidden-size", r["hidden"],
             "--num-attention-heads", r["heads"], "--num-experts", r["moe"]["experts"],
-            "--moe-router-topk", r["moe"]["top_k"], "--bf16", "--mtp-num-layers", 1,
+            "--moe-router-topk", r["moe"]["top_k"], "--bf16", "--mtp-num-layers", mtp,
             "--hidden-dropout", 0, "--attention-dropout", 0,
-            "--pipeline-model-parallel-layout", f'"{DSV3_LAYOUTS[chunks]}"']
+            "--pipeline-model-parallel-layout", f'"{layout}"']
     rest, i = [], 0
     while i < len(args):
         a = args[i]

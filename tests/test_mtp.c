@@ -15,7 +15,9 @@
  *     layout Et*4|(tttt|)*14tmL (pp 16, ep 8): the MTP layer's dense weights,
  *     1/ep of its routed experts, and the copy of the embedding table that
  *     Megatron keeps on the MTP stage (language_module.py), which a one-stage
- *     pipeline shares instead.
+ *     pipeline shares instead;
+ *   - Megatron-LM's default of no MTP layers: a launch line builds them
+ *     only with --mtp-num-layers, and only as many as the model has.
  */
 #include <math.h>
 #include <stdio.h>
@@ -26,6 +28,7 @@
 #include "costs/compute.h"
 #include "costs/eval.h"
 #include "graph/model.h"
+#include "planner/import/megatron_import.h"
 #include "tests/check.h"
 
 #define MODEL "examples/models/deepseek-v3.json"
@@ -207,8 +210,41 @@ static void test_last_stage(const loom_graph *g0, const loom_graph *g1)
     loom_cost_model_destroy(cm);
 }
 
+/* The launch line, not the framework, says whether MTP layers are built. */
+static void test_launch_line(void)
+{
+    static const char *const lines[] = {
+        "pretrain_gpt.py --num-layers 61 --hidden-size 7168 --num-attention-heads 128 "
+        "--num-experts 256 --seq-length 4096 --micro-batch-size 1",
+        "pretrain_gpt.py --num-layers 61 --hidden-size 7168 --num-attention-heads 128 "
+        "--num-experts 256 --seq-length 4096 --micro-batch-size 1 "
+        "--mtp-num-layers 1",
+        "pretrain_gpt.py --num-layers 61 --hidden-size 7168 --num-attention-heads 128 "
+        "--num-experts 256 --seq-length 4096 --micro-batch-size 1 "
+        "--mtp-num-layers 2",
+    };
+    for (int i = 0; i < 3; i++) {
+        loom_parallel p;
+        int32_t layout[LOOM_EXPORT_MAX_CHUNKS], n = 0;
+        loom_graph *g = NULL;
+        loom_export_list notes = {0};
+        loom_error err = {0};
+        loom_status s = loom_megatron_eval_setup(lines[i], MODEL, 8, &p, layout, &n, &g, &notes, &err);
+        if (i < 2) {
+            CHECK_INT_EQ(s, LOOM_OK);
+            if (s) fprintf(stderr, "%s\n", err.msg);
+            else CHECK_INT_EQ(loom_graph_info_c(g)->mtp_params, i ? mtp_params() : 0);
+        } else {
+            CHECK(s != LOOM_OK && strstr(err.msg, "--mtp-num-layers 2") &&
+                  strstr(err.msg, "has 1"));
+        }
+        loom_graph_destroy(g);
+    }
+}
+
 int main(void)
 {
+    test_launch_line();
     loom_graph *g0 = build(false), *g1 = build(true);
     test_graph(g0, g1);
     test_last_stage(g0, g1);

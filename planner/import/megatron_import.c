@@ -602,6 +602,13 @@ loom_status loom_megatron_check_model(const loom_megatron_launch *l, const loom_
             return loom_error_set(
                 err, LOOM_ERR_INVALID, "the launch line says %s %lld but the model has %lld",
                 pairs[i].flag, (long long)pairs[i].line, (long long)pairs[i].model);
+    /* the MTP depths are the model's (num_nextn_predict_layers): a line may
+     * leave them out, not ask for a different number */
+    if (a->facts.mtp_layers > 0 && a->facts.mtp_layers != m->facts.mtp_layers)
+        return loom_error_set(err, LOOM_ERR_INVALID,
+                              "the launch line says --mtp-num-layers %lld but the model has %lld "
+                              "multi-token-prediction layers (num_nextn_predict_layers)",
+                              (long long)a->facts.mtp_layers, (long long)m->facts.mtp_layers);
     return LOOM_OK;
 }
 
@@ -622,6 +629,9 @@ loom_status loom_megatron_eval_setup(const char *arg, const char *model_path, in
                (size_t)l->config.n_chunks * sizeof *chunk_layers);
         loom_model_opts o;
         loom_runtime_model_opts(p, &o);
+        /* the line says whether Megatron-LM builds MTP layers: none unless
+         * --mtp-num-layers (its default), whatever the model's config has */
+        o.mtp = l->config.model.facts.mtp_layers > 0;
         if (model_path) {
             s = loom_model_load(model_path, &o, g, err);
             if (s == LOOM_OK && (s = loom_megatron_check_model(l, loom_graph_info_c(*g), err)))
