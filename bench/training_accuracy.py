@@ -68,9 +68,10 @@ GPUS = {
     "H800-SXM5-80GB": ("H800-SXM5-80GB", 8, 50, False),
     "B200": ("B200-HGX-180GB", 8, 50, False),
     "GB200": ("B200-NVL72-186GB", 72, 50, False),
-    # Meta's Grand Teton H100 (96 GB HBM2e, 500 W): not a loom device; the
-    # SXM5 part stands in and the rows are flagged.
-    "H100-96GB-HBM2e (Grand Teton, 500W; not SXM5-80GB)": ("H100-SXM5-80GB", 8, 50, True),
+    # Meta's Grand Teton H100: loom's H100-96GB-HBM2e, the 96 GB of HBM2e at
+    # 2.4 TB/s that torchtitan's pages state, with the SXM5's tensor peaks
+    # (the 500 W limit's clock is not published): the rows stay flagged.
+    "H100-96GB-HBM2e (Grand Teton, 500W; not SXM5-80GB)": ("H100-96GB-HBM2e", 8, 50, True),
 }
 
 BUNDLED = (("DeepSeek-V3", "deepseek-v3"), ("Qwen3-30B-A3B", "qwen3-30b-a3b"),
@@ -354,7 +355,7 @@ def eval_command(loom, r, tmp):
         return None, None, None, "model shape incomplete"
     cl, approx = cluster_file(r, tmp)
     if approx:
-        assumed.append("device approximated by H100-SXM5-80GB")
+        assumed.append("500 W power limit not modelled (SXM5 tensor peaks)")
     ev = eval_args(r, assumed)
     ev = layout_line(r, ev, assumed) or ev
     return [loom, "eval", model, "--cluster", cl, *ev, "--json"], GPUS[r["gpu"]][0], assumed, None

@@ -34,7 +34,8 @@
  *              one fused kernel each, or under eager PyTorch
  *              (loom_cost_model_set_elementwise) RMSNorm, rotary embedding
  *              and SwiGLU as their chains of kernels, each a pass through
- *              HBM (eager.h), in the backward too.
+ *              HBM (eager.h) at eager_mem_eff (calib.c), in the backward
+ *              too.
  * Backward moves about twice the forward bytes: for y = xW, dX = dY·Wᵀ
  * reads dY, W and writes dX; dW = Xᵀ·dY reads X, dY and writes dW, i.e.
  * 2·(|X| + |W| + |Y|); pointwise backward reads x and dy and writes dx.
@@ -678,8 +679,10 @@ loom_status loom_cost_op_time_ep(const loom_cost_model *m, const loom_graph *g, 
         double elem = o0 ? (double)loom_dtype_bytes(o0->dtype) : 0;
         if (m->elementwise == LOOM_ELEMENTWISE_EAGER && elem > 0 &&
             loom_eager_chain_of(op, elem, &ch)) {
-            mem_f = loom_cost_memory_time_s(m, ch.bytes_per_elem * w.out_bytes / elem +
-                                                   w.weight_bytes);
+            /* each kernel of the chain is a plain ATen streaming kernel:
+             * eager_mem_eff, not the fitted in-run mem_eff (calib.c) */
+            mem_f = (ch.bytes_per_elem * w.out_bytes / elem + w.weight_bytes) /
+                    (m->cluster.gpu.hbm_bw_Bps * cal->eager_mem_eff);
             mem_b = 2 * mem_f;
             kf = ch.kernels;
             kb = 2 * ch.kernels;
