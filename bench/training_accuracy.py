@@ -272,6 +272,13 @@ def eval_args(r, assumed):
         # kernel) and the FSDP papers' GPT models: each element-wise op is one
         # ATen kernel in eager mode, so nothing runs unfused
         a += ["--elementwise", "fused"]
+    if fwname.startswith("llm-foundry"):
+        # MPT's attn_impl "flash" (the benchmark yamls; submit_benchmarks.py
+        # --attn_impl default) runs llmfoundry/models/layers/attention.py
+        # flash_attn_fn, which unpads q, k and v through flash-attn's
+        # bert_padding and pads the output back for every batch (at the
+        # tables' commits b2a43a147 and 5e85bd62d)
+        a += ["--attention-kernel", "fa2-unpad"]
     a += ["--framework", fw, "--memory-headroom", 0]
     return [str(x) for x in a]
 
