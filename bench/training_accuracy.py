@@ -24,7 +24,8 @@ ZeRO stage / FSDP, FP8 and the framework (Megatron/NeMo, torchtitan/FSDP,
 DeepSpeed), and what the source states beyond those: the node network
 ("internode_gbps_per_node"), a bf16 gradient reduce-scatter ("reduce_dtype"),
 hybrid sharding's shard group ("fsdp_shard": `--fsdp-shard`, with
-zero_stage "hsdp"),
+zero_stage "hsdp"), llm-foundry's attention implementation ("attn_impl":
+"flash" is `--attention-kernel fa2-unpad`),
 block-level checkpointing of a fraction of the blocks
 ("recompute_block_fraction"), torchtitan's async TP, torch.compile or eager
 PyTorch ("compile": `--elementwise fused|eager`; unstated, torchtitan's
@@ -272,13 +273,16 @@ def eval_args(r, assumed):
         # kernel) and the FSDP papers' GPT models: each element-wise op is one
         # ATen kernel in eager mode, so nothing runs unfused
         a += ["--elementwise", "fused"]
-    if fwname.startswith("llm-foundry"):
-        # MPT's attn_impl "flash" (the benchmark yamls; submit_benchmarks.py
-        # --attn_impl default) runs llmfoundry/models/layers/attention.py
-        # flash_attn_fn, which unpads q, k and v through flash-attn's
-        # bert_padding and pads the output back for every batch (at the
-        # tables' commits b2a43a147 and 5e85bd62d)
+    if r.get("attn_impl") == "flash":
+        # MPT's attn_impl "flash": llmfoundry/models/layers/attention.py
+        # flash_attn_fn unpads q, k and v through flash-attn's bert_padding
+        # and pads the output back for every batch (at 5e85bd62d, whose
+        # sweep.py sets it for the large-scale table's 1b, 3b, 7b and 70b)
         a += ["--attention-kernel", "fa2-unpad"]
+    elif r.get("attn_impl") == "triton":
+        # llm-foundry's own Triton flash attention (flash_attn_triton.py):
+        # no kernel of loom's; priced as FlashAttention-2
+        assumed.append("llm-foundry's Triton flash attention as FlashAttention-2")
     a += ["--framework", fw, "--memory-headroom", 0]
     return [str(x) for x in a]
 
