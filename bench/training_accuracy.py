@@ -24,7 +24,8 @@ ZeRO stage / FSDP, FP8 and the framework (Megatron/NeMo, torchtitan/FSDP,
 DeepSpeed), and what the source states beyond those: the node network
 ("internode_gbps_per_node"), a bf16 gradient reduce-scatter ("reduce_dtype"),
 hybrid sharding's shard group ("fsdp_shard": `--fsdp-shard`, with
-zero_stage "hsdp"),
+zero_stage "hsdp"), llm-foundry's attention implementation ("attn_impl":
+"flash" is `--attention-kernel fa2-unpad`),
 block-level checkpointing of a fraction of the blocks
 ("recompute_block_fraction"), torchtitan's async TP, torch.compile or eager
 PyTorch ("compile": `--elementwise fused|eager`; unstated, torchtitan's
@@ -68,9 +69,10 @@ GPUS = {
     "H800-SXM5-80GB": ("H800-SXM5-80GB", 8, 50, False),
     "B200": ("B200-HGX-180GB", 8, 50, False),
     "GB200": ("B200-NVL72-186GB", 72, 50, False),
-    # Meta's Grand Teton H100 (96 GB HBM2e, 500 W): not a loom device; the
-    # SXM5 part stands in and the rows are flagged.
-    "H100-96GB-HBM2e (Grand Teton, 500W; not SXM5-80GB)": ("H100-SXM5-80GB", 8, 50, True),
+    # Meta's Grand Teton H100: loom's H100-96GB-HBM2e, the 96 GB of HBM2e at
+    # 2.4 TB/s that torchtitan's pages state, with the SXM5's tensor peaks
+    # (the 500 W limit's clock is not published): the rows stay flagged.
+    "H100-96GB-HBM2e (Grand Teton, 500W; not SXM5-80GB)": ("H100-96GB-HBM2e", 8, 50, True),
 }
 
 BUNDLED = (("DeepSeek-V3", "deepseek-v3"), ("Qwen3-30B-A3B", "qwen3-30b-a3b"),
@@ -271,6 +273,16 @@ def eval_args(r, assumed):
         # kernel) and the FSDP papers' GPT models: each element-wise op is one
         # ATen kernel in eager mode, so nothing runs unfused
         a += ["--elementwise", "fused"]
+    if r.get("attn_impl") == "flash":
+        # MPT's attn_impl "flash": llmfoundry/models/layers/attention.py
+        # flash_attn_fn unpads q, k and v through flash-attn's bert_padding
+        # and pads the output back for every batch (at 5e85bd62d, whose
+        # sweep.py sets it for the large-scale table's 1b, 3b, 7b and 70b)
+        a += ["--attention-kernel", "fa2-unpad"]
+    elif r.get("attn_impl") == "triton":
+        # llm-foundry's own Triton flash attention (flash_attn_triton.py):
+        # no kernel of loom's; priced as FlashAttention-2
+        assumed.append("llm-foundry's Triton flash attention as FlashAttention-2")
     a += ["--framework", fw, "--memory-headroom", 0]
     return [str(x) for x in a]
 
@@ -354,7 +366,7 @@ def eval_command(loom, r, tmp):
         return None, None, None, "model shape incomplete"
     cl, approx = cluster_file(r, tmp)
     if approx:
-        assumed.append("device approximated by H100-SXM5-80GB")
+        assumed.append("500 W power limit not modelled (SXM5 tensor peaks)")
     ev = eval_args(r, assumed)
     ev = layout_line(r, ev, assumed) or ev
     return [loom, "eval", model, "--cluster", cl, *ev, "--json"], GPUS[r["gpu"]][0], assumed, None

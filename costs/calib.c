@@ -27,6 +27,16 @@
  *                  kernel there; cuDNN's is no faster). Blackwell takes the
  *                  Hopper figure, unmeasured.
  *   mem_eff        streaming kernels reach ~0.8-0.9 of HBM bandwidth.
+ *   eager_mem_eff  the same prior, and not fitted: eager PyTorch's chains of
+ *                  ATen element-wise kernels (eager.h) are plain streaming
+ *                  kernels, while the fitted mem_eff is an in-run residual
+ *                  of Megatron steps (0.40 on H100) whose runs have no eager
+ *                  chain. torchtitan's one eager / compiled pair (Llama 3 8B,
+ *                  FSDP on 8 and 128 Grand Teton H100s, the same
+ *                  configuration: benchmarks/llama3_h100_202412_torchtitan.md
+ *                  Tables 1 and 3) measures eager 1.157x and 1.162x the
+ *                  compiled step; the chains at the prior put it 1.15x, at
+ *                  the fitted 0.40 1.41x.
  *   link effs      NCCL bus bandwidth / wire rate: NCCL's own model caps
  *                  A100 NVLink at 235 of 300 GB/s = 0.78 (tuning.cc); ~0.8
  *                  on H100 NVLink4; ~0.9 of an InfiniBand NIC.
@@ -66,6 +76,7 @@ void loom_calib_prior(const loom_device *d, loom_calib *out)
     out->gemm_eff_max = 0.75;
     out->attn_eff = 0.5;
     out->mem_eff = 0.8;
+    out->eager_mem_eff = 0.8;
     out->vector_eff = 0.5;
     out->intra_link_eff = 0.8;
     out->inter_link_eff = 0.9;
@@ -90,6 +101,7 @@ void loom_calib_prior(const loom_device *d, loom_calib *out)
         out->gemm_eff_max = 0.78;
         out->attn_eff = 0.5;
         out->mem_eff = 0.85;
+        out->eager_mem_eff = 0.85;
     } else if (strncmp(d->name, "V100", 4) == 0) {
         out->gemm_eff_max = 0.8;
         out->intra_link_eff = 0.7;   /* DGX-1 hybrid cube-mesh: rings share links */

@@ -34,6 +34,8 @@ typedef struct {
                                  attn_eff (cuDNN / FA3 on Hopper): runs whose attention is
                                  PyTorch SDPA or flash-attn 2 (loom_cost_model_set_attention) */
     double mem_eff;           /* fraction of HBM bandwidth memory-bound kernels reach */
+    double eager_mem_eff;     /* fraction of HBM bandwidth eager PyTorch's chains of ATen
+                                 element-wise kernels stream at (--elementwise eager, eager.h) */
     double vector_eff;        /* fraction of the CUDA-core peak of pointwise math */
     double intra_link_eff;    /* fraction of NVLink bandwidth NCCL reaches (bus bandwidth) */
     double inter_link_eff;    /* fraction of NIC bandwidth NCCL reaches across nodes */
@@ -51,6 +53,7 @@ typedef struct {
     X(attn_half_flops, 0, 1e18, false)      \
     X(attn_fa2_frac, 0, 1, true)            \
     X(mem_eff, 0, 1, true)                  \
+    X(eager_mem_eff, 0, 1, true)            \
     X(vector_eff, 0, 1, true)               \
     X(intra_link_eff, 0, 1, true)           \
     X(inter_link_eff, 0, 1, true)           \

@@ -34,7 +34,8 @@
  *              one fused kernel each, or under eager PyTorch
  *              (loom_cost_model_set_elementwise) RMSNorm, rotary embedding
  *              and SwiGLU as their chains of kernels, each a pass through
- *              HBM (eager.h), in the backward too.
+ *              HBM (eager.h) at eager_mem_eff (calib.c), in the backward
+ *              too.
  * Backward moves about twice the forward bytes: for y = xW, dX = dY·Wᵀ
  * reads dY, W and writes dX; dW = Xᵀ·dY reads X, dY and writes dW, i.e.
  * 2·(|X| + |W| + |Y|); pointwise backward reads x and dy and writes dx.
@@ -320,7 +321,7 @@ static double tensor_kernel_s(const loom_cost_model *m, double flops, double pea
 /* A fused attention kernel: its own efficiency and a larger fixed cost. */
 static double attention_kernel_s(const loom_cost_model *m, double flops, double peak)
 {
-    double eff = m->cal.attn_eff * (m->attn == LOOM_ATTN_FA2 ? m->cal.attn_fa2_frac : 1);
+    double eff = m->cal.attn_eff * (m->attn != LOOM_ATTN_FUSED ? m->cal.attn_fa2_frac : 1);
     return kernel_s(m, flops, peak, eff, m->cal.attn_half_flops);
 }
 
@@ -666,6 +667,23 @@ loom_status loom_cost_op_time_ep(const loom_cost_model *m, const loom_graph *g, 
             kb = 2;
             cf = attention_kernel_s(m, w.fwd_flops, peak);
             cb = attention_kernel_s(m, w.bwd_flops, peak);
+            if (m->attn == LOOM_ATTN_FA2_UNPAD) {
+                /* flash-attn's bert_padding around flash_attn_varlen_func
+                 * (flash_attn/bert_padding.py, as llm-foundry's
+                 * flash_attn_fn calls it for every batch, padded or not):
+                 * unpad_input gathers q, k and v into packed rows
+                 * (IndexFirstAxis: read + write each) and pad_input
+                 * scatters the output into a zeroed [b·s] tensor
+                 * (IndexPutFirstAxis: write zeros, read + write the rows):
+                 * 2(|q| + |k| + |v|) + 3|o| in 5 kernels. Backward gathers
+                 * the output gradient (2|o|) and scatters q's, k's and v's
+                 * into zeroed tensors (3 each): 3(|q| + |k| + |v|) + 2|o|
+                 * in 7. Plain ATen kernels: eager_mem_eff (calib.c). */
+                double qkv = w.bytes - w.out_bytes, o = w.out_bytes;
+                double bw = d->hbm_bw_Bps * cal->eager_mem_eff;
+                cf += (2 * qkv + 3 * o) / bw + 5 * cal->kernel_overhead_s;
+                cb += (3 * qkv + 2 * o) / bw + 7 * cal->kernel_overhead_s;
+            }
         }
     } else {
         double peak = d->vector_flops * cal->vector_eff;
@@ -678,8 +696,10 @@ loom_status loom_cost_op_time_ep(const loom_cost_model *m, const loom_graph *g, 
         double elem = o0 ? (double)loom_dtype_bytes(o0->dtype) : 0;
         if (m->elementwise == LOOM_ELEMENTWISE_EAGER && elem > 0 &&
             loom_eager_chain_of(op, elem, &ch)) {
-            mem_f = loom_cost_memory_time_s(m, ch.bytes_per_elem * w.out_bytes / elem +
-                                                   w.weight_bytes);
+            /* each kernel of the chain is a plain ATen streaming kernel:
+             * eager_mem_eff, not the fitted in-run mem_eff (calib.c) */
+            mem_f = (ch.bytes_per_elem * w.out_bytes / elem + w.weight_bytes) /
+                    (m->cluster.gpu.hbm_bw_Bps * cal->eager_mem_eff);
             mem_b = 2 * mem_f;
             kf = ch.kernels;
             kb = 2 * ch.kernels;

@@ -47,8 +47,13 @@ typedef struct loom_cost_model loom_cost_model;
  *   FUSED  Transformer Engine's fused attention (cuDNN; FA3 on Hopper), the
  *          default, and what Megatron-LM and NeMo run
  *   FA2    FlashAttention-2: PyTorch SDPA's flash backend (torchtitan, FSDP
- *          scripts, Hugging Face models under DeepSpeed) or flash-attn 2 */
-typedef enum { LOOM_ATTN_FUSED, LOOM_ATTN_FA2 } loom_attn_kernel;
+ *          scripts, Hugging Face models under DeepSpeed) or flash-attn 2
+ *   FA2_UNPAD  flash-attn 2's varlen kernel behind flash-attn's bert_padding
+ *          (llm-foundry's MPT, attn_impl "flash": llmfoundry/models/layers/
+ *          attention.py flash_attn_fn): q, k and v gathered into packed
+ *          rows and the output scattered back, eager ATen kernels each a
+ *          pass through HBM, forward and backward */
+typedef enum { LOOM_ATTN_FUSED, LOOM_ATTN_FA2, LOOM_ATTN_FA2_UNPAD } loom_attn_kernel;
 
 /* cal NULL = loom_calib_default(&c->gpu); profile_db_path NULL = none. The
  * model copies the cluster and calib. */

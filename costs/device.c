@@ -95,6 +95,16 @@ static const loom_device presets[] = {
      * (nvlink_Bps 0: GPUs talk over PCIe Gen4, cluster.c). */
     {"L40S-48GB", PEAKS(362.05 * T, 362.05 * T, 183 * T, 733 * T), 91.6 * T, 864 * G, 48 * GIB,
      0, 350, 0},
+    /* H100 96GB HBM2e (Meta's Grand Teton, 500 W): H100's die and
+     * NVLink4; 96 GB of HBM2e at 2.4 TB/s (torchtitan's benchmarks/
+     * llama3_h100_202412_torchtitan.md and asyncTP_llama3_h100_2025-06_
+     * torchtitan.md: "Each H100 GPU is equipped with 96GB HBM2e with 2.4
+     * TB/sec peak memory bandwidth", "We used the default 500W power
+     * limit"). The dense peaks are the SXM5's: what the 500 W cap takes off
+     * the tensor clock is not published. The "H100" prefix gives it the
+     * H100 fit's fractions (calib.c). */
+    {"H100-96GB-HBM2e", PEAKS(989.4 * T, 989.4 * T, 494.7 * T, 1978.9 * T), 66.9 * T, 2400 * G,
+     96 * GIB, 450 * G, 500, 0},
 };
 
 #define N_PRESETS (sizeof presets / sizeof presets[0])

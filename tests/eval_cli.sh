@@ -213,7 +213,7 @@ expect_fail eval 1 mixtral-8x7b --cluster dgx-h100-x1 --dp 8 --ep 8 --gbs 32 --r
 
 # Eager element-wise ops (--elementwise eager; costs/eager.h). Llama-3-8B,
 # mbs 1, seq 4096: n = 4096 · 4096 activation elements, calibration
-# mem_eff 0.5 (1,675 GB/s) and 1 us per kernel. Per block the forward
+# mem_eff and eager_mem_eff 0.5 (1,675 GB/s) and 1 us per kernel. Per block the forward
 # moves 98n bytes more than fused: two RMSNorms 2 · (36 - 4)n, rope on q
 # (n elements) and k (8 kv heads: n/4) 16 · 1.25n, SwiGLU on 3.5n outputs
 # (f = 14336) (10 - 6) · 3.5n; the backward twice that: 294n a block, and
@@ -226,7 +226,7 @@ expect_fail eval 1 mixtral-8x7b --cluster dgx-h100-x1 --dp 8 --ep 8 --gbs 32 --r
 # B), and 8 · 2 + 3 · 2 + 2 + 2 = 26 kernels: 32 · (144n + 16384) / 1,675
 # GB/s + 832 us = 46.988 ms more. (The norms' weights are read in the
 # fused and eager forward and backward alike.)
-echo '{"format": "loom-calib/1", "device": "H100-SXM5-80GB", "mem_eff": 0.5, "vector_eff": 0.5, "kernel_overhead_s": 1e-06}' >"$tmp/round.json"
+echo '{"format": "loom-calib/1", "device": "H100-SXM5-80GB", "mem_eff": 0.5, "eager_mem_eff": 0.5, "vector_eff": 0.5, "kernel_overhead_s": 1e-06}' >"$tmp/round.json"
 E=(llama-3-8b --cluster dgx-h100-x1 --dp 8 --mbs 1 --gbs 8 --seq 4096 --zero 1 --framework torchtitan --calib "$tmp/round.json" --json)
 for rc in none selective; do
     for ew in fused eager; do

@@ -34,7 +34,17 @@ static const char *put(const char *name, const char *text, char *path, size_t n)
 
 static void devices(void)
 {
-    CHECK_INT_EQ(loom_device_count(), 12);   /* 6 + H800, H20, B200-NVL72, MI300X, MI325X, L40S */
+    /* 6 + H800, H20, B200-NVL72, MI300X, MI325X, L40S, Grand Teton's H100 */
+    CHECK_INT_EQ(loom_device_count(), 13);
+    /* Grand Teton's H100: 96 GB of HBM2e at 2.4 TB/s (torchtitan's benchmark
+     * pages), the SXM5's dense peaks */
+    const loom_device *gt = loom_device_find("h100-96gb-hbm2e");
+    CHECK(gt != NULL);
+    if (gt) {
+        CHECK_NEAR_REL(gt->hbm_bw_Bps, 2400e9, 1e-12);
+        CHECK_NEAR_REL(gt->hbm_bytes, 96.0 * 1024 * 1024 * 1024, 1e-12);
+        CHECK_NEAR_REL(gt->peak_flops[LOOM_DTYPE_BF16], 989.4e12, 1e-12);
+    }
     const loom_device *h = loom_device_find("H100-SXM5-80GB");
     CHECK(h != NULL);
     CHECK(loom_device_find("h100") == h);

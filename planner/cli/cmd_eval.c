@@ -53,6 +53,7 @@ static const loom_cli_choice dtype_choices[] = {{"bf16", LOOM_DTYPE_BF16, false}
 
 static const loom_cli_choice attention_choices[] = {{"fused", LOOM_ATTN_FUSED, false},
                                                     {"fa2", LOOM_ATTN_FA2, false},
+                                                    {"fa2-unpad", LOOM_ATTN_FA2_UNPAD, false},
                                                     {NULL, 0, false}};
 
 static const loom_cli_choice elementwise_choices[] = {{"fused", LOOM_ELEMENTWISE_FUSED, false},
@@ -148,8 +149,10 @@ static const loom_cli_option eval_opts[] = {
              "optimizer state layout", .def = "megatron"},
     {.name = "--attention-kernel", .kind = LOOM_CLI_ENUM, .field = F(attn), .given = F(attn_given),
      .choices = attention_choices, .metavar = "K",
-     .help = "fused (Transformer Engine: cuDNN / FA3) or fa2 (PyTorch SDPA, flash-attn 2): "
-             "the attention kernel priced", .def = "fused with megatron, else fa2"},
+     .help = "fused (Transformer Engine: cuDNN / FA3), fa2 (PyTorch SDPA, flash-attn 2) or\n"
+             "fa2-unpad (flash-attn 2's varlen kernel behind its bert_padding gathers, as\n"
+             "llm-foundry's MPT runs it): the attention kernel priced",
+     .def = "fused with megatron, else fa2"},
     {.name = "--elementwise", .kind = LOOM_CLI_ENUM, .field = F(elementwise),
      .given = F(elementwise_given), .choices = elementwise_choices, .metavar = "E",
      .help = "fused (Transformer Engine / Megatron kernels, torch.compile) or eager\n"
