@@ -446,6 +446,43 @@ static double maxd(double a, double b)
 
 /* ---- mixture of experts (costs/moe.h) ------------------------------------- */
 
+/* Expert output biases (gpt-oss's down_proj_bias [e, h]). Megatron-Core
+ * builds the experts' fc2 with skip_bias_add and adds the bias, weighted by
+ * each row's routing probability, in eager PyTorch after the grouped GEMM
+ * (megatron/core/transformer/moe/experts.py, TEGroupedMLP._apply_bias, core
+ * 0.15 / NeMo 25.11; HEAD keeps it as the path without CUDA graphs):
+ *     torch.cat([t + b * p for t, b, p in zip(split(out), biases, split(probs))])
+ * per local expert b·p writes its rows (1 pass of the output's bytes O) and
+ * t + b·p reads two and writes one (3), then cat copies them (2): 6 O and
+ * 2 kernels per expert + 1. Autograd: the gradient of b is sum(g·p) and of
+ * p sum(g·b) (a product written and read back, then reduced: 3 O each) and
+ * split's backward concatenates t's gradients (2 O): 8 O, 4 kernels per
+ * expert + 1. The probabilities have the router's dtype, bf16 for gpt-oss
+ * (moe_router_dtype unset), so nothing is upcast. fc1's bias [e, 2f] is
+ * TE's grouped-GEMM epilogue (skip_bias_add=False) and costs nothing here. */
+#define EXPERT_BIAS_FWD_PASSES 6.0
+#define EXPERT_BIAS_BWD_PASSES 8.0
+
+/* Forward and backward time of the expert output bias after op (0 unless
+ * op is the down projection of experts with biases: an expert einsum, its
+ * input per expert, whose output has no "f"). groups: the local experts. */
+static void expert_bias_time(const loom_cost_model *m, const loom_graph *g, const loom_op *op,
+                             double groups, double out_bytes, double *fwd_s, double *bwd_s)
+{
+    *fwd_s = *bwd_s = 0;
+    if (!loom_graph_info_c(g)->expert_bias || op->kind != LOOM_OP_EINSUM || op->n_w < 1 ||
+        op->n_in < 1 || op->n_out < 1)
+        return;
+    const loom_tensor *in0 = loom_graph_tensor(g, op->in[0]), *w0 = loom_graph_tensor(g, op->w[0]);
+    const loom_tensor *out0 = loom_graph_tensor(g, op->out[0]);
+    if (loom_tensor_dim_index(w0, "e") < 0 || loom_tensor_dim_index(in0, "e") < 0 ||
+        loom_tensor_dim_index(out0, "f") >= 0)
+        return;
+    double k = m->cal.kernel_overhead_s;
+    *fwd_s = loom_cost_memory_time_s(m, EXPERT_BIAS_FWD_PASSES * out_bytes) + (2 * groups + 1) * k;
+    *bwd_s = loom_cost_memory_time_s(m, EXPERT_BIAS_BWD_PASSES * out_bytes) + (4 * groups + 1) * k;
+}
+
 static int64_t split_parts(const loom_dim_split *splits, int n_splits, const char *dim)
 {
     int64_t parts = 1;
@@ -613,7 +650,12 @@ loom_status loom_cost_op_time_ep(const loom_cost_model *m, const loom_graph *g, 
         if (loom_profile_key_from_op(g, op_id, div, n_splits, &key, &ignore) == LOOM_OK &&
             loom_profile_db_lookup(m->db, key.op, key.sig, key.dtype, key.shape, key.n_dims, &f,
                                    &b, &src)) {
-            *out = (loom_op_time){f, b, src};
+            /* a measured GEMM is the kernel alone: the expert bias's
+             * eager kernels after it are priced as below */
+            double bf, bb;
+            expert_bias_time(m, g, op, expert_groups(g, op, splits, n_splits, mv.on ? ep : 1),
+                             w.out_bytes, &bf, &bb);
+            *out = (loom_op_time){f + bf, b + bb, src};
             if (!dispatcher) busiest(&mv, out);
             return LOOM_OK;
         }
@@ -628,7 +670,7 @@ loom_status loom_cost_op_time_ep(const loom_cost_model *m, const loom_graph *g, 
     const loom_device *d = &m->cluster.gpu;
     const loom_calib *cal = &m->cal;
     double mem_f = loom_cost_memory_time_s(m, w.bytes), mem_b = 2 * mem_f;
-    double cf = 0, cb = 0;
+    double cf = 0, cb = 0, bias_f = 0, bias_b = 0;   /* bias_*: separate kernels after it */
     int kf = 1, kb = 1;
     if (op->kind == LOOM_OP_EINSUM || op->kind == LOOM_OP_ATTENTION) {
         double peak = loom_device_peak_flops(d, w.dtype);
@@ -648,6 +690,7 @@ loom_status loom_cost_op_time_ep(const loom_cost_model *m, const loom_graph *g, 
             double ng = expert_groups(g, op, splits, n_splits, mv.on ? ep : 1);
             cf = grouped_kernel_s(m, w.fwd_flops, ng, peak);
             cb = kb * grouped_kernel_s(m, w.bwd_flops / kb, ng, peak);
+            expert_bias_time(m, g, op, ng, w.out_bytes, &bias_f, &bias_b);
             if (fp8) {
                 /* TE's cast-transpose kernels, memory-bound with amax fused
                  * (transformer_engine/common/transpose/cast_transpose.cu):
@@ -705,8 +748,8 @@ loom_status loom_cost_op_time_ep(const loom_cost_model *m, const loom_graph *g, 
             kb = 2 * ch.kernels;
         }
     }
-    out->fwd_s = maxd(cf, mem_f) + kf * cal->kernel_overhead_s;
-    out->bwd_s = maxd(cb, mem_b) + kb * cal->kernel_overhead_s;
+    out->fwd_s = maxd(cf, mem_f) + kf * cal->kernel_overhead_s + bias_f;
+    out->bwd_s = maxd(cb, mem_b) + kb * cal->kernel_overhead_s + bias_b;
     busiest(&mv, out);
     return LOOM_OK;
 }

@@ -194,6 +194,9 @@ typedef struct {
     bool gated_mlp;         /* SwiGLU */
     bool qkv_bias;
     bool qk_norm;           /* RMSNorm of q and k per head (Qwen3, Gemma 3, GLM use_qk_norm) */
+    bool expert_bias;       /* routed experts carry biases (gpt-oss: gate_up_proj_bias
+                               [e, 2f], down_proj_bias [e, h]); not graph weights, but the
+                               cost model prices how Megatron-Core adds the output one */
     bool flash_attention;   /* fused attention op (else scores/softmax/context) */
     int64_t mtp_params;     /* parameters the multi-token-prediction layers add in the
                                head layer L+1 (0 when not built, loom_model_opts.mtp):

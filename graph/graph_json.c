@@ -77,7 +77,8 @@ static const char *const op_keys[] = {"name", "kind", "layer", "inputs", "weight
     X(experts_topk) X(shared_experts) X(moe_ffn) X(first_dense) X(q_lora_rank)      \
     X(kv_lora_rank) X(qk_rope_head_dim) X(v_head_dim) X(max_positions) X(seq) X(batch)  \
     X(mtp_params)
-#define INFO_BOOLS(X) X(tied_embeddings) X(gated_mlp) X(qkv_bias) X(qk_norm) X(flash_attention)
+#define INFO_BOOLS(X) X(tied_embeddings) X(gated_mlp) X(qkv_bias) X(qk_norm) X(flash_attention) \
+    X(expert_bias)
 
 static const char *const model_keys[] = {
     "arch", "dtype", "facts",

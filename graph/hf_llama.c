@@ -22,7 +22,9 @@
  * Llama-3-8B: 32 · 218.1M + 2 · 525.3M + 4096 = 8.03B (Meta's model card).
  *
  * Not in the graph, each under 0.05% of the parameters and FLOPs: gpt-oss's
- * per-head attention sinks and its expert biases, Gemma 2's tanh logit
+ * per-head attention sinks and its expert biases (loom_model_info's
+ * expert_bias says they exist: Megatron-Core adds the output one in eager
+ * kernels whose time costs/compute.c prices), Gemma 2's tanh logit
  * soft-capping (a fused elementwise step of the attention and head kernels),
  * Llama 4's weightless L2 QK-norm.
  */

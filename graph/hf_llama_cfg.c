@@ -311,6 +311,7 @@ loom_status loom_hf_llama_cfg_read(const loom_jctx *c, const cJSON *cfg, const c
         lc->names = "gpt_oss";
         lc->o_bias = lc->attn_bias;
         lc->router_bias = true;
+        m->expert_bias = true;   /* GptOssExperts: gate_up_proj_bias, down_proj_bias */
     }
     if (strcmp(arch, "llama4_text") == 0) lc->names = "llama4";
     if (strcmp(arch, "qwen2_moe") == 0 || strcmp(arch, "qwen3_moe") == 0 ||

@@ -307,6 +307,44 @@ int main(void)
     t = test_op_time(m, g, experts, (loom_dim_split[]){{"e", 2}}, 1);
     CHECK_NEAR_REL(t.fwd_s, xt / 2 + 4 * 0.9e-6, 1e-12);
 
+    /* Expert output biases (gpt-oss; Megatron-Core's TEGroupedMLP._apply_bias
+     * adds them in eager PyTorch after fc2). In a graph whose model has
+     * expert biases, the down projection y[e,c,h] = x[e,c,f]·W[e,f,h] (the
+     * transpose of the experts above: the same 52.1 us + 8 · 0.9 us) adds
+     * per expert b·p and t + b·p, then one cat: 6 passes of its output's
+     * O = 8·512·2048·2 B = 16.78 MB, 2·8 + 1 kernels; backward g·p, its sum,
+     * g·b, its sum and split's cat: 8 passes, 4·8 + 1 kernels. At 1 us per
+     * kernel: forward 52.1 + 7.2 + 1 (the GEMM's launch) + 60.1 + 17 us,
+     * backward 2·(52.1 + 7.2) + 2 + 80.1 + 33 us. The up projection (its
+     * output has f: TE's grouped GEMM adds fc1's bias in its epilogue) and
+     * a model without expert biases cost the GEMM alone. Expert-parallel
+     * over 2 (the e split): half the rows and half the experts. */
+    loom_calib calb = cal;
+    calb.kernel_overhead_s = 1e-6;
+    loom_cost_model *mb = NULL;
+    CHECK_INT_EQ(loom_cost_model_create(&c, &calb, NULL, &mb, &err), LOOM_OK);
+    loom_graph *gb = NULL;
+    CHECK_INT_EQ(loom_graph_create("expert-bias", &gb, &err), LOOM_OK);
+    int32_t down = einsum3(gb, "down", "ecf,efh->ech", 3, "ecf", (int64_t[]){8, 512, 1536}, 3, "efh",
+                           (int64_t[]){8, 1536, 2048}, 3, "ech", (int64_t[]){8, 512, 2048});
+    int32_t up = einsum3(gb, "up", "ech,ehf->ecf", 3, "ech", (int64_t[]){8, 512, 2048}, 3, "ehf",
+                         (int64_t[]){8, 2048, 1536}, 3, "ecf", (int64_t[]){8, 512, 1536});
+    double ob = 8.0 * 512 * 2048 * 2, hbm = H100_HBM * 0.5;
+    double gf = xt + 8 * 0.9e-6 + 1e-6, gb_s = 2 * (xt + 8 * 0.9e-6) + 2e-6;
+    t = test_op_time(mb, gb, down, NULL, 0);   /* no expert biases yet */
+    CHECK_NEAR_REL(t.fwd_s, gf, 1e-12);
+    CHECK_NEAR_REL(t.bwd_s, gb_s, 1e-12);
+    loom_graph_info(gb)->expert_bias = true;
+    t = test_op_time(mb, gb, down, NULL, 0);
+    CHECK_NEAR_REL(t.fwd_s, gf + 6 * ob / hbm + 17e-6, 1e-12);
+    CHECK_NEAR_REL(t.bwd_s, gb_s + 8 * ob / hbm + 33e-6, 1e-12);
+    t = test_op_time(mb, gb, up, NULL, 0);
+    CHECK_NEAR_REL(t.fwd_s, gf, 1e-12);
+    t = test_op_time(mb, gb, down, (loom_dim_split[]){{"e", 2}}, 1);
+    CHECK_NEAR_REL(t.fwd_s, xt / 2 + 4 * 0.9e-6 + 1e-6 + 3 * ob / hbm + 9e-6, 1e-12);
+    loom_graph_destroy(gb);
+    loom_cost_model_destroy(mb);
+
     /* Embedding: token ids [s] gather rows of a [v, h] table into [s, h];
      * it reads only the gathered rows: bytes = 2 · |out| = 2·1024·4096·2.
      * A vocab-split table (Megatron's vocab-parallel embedding) still

@@ -263,6 +263,7 @@ static void test_info(void)
         CHECK_INT_EQ(m->seq, 2048);
         CHECK_INT_EQ(m->batch, 1);
         CHECK(!m->tied_embeddings && m->gated_mlp && m->flash_attention);
+        CHECK(!m->expert_bias);
         CHECK_INT_EQ(loom_graph_layer_count(g), 34);
         /* op names are HF module paths */
         int32_t first, count;
@@ -272,10 +273,18 @@ static void test_info(void)
         CHECK(strcmp(loom_graph_op(g, first + 1)->name, "lm_head") == 0);
         loom_graph_destroy(g);
     }
+    /* gpt-oss's experts carry biases (GptOssExperts gate_up_proj_bias,
+     * down_proj_bias), which the cost model prices; Mixtral's do not */
+    g = load("gpt-oss-20b", NULL);
+    if (g) {
+        CHECK(loom_graph_info_c(g)->expert_bias);
+        loom_graph_destroy(g);
+    }
     g = load("mixtral-8x7b", NULL);
     if (g) {
         const loom_model_info *m = loom_graph_info_c(g);
         CHECK(strcmp(m->arch, "mixtral") == 0);
+        CHECK(!m->expert_bias);
         CHECK_INT_EQ(m->experts, 8);
         CHECK_INT_EQ(m->experts_topk, 2);
         /* c = ceil(b·s·topk / e) = 2048·2/8 tokens per expert */

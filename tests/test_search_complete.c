@@ -35,7 +35,10 @@
  * unfused attention (selective recompute reruns something; no CP).
  * That the check can fail is checked too: planned without context
  * parallelism and TP communication overlap (--no-cp --no-tp-comm-overlap,
- * the spaces before issue 19), the two long-sequence cases are beaten.
+ * the spaces before issue 19), the long-sequence cases are beaten in both
+ * spaces, gpt-oss-20b in the Megatron space only: since its experts'
+ * eager output-bias kernels are priced (costs/compute.c) the full space's
+ * best plan for it, 0.597 s, uses neither (the same time with and without).
  */
 #include <math.h>
 #include <stdio.h>
@@ -364,7 +367,7 @@ static void run_case(const bf_case *k, bool narrow_loses)
     CHECK(t.fitting > 100);   /* the sweep really ran */
     CHECK_INT_EQ(bm, 0);
     CHECK_INT_EQ(bf, 0);
-    if (narrow_loses) CHECK(bm0 > 0 && bf0 > 0);
+    if (narrow_loses) CHECK(bm0 > 0 && (moe || bf0 > 0));
     /* --ep pins (MoE): each pinned plan has a configuration of that EP
      * behind it and no configuration of that EP beats it by more than the
      * evaluators' 0.1 %. A pin only removes options, yet the pinned plan
