@@ -463,10 +463,38 @@ static double maxd(double a, double b)
 #define EXPERT_BIAS_FWD_PASSES 6.0
 #define EXPERT_BIAS_BWD_PASSES 8.0
 
-/* Forward and backward time of the expert output bias after op (0 unless
- * op is the down projection of experts with biases: an expert einsum, its
- * input per expert, whose output has no "f"). groups: the local experts. */
-static void expert_bias_time(const loom_cost_model *m, const loom_graph *g, const loom_op *op,
+/* A model with expert biases also runs without bias_dropout_fusion:
+ * Megatron-Core refuses the fusion in TEGroupedMLP when add_bias_linear is
+ * set (experts.py: "bias_dropout_fusion is not supported in TEGroupedMLP
+ * when add_bias_linear=True"; the gpt-oss bridge sets it False). A row-
+ * parallel layer (the attention's linear_proj) returns its bias to the
+ * bias-dropout-add (skip_bias_add), which then adds it in a kernel of its
+ * own, x = x + bias, before the residual add (megatron/core/fusions/
+ * fused_bias_dropout.py, _bias_dropout_add_func; dropout at p = 0 returns
+ * its input, no kernel): 2 passes of the output forward; backward the
+ * bias gradient, a sum over the tokens, 1 pass. The residual add is the
+ * graph's own op. */
+#define UNFUSED_BIAS_FWD_PASSES 2.0
+#define UNFUSED_BIAS_BWD_PASSES 1.0
+
+/* Whether the einsum's first input has a dim its output lacks among the
+ * tensor-parallel row dims (heads, f): a row-parallel projection. */
+static bool row_parallel(const loom_graph *g, const loom_op *op)
+{
+    static const char *const rows[] = {"heads", "f"};
+    const loom_tensor *in0 = loom_graph_tensor(g, op->in[0]), *out0 = loom_graph_tensor(g, op->out[0]);
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        if (loom_tensor_dim_index(in0, rows[i]) >= 0 && loom_tensor_dim_index(out0, rows[i]) < 0)
+            return true;
+    return false;
+}
+
+/* Forward and backward time of the bias kernels Megatron-Core runs after
+ * op in a model with expert biases (0 for other ops and models): the
+ * experts' down projection (an expert einsum, its input per expert, whose
+ * output has no "f"; groups: its local experts) and a row-parallel einsum
+ * with a bias. out_bytes: the output's shard bytes. */
+static void unfused_bias_time(const loom_cost_model *m, const loom_graph *g, const loom_op *op,
                              double groups, double out_bytes, double *fwd_s, double *bwd_s)
 {
     *fwd_s = *bwd_s = 0;
@@ -475,12 +503,15 @@ static void expert_bias_time(const loom_cost_model *m, const loom_graph *g, cons
         return;
     const loom_tensor *in0 = loom_graph_tensor(g, op->in[0]), *w0 = loom_graph_tensor(g, op->w[0]);
     const loom_tensor *out0 = loom_graph_tensor(g, op->out[0]);
-    if (loom_tensor_dim_index(w0, "e") < 0 || loom_tensor_dim_index(in0, "e") < 0 ||
-        loom_tensor_dim_index(out0, "f") >= 0)
-        return;
     double k = m->cal.kernel_overhead_s;
-    *fwd_s = loom_cost_memory_time_s(m, EXPERT_BIAS_FWD_PASSES * out_bytes) + (2 * groups + 1) * k;
-    *bwd_s = loom_cost_memory_time_s(m, EXPERT_BIAS_BWD_PASSES * out_bytes) + (4 * groups + 1) * k;
+    bool expert = loom_tensor_dim_index(w0, "e") >= 0 && loom_tensor_dim_index(in0, "e") >= 0;
+    if (expert && loom_tensor_dim_index(out0, "f") < 0) {
+        *fwd_s = loom_cost_memory_time_s(m, EXPERT_BIAS_FWD_PASSES * out_bytes) + (2 * groups + 1) * k;
+        *bwd_s = loom_cost_memory_time_s(m, EXPERT_BIAS_BWD_PASSES * out_bytes) + (4 * groups + 1) * k;
+    } else if (!expert && op->bias && row_parallel(g, op)) {
+        *fwd_s = loom_cost_memory_time_s(m, UNFUSED_BIAS_FWD_PASSES * out_bytes) + k;
+        *bwd_s = loom_cost_memory_time_s(m, UNFUSED_BIAS_BWD_PASSES * out_bytes) + k;
+    }
 }
 
 static int64_t split_parts(const loom_dim_split *splits, int n_splits, const char *dim)
@@ -653,7 +684,7 @@ loom_status loom_cost_op_time_ep(const loom_cost_model *m, const loom_graph *g, 
             /* a measured GEMM is the kernel alone: the expert bias's
              * eager kernels after it are priced as below */
             double bf, bb;
-            expert_bias_time(m, g, op, expert_groups(g, op, splits, n_splits, mv.on ? ep : 1),
+            unfused_bias_time(m, g, op, expert_groups(g, op, splits, n_splits, mv.on ? ep : 1),
                              w.out_bytes, &bf, &bb);
             *out = (loom_op_time){f + bf, b + bb, src};
             if (!dispatcher) busiest(&mv, out);
@@ -690,7 +721,7 @@ loom_status loom_cost_op_time_ep(const loom_cost_model *m, const loom_graph *g, 
             double ng = expert_groups(g, op, splits, n_splits, mv.on ? ep : 1);
             cf = grouped_kernel_s(m, w.fwd_flops, ng, peak);
             cb = kb * grouped_kernel_s(m, w.bwd_flops / kb, ng, peak);
-            expert_bias_time(m, g, op, ng, w.out_bytes, &bias_f, &bias_b);
+            unfused_bias_time(m, g, op, ng, w.out_bytes, &bias_f, &bias_b);
             if (fp8) {
                 /* TE's cast-transpose kernels, memory-bound with amax fused
                  * (transformer_engine/common/transpose/cast_transpose.cu):

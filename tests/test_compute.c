@@ -342,6 +342,39 @@ int main(void)
     CHECK_NEAR_REL(t.fwd_s, gf, 1e-12);
     t = test_op_time(mb, gb, down, (loom_dim_split[]){{"e", 2}}, 1);
     CHECK_NEAR_REL(t.fwd_s, xt / 2 + 4 * 0.9e-6 + 1e-6 + 3 * ob / hbm + 9e-6, 1e-12);
+    /* Such a model also runs without Megatron's bias_dropout_fusion (TEGroupedMLP
+     * refuses it with biases), so a row-parallel layer's bias (y[s,h] =
+     * x[s,f]·W[f,h] + b[h]: 25.77 GFLOP + 8.39 MFLOP of bias, 52.1 us) is
+     * added by a kernel of its own: 2 passes of y (16.78 MB, as O above)
+     * forward and a 1-pass bias sum backward, one kernel each; a column-
+     * parallel bias (y[s,f] = x[s,h]·W[h,f] + b[f]) stays in the GEMM. */
+    int32_t rx = test_tensor(gb, "row.x", LOOM_DTYPE_BF16, 2, "sf", (int64_t[]){4096, 1536}, false);
+    int32_t rw = test_tensor(gb, "row.W", LOOM_DTYPE_BF16, 2, "fh", (int64_t[]){1536, 2048}, true);
+    int32_t rb = test_tensor(gb, "row.b", LOOM_DTYPE_BF16, 1, "h", (int64_t[]){2048}, true);
+    int32_t ry = test_tensor(gb, "row.y", LOOM_DTYPE_BF16, 2, "sh", (int64_t[]){4096, 2048}, false);
+    loom_op ro = {.kind = LOOM_OP_EINSUM, .n_in = 1, .n_w = 2, .n_out = 1, .in = {rx},
+                  .w = {rw, rb}, .out = {ry}, .bias = true};
+    snprintf(ro.name, sizeof ro.name, "row");
+    snprintf(ro.einsum, sizeof ro.einsum, "sf,fh->sh");
+    int32_t row = op(gb, &ro);
+    int32_t cx = test_tensor(gb, "col.x", LOOM_DTYPE_BF16, 2, "sh", (int64_t[]){4096, 2048}, false);
+    int32_t cw = test_tensor(gb, "col.W", LOOM_DTYPE_BF16, 2, "hf", (int64_t[]){2048, 1536}, true);
+    int32_t cbias = test_tensor(gb, "col.b", LOOM_DTYPE_BF16, 1, "f", (int64_t[]){1536}, true);
+    int32_t cy = test_tensor(gb, "col.y", LOOM_DTYPE_BF16, 2, "sf", (int64_t[]){4096, 1536}, false);
+    loom_op co = {.kind = LOOM_OP_EINSUM, .n_in = 1, .n_w = 2, .n_out = 1, .in = {cx},
+                  .w = {cw, cbias}, .out = {cy}, .bias = true};
+    snprintf(co.name, sizeof co.name, "col");
+    snprintf(co.einsum, sizeof co.einsum, "sh,hf->sf");
+    int32_t col = op(gb, &co);
+    double rt = (xf + 4096.0 * 2048) / (H100_BF16 * 0.5), ct = (xf + 4096.0 * 1536) / (H100_BF16 * 0.5);
+    t = test_op_time(mb, gb, row, NULL, 0);
+    CHECK_NEAR_REL(t.fwd_s, rt + 1e-6 + 2 * ob / hbm + 1e-6, 1e-12);
+    CHECK_NEAR_REL(t.bwd_s, 2 * rt + 2e-6 + ob / hbm + 1e-6, 1e-12);
+    t = test_op_time(mb, gb, col, NULL, 0);
+    CHECK_NEAR_REL(t.fwd_s, ct + 1e-6, 1e-12);
+    loom_graph_info(gb)->expert_bias = false;   /* a fused bias-dropout-add: the GEMM alone */
+    t = test_op_time(mb, gb, row, NULL, 0);
+    CHECK_NEAR_REL(t.fwd_s, rt + 1e-6, 1e-12);
     loom_graph_destroy(gb);
     loom_cost_model_destroy(mb);
 
