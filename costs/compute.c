@@ -444,6 +444,34 @@ static double maxd(double a, double b)
     return a > b ? a : b;
 }
 
+/* ---- rotary embedding without Megatron's fusion ---------------------------- */
+
+/* Megatron fuses RoPE (TE's fused_apply_rotary_pos_emb) only for
+ * position_embedding_type "rope": Megatron-Bridge turns apply_rope_fusion off
+ * for any other (src/megatron/bridge/utils/fusions.py,
+ * validate_rope_fusion_compatibility, "similar to arguments.py logic"; its
+ * performance scripts ask for the fusion on every model), and gpt-oss's
+ * bridge sets "yarn". Multi-latent attention keeps it (the same check lets
+ * MLA through). Without it megatron/core/models/common/embeddings/
+ * rope_utils.py _apply_rotary_pos_emb_bshd runs in eager PyTorch, per
+ * element of q (and of k) of a bytes:
+ *     -x2 (a), cat(-x2, x1) (2a), t·cos (2a), rot·sin (2a), + (3a),
+ *     cat(t, t_pass) with t_pass empty (2a)        = 12a, 6 kernels;
+ * backward g·sin (2a), -g (a), chunk's cat (2a), g·cos (2a), the two
+ * gradients of t summed (3a)                        = 10a, 5 kernels
+ * (the fused kernel, as loom prices a rope op otherwise: 2a and 4a). */
+#define YARN_ROPE_FWD_PASSES 12.0   /* passes of the output's bytes (a per element) */
+#define YARN_ROPE_BWD_PASSES 10.0
+#define YARN_ROPE_FWD_KERNELS 6
+#define YARN_ROPE_BWD_KERNELS 5
+
+static bool unfused_yarn_rope(const loom_graph *g, const loom_op *op)
+{
+    const loom_model_info *mi = loom_graph_info_c(g);
+    return op->kind == LOOM_OP_ELEMENTWISE && strcmp(op->fn, "rope") == 0 &&
+           strcmp(mi->facts.rope_scaling, "yarn") == 0 && mi->kv_lora_rank == 0;
+}
+
 /* ---- mixture of experts (costs/moe.h) ------------------------------------- */
 
 /* Expert output biases (gpt-oss's down_proj_bias [e, h]). Megatron-Core
@@ -777,6 +805,13 @@ loom_status loom_cost_op_time_ep(const loom_cost_model *m, const loom_graph *g, 
             mem_b = 2 * mem_f;
             kf = ch.kernels;
             kb = 2 * ch.kernels;
+        } else if (m->elementwise == LOOM_ELEMENTWISE_FUSED && elem > 0 && unfused_yarn_rope(g, op)) {
+            /* plain ATen kernels, as the eager chains above: eager_mem_eff */
+            double bw = m->cluster.gpu.hbm_bw_Bps * cal->eager_mem_eff;
+            mem_f = YARN_ROPE_FWD_PASSES * w.out_bytes / bw;
+            mem_b = YARN_ROPE_BWD_PASSES * w.out_bytes / bw;
+            kf = YARN_ROPE_FWD_KERNELS;
+            kb = YARN_ROPE_BWD_KERNELS;
         }
     }
     out->fwd_s = maxd(cf, mem_f) + kf * cal->kernel_overhead_s + bias_f;

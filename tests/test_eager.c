@@ -139,6 +139,28 @@ int main(void)
     CHECK_INT_EQ(ch.kernels, 1);
     CHECK(!loom_eager_chain_of(loom_graph_op(g, add), 2, &ch));
 
+    /* Megatron without RoPE fusion (position embedding "yarn" that is not
+     * MLA: gpt-oss): fused mode prices rope_utils.py's eager
+     * _apply_rotary_pos_emb_bshd, per element -x2 (2 B), cat (4), t·cos
+     * (4), rot·sin (4), + (6), cat with the empty t_pass (4) = 24 B in 6
+     * kernels, against 4 B in 1; backward g·sin (4), -g (2), chunk's cat
+     * (4), g·cos (4), the sum of t's two gradients (6) = 20 B in 5. Plain
+     * ATen kernels: eager_mem_eff. The same model with MLA (DeepSeek's
+     * yarn) keeps the fused kernel. */
+    loom_cost_model_set_elementwise(m, LOOM_ELEMENTWISE_FUSED);
+    loom_op_time fused_rope = test_op_time(m, g, rope, NULL, 0);
+    CHECK_NEAR_REL(fused_rope.fwd_s, 4 * n * FUSED_S_PER_BYTE + LAUNCH_S, 1e-9);
+    loom_model_info *mi = loom_graph_info(g);
+    snprintf(mi->facts.rope_scaling, sizeof mi->facts.rope_scaling, "yarn");
+    t = test_op_time(m, g, rope, NULL, 0);
+    CHECK_NEAR_REL(t.fwd_s, 24 * n * HBM_S_PER_BYTE + 6 * LAUNCH_S, 1e-9);
+    CHECK_NEAR_REL(t.bwd_s, 20 * n * HBM_S_PER_BYTE + 5 * LAUNCH_S, 1e-9);
+    t = test_op_time(m, g, add, NULL, 0);   /* only the rotary embedding */
+    CHECK_NEAR_REL(t.fwd_s, fused_add.fwd_s, 1e-12);
+    mi->kv_lora_rank = 512;
+    t = test_op_time(m, g, rope, NULL, 0);
+    CHECK_NEAR_REL(t.fwd_s, fused_rope.fwd_s, 1e-12);
+    CHECK_NEAR_REL(t.bwd_s, fused_rope.bwd_s, 1e-12);
     /* The shipped defaults: the H100 fit's mem_eff (0.400095) is an in-run
      * residual of Megatron steps; the chains keep the prior's 0.85
      * (calib.c). On Grand Teton's H100 (2,400 GB/s HBM2e, device.c) with the
