@@ -36,6 +36,13 @@
  *              and SwiGLU as their chains of kernels, each a pass through
  *              HBM (eager.h) at eager_mem_eff (calib.c), in the backward
  *              too.
+ * Three eager paths of Megatron-Core that its fused kernels do not cover
+ * are priced where a model property selects them (details at each), plain
+ * ATen kernels at eager_mem_eff too: the experts' output bias of a model
+ * with expert biases (gpt-oss) and, since such a model runs without
+ * bias_dropout_fusion, a row-parallel layer's bias; and the rotary
+ * embedding of a YaRN model without MLA, for which Megatron turns RoPE
+ * fusion off.
  * Backward moves about twice the forward bytes: for y = xW, dX = dY·Wᵀ
  * reads dY, W and writes dX; dW = Xᵀ·dY reads X, dY and writes dW, i.e.
  * 2·(|X| + |W| + |Y|); pointwise backward reads x and dy and writes dx.
