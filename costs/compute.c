@@ -539,13 +539,15 @@ static void unfused_bias_time(const loom_cost_model *m, const loom_graph *g, con
     const loom_tensor *in0 = loom_graph_tensor(g, op->in[0]), *w0 = loom_graph_tensor(g, op->w[0]);
     const loom_tensor *out0 = loom_graph_tensor(g, op->out[0]);
     double k = m->cal.kernel_overhead_s;
+    /* plain ATen kernels: eager_mem_eff, not the fitted in-run mem_eff */
+    double bw = m->cluster.gpu.hbm_bw_Bps * m->cal.eager_mem_eff;
     bool expert = loom_tensor_dim_index(w0, "e") >= 0 && loom_tensor_dim_index(in0, "e") >= 0;
     if (expert && loom_tensor_dim_index(out0, "f") < 0) {
-        *fwd_s = loom_cost_memory_time_s(m, EXPERT_BIAS_FWD_PASSES * out_bytes) + (2 * groups + 1) * k;
-        *bwd_s = loom_cost_memory_time_s(m, EXPERT_BIAS_BWD_PASSES * out_bytes) + (4 * groups + 1) * k;
+        *fwd_s = EXPERT_BIAS_FWD_PASSES * out_bytes / bw + (2 * groups + 1) * k;
+        *bwd_s = EXPERT_BIAS_BWD_PASSES * out_bytes / bw + (4 * groups + 1) * k;
     } else if (!expert && op->bias && row_parallel(g, op)) {
-        *fwd_s = loom_cost_memory_time_s(m, UNFUSED_BIAS_FWD_PASSES * out_bytes) + k;
-        *bwd_s = loom_cost_memory_time_s(m, UNFUSED_BIAS_BWD_PASSES * out_bytes) + k;
+        *fwd_s = UNFUSED_BIAS_FWD_PASSES * out_bytes / bw + k;
+        *bwd_s = UNFUSED_BIAS_BWD_PASSES * out_bytes / bw + k;
     }
 }
 
