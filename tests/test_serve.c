@@ -516,6 +516,41 @@ static void test_overlap_host(void)
     loom_graph_destroy(g);
 }
 
+/* TensorRT-LLM's C++ executor pays seq_compiled_s per running sequence an
+ * iteration; behind NIM's server seq_nim_s more (calib.h), behind an
+ * in-process harness (MLPerf) nothing more. Same engine, same batch: the
+ * two iterations' host overheads differ by exactly n · seq_nim_s, and the
+ * GPU parts not at all. */
+static void test_nim_seq_cost(void)
+{
+    loom_graph *g = load("examples/models/llama-3-8b.json");
+    const loom_cluster *c = h100_x1();
+    loom_error err = {0};
+    loom_serve_parallel p;
+    loom_serve_parallel_init(&p);
+    loom_serve_calib sc;
+    loom_serve_calib_default(&c->gpu, &sc);
+    sc.seq_compiled_s = 20e-6;
+    sc.seq_nim_s = 90e-6;
+    loom_serve_iter bd[2];
+    for (int nim = 0; nim < 2; nim++) {
+        loom_serve_model_opts o = {.graph = g, .cluster = c, .par = p, .seq_tokens = 2048,
+                                   .serve_calib = &sc,
+                                   .frontend = nim ? LOOM_FRONTEND_NIM : LOOM_FRONTEND_NONE};
+        loom_serve_engine_defaults(LOOM_ENGINE_TRTLLM, &c->gpu, 1, &o.engine);
+        o.engine.compiled_runtime = true;
+        loom_serve_model *m = NULL;
+        CHECK(loom_serve_model_create(&o, &m, &err) == LOOM_OK);
+        if (!m) return;
+        loom_serve_batch b = {.n_decode = 64, .decode_ctx = 64.0 * 1000, .n_sampled = 64};
+        loom_serve_iter_time(m, &b, &bd[nim]);
+        loom_serve_model_destroy(m);
+    }
+    CHECK_NEAR_REL(bd[1].overhead_s - bd[0].overhead_s, 64 * 90e-6, 1e-9);
+    CHECK_NEAR_REL(bd[1].gemm_s + bd[1].attn_s, bd[0].gemm_s + bd[0].attn_s, 1e-12);
+    loom_graph_destroy(g);
+}
+
 /* The two stream queues (calib.h stream_token_s, client_chunk_s): the
  * server's and a Python benchmark client's, in different processes. A
  * token passes both, so with nothing queued a lone request sees each of its
@@ -638,6 +673,7 @@ static void test_users_start(void)
 
 int main(void)
 {
+    test_nim_seq_cost();
     test_engine_defaults();
     test_decode_band();
     test_pp_lone_prompt();

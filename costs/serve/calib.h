@@ -25,6 +25,10 @@
  *                      PyTorch backend)
  *   seq_compiled_s     the same in TensorRT-LLM's C++ executor running a
  *                      built engine (engine.h compiled_runtime)
+ *   seq_nim_s          added to it behind NIM's server, whose Python process
+ *                      drives the executor and takes every running
+ *                      sequence's token off it each iteration (MLPerf's and
+ *                      trtllm-bench's C++ harnesses do not)
  *   request_overhead_s per request in the API server, one at a time
  *                      (HTTP, tokenisation, admission and teardown): the
  *                      front end is a serial queue in front of the engine
@@ -82,6 +86,7 @@
     X(iter_compiled_s, 0.0, 20e-3)      \
     X(seq_overhead_s, 0.0, 100e-6)     \
     X(seq_compiled_s, 0.0, 200e-6)     \
+    X(seq_nim_s, 0.0, 200e-6)          \
     X(request_overhead_s, 0.0, 4e-3)    \
     X(stream_token_s, 0.0, 2e-3)        \
     X(client_chunk_s, 0.0, 2e-3)        \
@@ -98,7 +103,7 @@ typedef struct {
 #undef LOOM_X
 } loom_serve_calib;
 
-#define LOOM_SERVE_CALIB_NFIELDS 20
+#define LOOM_SERVE_CALIB_NFIELDS 21
 
 /* The shipped values (examples/calibration/serving-calib.json, the fit of
  * examples/calibration/serving-runs.json, compiled in), one row for every

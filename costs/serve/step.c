@@ -39,6 +39,7 @@ static void apply_calib(loom_serve_model *m, const loom_serve_calib *c)
     m->iter_overhead_s = m->engine.compiled_runtime ? m->sc.iter_compiled_s
                                                     : loom_serve_calib_iter_s(&m->sc, &m->engine);
     m->seq_s = m->engine.compiled_runtime ? m->sc.seq_compiled_s : m->sc.seq_overhead_s;
+    if (m->frontend == LOOM_FRONTEND_NIM) m->seq_s += m->sc.seq_nim_s;
     m->latency_s = loom_serve_calib_latency_s(&m->sc, m->engine.kind, m->frontend);
 }
 
