@@ -171,6 +171,17 @@ int main(void)
         if (rr && n == 1) CHECK_INT_EQ(rr[0].par.kv_dtype, kv_want[i]);
         free(rr);
     }
+    /* TensorRT-LLM's context chunking is read from engine_settings and only
+     * for TensorRT-LLM (vLLM and SGLang chunk by their own defaults) */
+    const char *ch[] = {"\"engine\": \"tensorrt-llm\", \"engine_settings\": {\"enable_chunked_context\": true}",
+                        "\"engine\": \"tensorrt-llm\", \"engine_settings\": {\"enable_chunked_context\": false}",
+                        "\"engine\": \"tensorrt-llm\"",
+                        "\"engine\": \"vllm\", \"engine_settings\": {\"enable_chunked_context\": true}"};
+    for (int i = 0; i < 4; i++) {
+        CHECK(load_one(path, ch[i], &rr, &n, &err) == LOOM_OK);
+        if (rr && n == 1) CHECK_INT_EQ(rr[0].chunked_context, i == 0);
+        free(rr);
+    }
     check_tmpdir_remove(dir);
     loom_graph_destroy(g8);
     loom_graph_destroy(g70);

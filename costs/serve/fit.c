@@ -63,6 +63,7 @@ void loom_serve_case_opts(const loom_serve_case *c, const loom_serve_calib *cal,
     if (r->vllm_v0) o->engine.v0_loop = true;
     if (r->overlap_off) o->engine.overlap_host = false;
     if (r->overlap_on) o->engine.overlap_host = true;
+    if (r->chunked_context) o->engine.chunked_prefill = true;
     if (r->max_num_seqs > 0) o->engine.max_num_seqs = r->max_num_seqs;
     if (r->max_batched_tokens > 0) o->engine.max_batched_tokens = r->max_batched_tokens;
     if (r->mem_fraction > 0 && r->mem_fraction <= 1) o->engine.mem_fraction = r->mem_fraction;

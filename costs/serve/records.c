@@ -250,6 +250,12 @@ static loom_status one(const loom_jctx *c, const cJSON *o, const char *path, loo
     if (es && r->engine == LOOM_ENGINE_VLLM &&
         cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(es, "async_scheduling")))
         r->overlap_on = true;
+    /* TensorRT-LLM prices prompts whole unless the run enables context
+     * chunking (enable_chunked_context, as MLPerf's harness does with
+     * budgets below its longest prompt) */
+    if (es && r->engine == LOOM_ENGINE_TRTLLM &&
+        cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(es, "enable_chunked_context")))
+        r->chunked_context = true;
     /* vLLM's multi-step scheduling (--num-scheduler-steps k, v0.6): engine.h */
     if (es) {
         double k = num_or(es, "num_scheduler_steps", 1);

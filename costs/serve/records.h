@@ -77,6 +77,8 @@ typedef struct {
     bool overlap_off;             /* no overlap scheduler: SGLang < 0.4 or its launch line's
                                      --disable-overlap-schedule */
     bool overlap_on;              /* vLLM's launch line asks for --async-scheduling */
+    bool chunked_context;         /* TensorRT-LLM's enable_chunked_context: prompts longer
+                                     than the token budget are split (engine.h chunked_prefill) */
     bool vllm_v0;                 /* vLLM before 0.8: the V0 engine loop (engine.h v0_loop) */
     int32_t scheduler_steps;      /* engine_settings num_scheduler_steps (vLLM V0 multi-step) */
     int64_t max_model_len;        /* engine_settings max_model_len (0 = not stated) */
