@@ -11,8 +11,8 @@
  * An iteration. The policy (engine.h) forms a batch:
  *   mixed (vLLM, TensorRT-LLM): every running sequence's decode token, then
  *     the unfinished prompt chunks of running sequences, then new requests
- *     from the queue, until the token budget, max_num_seqs or the free
- *     blocks run out;
+ *     from the queue, until the token budget (one per pipeline micro-batch,
+ *     iter_budget), max_num_seqs or the free blocks run out;
  *   alternating (SGLang): a prefill batch of chunks (continuing prompt
  *     first, then new requests) when one can be admitted, else a decode
  *     batch of every running sequence.
@@ -237,6 +237,23 @@ static int64_t pending_prefill(const engine_t *s)
     return b > 0 ? b : 0;
 }
 
+/* The token budget of an iteration: the engine's per micro-batch, once per
+ * pipeline stage, since each of the pp micro-batches in flight is
+ * scheduled with its own (TensorRT-LLM's and vLLM's virtual engines; step.h
+ * prices one micro-batch's pass). */
+static int64_t iter_budget(const engine_t *s)
+{
+    return s->e->max_batched_tokens * loom_serve_model_shape(s->m)->par.pp;
+}
+
+/* A sequence's prompt chunk this iteration: what is left, within the
+ * budget and within one micro-batch's (a sequence lives in one). */
+static int64_t chunk_of(const engine_t *s, int64_t left, int64_t budget)
+{
+    int64_t c = left < budget ? left : budget;
+    return c < s->e->max_batched_tokens ? c : s->e->max_batched_tokens;
+}
+
 /* Admits from the queue while budget, seats and blocks last. A request is
  * admitted only when its whole prompt fits beside what the running prompts
  * still need (SGLang's PrefillAdder checks the same; without it, chunked
@@ -249,9 +266,9 @@ static void admit(engine_t *s, int64_t *budget)
         int64_t id = wait_front(s);
         req_t *q = &s->r[id];
         int64_t left = q->prompt - q->prefilled;
-        int64_t c = left < *budget ? left : *budget;
+        int64_t c = chunk_of(s, left, *budget);
         int64_t tokens = c > 0 ? c : 1;   /* a cached prompt decodes at once */
-        bool whole_budget = *budget == e->max_batched_tokens;
+        bool whole_budget = *budget >= e->max_batched_tokens;
         if (!e->chunked_prefill && c < left && !whole_budget) break;
         int64_t need, total;
         if (e->reserve_full_output) need = total = blocks_for(s, q->prompt + q->osl - q->generated);
@@ -281,7 +298,7 @@ static void admit(engine_t *s, int64_t *budget)
 static void schedule(engine_t *s)
 {
     const loom_serve_engine *e = s->e;
-    int64_t budget = e->max_batched_tokens;
+    int64_t budget = iter_budget(s);
     s->n_sel = 0;
     bool prefill_only = false;
     /* with cached prompts there is no prefill batch to alternate with:
@@ -299,7 +316,7 @@ static void schedule(engine_t *s)
         for (int64_t i = 0; i < s->n_run && budget > 0; i++) {
             req_t *q = &s->r[s->run[i]];
             if (q->prefilled >= q->prompt) continue;
-            int64_t left = q->prompt - q->prefilled, c = left < budget ? left : budget;
+            int64_t left = q->prompt - q->prefilled, c = chunk_of(s, left, budget);
             if (!grow(s, i, q->prefilled + c)) break;
             s->sel[s->n_sel] = s->run[i];
             s->chunk[s->n_sel++] = c;
@@ -307,7 +324,7 @@ static void schedule(engine_t *s)
         }
         admit(s, &budget);
         if (s->n_sel > 0) goto keep;
-        budget = e->max_batched_tokens;   /* nothing admissible: decode instead */
+        budget = iter_budget(s);   /* nothing admissible: decode instead */
     }
     /* decodes of every running sequence, then unfinished chunks */
     for (int64_t i = 0; i < s->n_run; i++) {
@@ -323,7 +340,7 @@ static void schedule(engine_t *s)
     for (int64_t i = 0; i < s->n_run && budget > 0; i++) {
         req_t *q = &s->r[s->run[i]];
         if (q->prefilled >= q->prompt) continue;
-        int64_t left = q->prompt - q->prefilled, c = left < budget ? left : budget;
+        int64_t left = q->prompt - q->prefilled, c = chunk_of(s, left, budget);
         if (!e->chunked_prefill && c < left) continue;
         if (!e->reserve_full_output && !grow(s, i, q->prefilled + c)) break;
         s->sel[s->n_sel] = s->run[i];

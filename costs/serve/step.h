@@ -26,6 +26,9 @@
  * A sequence lives in one micro-batch (and one attention-DP rank): with
  * fewer sequences than pp · dp, each carries its whole share, so a lone
  * prompt's chunk is not spread over micro-batches it cannot be split into.
+ * Each micro-batch is scheduled with its own token budget, so an
+ * iteration of the simulator carries pp budgets, a sequence's chunk at
+ * most one (sim.c iter_budget).
  *
  * Units: seconds.
  */
