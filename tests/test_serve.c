@@ -91,6 +91,20 @@ done:
     loom_graph_destroy(g);
 }
 
+/* Llama-3-70B on one DGX H100 under vLLM, TP 4 alone (m[0]) and TP 4 × PP 2
+ * (m[1]), for sequences up to seq tokens: the pair the pipeline tests set
+ * side by side. */
+static void tp4_pp2_pair(loom_graph *g, int64_t seq, loom_serve_model *m[2], loom_error *err)
+{
+    loom_serve_parallel p[2];
+    for (int i = 0; i < 2; i++) {
+        loom_serve_parallel_init(&p[i]);
+        p[i].tp = 4;
+        p[i].pp = i + 1;
+        m[i] = make(g, "dgx-h100-x1", LOOM_ENGINE_VLLM, p[i], seq, err);
+    }
+}
+
 /* Pipeline parallelism does not split a lone prompt: at pp 2 (TP 4 per
  * stage) one 8192-token prompt passes through both stages one after the
  * other, so its prefill takes about what TP 4 alone takes (the same
@@ -100,14 +114,10 @@ done:
 static void test_pp_lone_prompt(void)
 {
     loom_graph *g = load("examples/models/llama-3-70b.json");
-    loom_serve_parallel p1, p2;
-    loom_serve_parallel_init(&p1);
-    loom_serve_parallel_init(&p2);
-    p1.tp = p2.tp = 4;
-    p2.pp = 2;
     loom_error err = {0};
-    loom_serve_model *m1 = make(g, "dgx-h100-x1", LOOM_ENGINE_VLLM, p1, 9000, &err);
-    loom_serve_model *m2 = make(g, "dgx-h100-x1", LOOM_ENGINE_VLLM, p2, 9000, &err);
+    loom_serve_model *pair[2];
+    tp4_pp2_pair(g, 9000, pair, &err);
+    loom_serve_model *m1 = pair[0], *m2 = pair[1];
     CHECK(m1 != NULL && m2 != NULL);
     if (m1 && m2) {
         double t1 = loom_serve_prefill_time(m1, 8192), t2 = loom_serve_prefill_time(m2, 8192);
@@ -135,14 +145,9 @@ static void test_pp_lone_prompt(void)
 static void test_pp_budget(void)
 {
     loom_graph *g = load("examples/models/llama-3-70b.json");
-    loom_serve_parallel p1, p2;
-    loom_serve_parallel_init(&p1);
-    loom_serve_parallel_init(&p2);
-    p1.tp = p2.tp = 4;
-    p2.pp = 2;
     loom_error err = {0};
-    loom_serve_model *m[2] = {make(g, "dgx-h100-x1", LOOM_ENGINE_VLLM, p1, 4100, &err),
-                              make(g, "dgx-h100-x1", LOOM_ENGINE_VLLM, p2, 4100, &err)};
+    loom_serve_model *m[2];
+    tp4_pp2_pair(g, 4100, m, &err);
     double tps[2] = {0, 0};
     for (int i = 0; i < 2 && m[0] && m[1]; i++) {
         loom_serve_workload w;

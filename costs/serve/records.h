@@ -17,6 +17,11 @@
  *       "trt_engine": true,   (optional: TensorRT-LLM on a built engine; else
  *                              versions before 1.0 and NIM are)
  *       "engine_settings": {…}, "notes": "…", "confidence": "…" } ] }
+ * engine_settings loom reads: max_num_seqs / max_running_requests /
+ * max_batch_size, max_num_batched_tokens / chunked_prefill_size /
+ * max_num_tokens, the memory fraction, enable_dp_attention,
+ * async_scheduling, overlap_schedule, num_scheduler_steps, max_model_len,
+ * harness_batcher, and for TensorRT-LLM enable_chunked_context.
  * (a bare array of records is accepted too). Metrics may be null or
  * absent: a record is used for the metrics it has. Load kind "batch" is a
  * static batch of `value` requests sent at once (offline). Fields loom does
