@@ -10,7 +10,9 @@
  *                        Llama shapes): time = 2.8 us + bytes / (0.89 · HBM)
  *                        by least squares; fitted instead it sat at its
  *                        0.95 bound and leave-one-source-out TPOT was 36.4%
- *                        against 28.2% pinned
+ *                        against 28.2% pinned. Checked on an H100
+ *                        (h100-decode-kernels.json): the rule predicts its
+ *                        GEMVs with weights beyond the 50 MB L2 at -9% to 0%
  *   gemm_eff       0.70  measured, not fitted: cuBLASLt bf16 GEMMs of 4096 and
  *                        16384 tokens on an H100 (18 Llama shapes, PyTorch
  *                        2.11) reach a median 0.70 of the bf16 peak under
