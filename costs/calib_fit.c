@@ -42,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/huber.h"
 #include "costs/compute.h"
 #include "costs/eval.h"
 #include "graph/model.h"
@@ -272,7 +273,7 @@ static double objective(fit_ctx *f, const loom_calib *cal, double *data)
         f->status = predict_one(r, &f->pr[f->idx[k]], cal, &t, f->err);
         if (f->status) return HUGE_VAL;
         double e = fabs(log(t / r->measured_s));
-        d += e <= LOOM_FIT_HUBER ? e * e : 2 * LOOM_FIT_HUBER * e - LOOM_FIT_HUBER * LOOM_FIT_HUBER;
+        d += loom_huber(e, LOOM_FIT_HUBER);
     }
     double prior = 0;
     for (size_t j = 0; j < N_PARAMS; j++) {
