@@ -2,7 +2,7 @@
 """bench/training_accuracy.py — loom's step time against published training runs
 it was never fitted to, per regime.
 
-The runs are examples/calibration/training-runs.json: 139 records from 16
+The runs are examples/calibration/training-runs.json: 146 records from 16
 sources (NeMo and Megatron-Bridge performance tables, torchtitan and
 llm-foundry benchmarks, IBM's FMS-FSDP, MLPerf Training v3.1-v5.0 result logs,
 the ZeRO and FSDP papers, technical reports), each with its source. loom's
