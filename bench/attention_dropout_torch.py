@@ -13,14 +13,13 @@ tensor-parallel training (heads per GPU 4-32, head dim 128, seq 2048-8192).
 
 Each figure is the CUDA-event median of 10 calls after 3 warm-up calls.
 """
-import json
 import sys
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from torch_timing import events_ms
+from torch_timing import events_ms, save_rows
 
 SHAPES = [  # (batch, heads, seq)
     (1, 4, 4096), (1, 8, 4096), (1, 16, 4096), (1, 32, 4096),
@@ -66,10 +65,7 @@ def main():
             print(f"{name:7} {b:2} {h:3} {s:5} {f0:8.3f} {f1:8.3f} {f1 / f0:5.2f}"
                   f" {fb0:8.3f} {fb1:8.3f} {fb1 / fb0:5.2f}", flush=True)
             torch.cuda.empty_cache()
-    if path:
-        with open(path, "w") as f:
-            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                       "rows": rows}, f, indent=1)
+    save_rows(path, rows)
     return 0
 
 

@@ -18,14 +18,13 @@ at head dim 128, micro-batch 1, seq 4096 and 8192, 8 and 32 heads.
 
 Each figure is the CUDA-event median of 10 calls after 3 warm-up calls.
 """
-import json
 import sys
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from torch_timing import events_ms
+from torch_timing import events_ms, save_rows
 
 SHAPES = [(1, 8, 4096), (1, 32, 4096), (1, 8, 8192), (1, 32, 8192), (2, 16, 4096)]
 BACKENDS = (("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION))
@@ -80,10 +79,7 @@ def main():
                 for k in ("sbhd", "sbh3d"))
             print(f"{name:7} {b:2} {h:3} {s:5} {base or 0:8.3f}{cells}", flush=True)
             torch.cuda.empty_cache()
-    if path:
-        with open(path, "w") as f:
-            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                       "rows": rows}, f, indent=1)
+    save_rows(path, rows)
     return 0
 
 

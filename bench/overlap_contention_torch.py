@@ -25,7 +25,6 @@ Times are CUDA-event medians of 10 calls after 3 warm-up calls. Attention
 is multi-head (32 heads of 128): grouped KV heads change the bytes, not the
 work.
 """
-import json
 import sys
 
 import torch
@@ -34,7 +33,7 @@ import triton
 import triton.language as tl
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from torch_timing import events_ms
+from torch_timing import events_ms, save_rows
 
 BLOCK = 4096          # elements per program per step (bf16: 8 KiB)
 SIDE_ELEMS = 1 << 26  # bf16 elements per side buffer: 128 MiB, well beyond the L2
@@ -84,23 +83,6 @@ class Side:
         return iters * self.bytes_per_iter / (s.elapsed_time(e) * 1e-3)
 
 
-def median_ms(fn, warm=3, reps=10):
-    """events_ms without a device-wide synchronisation (which would wait for
-    the side stream too): waits on the last event only."""
-    for _ in range(warm):
-        fn()
-    evs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-           for _ in range(reps)]
-    for a, b in evs:
-        a.record()
-        fn()
-        b.record()
-    evs[-1][1].synchronize()
-    t = sorted(a.elapsed_time(b) for a, b in evs)
-    med = t[len(t) // 2]
-    return med, (t[int(0.9 * (reps - 1))] - t[int(0.1 * (reps - 1))]) / med
-
-
 def beside(side, ctas, fn, alone_ms, rate):
     """fn's median time while `ctas` streaming programs run, and the side
     kernel's rate over the same stretch."""
@@ -116,7 +98,7 @@ def beside(side, ctas, fn, alone_ms, rate):
         e.record()
     # Do not start the timed calls until the side kernel holds its SMs.
     torch.cuda._sleep(200000)
-    med, spread = median_ms(fn)
+    med, spread = events_ms(fn, device_sync=False)
     torch.cuda.current_stream().record_event(main_end)
     torch.cuda.synchronize()
     covered = main_end.elapsed_time(e) > 0          # side still running at the end
@@ -180,7 +162,9 @@ def main():
     hdr = f"{'workload':34} {'alone ms':>9} {'TFLOP/s':>8}" + "".join(f" {'C=' + str(c):>13}" for c in CTAS)
     print(hdr)
     for name, flops, fn in workloads():
-        alone, spread = events_ms(fn, warm=3, reps=10)
+        # 10 warm-up calls: a one-wave GEMM timed right after a long one can
+        # still find the clocks low (seen once: 0.435 ms for 0.088)
+        alone, spread = events_ms(fn, warm=10, reps=10)
         row = {"workload": name, "flops": flops, "alone_ms": alone, "alone_spread": spread,
                "beside": []}
         cells = []
@@ -194,10 +178,7 @@ def main():
         rows.append(row)
     print("cells: slowdown beside C streaming blocks / the side kernel's TB/s meanwhile "
           "('!': the side kernel ended before the timed calls)")
-    if path:
-        with open(path, "w") as f:
-            json.dump({"device": props.name, "sms": props.multi_processor_count,
-                       "torch": torch.__version__, "side_alone_Bps": rates, "rows": rows}, f, indent=1)
+    save_rows(path, rows, sms=props.multi_processor_count, side_alone_Bps=rates)
     return 0
 
 

@@ -1,25 +1,34 @@
 """Timing helpers shared by the bench/*_torch.py scripts (run on a GPU).
 
 events_ms: CUDA-event time of fn() per call, median over `reps` calls after
-`warm` unrecorded ones, with the spread (p90 - p10) / median.
+`warm` unrecorded ones, with the spread (p90 - p10) / median. With
+device_sync=False it waits on its last event only, not on the whole device
+(work left running on another stream keeps running).
+save_rows: the JSON file the scripts write: device, torch version, rows.
 graph_us: one CUDA graph of `calls` back-to-back fn() calls replayed 5
 times; the median replay divided by `calls`, in microseconds. This is how
 serving engines run decode kernels: no launch gaps from Python.
 """
+import json
+
 import torch
 
 
-def events_ms(fn, warm=3, reps=10):
+def events_ms(fn, warm=3, reps=10, device_sync=True):
     for _ in range(warm):
         fn()
-    torch.cuda.synchronize()
+    if device_sync:
+        torch.cuda.synchronize()
     evs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
            for _ in range(reps)]
     for a, b in evs:
         a.record()
         fn()
         b.record()
-    torch.cuda.synchronize()
+    if device_sync:
+        torch.cuda.synchronize()
+    else:
+        evs[-1][1].synchronize()
     t = sorted(a.elapsed_time(b) for a, b in evs)
     med = t[len(t) // 2]
     return med, (t[int(0.9 * (reps - 1))] - t[int(0.1 * (reps - 1))]) / med
@@ -47,3 +56,11 @@ def graph_us(fn, calls):
         torch.cuda.synchronize()
         ts.append(a.elapsed_time(b) * 1e3 / calls)
     return sorted(ts)[2]
+
+
+def save_rows(path, rows, **extra):
+    if not path:
+        return
+    with open(path, "w") as f:
+        json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                   **extra, "rows": rows}, f, indent=1)
