@@ -162,8 +162,8 @@ def main():
     hdr = f"{'workload':34} {'alone ms':>9} {'TFLOP/s':>8}" + "".join(f" {'C=' + str(c):>13}" for c in CTAS)
     print(hdr)
     for name, flops, fn in workloads():
-        # 10 warm-up calls: a one-wave GEMM timed right after a long one can
-        # still find the clocks low (seen once: 0.435 ms for 0.088)
+        # 10 warm-up calls: with 3, the one-wave GEMM once timed 0.435 ms
+        # alone against 0.088 in two other runs (cause not established)
         alone, spread = events_ms(fn, warm=10, reps=10)
         row = {"workload": name, "flops": flops, "alone_ms": alone, "alone_spread": spread,
                "beside": []}
