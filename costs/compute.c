@@ -305,6 +305,14 @@ double loom_cost_memory_time_s(const loom_cost_model *m, double bytes)
     return bytes / (m->cluster.gpu.hbm_bw_Bps * m->cal.mem_eff);
 }
 
+/* The same for plain ATen streaming kernels (eager chains, Megatron-Core's
+ * eager paths): eager_mem_eff, not the fitted in-run mem_eff (calib.c). */
+static double eager_memory_time_s(const loom_cost_model *m, double bytes)
+{
+    if (!(bytes > 0)) return 0;
+    return bytes / (m->cluster.gpu.hbm_bw_Bps * m->cal.eager_mem_eff);
+}
+
 /* One tensor-core kernel of F FLOPs at peak × eff_max × roll-off. The
  * roll-off's fixed cost is a time (launch, tail wave, epilogue), fitted as
  * gemm_half_flops of bf16 work: at another dtype's peak the same time is
@@ -539,15 +547,13 @@ static void unfused_bias_time(const loom_cost_model *m, const loom_graph *g, con
     const loom_tensor *in0 = loom_graph_tensor(g, op->in[0]), *w0 = loom_graph_tensor(g, op->w[0]);
     const loom_tensor *out0 = loom_graph_tensor(g, op->out[0]);
     double k = m->cal.kernel_overhead_s;
-    /* plain ATen kernels: eager_mem_eff, not the fitted in-run mem_eff */
-    double bw = m->cluster.gpu.hbm_bw_Bps * m->cal.eager_mem_eff;
     bool expert = loom_tensor_dim_index(w0, "e") >= 0 && loom_tensor_dim_index(in0, "e") >= 0;
     if (expert && loom_tensor_dim_index(out0, "f") < 0) {
-        *fwd_s = EXPERT_BIAS_FWD_PASSES * out_bytes / bw + (2 * groups + 1) * k;
-        *bwd_s = EXPERT_BIAS_BWD_PASSES * out_bytes / bw + (4 * groups + 1) * k;
+        *fwd_s = eager_memory_time_s(m, EXPERT_BIAS_FWD_PASSES * out_bytes) + (2 * groups + 1) * k;
+        *bwd_s = eager_memory_time_s(m, EXPERT_BIAS_BWD_PASSES * out_bytes) + (4 * groups + 1) * k;
     } else if (!expert && op->bias && row_parallel(g, op)) {
-        *fwd_s = UNFUSED_BIAS_FWD_PASSES * out_bytes / bw + k;
-        *bwd_s = UNFUSED_BIAS_BWD_PASSES * out_bytes / bw + k;
+        *fwd_s = eager_memory_time_s(m, UNFUSED_BIAS_FWD_PASSES * out_bytes) + k;
+        *bwd_s = eager_memory_time_s(m, UNFUSED_BIAS_BWD_PASSES * out_bytes) + k;
     }
 }
 
@@ -791,9 +797,8 @@ loom_status loom_cost_op_time_ep(const loom_cost_model *m, const loom_graph *g, 
                  * into zeroed tensors (3 each): 3(|q| + |k| + |v|) + 2|o|
                  * in 7. Plain ATen kernels: eager_mem_eff (calib.c). */
                 double qkv = w.bytes - w.out_bytes, o = w.out_bytes;
-                double bw = d->hbm_bw_Bps * cal->eager_mem_eff;
-                cf += (2 * qkv + 3 * o) / bw + 5 * cal->kernel_overhead_s;
-                cb += (3 * qkv + 2 * o) / bw + 7 * cal->kernel_overhead_s;
+                cf += eager_memory_time_s(m, 2 * qkv + 3 * o) + 5 * cal->kernel_overhead_s;
+                cb += eager_memory_time_s(m, 3 * qkv + 2 * o) + 7 * cal->kernel_overhead_s;
             }
         }
     } else {
@@ -807,18 +812,15 @@ loom_status loom_cost_op_time_ep(const loom_cost_model *m, const loom_graph *g, 
         double elem = o0 ? (double)loom_dtype_bytes(o0->dtype) : 0;
         if (m->elementwise == LOOM_ELEMENTWISE_EAGER && elem > 0 &&
             loom_eager_chain_of(op, elem, &ch)) {
-            /* each kernel of the chain is a plain ATen streaming kernel:
-             * eager_mem_eff, not the fitted in-run mem_eff (calib.c) */
-            mem_f = (ch.bytes_per_elem * w.out_bytes / elem + w.weight_bytes) /
-                    (m->cluster.gpu.hbm_bw_Bps * cal->eager_mem_eff);
+            /* each kernel of the chain is a plain ATen streaming kernel */
+            mem_f = eager_memory_time_s(m, ch.bytes_per_elem * w.out_bytes / elem + w.weight_bytes);
             mem_b = 2 * mem_f;
             kf = ch.kernels;
             kb = 2 * ch.kernels;
         } else if (m->elementwise == LOOM_ELEMENTWISE_FUSED && elem > 0 && unfused_yarn_rope(g, op)) {
-            /* plain ATen kernels, as the eager chains above: eager_mem_eff */
-            double bw = m->cluster.gpu.hbm_bw_Bps * cal->eager_mem_eff;
-            mem_f = YARN_ROPE_FWD_PASSES * w.out_bytes / bw;
-            mem_b = YARN_ROPE_BWD_PASSES * w.out_bytes / bw;
+            /* plain ATen kernels, as the eager chains above */
+            mem_f = eager_memory_time_s(m, YARN_ROPE_FWD_PASSES * w.out_bytes);
+            mem_b = eager_memory_time_s(m, YARN_ROPE_BWD_PASSES * w.out_bytes);
             kf = YARN_ROPE_FWD_KERNELS;
             kb = YARN_ROPE_BWD_KERNELS;
         }
