@@ -146,26 +146,60 @@ def cluster_file(r, tmp):
     return path, approx
 
 
+# Megatron-Bridge's MoE token dispatcher, expert-parallel all-to-all
+# overlap and FP8 attention per performance-archive section, as the release
+# of that section's container sets them in scripts/performance/configs (the
+# base configs; the default config_variant, with fallback to V1): section ->
+# [(model prefix, GPU, HybridEP dispatcher, EP a2a overlap, FP8 dot-product
+# attention)]. What the table leaves out runs Megatron's alltoall dispatcher
+# without the overlap, attention in bf16.
+#   25.09 = v0.1.0rc3 (2025-10-07), run_script.py:56-109: Qwen3 everywhere
+#     and DeepSeek-V3 on GB200/B200 alltoall (token drop, capacity 1.0);
+#     DeepSeek-V3 on H100 DeepEP (flex) with EP-comm overlap and delayed
+#     wgrad (priced as alltoall with the overlap: loom has no DeepEP).
+#   25.11 = v0.2.0 (2025-12-04): qwen3/workload_base_configs.py:71-95 and
+#     deepseek/workload_base_configs.py:27-53 put Qwen3 and DeepSeek-V3 on
+#     GB200 on hybridep without the overlap; gpt_oss/workload_base_configs
+#     .py:42-61 leaves GPT-OSS on alltoall.
+#   26.06 = v0.5.0 (2026-06-16): every GB200 MXFP8 MoE preset is hybridep
+#     with moe_a2a_overlap (qwen3_workload_base_configs.py:221-237,
+#     388-398; deepseek_workload_base_configs.py:80-105;
+#     gpt_oss_workload_base_configs.py:211-221); Qwen3-30B-A3B on 16 H100
+#     is hybridep without it (qwen3_workload_base_configs.py:470-477). The
+#     Qwen3 and GPT-OSS GB200 MXFP8 presets also set
+#     fp8_dot_product_attention (TE's FP8 attention), which loom does not
+#     price (Megatron-LM has no flag for it): those rows stay out of the
+#     Blackwell fit.
+MBRIDGE_MOE = {
+    "25.09": [("DeepSeek-V3", "H100", False, True, False)],
+    "25.11": [("Qwen3", "GB200", True, False, False), ("DeepSeek-V3", "GB200", True, False, False)],
+    "26.06": [("Qwen3", "GB200", True, True, True), ("DeepSeek-V3", "GB200", True, True, False),
+              ("GPT-OSS", "GB200", True, True, True), ("Qwen3", "H100", True, False, False)],
+}
+
+
+def mbridge_moe(r):
+    """(HybridEP dispatcher, EP a2a overlap, FP8 attention) of a
+    Megatron-Bridge MoE row."""
+    if r.get("source_id") != "mbridge-perf" or not r.get("moe") or (r.get("ep") or 1) < 2:
+        return False, False, False
+    m = re.search(r"section '(\d\d\.\d\d)", r.get("source", ""))
+    for model, gpu, hyb, ovl, fp8_attn in MBRIDGE_MOE.get(m.group(1) if m else "", []):
+        if r["model"].startswith(model) and r["gpu"].startswith(gpu):
+            return hyb, ovl, fp8_attn
+    return False, False, False
+
+
+def fp8_attention(r):
+    return mbridge_moe(r)[2]
+
+
 def a2a_overlap(r):
-    """Megatron-Bridge's DeepSeek-V3 performance configs for H100
-    (scripts/performance/configs/deepseek/deepseek_llm_pretrain.py,
-    deepseek_v3_h100_1024gpus_*_config) call set_moe_a2a_overlap_overrides:
-    overlap_moe_expert_parallel_comm and delay_wgrad_compute, with DeepEP; its
-    GB200 and B200 configs do not."""
-    return (r.get("source_id") == "mbridge-perf" and r["model"].startswith("DeepSeek-V3")
-            and r["gpu"].startswith("H100"))
+    return mbridge_moe(r)[1]
 
 
 def hybridep(r):
-    """Megatron-Bridge's Qwen3 and DeepSeek-V3 performance configs for GB200
-    (scripts/performance/configs/qwen/qwen3_workload_base_configs.py,
-    configs/deepseek/deepseek_workload_base_configs.py: every *_GB200_*
-    preset) set moe_flex_dispatcher_backend="hybridep": the flex dispatcher
-    with HybridEP's NVLink-domain all-to-all (NUM_OF_HYBRID_EP_RANKS_PER_
-    NVLINK_DOMAIN), where their B200 and H100 presets vary (NCCL all-to-all,
-    DeepEP, HybridEP) from version to version."""
-    return (r.get("source_id") == "mbridge-perf" and r["gpu"] == "GB200" and r.get("moe")
-            and r["model"].startswith(("Qwen3", "DeepSeek-V3")) and (r.get("ep") or 1) > 1)
+    return mbridge_moe(r)[0]
 
 
 def eval_args(r, assumed):
@@ -255,10 +289,10 @@ def eval_args(r, assumed):
         a += ["--dtype", "fp8"]
     if hybridep(r):
         a += ["--moe-hybridep"]
-        assumed.append("HybridEP dispatcher (Megatron-Bridge's GB200 MoE configs)")
+        assumed.append("HybridEP dispatcher (the section's Megatron-Bridge config)")
     if a2a_overlap(r):
         a += ["--moe-a2a-overlap"]
-        assumed.append("EP all-to-all overlap (Megatron-Bridge's H100 DeepSeek-V3 config)")
+        assumed.append("EP all-to-all overlap (the section's Megatron-Bridge config)")
     # element-wise ops: eager PyTorch's kernel chains, or fused (torch.compile,
     # Megatron's and TE's kernels); the record's "compile" where its source
     # says, else the framework's default
@@ -477,7 +511,9 @@ def main():
                 rows.append((r, t, t / measured_step(r) - 1, assumed))
         # Blackwell: each source predicted by the fit to the others
         shipped = shipped_blackwell()
-        jobs = lambda sel: [(a, d, measured_step(r)) for r, a, d, _ in sel]
+        # a run whose attention ran in FP8 would pull the bf16 attention
+        # fraction up: priced, not fitted
+        jobs = lambda sel: [(a, d, measured_step(r)) for r, a, d, _ in sel if not fp8_attention(r)]
         fit_all = blackwell_fit(jobs(blackwell), shipped, tmp, pool)
         folds = {}
         for src in sorted({r["source_id"] for r, *_ in blackwell}):
@@ -495,6 +531,9 @@ def main():
                     continue
                 t, _ = run_eval(args, calib[dev])
                 note = f"Blackwell fit without this source: GEMM {theta[0]:.3f}, attention {theta[1]:.3f}"
+                if fp8_attention(r):
+                    note = ("FP8 attention in the run (the section's Megatron-Bridge config), priced "
+                            "in bf16 and left out of the fits; " + note)
                 rows.append((r, t, t / measured_step(r) - 1, assumed + [note]))
     rows.sort(key=lambda row: recs.index(row[0]))
 
@@ -508,7 +547,7 @@ def main():
           "fractions (B200, GB200: costs/calib.c) are fitted here, so their rows are "
           "leave-one-source-out: each source predicted by the fit to the other sources' "
           "Blackwell records.\n")
-    print(f"Blackwell fit to all {len(blackwell)} records: GEMM {fit_all[0]:.3f}, attention "
+    print(f"Blackwell fit to all {len(jobs(blackwell))} records: GEMM {fit_all[0]:.3f}, attention "
           f"{fit_all[1]:.3f} (shipped: {shipped[0]:.2f}, {shipped[1]:.2f}); without "
           + ", ".join(f"{k}: {v[0]:.3f}, {v[1]:.3f}" for k, v in folds.items()) + ".\n")
     print("| regime | runs | median \\|err\\| | max \\|err\\| |")

@@ -129,29 +129,37 @@ double loom_group_collective_time_s(const loom_cluster *c, const loom_calib *cal
     }
 }
 
-double loom_group_all_to_all_direct_s(const loom_cluster *c, const loom_calib *cal, loom_group g,
-                                      double bytes)
+double loom_group_all_to_all_split_s(const loom_cluster *c, const loom_calib *cal, loom_group g,
+                                     double intra_bytes, double inter_bytes)
 {
     loom_calib def;
     if (!cal) {
         loom_calib_default(&c->gpu, &def);
         cal = &def;
     }
+    if (g.ranks <= 1) return 0;
+    loom_link intra = scaled(c->intra, cal->intra_link_eff);
+    loom_link inter = scaled(c->inter, cal->inter_link_eff);
+    double t_in = 0, t_out = 0;
+    if (intra_bytes > 0) {
+        if (!(intra.bandwidth_Bps > 0)) return HUGE_VAL;
+        t_in = intra_bytes / intra.bandwidth_Bps + intra.latency_s;
+    }
+    if (inter_bytes > 0) {
+        if (!(inter.bandwidth_Bps > 0)) return HUGE_VAL;
+        t_out = inter_bytes / inter.bandwidth_Bps + inter.latency_s;
+    }
+    return t_in > t_out ? t_in : t_out;
+}
+
+double loom_group_all_to_all_direct_s(const loom_cluster *c, const loom_calib *cal, loom_group g,
+                                      double bytes)
+{
     int64_t n = g.ranks, p = g.ranks_per_node < 1 ? 1 : g.ranks_per_node;
     if (n <= 1 || !(bytes > 0)) return 0;
     if (p > n) p = n;
-    loom_link intra = scaled(c->intra, cal->intra_link_eff);
-    loom_link inter = scaled(c->inter, cal->inter_link_eff);
-    double nn = (double)n, pp = (double)p, t_in = 0, t_out = 0;
-    if (p > 1) {
-        if (!(intra.bandwidth_Bps > 0)) return HUGE_VAL;
-        t_in = (pp - 1) / nn * bytes / intra.bandwidth_Bps + intra.latency_s;
-    }
-    if (n > p) {
-        if (!(inter.bandwidth_Bps > 0)) return HUGE_VAL;
-        t_out = (nn - pp) / nn * bytes / inter.bandwidth_Bps + inter.latency_s;
-    }
-    return t_in > t_out ? t_in : t_out;
+    double nn = (double)n, pp = (double)p;
+    return loom_group_all_to_all_split_s(c, cal, g, (pp - 1) / nn * bytes, (nn - pp) / nn * bytes);
 }
 
 /* Greatest common divisor, for the period of a group pattern. */

@@ -64,6 +64,15 @@ typedef struct {
 double loom_group_all_to_all_direct_s(const loom_cluster *c, const loom_calib *cal, loom_group g,
                                       double bytes);
 
+/* The same all-at-once all-to-all with its traffic given per link level:
+ * intra_bytes leave this rank over NVLink, inter_bytes over the network
+ *     max(intra_bytes / bw_intra + α_intra, inter_bytes / bw_inter + α_inter)
+ * (a level with no bytes costs nothing). A dispatcher that forwards through
+ * a peer (HybridEP, DeepEP: moe.h loom_moe_remote_domain_copies) sends
+ * fewer bytes across nodes than the flat n-way split above. */
+double loom_group_all_to_all_split_s(const loom_cluster *c, const loom_calib *cal, loom_group g,
+                                     double intra_bytes, double inter_bytes);
+
 double loom_group_collective_time_s(const loom_cluster *c, const loom_calib *cal,
                                     loom_collective k, loom_group g, double bytes);
 

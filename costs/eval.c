@@ -345,10 +345,20 @@ static void op_comm(const ctx *x, const loom_op *op, const loom_op_time *t, doub
                                                                       tokens * (double)p->ep)};
         loom_moe_comm ops[LOOM_MOE_MAX_COMM];
         int n = loom_moe_comm_ops(&side, dispatch, experts, ops);
+        /* HybridEP: one kernel writes every peer (one latency per link
+         * level), and a token crosses to another node once, forwarded there
+         * over NVLink (moe.h loom_moe_remote_domain_copies); every copy but
+         * those landing on the GPU that holds or receives it rides NVLink */
+        int64_t per = x->ep.ranks_per_node < 1 ? 1 : x->ep.ranks_per_node;
+        if (per > x->ep.ranks) per = x->ep.ranks;
+        double across = loom_moe_remote_domain_copies(experts, op->topk, p->ep, per);
+        double k = op->topk > 0 ? (double)op->topk : 1;
         for (int i = 0; i < n; i++)
             *(ops[i].backward ? bwd : fwd) +=
                 p->moe_hybridep && ops[i].kind == LOOM_COLL_ALL_TO_ALL
-                    ? loom_group_all_to_all_direct_s(x->c, x->cal, x->ep, ops[i].bytes)
+                    ? loom_group_all_to_all_split_s(x->c, x->cal, x->ep,
+                                                    ops[i].bytes * (double)(per - 1) / (double)per,
+                                                    ops[i].bytes * across / k)
                     : coll(x, ops[i].kind, x->ep, ops[i].bytes);
     }
 }

@@ -47,6 +47,19 @@ double loom_moe_max_load_factor(int64_t experts, int64_t topk, int64_t ep, doubl
     return 1 + sd * sqrt(P / (P - 1)) * loom_moe_expected_max_normal(ep) / mean_load;
 }
 
+double loom_moe_remote_domain_copies(int64_t experts, int64_t topk, int64_t ep,
+                                     int64_t ranks_per_domain)
+{
+    if (ranks_per_domain < 1 || ep <= ranks_per_domain || topk < 1 || experts < 1) return 0;
+    double D = (double)((ep + ranks_per_domain - 1) / ranks_per_domain);
+    double E = (double)experts, Ed = E / D, none = 1;
+    for (int64_t i = 0; i < topk && none > 0; i++) {
+        double left = E - Ed - (double)i;
+        none *= left > 0 ? left / (E - (double)i) : 0;
+    }
+    return (D - 1) * (1 - none);
+}
+
 /* fp32 routing probability carried with each dispatched row */
 #define PROB_BYTES 4.0
 

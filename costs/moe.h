@@ -82,6 +82,25 @@ double loom_moe_expected_max_normal(int64_t n);
  * not a routing (ep not dividing experts, tokens <= 0). */
 double loom_moe_max_load_factor(int64_t experts, int64_t topk, int64_t ep, double tokens);
 
+/* Hierarchical dispatch (HybridEP, DeepEP's normal kernels; DeepSeek-AI
+ * 2024, DeepSeek-V3 report §3.2.2; DeepEP hybrid-ep branch,
+ * docs/Hybrid-EP_Implementation.md "RDMA communication pattern"): a token
+ * bound for experts in another NVLink domain crosses the network once, to
+ * the GPU of the same local index there, which forwards it over NVLink to
+ * each of its experts' GPUs in that domain. What crosses the network per
+ * token is then one copy per other domain holding at least one of its k
+ * experts, not one per expert. With `ep` ranks in domains of
+ * `ranks_per_domain`, D = ep / ranks_per_domain domains of E/D experts
+ * each, and k distinct experts drawn uniformly (the model above), a given
+ * other domain holds none of them with probability
+ *     C(E - E/D, k) / C(E, k) = prod_{i<k} (E - E/D - i) / (E - i),
+ * so the expected copies are (D - 1) · (1 - that). Against the flat
+ * all-to-all's k · (D - 1) / D: Qwen3-30B-A3B (E 128, k 8) on EP16 over two
+ * 8-GPU nodes sends 1.0 copy across instead of 4. 0 when everything is in
+ * one domain. */
+double loom_moe_remote_domain_copies(int64_t experts, int64_t topk, int64_t ep,
+                                     int64_t ranks_per_domain);
+
 /* One rank's side of a dispatch or combine. */
 typedef struct {
     double tokens;          /* T: tokens the rank routes (its own) */

@@ -132,6 +132,13 @@ static void hierarchical(void)
                                                 (loom_group){8, 8}, B),
                    0.875e9 / 450e9 + 21e-6, 1e-12);
     CHECK(loom_group_all_to_all_direct_s(&c, &cal, (loom_group){1, 1}, B) == 0);
+    /* Its traffic given per level (HybridEP's forwarded dispatch): 0.3 GB
+     * over NVLink and 0.1 GB over the NIC take max(0.3e9/450e9 + 3 us,
+     * 0.1e9/50e9 + 8 us) = 0.002008; with nothing for the NIC, only the
+     * NVLink term. */
+    CHECK_NEAR_REL(loom_group_all_to_all_split_s(&c, &cal, g16, 0.3e9, 0.1e9), 0.002008, 1e-12);
+    CHECK_NEAR_REL(loom_group_all_to_all_split_s(&c, &cal, g16, 0.3e9, 0), 0.3e9 / 450e9 + 3e-6,
+                   1e-12);
     /* Brute force over (p, m): the hierarchical all-reduce with p ranks per
      * node equals the sum of its three flat phases for every split of 16. */
     for (int64_t p = 2; p < 16; p *= 2) {

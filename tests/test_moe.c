@@ -14,6 +14,7 @@
  *     an FP8 input shared by gate and up is cast once, and eval's
  *     expert-parallel communication is the hand list of collectives.
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -23,6 +24,47 @@
 #include "costs/eval.h"
 #include "costs/moe.h"
 #include "graph/model.h"
+
+/* ---- copies across NVLink domains (hierarchical dispatch) ------------------- */
+
+/* Brute force: every k-subset of E experts, equally likely (uniform top-k
+ * routing), experts in contiguous blocks of E/P per rank and ranks in
+ * domains of `per`; the sender sits in domain 0; count the other domains
+ * its subset touches. */
+static double copies_brute(int E, int k, int P, int per)
+{
+    int experts_per_domain = E / P * per;
+    double sum = 0, subsets = 0;
+    for (uint32_t m = 0; m < (1u << E); m++) {
+        if (__builtin_popcount(m) != k) continue;
+        uint32_t hit = 0;
+        for (int x = 0; x < E; x++)
+            if (m >> x & 1) hit |= 1u << (x / experts_per_domain);
+        sum += __builtin_popcount(hit & ~1u);
+        subsets += 1;
+    }
+    return sum / subsets;
+}
+
+static void test_remote_domain_copies(void)
+{
+    /* 16 experts over 8 ranks in domains of 2, 4 and 8 ranks, top 1-4 */
+    for (int per = 2; per <= 8; per *= 2)
+        for (int k = 1; k <= 4; k++)
+            CHECK_NEAR_REL(loom_moe_remote_domain_copies(16, k, 8, per), copies_brute(16, k, 8, per),
+                           1e-12);
+    /* one domain: nothing crosses */
+    CHECK(loom_moe_remote_domain_copies(16, 4, 8, 8) == 0);
+    CHECK(loom_moe_remote_domain_copies(16, 4, 8, 16) == 0);
+    /* Qwen3-30B-A3B on EP16 over two 8-GPU nodes: the other node holds
+     * none of a token's 8 experts with probability 64·63·…·57 / (128·127·
+     * …·121) = 0.0030959, so 0.99690 copies cross, where the flat
+     * all-to-all sends 8 · 8/16 = 4 */
+    double none = 1;
+    for (int i = 0; i < 8; i++) none *= (64.0 - i) / (128.0 - i);
+    CHECK_NEAR_REL(none, 0.0030959, 1e-4);
+    CHECK_NEAR_REL(loom_moe_remote_domain_copies(128, 8, 16, 8), 1 - none, 1e-12);
+}
 
 /* ---- E[max] of normals --------------------------------------------------------- */
 
@@ -351,11 +393,61 @@ static void test_cost_model(void)
     loom_cost_model_destroy(cm);
 }
 
+/* HybridEP across nodes in loom eval: 8 GPUs as 2 nodes of 4, EP 8 over
+ * the 8 experts (one each), top 2. A token's other node holds neither of
+ * its experts with probability 4·3 / (8·7) = 3/14, so 11/14 copies cross
+ * the NIC per token, and 3/4 of the dispatched rows ride NVLink (all but
+ * those landing on the GPU that holds or receives them). Per layer and
+ * micro-batch: the counts' all-gather (NCCL), then every all-to-all as
+ * max(NVLink bytes / bw + α, NIC bytes / bw + α). */
+static void test_hybridep_eval(void)
+{
+    loom_cluster c;
+    loom_error e;
+    loom_cost_model *cm = NULL;
+    CHECK_INT_EQ(loom_cluster_preset("dgx-h100-x1", &c, &e), LOOM_OK);
+    c.nodes = 2, c.gpus_per_node = 4;
+    c.inter = (loom_link){50e9, 8e-6};
+    CHECK_INT_EQ(loom_cost_model_create(&c, NULL, NULL, &cm, &e), LOOM_OK);
+    const loom_calib *cal = loom_cost_model_calib(cm);
+    loom_graph *g = mixtral(LOOM_DTYPE_BF16, 1);
+    loom_parallel p;
+    loom_parallel_init(&p);
+    p.tp = 1, p.pp = 1, p.dp = 8, p.ep = 8, p.mbs = 1, p.gbs = 16, p.seq = SEQ;
+    p.moe_hybridep = true;
+    loom_eval_result r;
+    CHECK_INT_EQ(loom_eval_megatron(g, cm, &p, &r, &e), LOOM_OK);
+    double lf = loom_moe_max_load_factor(EXPERTS, TOPK, 8, 8.0 * SEQ);
+    double U = 256.0 * 2 * 1024 * lf, P = 256.0 * 2 * 4 * lf;
+    double across = 11.0 / 14 / 2;   /* of the k = 2 rows per token */
+    loom_group grp = {8, 4};
+    double split_u = fmax(0.75 * U / (c.intra.bandwidth_Bps * cal->intra_link_eff) +
+                              c.intra.latency_s,
+                          across * U / (50e9 * cal->inter_link_eff) + 8e-6);
+    double split_p = fmax(0.75 * P / (c.intra.bandwidth_Bps * cal->intra_link_eff) +
+                              c.intra.latency_s,
+                          across * P / (50e9 * cal->inter_link_eff) + 8e-6);
+    double layer = loom_group_collective_time_s(&c, cal, LOOM_COLL_ALL_GATHER, grp, 512) +
+                   4 * split_u + 2 * split_p;
+    CHECK_NEAR_REL(r.breakdown.tp_comm_s, 2 * 2 * layer, 1e-9);
+    /* NCCL's flat all-to-all sends k · 4/8 = 1 row per token across, not 11/14 */
+    double hyb = r.breakdown.tp_comm_s;
+    loom_eval_result_free(&r);
+    p.moe_hybridep = false;
+    CHECK_INT_EQ(loom_eval_megatron(g, cm, &p, &r, &e), LOOM_OK);
+    CHECK(r.breakdown.tp_comm_s > hyb);
+    loom_eval_result_free(&r);
+    loom_graph_destroy(g);
+    loom_cost_model_destroy(cm);
+}
+
 int main(void)
 {
     test_expected_max();
     test_load_factor();
     test_bytes();
+    test_remote_domain_copies();
     test_cost_model();
+    test_hybridep_eval();
     return check_done();
 }

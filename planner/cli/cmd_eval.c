@@ -142,7 +142,8 @@ static const loom_cli_option eval_opts[] = {
     {.name = "--moe-hybridep", .kind = LOOM_CLI_FLAG, .field = F(p.moe_hybridep),
      .help = "the HybridEP token dispatcher (Megatron's --moe-token-dispatcher-type flex\n"
              "--moe-flex-dispatcher-backend hybridep): all-to-alls write every peer at\n"
-             "once, one latency each; needs --ep > 1"},
+             "once, one latency each, and a token crosses to another node once, forwarded\n"
+             "there over NVLink; needs --ep > 1"},
     {.name = "--framework", .kind = LOOM_CLI_ENUM, .field = F(p.framework),
      .choices = framework_choices, .metavar = "F",
      .help = "megatron, deepspeed or torchtitan: gradient and reduce dtypes, ZeRO-3 gathers, "
