@@ -205,6 +205,27 @@ int main(void)
         if (rr && n == 1) CHECK_INT_EQ(rr[0].chunked_context, i == 0);
         free(rr);
     }
+    /* A genai-perf concurrency run that states no request count measured
+     * genai-perf's default, max(10, 2 N) requests from a cold start; a
+     * stated count stands, and other clients keep the simulator's default */
+    const char *pop[] = {"\"client\": \"genai-perf\"", "\"client\": \"genai-perf\"",
+                         "\"client\": \"genai-perf\"", "\"client\": \"aiperf\"", NULL};
+    const int conc[] = {3, 250, 250, 250, 250};
+    const int stated[] = {0, 0, 40, 0, 0};
+    const int64_t want_n[] = {10, 500, 40, 0, 0};
+    for (int i = 0; i < 5; i++) {
+        FILE *fp = fopen(path, "w");
+        fprintf(fp, "{\"records\": [{\"source\": \"x\", \"engine\": \"nvidia-nim\", "
+                    "\"gpu\": \"H100\", \"isl\": 100, \"osl\": 10, \"load\": {\"kind\": "
+                    "\"concurrency\", \"value\": %d%s%.0d}, \"metrics\": {\"ttft_mean_s\": 0.1}%s%s}]}\n",
+                conc[i], stated[i] ? ", \"num_requests\": " : "", stated[i], pop[i] ? ", " : "",
+                pop[i] ? pop[i] : "");
+        fclose(fp);
+        rr = NULL;
+        CHECK(loom_serve_records_load(path, &rr, &n, &err) == LOOM_OK);
+        if (rr && n == 1) CHECK_INT_EQ(rr[0].work.num_requests, want_n[i]);
+        free(rr);
+    }
     check_tmpdir_remove(dir);
     loom_graph_destroy(g8);
     loom_graph_destroy(g70);
