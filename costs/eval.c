@@ -61,8 +61,10 @@
  * (costs/moe.h: the token counts gathered, the tokens and their routing
  * probabilities all-to-all and back, forward and backward, the busiest
  * rank's share), exposed as Megatron runs it by default (with the HybridEP
- * dispatcher, moe_hybridep, its all-to-alls pay one latency per link level,
- * collective.h loom_group_all_to_all_direct_s); with
+ * dispatcher, moe_hybridep, its all-to-alls pay one latency per link level
+ * and a token crosses to another node once, forwarded there over NVLink:
+ * collective.h loom_group_all_to_all_split_s, moe.h
+ * loom_moe_remote_domain_copies); with
  * --overlap-moe-expert-parallel-comm (moe_a2a_overlap) each MoE layer's
  * paired passes take costs/moe_overlap.h's pair time instead of the sum of
  * its phases. The dispatcher's
@@ -351,14 +353,15 @@ static void op_comm(const ctx *x, const loom_op *op, const loom_op_time *t, doub
          * those landing on the GPU that holds or receives it rides NVLink */
         int64_t per = x->ep.ranks_per_node < 1 ? 1 : x->ep.ranks_per_node;
         if (per > x->ep.ranks) per = x->ep.ranks;
-        double across = loom_moe_remote_domain_copies(experts, op->topk, p->ep, per);
-        double k = op->topk > 0 ? (double)op->topk : 1;
+        double in_share = (double)(per - 1) / (double)per, out_share = 0;
+        if (p->moe_hybridep)   /* per dispatched row: copies across over the k rows of a token */
+            out_share = loom_moe_remote_domain_copies(experts, op->topk, p->ep, per) /
+                        (double)(op->topk > 0 ? op->topk : 1);
         for (int i = 0; i < n; i++)
             *(ops[i].backward ? bwd : fwd) +=
                 p->moe_hybridep && ops[i].kind == LOOM_COLL_ALL_TO_ALL
-                    ? loom_group_all_to_all_split_s(x->c, x->cal, x->ep,
-                                                    ops[i].bytes * (double)(per - 1) / (double)per,
-                                                    ops[i].bytes * across / k)
+                    ? loom_group_all_to_all_split_s(x->c, x->cal, x->ep, ops[i].bytes * in_share,
+                                                    ops[i].bytes * out_share)
                     : coll(x, ops[i].kind, x->ep, ops[i].bytes);
     }
 }
