@@ -97,7 +97,8 @@ static const loom_cli_option serve_opts[] = {
     {.name = "--offline", .kind = LOOM_CLI_FLAG, .field = F(offline),
      .help = "every request at time zero (throughput benchmark)"},
     {.name = "--requests", .kind = LOOM_CLI_INT, .field = F(requests), .lo = 0, .hi = 100000000,
-     .metavar = "N", .help = "requests in the run",
+     .metavar = "N", .help = "requests in the run, every one measured (genai-perf measures\n"
+                             "max(10, 2 × concurrency) from its cold start by default)",
      .def = "60 s of arrivals, 10 × concurrency, at least 200"},
     {.name = "--seed", .kind = LOOM_CLI_INT, .field = F(seed), .lo = 0, .hi = INT64_MAX,
      .metavar = "S", .help = "seed of arrivals and lengths"},
