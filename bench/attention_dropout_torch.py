@@ -17,15 +17,14 @@ import sys
 
 import torch
 import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn.attention import sdpa_kernel
 
-from torch_timing import events_ms, save_rows
+from torch_timing import events_ms, sweep
 
 SHAPES = [  # (batch, heads, seq)
     (1, 4, 4096), (1, 8, 4096), (1, 16, 4096), (1, 32, 4096),
     (4, 8, 2048), (2, 16, 2048), (1, 8, 8192), (1, 32, 8192),
 ]
-BACKENDS = (("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION))
 
 
 def fwd_bwd(backend, b, h, s, p):
@@ -46,27 +45,22 @@ def fwd_bwd(backend, b, h, s, p):
     return tf, tb
 
 
+def case(name, backend, b, h, s):
+    try:
+        f0, fb0 = fwd_bwd(backend, b, h, s, 0.0)
+        f1, fb1 = fwd_bwd(backend, b, h, s, 0.1)
+    except RuntimeError as exc:
+        print(f"{name:7} {b:2} {h:3} {s:5}  skipped: {str(exc).splitlines()[0][:80]}")
+        return None
+    print(f"{name:7} {b:2} {h:3} {s:5} {f0:8.3f} {f1:8.3f} {f1 / f0:5.2f}"
+          f" {fb0:8.3f} {fb1:8.3f} {fb1 / fb0:5.2f}", flush=True)
+    return {"backend": name, "b": b, "heads": h, "seq": s, "fwd_ms_p0": f0,
+            "fwd_ms_p01": f1, "fwd_bwd_ms_p0": fb0, "fwd_bwd_ms_p01": fb1}
+
+
 def main():
-    path = sys.argv[1] if len(sys.argv) > 1 else None
-    print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}")
-    print(f"{'backend':7} {'b':>2} {'h':>3} {'seq':>5} {'fwd p0':>8} {'fwd p.1':>8} {'x':>5}"
-          f" {'f+b p0':>8} {'f+b p.1':>8} {'x':>5}  (ms)")
-    rows = []
-    for name, be in BACKENDS:
-        for (b, h, s) in SHAPES:
-            try:
-                f0, fb0 = fwd_bwd(be, b, h, s, 0.0)
-                f1, fb1 = fwd_bwd(be, b, h, s, 0.1)
-            except RuntimeError as exc:
-                print(f"{name:7} {b:2} {h:3} {s:5}  skipped: {str(exc).splitlines()[0][:80]}")
-                continue
-            rows.append({"backend": name, "b": b, "heads": h, "seq": s, "fwd_ms_p0": f0,
-                         "fwd_ms_p01": f1, "fwd_bwd_ms_p0": fb0, "fwd_bwd_ms_p01": fb1})
-            print(f"{name:7} {b:2} {h:3} {s:5} {f0:8.3f} {f1:8.3f} {f1 / f0:5.2f}"
-                  f" {fb0:8.3f} {fb1:8.3f} {fb1 / fb0:5.2f}", flush=True)
-            torch.cuda.empty_cache()
-    save_rows(path, rows)
-    return 0
+    return sweep(f"{'backend':7} {'b':>2} {'h':>3} {'seq':>5} {'fwd p0':>8} {'fwd p.1':>8} {'x':>5}"
+                 f" {'f+b p0':>8} {'f+b p.1':>8} {'x':>5}  (ms)", SHAPES, case)
 
 
 if __name__ == "__main__":

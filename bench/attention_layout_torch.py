@@ -22,12 +22,11 @@ import sys
 
 import torch
 import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn.attention import sdpa_kernel
 
-from torch_timing import events_ms, save_rows
+from torch_timing import events_ms, sweep
 
 SHAPES = [(1, 8, 4096), (1, 32, 4096), (1, 8, 8192), (1, 32, 8192), (2, 16, 4096)]
-BACKENDS = (("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION))
 D = 128
 
 
@@ -56,31 +55,24 @@ def time_layout(backend, layout, b, h, s):
     return ms
 
 
+def case(name, backend, b, h, s):
+    t = {}
+    for layout in ("bhsd", "sbhd", "sbh3d"):
+        try:
+            t[layout] = time_layout(backend, layout, b, h, s)
+        except RuntimeError as exc:
+            t[layout] = None
+            print(f"  {name} {layout} b{b} h{h} s{s}: {str(exc).splitlines()[0][:90]}")
+    base = t["bhsd"]
+    cells = "".join(f" {t[k]:8.3f} {t[k] / base:5.2f}" if t[k] and base else f" {'-':>8} {'-':>5}"
+                    for k in ("sbhd", "sbh3d"))
+    print(f"{name:7} {b:2} {h:3} {s:5} {base or 0:8.3f}{cells}", flush=True)
+    return {"backend": name, "b": b, "heads": h, "seq": s, **{f"{k}_ms": v for k, v in t.items()}}
+
+
 def main():
-    path = sys.argv[1] if len(sys.argv) > 1 else None
-    print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}")
-    print(f"{'backend':7} {'b':>2} {'h':>3} {'seq':>5} {'bhsd ms':>8} {'sbhd ms':>8} {'x':>5}"
-          f" {'sbh3d ms':>9} {'x':>5}")
-    rows = []
-    for name, be in BACKENDS:
-        for (b, h, s) in SHAPES:
-            t = {}
-            for layout in ("bhsd", "sbhd", "sbh3d"):
-                try:
-                    t[layout] = time_layout(be, layout, b, h, s)
-                except RuntimeError as exc:
-                    t[layout] = None
-                    print(f"  {name} {layout} b{b} h{h} s{s}: {str(exc).splitlines()[0][:90]}")
-            rows.append({"backend": name, "b": b, "heads": h, "seq": s,
-                         **{f"{k}_ms": v for k, v in t.items()}})
-            base = t["bhsd"]
-            cells = "".join(
-                f" {t[k]:8.3f} {t[k] / base:5.2f}" if t[k] and base else f" {'-':>8} {'-':>5}"
-                for k in ("sbhd", "sbh3d"))
-            print(f"{name:7} {b:2} {h:3} {s:5} {base or 0:8.3f}{cells}", flush=True)
-            torch.cuda.empty_cache()
-    save_rows(path, rows)
-    return 0
+    return sweep(f"{'backend':7} {'b':>2} {'h':>3} {'seq':>5} {'bhsd ms':>8} {'sbhd ms':>8} {'x':>5}"
+                 f" {'sbh3d ms':>9} {'x':>5}", SHAPES, case)
 
 
 if __name__ == "__main__":

@@ -5,11 +5,15 @@ events_ms: CUDA-event time of fn() per call, median over `reps` calls after
 device_sync=False it waits on its last event only, not on the whole device
 (work left running on another stream keeps running).
 save_rows: the JSON file the scripts write: device, torch version, rows.
+sdpa_backends, sweep: the attention scripts' loop: every PyTorch SDPA
+backend (cuDNN, FlashAttention-2) at every shape, one case at a time, the
+rows written to the JSON path given as the first argument.
 graph_us: one CUDA graph of `calls` back-to-back fn() calls replayed 5
 times; the median replay divided by `calls`, in microseconds. This is how
 serving engines run decode kernels: no launch gaps from Python.
 """
 import json
+import sys
 
 import torch
 
@@ -64,3 +68,27 @@ def save_rows(path, rows, **extra):
     with open(path, "w") as f:
         json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
                    **extra, "rows": rows}, f, indent=1)
+
+
+def sdpa_backends():
+    from torch.nn.attention import SDPBackend
+    return (("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION))
+
+
+def sweep(header, shapes, case):
+    """Prints the device and the table header, runs case(name, backend, b,
+    h, s) for every SDPA backend and (batch, heads, seq) shape (it prints
+    its own line and returns the row, or None when the backend refused),
+    and saves the rows to sys.argv[1] when given. Returns the exit code."""
+    path = sys.argv[1] if len(sys.argv) > 1 else None
+    print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}")
+    print(header)
+    rows = []
+    for name, backend in sdpa_backends():
+        for (b, h, s) in shapes:
+            row = case(name, backend, b, h, s)
+            if row is not None:
+                rows.append(row)
+            torch.cuda.empty_cache()
+    save_rows(path, rows)
+    return 0
