@@ -208,18 +208,19 @@ int main(void)
     /* A genai-perf concurrency run that states no request count measured
      * genai-perf's default, max(10, 2 N) requests from a cold start; a
      * stated count stands, and other clients keep the simulator's default */
-    const char *pop[] = {"\"client\": \"genai-perf\"", "\"client\": \"genai-perf\"",
-                         "\"client\": \"genai-perf\"", "\"client\": \"aiperf\"", NULL};
-    const int conc[] = {3, 250, 250, 250, 250};
-    const int stated[] = {0, 0, 40, 0, 0};
+    const char *loads[] = {
+        "{\"kind\": \"concurrency\", \"value\": 3}, \"client\": \"genai-perf\"",
+        "{\"kind\": \"concurrency\", \"value\": 250}, \"client\": \"genai-perf\"",
+        "{\"kind\": \"concurrency\", \"value\": 250, \"num_requests\": 40}, \"client\": \"genai-perf\"",
+        "{\"kind\": \"concurrency\", \"value\": 250}, \"client\": \"aiperf\"",
+        "{\"kind\": \"concurrency\", \"value\": 250}"};
     const int64_t want_n[] = {10, 500, 40, 0, 0};
     for (int i = 0; i < 5; i++) {
         FILE *fp = fopen(path, "w");
         fprintf(fp, "{\"records\": [{\"source\": \"x\", \"engine\": \"nvidia-nim\", "
-                    "\"gpu\": \"H100\", \"isl\": 100, \"osl\": 10, \"load\": {\"kind\": "
-                    "\"concurrency\", \"value\": %d%s%.0d}, \"metrics\": {\"ttft_mean_s\": 0.1}%s%s}]}\n",
-                conc[i], stated[i] ? ", \"num_requests\": " : "", stated[i], pop[i] ? ", " : "",
-                pop[i] ? pop[i] : "");
+                    "\"gpu\": \"H100\", \"isl\": 100, \"osl\": 10, "
+                    "\"metrics\": {\"ttft_mean_s\": 0.1}, \"load\": %s}]}\n",
+                loads[i]);
         fclose(fp);
         rr = NULL;
         CHECK(loom_serve_records_load(path, &rr, &n, &err) == LOOM_OK);
