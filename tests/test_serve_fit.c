@@ -4,10 +4,15 @@
  * calibration (a decode HBM efficiency of 0.65, 3 ms of vLLM overhead,
  * 12 us all-reduces) are fitted from the prior, and the fit reproduces
  * them within 3%, leaving the measured (not fitted) GEMM and attention
- * efficiencies at their values; the records reader marks a record it cannot predict
+ * efficiencies at their values; on records whose TTFT is the simulator's
+ * (clients that start together queue their prompts), the fit scaled by the
+ * simulator's TTFT ratio stays at the truth's 20 ms front-end latency where
+ * the steady state alone makes the queue up with latency (34 ms, single-
+ * client TTFT +24%); the records reader marks a record it cannot predict
  * with the reason and its path.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,6 +136,54 @@ int main(void)
     }
     recs[1].measured[LOOM_SM_TPOT] /= 2.5;
     recs[1].measured[LOOM_SM_OUT_TPS] *= 2.5;
+
+    /* TTFT as the simulator has it. A benchmark's clients start together,
+     * so under concurrency each round's prompts queue behind one another;
+     * the steady state prices one prompt. Records whose TTFT is the
+     * simulator's (latency 20 ms, truth above) are fitted: scaled by the
+     * simulator's ratio to it at the prior (loom_serve_cases_anchor), the
+     * fit finds the latency; on the steady TTFT alone it makes the queue up
+     * with latency instead. */
+    truth.latency_vllm_s = 20e-3;
+    /* short prompts and many clients, as in the DLI course's sweeps */
+    recs[1].work.isl = recs[5].work.isl = 200;
+    recs[1].work.osl = recs[5].work.osl = 200;
+    recs[1].work.concurrency = 100;
+    recs[5].work.concurrency = 200;
+    for (int i = 0; i < N; i++) {
+        loom_serve_metrics m;
+        CHECK(loom_serve_case_predict(&cases[i], &truth, true, &m, &err) == LOOM_OK);
+        recs[i].measured[LOOM_SM_TPOT] = m.tpot.mean;
+        recs[i].measured[LOOM_SM_TTFT] = m.ttft.mean;
+        recs[i].measured[LOOM_SM_OUT_TPS] = m.output_tokens_per_s;
+    }
+    loom_serve_calib anchored, plain;
+    loom_serve_calib_prior(NULL, &anchored);
+    anchored.iter_vllm_s = 2e-3;
+    anchored.latency_vllm_s = 20e-3;   /* start (and prior) at the truth: does it stay? */
+    plain = anchored;
+    CHECK(loom_serve_fit(cases, N, NULL, &plain, &L, &err) == LOOM_OK);
+    loom_serve_cases_anchor(cases, N, &anchored);
+    CHECK(cases[1].ttft_sim_ratio > 1.2);   /* 32 clients: the queue */
+    CHECK_NEAR_REL(cases[0].ttft_sim_ratio, 1, 0.1);   /* one client: none */
+    CHECK(loom_serve_fit(cases, N, NULL, &anchored, &L, &err) == LOOM_OK);
+    printf("TTFT fit: latency %.1f ms anchored, %.1f ms on the steady TTFT (truth 20)\n",
+           anchored.latency_vllm_s * 1e3, plain.latency_vllm_s * 1e3);
+    CHECK(cases[1].ttft_sim_ratio > 5 && cases[5].ttft_sim_ratio > 5);   /* the queue */
+    CHECK_NEAR_REL(cases[0].ttft_sim_ratio, 1, 0.05);                    /* one client: none */
+    CHECK_NEAR_REL(anchored.latency_vllm_s, 20e-3, 0.1);
+    CHECK(plain.latency_vllm_s > 1.3 * 20e-3);
+    for (int i = 0; i < N; i++) {
+        loom_serve_metrics a, p;
+        CHECK(loom_serve_case_predict(&cases[i], &anchored, true, &a, &err) == LOOM_OK);
+        CHECK(loom_serve_case_predict(&cases[i], &plain, true, &p, &err) == LOOM_OK);
+        double ea = a.ttft.mean / recs[i].measured[LOOM_SM_TTFT] - 1,
+               ep = p.ttft.mean / recs[i].measured[LOOM_SM_TTFT] - 1;
+        printf("  case %d: TTFT %.4f s, anchored %+.1f%%, plain %+.1f%%\n", i,
+               recs[i].measured[LOOM_SM_TTFT], 100 * ea, 100 * ep);
+        CHECK(fabs(ea) < 0.06);
+        if (i == 0) CHECK(ep > 0.1);   /* the made-up latency on one client's TTFT */
+    }
 
     /* the reader: a bad engine names the record */
     char dir[] = "/tmp/loom_sfit_XXXXXX";

@@ -23,9 +23,28 @@
  * do not constrain stays physical: a factor e away from its prior costs a
  * parameter as much as a 22% miss on one metric of one record. (The pull
  * matters most in leave-one-source-out fits, where a held-out publisher
- * leaves a handful of records that cannot pin 13 parameters.) Steady state, not the simulator: it is
- * three orders faster and agrees with it at moderate load (tests); the
- * accuracy benchmark reports the simulator.
+ * leaves a handful of records that cannot pin 13 parameters.)
+ *
+ * Steady state, not the simulator: it is three orders faster and agrees
+ * with it on TPOT and throughput at moderate load (tests); the accuracy
+ * benchmark reports the simulator. Not on TTFT under a benchmark's
+ * clients, which start together and stay together when outputs have one
+ * length (sim.c): each round's prompts queue behind one another, which the
+ * steady state, pricing one prompt, does not see (DLI course's runs: TTFT
+ * 51-94% below the simulator's at 5-250 clients). Fitted as it was, the fit
+ * made up the queue with a fixed per-request latency at its 30 ms bound
+ * (NIM), which then put 30 ms on every single-client TTFT (+63% median at 1
+ * client). So each case's steady TTFT, the fixed latency left out (it adds
+ * to the queue, it does not scale with it), is scaled by the simulator's
+ * ratio to it, taken once at the prior (loom_serve_cases_anchor): the fit
+ * then matches TTFT as the benchmark reports it, and NIM's latency came to
+ * 3 ms. 1,219 records, in-sample: TTFT 26.9% -> 22.9%, ITL 11.9% -> 11.7%,
+ * throughput 9.7% -> 10.1%; leave-one-source-out: TTFT 27.1% -> 23.5%, ITL
+ * 12.0% -> 14.5%, throughput 10.5% -> 13.8% (with the DLI course held out
+ * NIM's per-sequence cost is pinned by AWS's runs and NIM's guide alone,
+ * which without the made-up latency put it lower). Scaling the whole TTFT,
+ * latency included, gave 23.3%, 13.5% and 13.0%, but mis-fits records
+ * made by the simulator itself (tests/test_serve_fit.c).
  *
  * Search. Coordinate descent in log space within the bounds of
  * LOOM_SERVE_CALIB_FIELDS: each parameter tries × and ÷ its step, keeps
@@ -107,6 +126,28 @@ loom_status loom_serve_case_predict(const loom_serve_case *c, const loom_serve_c
     return s;
 }
 
+void loom_serve_cases_anchor(loom_serve_case *cases, size_t n, const loom_serve_calib *cal)
+{
+    for (size_t i = 0; i < n; i++) {
+        cases[i].ttft_sim_ratio = 0;
+        loom_serve_model_opts o;
+        loom_serve_case_opts(&cases[i], cal, &o);
+        loom_serve_model *m = NULL;
+        loom_error ignore;
+        if (loom_serve_model_create(&o, &m, &ignore)) continue;
+        loom_serve_sim_result *sim = malloc(sizeof *sim);
+        loom_serve_steady_result st;
+        double hop = loom_serve_model_latency_s(m);
+        if (sim && loom_serve_model_memory(m)->fits &&
+            !loom_serve_simulate(m, &cases[i].rec->work, sim, &ignore) &&
+            !loom_serve_steady(m, &cases[i].rec->work, &st, &ignore) &&
+            sim->m.ttft.mean > hop && st.m.ttft.mean > hop)
+            cases[i].ttft_sim_ratio = (sim->m.ttft.mean - hop) / (st.m.ttft.mean - hop);
+        free(sim);
+        loom_serve_model_destroy(m);
+    }
+}
+
 static double sq(double x) { return x * x; }
 
 /* The steady-state metrics of case i's model m under cal. */
@@ -130,6 +171,10 @@ static double loss(const loom_serve_case *cases, size_t n, loom_serve_model **mo
         const double *meas = cases[i].rec->measured;
         loom_serve_metrics m;
         if (!predict_fast(models[i], &cases[i], cal, &m)) continue;
+        if (cases[i].ttft_sim_ratio > 0) {   /* the engine's part; the hop is a constant */
+            double hop = loom_serve_model_latency_s(models[i]);
+            m.ttft.mean = hop + (m.ttft.mean - hop) * cases[i].ttft_sim_ratio;
+        }
         /* a mean where published, else the median (many reports give only
          * medians; the steady state has one value for both) */
         double tpot = meas[LOOM_SM_TPOT] > 0       ? meas[LOOM_SM_TPOT]

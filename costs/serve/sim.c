@@ -35,9 +35,9 @@
  * are spread at random over one request's duration (the steady-state
  * estimate's end-to-end latency), and the rounds keep that spread. On NIM's
  * guide (Llama-3.3-70B fp8, 2 x H100, 5000 + 500 tokens, AIPerf) the spread
- * start gives TTFT 0.40-0.53 s at 5 clients, 0.54-0.75 at 25 and 0.77-0.89
+ * start gives TTFT 0.37-0.50 s at 5 clients, 0.49-0.59 at 25 and 0.62-0.71
  * at 50 over seeds 0-3, against the published 0.55, 0.69 and 0.84; the
- * together start 0.86, 1.39 and 1.88. genai-perf sweeps with outputs fixed
+ * together start 0.65, 1.09 and 1.56. genai-perf sweeps with outputs fixed
  * by ignore_eos (AWS's, the DLI course's) grow at least as fast as the
  * together start.
  *
