@@ -2,7 +2,7 @@
 """bench/training_accuracy.py — loom's step time against published training runs
 it was never fitted to, per regime.
 
-The runs are examples/calibration/training-runs.json: 146 records from 16
+The runs are examples/calibration/training-runs.json: 149 records from 17
 sources (NeMo and Megatron-Bridge performance tables, torchtitan and
 llm-foundry benchmarks, IBM's FMS-FSDP, MLPerf Training v3.1-v5.0 result logs,
 the ZeRO and FSDP papers, technical reports), each with its source. loom's
@@ -314,6 +314,10 @@ def eval_args(r, assumed):
         # and pads the output back for every batch (at 5e85bd62d, whose
         # sweep.py sets it for the large-scale table's 1b, 3b, 7b and 70b)
         a += ["--attention-kernel", "fa2-unpad"]
+    elif r.get("attn_impl") == "unfused":
+        # Megatron-LM's kernels before flash attention: the score matrix
+        # written and read back through a fused scale-mask-softmax
+        a += ["--unfused-attention"]
     elif r.get("attn_impl") == "triton":
         # llm-foundry's own Triton flash attention (flash_attn_triton.py):
         # no kernel of loom's; priced as FlashAttention-2
