@@ -57,7 +57,7 @@ int main(void)
 
     enum { N = 8 };
     loom_serve_record recs[N];
-    loom_serve_case cases[N];
+    loom_serve_case cases[N] = {0};   /* ttft_sim_ratio 0: the steady TTFT until anchored */
     const struct { int big; int64_t tp, isl, osl; loom_load_kind load; double v; } spec[N] = {
         {0, 1, 1000, 200, LOOM_LOAD_CONCURRENCY, 1},  {0, 1, 1000, 200, LOOM_LOAD_CONCURRENCY, 32},
         {0, 1, 2000, 100, LOOM_LOAD_QPS, 4},          {0, 1, 500, 500, LOOM_LOAD_OFFLINE, 0},
@@ -164,12 +164,10 @@ int main(void)
     plain = anchored;
     CHECK(loom_serve_fit(cases, N, NULL, &plain, &L, &err) == LOOM_OK);
     loom_serve_cases_anchor(cases, N, &anchored);
-    CHECK(cases[1].ttft_sim_ratio > 1.2);   /* 32 clients: the queue */
-    CHECK_NEAR_REL(cases[0].ttft_sim_ratio, 1, 0.1);   /* one client: none */
     CHECK(loom_serve_fit(cases, N, NULL, &anchored, &L, &err) == LOOM_OK);
     printf("TTFT fit: latency %.1f ms anchored, %.1f ms on the steady TTFT (truth 20)\n",
            anchored.latency_vllm_s * 1e3, plain.latency_vllm_s * 1e3);
-    CHECK(cases[1].ttft_sim_ratio > 5 && cases[5].ttft_sim_ratio > 5);   /* the queue */
+    CHECK(cases[1].ttft_sim_ratio > 5 && cases[5].ttft_sim_ratio > 5);   /* 100, 200 clients */
     CHECK_NEAR_REL(cases[0].ttft_sim_ratio, 1, 0.05);                    /* one client: none */
     CHECK_NEAR_REL(anchored.latency_vllm_s, 20e-3, 0.1);
     CHECK(plain.latency_vllm_s > 1.3 * 20e-3);

@@ -326,8 +326,10 @@ int loom_cmd_calibrate_serve(int argc, char **argv)
     case_set cs;
     if ((rc = build_cases(recs, n, &cs)) != LOOM_EXIT_OK) goto done;
     loom_serve_calib cal;
-    loom_serve_calib_prior(NULL, &cal);
-    loom_serve_cases_anchor(cs.cases, cs.n, &cal);
+    if (!a.serve_calib || a.loso) {   /* a fit will run: its TTFT anchor, at the prior */
+        loom_serve_calib_prior(NULL, &cal);
+        loom_serve_cases_anchor(cs.cases, cs.n, &cal);
+    }
     if (a.serve_calib) {
         if (loom_serve_calib_load(a.serve_calib, &cal, &err)) {
             rc = loom_cli_fail(&err);
