@@ -31,8 +31,8 @@
  * clients, which start together and stay together when outputs have one
  * length (sim.c): each round's prompts queue behind one another, which the
  * steady state, pricing one prompt, does not see (DLI course's runs: TTFT
- * 51-94% below the simulator's at 5-250 clients). Fitted as it was, the fit
- * made up the queue with a fixed per-request latency at its 30 ms bound
+ * 55-91% below the simulator's at 5-250 clients, medians). Fitted as it
+ * was, the fit made up the queue with a fixed per-request latency at its 30 ms bound
  * (NIM), which then put 30 ms on every single-client TTFT (+63% median at 1
  * client). So each case's steady TTFT, the fixed latency left out (it adds
  * to the queue, it does not scale with it), is scaled by the simulator's
