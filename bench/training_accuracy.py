@@ -341,7 +341,8 @@ MEGATRON_FLAGS = {"--tp": "--tensor-model-parallel-size", "--pp": "--pipeline-mo
                   "--seq": "--seq-length", "--mbs": "--micro-batch-size"}
 MEGATRON_SWITCHES = {"--sp": "--sequence-parallel", "--tp-comm-overlap": "--tp-comm-overlap",
                      "--dist-opt": "--use-distributed-optimizer",
-                     "--moe-a2a-overlap": "--overlap-moe-expert-parallel-comm"}
+                     "--moe-a2a-overlap": "--overlap-moe-expert-parallel-comm",
+                     "--grad-reduce-bf16": "--grad-reduce-in-bf16"}
 MEGATRON_PAIRS = {"--moe-hybridep": ["--moe-token-dispatcher-type", "flex",
                                      "--moe-flex-dispatcher-backend", "hybridep"]}
 

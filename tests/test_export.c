@@ -1416,6 +1416,24 @@ static void test_import_hsdp(void)
     free(t);
 }
 
+/* --grad-reduce-in-bf16 is read: Megatron-LM then reduces the gradients in
+ * bf16, half the bytes of its fp32 default for bf16 runs. */
+static void test_import_grad_reduce_bf16(void)
+{
+    loom_error err = {0};
+    loom_status s;
+    char *t = example_with("--grad-reduce-in-bf16");
+    loom_megatron_launch *l = import(t, 0, &s, &err);
+    CHECK(s == LOOM_OK);
+    if (s == LOOM_OK) CHECK(l->config.par.grad_reduce_bf16);
+    free(l);
+    free(t);
+    l = import(example_script, 0, &s, &err);
+    CHECK(s == LOOM_OK);
+    if (s == LOOM_OK) CHECK(!l->config.par.grad_reduce_bf16);
+    free(l);
+}
+
 int main(void)
 {
     test_arg_table();
@@ -1428,6 +1446,7 @@ int main(void)
     test_adjust();
     test_import();
     test_import_hsdp();
+    test_import_grad_reduce_bf16();
     test_model_rebuilt();
     test_model_through_plan();
     return check_done();

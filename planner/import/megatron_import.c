@@ -105,6 +105,9 @@ static loom_status read_parallel(const ctx *c, loom_megatron_launch *out)
         return failf(c, line_of(c, "--tp-comm-overlap"),
                      "--tp-comm-overlap needs --sequence-parallel (Megatron-LM asserts it)");
     p->overlap_grad_reduce = has(c, "--overlap-grad-reduce");
+    /* without it Megatron-LM reduces bf16 runs' gradients in fp32
+     * (arguments.py sets accumulate_allreduce_grads_in_fp32) */
+    p->grad_reduce_bf16 = has(c, "--grad-reduce-in-bf16");
     /* on by default with an interleaved schedule (megatron/training/arguments.py) */
     p->overlap_p2p = !has(c, "--no-overlap-p2p-communication");
     p->moe_a2a_overlap = has(c, "--overlap-moe-expert-parallel-comm");
