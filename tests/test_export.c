@@ -1394,23 +1394,32 @@ static char *example_with(const char *extra)
     return t;
 }
 
+/* The parallel configuration the example script imports to with `extra`
+ * after --overlap-grad-reduce (NULL: the script as it is); false when it
+ * does not import. */
+static bool import_par(const char *extra, loom_parallel *out)
+{
+    loom_error err = {0};
+    loom_status s;
+    char *t = extra ? example_with(extra) : NULL;
+    loom_megatron_launch *l = import(t ? t : example_script, 0, &s, &err);
+    if (s == LOOM_OK) *out = l->config.par;
+    free(l);
+    free(t);
+    return s == LOOM_OK;
+}
+
 /* Megatron's --num-distributed-optimizer-instances k is hybrid sharding:
  * the example's DP 4 in k = 2 instances shards the optimizer over 2 ranks
  * (fsdp_shard 2); k must divide DP and needs a sharded optimizer. */
 static void test_import_hsdp(void)
 {
-    loom_error err = {0};
-    loom_status s;
-    char *t = example_with("--num-distributed-optimizer-instances 2");
-    loom_megatron_launch *l = import(t, 0, &s, &err);
-    CHECK(s == LOOM_OK);
-    if (s == LOOM_OK) CHECK_INT_EQ(l->config.par.fsdp_shard, 2);
-    free(l);
-    free(t);
-    l = import(example_script, 0, &s, &err);   /* one instance: full sharding */
-    if (s == LOOM_OK) CHECK_INT_EQ(l->config.par.fsdp_shard, 0);
-    free(l);
-    t = example_with("--num-distributed-optimizer-instances 3");
+    loom_parallel p;
+    CHECK(import_par("--num-distributed-optimizer-instances 2", &p));
+    CHECK_INT_EQ(p.fsdp_shard, 2);
+    CHECK(import_par(NULL, &p));   /* one instance: full sharding */
+    CHECK_INT_EQ(p.fsdp_shard, 0);
+    char *t = example_with("--num-distributed-optimizer-instances 3");
     expect_error(t, 0,
                  "--num-distributed-optimizer-instances 3 does not divide the data-parallel size 4");
     free(t);
@@ -1420,18 +1429,11 @@ static void test_import_hsdp(void)
  * bf16, half the bytes of its fp32 default for bf16 runs. */
 static void test_import_grad_reduce_bf16(void)
 {
-    loom_error err = {0};
-    loom_status s;
-    char *t = example_with("--grad-reduce-in-bf16");
-    loom_megatron_launch *l = import(t, 0, &s, &err);
-    CHECK(s == LOOM_OK);
-    if (s == LOOM_OK) CHECK(l->config.par.grad_reduce_bf16);
-    free(l);
-    free(t);
-    l = import(example_script, 0, &s, &err);
-    CHECK(s == LOOM_OK);
-    if (s == LOOM_OK) CHECK(!l->config.par.grad_reduce_bf16);
-    free(l);
+    loom_parallel p;
+    CHECK(import_par("--grad-reduce-in-bf16", &p));
+    CHECK(p.grad_reduce_bf16);
+    CHECK(import_par(NULL, &p));
+    CHECK(!p.grad_reduce_bf16);
 }
 
 int main(void)
