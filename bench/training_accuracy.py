@@ -5,7 +5,7 @@ it was never fitted to, per regime.
 The runs are examples/calibration/training-runs.json: 149 records from 17
 sources (NeMo and Megatron-Bridge performance tables, torchtitan and
 llm-foundry benchmarks, IBM's FMS-FSDP, MLPerf Training v3.1-v5.0 result logs,
-the ZeRO and FSDP papers, technical reports), each with its source. loom's
+the ZeRO, FSDP and MT-NLG papers, technical reports), each with its source. loom's
 shipped calibration is fitted on examples/calibration/published-runs.json
 only (no record here is in it), so every prediction below is out of sample:
 a stricter check than leave-one-source-out. The exception is Blackwell's
@@ -23,10 +23,10 @@ weights and FLOPs), or the bundled model where the record names one
 DP, CP, EP, micro-batch, interleaving, sequence parallelism, recomputation,
 ZeRO stage / FSDP, FP8 and the framework (Megatron/NeMo, torchtitan/FSDP,
 DeepSpeed), and what the source states beyond those: the node network
-("internode_gbps_per_node"), a bf16 gradient reduce-scatter ("reduce_dtype"),
+("internode_gbps_per_node"), a bf16 gradient reduction ("reduce_dtype": `--grad-reduce-bf16`),
 hybrid sharding's shard group ("fsdp_shard": `--fsdp-shard`, with
-zero_stage "hsdp"), llm-foundry's attention implementation ("attn_impl":
-"flash" is `--attention-kernel fa2-unpad`),
+zero_stage "hsdp"), the attention implementation ("attn_impl": llm-foundry's
+"flash" is `--attention-kernel fa2-unpad`, "unfused" `--unfused-attention`),
 block-level checkpointing of a fraction of the blocks
 ("recompute_block_fraction"), torchtitan's async TP, torch.compile or eager
 PyTorch ("compile": `--elementwise fused|eager`; unstated, torchtitan's
@@ -574,7 +574,7 @@ def main():
           f"{fit_all[1]:.3f} (shipped: {shipped[0]:.2f}, {shipped[1]:.2f}); without "
           + ", ".join(f"{k}: {v[0]:.3f}, {v[1]:.3f}" for k, v in folds.items()) + ".\n")
     print("A run counts in every regime it exhibits (an FP8 Llama at TP4 PP8 on 6,144 GPUs is "
-          "dense TP/PP, FP8 and >4k GPUs); the rows below name its record's main regime.\n")
+          "dense TP/PP, FP8 and >=4k GPUs); the rows below name its record's main regime.\n")
     print("| regime | runs | median \\|err\\| | max \\|err\\| |")
     print("| --- | ---: | ---: | ---: |")
     for g, member in REGIMES:

@@ -56,6 +56,9 @@ const loom_cli_spec loom_cli_spec_calibrate_serve = {
              "efficiency, small all-reduce latency, kernel gaps, per-iteration overhead of each\n"
              "engine, per-sequence overhead) to published serving runs, separately from the\n"
              "training fit, and writes a loom-serve-calib/1 file for `loom eval --serve-calib`.\n"
+             "The fit runs the steady-state estimate; each record's TTFT is scaled by the\n"
+             "simulator's ratio to it (one simulation per record before fitting), so that the\n"
+             "queue of clients that start together is matched as benchmarks report it.\n"
              "RECORDS.json is in the examples/calibration/serving-runs.json format.\n",
     .opts = cal_opts,
     .n_opts = sizeof cal_opts / sizeof cal_opts[0],
