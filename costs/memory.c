@@ -89,21 +89,26 @@ static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 void loom_memory_model_state(int64_t n_params, int64_t dp, int zero, bool dist_opt,
                              bool training, loom_model_state *out)
 {
-    loom_memory_model_state_fw(n_params, dp, zero, dist_opt, LOOM_FRAMEWORK_MEGATRON, training,
-                               out);
+    loom_memory_model_state_fw(n_params, dp, zero, dist_opt, LOOM_FRAMEWORK_MEGATRON, false,
+                               training, out);
 }
 
 /* Bytes per parameter by framework (parallel.h): Megatron bf16 weights +
- * fp32 main gradients + fp32 master/m/v (2 + 4 + 12); DeepSpeed keeps the
- * gradients in the 16-bit dtype (2 + 2 + 12, the ZeRO paper's 16Ψ);
- * FSDP2 (torchtitan) keeps the bf16 working weights (unsharded unless
- * ZeRO-3), fp32 gradients and sharded fp32 weights + m + v: 2 + 4 + 12. */
+ * main gradients in the reduce dtype (fp32 by default; bf16 with
+ * --grad-reduce-in-bf16: the buffers of megatron/core/distributed/
+ * param_and_grad_buffer.py take the param dtype then) + fp32 master/m/v
+ * (2 + 4 + 12, or 2 + 2 + 12); DeepSpeed keeps the gradients in the 16-bit
+ * dtype (2 + 2 + 12, the ZeRO paper's 16Ψ); FSDP2 (torchtitan) keeps the
+ * bf16 working weights (unsharded unless ZeRO-3), and fp32 gradients on its
+ * sharded fp32 weights + m + v whatever the reduce dtype: 2 + 4 + 12. */
 void loom_memory_model_state_fw(int64_t n_params, int64_t dp, int zero, bool dist_opt,
-                                int framework, bool training, loom_model_state *out)
+                                int framework, bool grad_reduce_bf16, bool training,
+                                loom_model_state *out)
 {
     if (dp < 1) dp = 1;
     int64_t wb = LOOM_MEM_PARAM_BYTES, gb = LOOM_MEM_GRAD_BYTES, ob = LOOM_MEM_OPTIM_BYTES;
     if (framework == LOOM_FRAMEWORK_DEEPSPEED) gb = 2;
+    if (framework == LOOM_FRAMEWORK_MEGATRON && grad_reduce_bf16) gb = 2;
     out->params_bytes = n_params * wb;
     out->grads_bytes = training ? n_params * gb : 0;
     out->optimizer_bytes = training ? n_params * ob : 0;
@@ -422,9 +427,9 @@ loom_status loom_memory_stage(const loom_graph *g, const loom_parallel *p,
     int64_t dp_expert = loom_parallel_shard_ranks(p, loom_parallel_expert_dp(p));
     loom_model_state sd, se;
     loom_memory_model_state_fw(dense, dp_dense, p->zero, p->dist_opt, p->framework,
-                               !o->inference, &sd);
+                               p->grad_reduce_bf16, !o->inference, &sd);
     loom_memory_model_state_fw(expert, dp_expert, p->zero, p->dist_opt, p->framework,
-                               !o->inference, &se);
+                               p->grad_reduce_bf16, !o->inference, &se);
     if (!o->inference && p->framework == LOOM_FRAMEWORK_TORCHTITAN && p->zero >= 3 && p->pp > 1) {
         /* torchtitan under pipelining keeps FSDP's weights gathered through
          * the step and accumulates unsharded gradients until the last

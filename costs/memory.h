@@ -52,17 +52,21 @@ typedef struct {
 void loom_memory_model_state(int64_t n_params, int64_t dp, int zero, bool dist_opt,
                              bool training, loom_model_state *out);
 
+/* The same for a framework (loom_framework, parallel.h) and the dtype the
+ * gradients are kept in: DeepSpeed keeps 2-byte gradients; Megatron keeps
+ * its main-gradient buffers in the reduce dtype (fp32, or bf16 with
+ * --grad-reduce-in-bf16); FSDP2 casts the reduced gradient back to its
+ * fp32 sharded parameters whatever the reduce dtype. */
+void loom_memory_model_state_fw(int64_t n_params, int64_t dp, int zero, bool dist_opt,
+                                int framework, bool grad_reduce_bf16, bool training,
+                                loom_model_state *out);
+
 /* The same for a pipeline stage whose mesh also holds data-parallel copies
  * of its weights: of the n_params on a GPU, n_local are left once each
  * weight is divided by its copies along the mesh axes that split the batch
  * (the data-parallel group of a runtime such as Megatron-LM spans those
  * and the stage's dp replicas). The ZeRO-sharded parts are n_local / dp,
  * the others n_params. */
-/* The same for a framework (loom_framework, parallel.h): DeepSpeed keeps
- * 2-byte gradients, torchtitan/FSDP2 fp32 weights and 8-byte Adam state. */
-void loom_memory_model_state_fw(int64_t n_params, int64_t dp, int zero, bool dist_opt,
-                                int framework, bool training, loom_model_state *out);
-
 void loom_memory_model_state_local(int64_t n_params, int64_t n_local, int64_t dp, int zero,
                                    bool training, loom_model_state *out);
 

@@ -472,11 +472,27 @@ static void test_zero_paper(void)
     const double published_gb[4] = {120, 31.4, 16.6, 1.9};
     for (int z = 0; z < 4; z++) {
         loom_model_state m;
-        loom_memory_model_state_fw(n, 64, z, false, LOOM_FRAMEWORK_DEEPSPEED, true, &m);
+        loom_memory_model_state_fw(n, 64, z, false, LOOM_FRAMEWORK_DEEPSPEED, false, true, &m);
         double gb = (double)(m.params_bytes + m.grads_bytes + m.optimizer_bytes) / 1e9;
         printf("ZeRO-%d 7.5B/64 deepspeed: %.2f GB (published %.1f)\n", z, gb, published_gb[z]);
         CHECK_NEAR_REL(gb, published_gb[z], 0.10);
     }
+}
+
+/* Megatron's main-gradient buffers take the reduce dtype: 1B parameters
+ * on dp 8 with the distributed optimizer hold 2 + 4 + 12/8 = 7.5 B per
+ * parameter by default and 2 + 2 + 12/8 = 5.5 B with --grad-reduce-in-bf16.
+ * FSDP2 casts the reduced gradient back to its fp32 shards: still 4 B. */
+static void test_megatron_grad_dtype(void)
+{
+    const int64_t n = 1000000000;
+    loom_model_state fp32, bf16, fsdp;
+    loom_memory_model_state_fw(n, 8, 0, true, LOOM_FRAMEWORK_MEGATRON, false, true, &fp32);
+    loom_memory_model_state_fw(n, 8, 0, true, LOOM_FRAMEWORK_MEGATRON, true, true, &bf16);
+    loom_memory_model_state_fw(n, 8, 0, true, LOOM_FRAMEWORK_TORCHTITAN, true, true, &fsdp);
+    CHECK_INT_EQ(fp32.params_bytes + fp32.grads_bytes + fp32.optimizer_bytes, 7500000000);
+    CHECK_INT_EQ(bf16.params_bytes + bf16.grads_bytes + bf16.optimizer_bytes, 5500000000);
+    CHECK_INT_EQ(fsdp.grads_bytes, 4000000000);
 }
 
 /* Llama-3.1-405B in its published layout: TP8 PP16 DP128 (16,384 H100),
@@ -551,6 +567,7 @@ static void test_llama405b_layout(void)
 int main(void)
 {
     test_zero_paper();
+    test_megatron_grad_dtype();
     test_llama405b_layout();
     test_korthikanti();
     test_gpt3_config();
