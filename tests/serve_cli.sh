@@ -86,6 +86,13 @@ c = json.load(open(sys.argv[1]))["config"]
 assert c["scheduler_steps"] == 10 and c["max_num_seqs"] == 256 and c["max_batched_tokens"] == 4096 and c["tp"] == 4, c
 PY
 expect_fail eval 2 llama-3-8b "${S[@]}" "${W[@]}" --qps 1 --engine sglang --num-scheduler-steps 4 -- "--num-scheduler-steps is vLLM's"
+# TensorRT-LLM runs a prompt whole unless context chunking is on: a prompt
+# beyond the token budget is an error naming both ways out, not a starved
+# engine; --chunked-context is TensorRT-LLM's alone
+expect_fail eval 1 llama-3-8b "${S[@]}" --isl 3000 --osl 64 --requests 50 --qps 1 --engine trtllm --max-batched-tokens 2048 -- "a prompt of 3000 tokens exceeds the trtllm engine's token budget of 2048" "--chunked-context"
+expect_fail eval 1 llama-3-8b "${S[@]}" --isl 3000 --osl 64 --qps 1 --engine trtllm --max-batched-tokens 2048 --steady -- "a prompt of 3000 tokens exceeds"
+expect_fail eval 2 llama-3-8b "${S[@]}" "${W[@]}" --qps 1 --engine vllm --chunked-context -- "--chunked-context is TensorRT-LLM's"
+"$LOOM" eval llama-3-8b "${S[@]}" --isl 3000 --osl 64 --requests 50 --qps 1 --engine trtllm --max-batched-tokens 2048 --chunked-context --json >"$tmp/c.json" 2>"$tmp/err" && ok || bad "trtllm --chunked-context: $(cat "$tmp/err")"
 # vLLM V1 runs host and GPU in turn unless --async-scheduling overlaps them
 for flag in "" "--async-scheduling"; do
     "$LOOM" eval --cluster dgx-h100-x1 "${W[@]}" --qps 2 --json --from-vllm \

@@ -135,4 +135,12 @@ void loom_serve_engine_multi_step(loom_serve_engine *e, int32_t k, int64_t max_m
 /* Range checks; errors name the field ("max_num_seqs: expected >= 1, found 0"). */
 loom_status loom_serve_engine_validate(const loom_serve_engine *e, loom_error *err);
 
+/* Whether the engine can take a prompt of `prompt` tokens: without chunked
+ * prefill a prompt runs whole in one iteration, so it must fit the token
+ * budget (TensorRT-LLM without enable_chunked_context requires
+ * max_num_tokens >= the longest input; vLLM V0 refuses a budget below
+ * max_model_len). An error names the budget and the way out. */
+loom_status loom_serve_engine_check_prompt(const loom_serve_engine *e, int64_t prompt,
+                                           loom_error *err);
+
 #endif

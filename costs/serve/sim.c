@@ -237,14 +237,7 @@ static int64_t pending_prefill(const engine_t *s)
     return b > 0 ? b : 0;
 }
 
-/* The token budget of an iteration: the engine's per micro-batch, once per
- * pipeline stage, since each of the pp micro-batches in flight is
- * scheduled with its own (TensorRT-LLM's and vLLM's virtual engines; step.h
- * prices one micro-batch's pass). */
-static int64_t iter_budget(const engine_t *s)
-{
-    return s->e->max_batched_tokens * loom_serve_model_shape(s->m)->par.pp;
-}
+static int64_t iter_budget(const engine_t *s) { return loom_serve_iter_budget(s->m); }
 
 /* A sequence's prompt chunk this iteration: what is left, within the
  * budget and within one micro-batch's (a sequence lives in one). */
@@ -419,6 +412,8 @@ static loom_status run(const loom_serve_model *m, const loom_serve_workload *w,
             if (i > 0) t += -log(loom_serve_rng_uniform(&rng)) / w->rate;
             q->arrival = t;
         }
+        if (!w->prompt_cached && (st = loom_serve_engine_check_prompt(s.e, q->prompt, err)))
+            goto done;
         int64_t need = blocks_for(&s, q->isl + q->osl);
         if (need > s.total_blocks) {
             st = loom_error_set(err, LOOM_ERR_INFEASIBLE,

@@ -13,7 +13,8 @@
  *     T(B) = iter(decodes B) + B/O · iter(prefill I).
  * The batch is bounded by max_num_seqs, by the KV cache (a sequence holds
  * I + O/2 tokens on average; I + O when the engine reserves the whole output)
- * and by the token budget (B + B·I/O ≤ max_batched_tokens).
+ * and by the token budget (B + B·I/O ≤ the iteration budget,
+ * loom_serve_iter_budget: max_batched_tokens per pipeline stage).
  *
  * Load → batch.
  *   Poisson rate λ: Little's law on the decode phase, B = λ·O·T(B), solved by
@@ -66,13 +67,17 @@ static double round_int(const ctx_t *c, int64_t n)
     if (c->cached) return t_dec;
     /* P prompt tokens per round, in iterations of q tokens */
     double P = b * I / O;
-    double room = (double)e->max_batched_tokens - (e->mixed_batches ? b : 0);
+    double room = (double)loom_serve_iter_budget(c->m) - (e->mixed_batches ? b : 0);
     if (room < 1) room = 1;
     double q = P > I ? P : I;
     if (q > room) q = room;
+    /* the chunks of one iteration: a sequence's within one micro-batch's
+     * budget (loom_serve_iter_budget), so under pp they spread over the
+     * micro-batches */
+    double seqs = fmax(ceil(q / I), ceil(q / (double)e->max_batched_tokens));
     loom_serve_batch p = {.n_prefill = (int64_t)llround(q), .prefill_pairs = q * (I + 1) / 2,
                           .prefill_prefix = q < I ? (I - q) / 2 : 0,
-                          .n_sampled = (int64_t)ceil(q / I), .n_prefill_seqs = (int64_t)ceil(q / I)};
+                          .n_sampled = (int64_t)ceil(q / I), .n_prefill_seqs = (int64_t)seqs};
     if (e->mixed_batches) {
         p.n_decode = d.n_decode;
         p.decode_ctx = d.decode_ctx;
@@ -128,7 +133,8 @@ static double chunk_s(const ctx_t *c, double b, double q, double prefix)
 static double prefill_service_s(const ctx_t *c, double b)
 {
     if (c->cached) return round_s(c, b);   /* the next decode iteration */
-    double room = (double)c->e->max_batched_tokens - (c->e->mixed_batches ? b : 0);
+    double room = (double)loom_serve_iter_budget(c->m) - (c->e->mixed_batches ? b : 0);
+    if (room > (double)c->e->max_batched_tokens) room = (double)c->e->max_batched_tokens;
     if (room < 1) room = 1;
     double left = c->isl, prefix = 0, t = 0;
     while (left > 0) {
@@ -147,6 +153,9 @@ loom_status loom_serve_steady(const loom_serve_model *m, const loom_serve_worklo
     const loom_serve_shape *sh = loom_serve_model_shape(m);
     const loom_serve_memory *mem = loom_serve_model_memory(m);
     loom_status s = loom_serve_workload_check(w, sh->max_positions, err);
+    if (!s && !w->prompt_cached)
+        s = loom_serve_engine_check_prompt(loom_serve_model_engine(m),
+                                           loom_serve_workload_max_isl(w), err);
     if (s) return s;
     ctx_t c = {m, loom_serve_model_engine(m), (double)w->isl, (double)w->osl, w->prompt_cached};
     const loom_serve_engine *e = c.e;
@@ -162,9 +171,8 @@ loom_status loom_serve_steady(const loom_serve_model *m, const loom_serve_worklo
     double bmax = (double)e->max_num_seqs;
     double kvb = (double)mem->kv_capacity_tokens / per_seq;
     if (kvb < bmax) bmax = kvb;
-    double budget_b = e->mixed_batches && !c.cached
-                          ? (double)e->max_batched_tokens * O / (O + I)
-                          : (double)e->max_batched_tokens;
+    double iter_budget = (double)loom_serve_iter_budget(m);
+    double budget_b = e->mixed_batches && !c.cached ? iter_budget * O / (O + I) : iter_budget;
     if (budget_b < bmax) bmax = budget_b;
     if (bmax < 1) bmax = 1;
     out->batch_max = bmax;
@@ -229,7 +237,7 @@ loom_status loom_serve_steady(const loom_serve_model *m, const loom_serve_worklo
     } else {
         b = N < bmax ? N : bmax;
         /* all prompts of the first wave at the budget, then rounds */
-        double fill_tokens = b * I, budget = (double)e->max_batched_tokens;
+        double fill_tokens = b * I, budget = iter_budget;
         double iters = ceil(fill_tokens / budget);
         loom_serve_batch p = {.n_prefill = (int64_t)(fill_tokens / iters),
                               .prefill_pairs = fill_tokens / iters / I * I * (I + 1) / 2,

@@ -119,6 +119,11 @@ loom_serve_frontend loom_serve_model_frontend(const loom_serve_model *m) { retur
 loom_serve_client loom_serve_model_client(const loom_serve_model *m) { return m->client; }
 const loom_cluster *loom_serve_model_cluster(const loom_serve_model *m) { return &m->cluster; }
 
+int64_t loom_serve_iter_budget(const loom_serve_model *m)
+{
+    return m->engine.max_batched_tokens * m->shape.par.pp;
+}
+
 /* A tensor-core kernel of F FLOPs: F / (peak · eff · F/(F + half)). */
 static double tc_s(const loom_serve_model *m, double flops, double peak, double eff)
 {

@@ -100,6 +100,13 @@ const loom_cluster *loom_serve_model_cluster(const loom_serve_model *m);
  * calibrations; shape and memory do not depend on it). */
 void loom_serve_model_set_calib(loom_serve_model *m, const loom_serve_calib *c);
 
+/* The token budget of an iteration: the engine's per micro-batch, once per
+ * pipeline stage, since each of the pp micro-batches in flight is
+ * scheduled with its own (TensorRT-LLM's and vLLM's virtual engines;
+ * loom_serve_iter_time prices one micro-batch's pass). One sequence's
+ * prompt chunk stays within one micro-batch's budget. */
+int64_t loom_serve_iter_budget(const loom_serve_model *m);
+
 /* Time of one iteration (bd may be NULL). Pure; safe to call from several
  * threads on one model. */
 double loom_serve_iter_time(const loom_serve_model *m, const loom_serve_batch *b,

@@ -39,7 +39,7 @@ typedef struct {
     int64_t concurrency, requests, seed;
     bool offline;
     int weights, kv_dtype, engine, frontend, client;
-    bool trt_engine;
+    bool trt_engine, chunked_context;
     int64_t max_num_seqs, max_batched_tokens, block_size, scheduler_steps;
     double mem_fraction, slo_ttft, slo_tpot;
     bool steady_only, json;
@@ -124,6 +124,9 @@ static const loom_cli_option serve_opts[] = {
     {.name = "--trt-engine", .kind = LOOM_CLI_FLAG, .field = F(trt_engine),
      .help = "TensorRT-LLM runs a built TensorRT engine from its C++ executor (releases\n"
              "before 1.0, NIM) instead of 1.x's PyTorch backend"},
+    {.name = "--chunked-context", .kind = LOOM_CLI_FLAG, .field = F(chunked_context),
+     .help = "TensorRT-LLM: split prompts longer than the token budget over iterations\n"
+             "(enable_chunked_context; MLPerf's harness sets it; vLLM and SGLang always chunk)"},
     {.name = "--max-num-seqs", .kind = LOOM_CLI_INT, .field = F(max_num_seqs), .lo = 1,
      .hi = 1 << 24, .metavar = "N", .help = "running sequences at most", .def = "the engine's"},
     {.name = "--max-batched-tokens", .kind = LOOM_CLI_SIZE, .field = F(max_batched_tokens),
@@ -601,6 +604,13 @@ int loom_cmd_eval_serve(int argc, char **argv)
     if (a.scheduler_steps > 1)
         loom_serve_engine_multi_step(&o.engine, (int32_t)a.scheduler_steps,
                                      have_line ? line.max_model_len : 0);
+    if (a.chunked_context && o.engine.kind != LOOM_ENGINE_TRTLLM) {
+        fprintf(stderr, "loom eval: --chunked-context is TensorRT-LLM's (%s always chunks "
+                "prompts)\n", loom_engine_name(o.engine.kind));
+        loom_graph_destroy(g);
+        return LOOM_EXIT_USAGE;
+    }
+    if (a.chunked_context) o.engine.chunked_prefill = true;
     if (a.max_num_seqs) o.engine.max_num_seqs = a.max_num_seqs;
     if (a.max_batched_tokens) o.engine.max_batched_tokens = a.max_batched_tokens;
     if (a.block_size) o.engine.block_size = a.block_size;
