@@ -7,11 +7,11 @@ sources (NeMo and Megatron-Bridge performance tables, torchtitan and
 llm-foundry benchmarks, IBM's FMS-FSDP, MLPerf Training v3.1-v5.0 result logs,
 the ZeRO, FSDP and MT-NLG papers, technical reports), each with its source. loom's
 shipped calibration is fitted on examples/calibration/published-runs.json
-only (no record here is in it), so every prediction below is out of sample:
-a stricter check than leave-one-source-out. The exception is Blackwell's
-GEMM and attention fractions of peak (B200, GB200; costs/calib.c), which
-are fitted here to the Blackwell records: those rows are leave-one-source-
-out, each source predicted by the fit to the others (blackwell_fit). The summary
+(no record here is in it), except each GPU family's GEMM and attention
+fractions of peak (Hopper: H100, H200, H800; Blackwell: B200, GB200;
+costs/calib.c), which are fitted here to the family's records: those rows
+are leave-one-source-out, each source predicted by the fit to the others
+(family_fit); the A100 rows are out of sample. The summary
 counts a run in every regime it exhibits (REGIMES: dense TP/PP, ZeRO-3/FSDP, FP8,
 MoE, >=4k GPUs); each row names its record's own main regime.
 
@@ -420,32 +420,49 @@ def run_eval(args, calib=None):
     return json.loads(p.stdout)["step_time_s"], None
 
 
-# ---- Blackwell's own fractions, leave one source out --------------------------
+# ---- each family's GEMM and attention fractions, leave one source out ---------
 #
-# No Blackwell run is in the shipped calibration's fit (published-runs.json),
-# and inheriting Hopper's fractions leaves the GEMM-bound Blackwell runs too
-# fast and the attention-bound ones too slow (costs/calib.c). Blackwell's
-# large-GEMM and fused-attention fractions of peak are therefore fitted here,
-# to the B200 and GB200 records, and loom ships the fit to all of them
-# (calib.c BLACKWELL_GEMM_EFF, BLACKWELL_ATTN_EFF). So that no Blackwell row
-# below is in sample, each is predicted leave-one-source-out: with the
-# fractions fitted to the Blackwell records of the other sources. The fit is
-# calib_fit.c's: cyclic golden-section search per parameter inside its range,
-# Huber loss on |ln(pred / meas)| (quadratic to 5%, linear beyond), from the
-# shipped values.
-BLACKWELL_DEVICES = ("B200-HGX-180GB", "B200-NVL72-186GB")
+# loom's published-runs fit (published-runs.json) sees no Blackwell run and
+# pins Hopper's GEMM and attention fractions on eight GEMM-bound runs of two
+# sources, which cannot tell the two apart; inheriting Hopper's leaves the
+# GEMM-bound Blackwell runs too fast and the attention-bound ones too slow
+# (costs/calib.c). Each family's large-GEMM and fused-attention fractions of
+# peak are therefore fitted here, to the family's records, and loom ships the
+# fit to all of them (calib.c BLACKWELL_*, HOPPER_*); the memory, link and
+# overlap fractions stay the published-runs fit's. So that no row of a
+# family below is in sample, each is predicted leave-one-source-out: with
+# the fractions fitted to the family's records of the other sources. Runs on
+# approximated hardware (Grand Teton) and runs whose attention ran in FP8
+# are predicted, not fitted. The fit is calib_fit.c's: cyclic golden-section
+# search per parameter inside its range, Huber loss on |ln(pred / meas)|
+# (quadratic to 5%, linear beyond), from the shipped values.
+FAMILIES = (
+    ("Blackwell", "BLACKWELL", ("B200-HGX-180GB", "B200-NVL72-186GB")),
+    ("Hopper", "HOPPER", ("H100-SXM5-80GB", "H200-SXM-141GB", "H800-SXM5-80GB",
+                          "H100-96GB-HBM2e")),
+)
 FIT_PARAMS = (("gemm_eff_max", 0.30, 0.95), ("attn_eff", 0.20, 0.90))
 FIT_SWEEPS, GOLDEN_ITERS, HUBER = 3, 12, 0.05
 
 
-def blackwell_loss(jobs, theta, tmp, pool):
-    """Σ Huber(|ln pred/meas|) over jobs [(argv, device, measured)] at theta."""
+def family_of(dev):
+    return next((f for f in FAMILIES if dev in f[2]), None)
+
+
+def write_calibs(devices, theta, tmp, tag):
+    """A loom-calib/1 file per device with the two fractions at theta."""
     calib = {}
-    for dev in BLACKWELL_DEVICES:
-        calib[dev] = os.path.join(tmp, f"fit-{dev}.json")
+    for dev in devices:
+        calib[dev] = os.path.join(tmp, f"{tag}-{dev}.json")
         with open(calib[dev], "w") as f:
             json.dump({"format": "loom-calib/1", "device": dev,
                        **dict(zip((p[0] for p in FIT_PARAMS), theta))}, f)
+    return calib
+
+
+def family_loss(jobs, devices, theta, tmp, pool):
+    """Σ Huber(|ln pred/meas|) over jobs [(argv, device, measured)] at theta."""
+    calib = write_calibs(devices, theta, tmp, "fit")
     times = list(pool.map(lambda j: run_eval(j[0], calib[j[1]])[0], jobs))
     loss = 0.0
     for (_, _, meas), t in zip(jobs, times):
@@ -454,7 +471,7 @@ def blackwell_loss(jobs, theta, tmp, pool):
     return loss
 
 
-def blackwell_fit(jobs, start, tmp, pool):
+def family_fit(jobs, devices, start, tmp, pool):
     theta = list(start)
     phi = (math.sqrt(5) - 1) / 2
     for _ in range(FIT_SWEEPS):
@@ -462,7 +479,7 @@ def blackwell_fit(jobs, start, tmp, pool):
             def at(v):
                 th = list(theta)
                 th[k] = v
-                return blackwell_loss(jobs, th, tmp, pool)
+                return family_loss(jobs, devices, th, tmp, pool)
             a, b = lo, hi
             x1, x2 = b - phi * (b - a), a + phi * (b - a)
             f1, f2 = at(x1), at(x2)
@@ -481,11 +498,11 @@ def blackwell_fit(jobs, start, tmp, pool):
     return theta
 
 
-def shipped_blackwell():
-    """The fractions loom ships for Blackwell (costs/calib.c's defines)."""
+def shipped_fit(macro):
+    """The fractions loom ships for a family (costs/calib.c's defines)."""
     text = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "costs",
                              "calib.c")).read()
-    return [float(re.search(rf"#define BLACKWELL_{k} ([0-9.]+)", text).group(1))
+    return [float(re.search(rf"#define {macro}_{k} ([0-9.]+)", text).group(1))
             for k in ("GEMM_EFF", "ATTN_EFF")]
 
 
@@ -518,7 +535,9 @@ def main():
     if not os.access(loom, os.X_OK):
         sys.exit(f"bench/training_accuracy.py: {loom} is not an executable (build first)")
     recs = json.load(open(runs))["records"]
-    rows, skipped, blackwell = [], [], []
+    rows, skipped = [], []
+    members = {f[0]: [] for f in FAMILIES}
+    fits = {}
     with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(os.cpu_count() or 2) as pool:
         cmds = [(r, *eval_command(loom, r, tmp)) for r in recs]
         for r, args, dev, assumed, why in cmds:
@@ -528,36 +547,36 @@ def main():
             t, why = run_eval(args)
             if why:
                 skipped.append((r, "loom eval refused: " + why))
-            elif dev in BLACKWELL_DEVICES:
-                blackwell.append((r, args, dev, assumed))
+            elif family_of(dev):
+                members[family_of(dev)[0]].append((r, args, dev, assumed))
             else:
                 rows.append((r, t, t / measured_step(r) - 1, assumed))
-        # Blackwell: each source predicted by the fit to the others
-        shipped = shipped_blackwell()
-        # a run whose attention ran in FP8 would pull the bf16 attention
-        # fraction up: priced, not fitted
-        jobs = lambda sel: [(a, d, measured_step(r)) for r, a, d, _ in sel if not fp8_attention(r)]
-        fit_all = blackwell_fit(jobs(blackwell), shipped, tmp, pool)
-        folds = {}
-        for src in sorted({r["source_id"] for r, *_ in blackwell}):
-            theta = blackwell_fit(jobs([b for b in blackwell if b[0]["source_id"] != src]),
-                                  shipped, tmp, pool)
-            folds[src] = theta
-            calib = {}
-            for dev in BLACKWELL_DEVICES:
-                calib[dev] = os.path.join(tmp, f"loso-{dev}.json")
-                with open(calib[dev], "w") as f:
-                    json.dump({"format": "loom-calib/1", "device": dev,
-                               **dict(zip((p[0] for p in FIT_PARAMS), theta))}, f)
-            for r, args, dev, assumed in blackwell:
-                if r["source_id"] != src:
-                    continue
-                t, _ = run_eval(args, calib[dev])
-                note = f"Blackwell fit without this source: GEMM {theta[0]:.3f}, attention {theta[1]:.3f}"
-                if fp8_attention(r):
-                    note = ("FP8 attention in the run (the section's Megatron-Bridge config), priced "
-                            "in bf16 and left out of the fits; " + note)
-                rows.append((r, t, t / measured_step(r) - 1, assumed + [note]))
+        # each family: each source predicted by the fit to the others. A run
+        # whose attention ran in FP8 would pull the bf16 attention fraction
+        # up, and approximated hardware would pull both: priced, not fitted
+        for name, macro, devices in FAMILIES:
+            sel = members[name]
+            jobs = lambda part: [(a, d, measured_step(r)) for r, a, d, _ in part
+                                 if not fp8_attention(r) and not GPUS[r["gpu"]][3]]
+            shipped = shipped_fit(macro)
+            fit_all = family_fit(jobs(sel), devices, shipped, tmp, pool)
+            folds = {}
+            for src in sorted({r["source_id"] for r, *_ in sel}):
+                theta = family_fit(jobs([m for m in sel if m[0]["source_id"] != src]), devices,
+                                   shipped, tmp, pool)
+                folds[src] = theta
+                calib = write_calibs(devices, theta, tmp, "loso")
+                for r, args, dev, assumed in sel:
+                    if r["source_id"] != src:
+                        continue
+                    t, _ = run_eval(args, calib[dev])
+                    note = (f"{name} fit without this source: GEMM {theta[0]:.3f}, "
+                            f"attention {theta[1]:.3f}")
+                    if fp8_attention(r):
+                        note = ("FP8 attention in the run (the section's Megatron-Bridge config), "
+                                "priced in bf16 and left out of the fits; " + note)
+                    rows.append((r, t, t / measured_step(r) - 1, assumed + [note]))
+            fits[name] = (len(jobs(sel)), fit_all, shipped, folds)
     rows.sort(key=lambda row: recs.index(row[0]))
 
     def approx(row):
@@ -566,13 +585,14 @@ def main():
     print(f"# Training accuracy: {len(rows)} published runs, out of sample\n")
     print(f"Records: `{runs}`; regenerate with `python3 bench/training_accuracy.py`.\n")
     print("Every row is out of sample. The shipped calibration is fitted to "
-          "`examples/calibration/published-runs.json` only; Blackwell's GEMM and attention "
-          "fractions (B200, GB200: costs/calib.c) are fitted here, so their rows are "
-          "leave-one-source-out: each source predicted by the fit to the other sources' "
-          "Blackwell records.\n")
-    print(f"Blackwell fit to all {len(jobs(blackwell))} records: GEMM {fit_all[0]:.3f}, attention "
-          f"{fit_all[1]:.3f} (shipped: {shipped[0]:.2f}, {shipped[1]:.2f}); without "
-          + ", ".join(f"{k}: {v[0]:.3f}, {v[1]:.3f}" for k, v in folds.items()) + ".\n")
+          "`examples/calibration/published-runs.json`, except each GPU family's GEMM and "
+          "attention fractions of peak (Hopper: H100, H200, H800; Blackwell: B200, GB200; "
+          "costs/calib.c), which are fitted here, so those rows are leave-one-source-out: each "
+          "source predicted by the fit to the other sources' records of the family.\n")
+    for name, (n, fit_all, shipped, folds) in fits.items():
+        print(f"{name} fit to all {n} records: GEMM {fit_all[0]:.3f}, attention "
+              f"{fit_all[1]:.3f} (shipped: {shipped[0]:g}, {shipped[1]:g}); without "
+              + ", ".join(f"{k}: {v[0]:.3f}, {v[1]:.3f}" for k, v in folds.items()) + ".\n")
     print("A run counts in every regime it exhibits (an FP8 Llama at TP4 PP8 on 6,144 GPUs is "
           "dense TP/PP, FP8 and >=4k GPUs); the rows below name its record's main regime.\n")
     print("| regime | runs | median \\|err\\| | max \\|err\\| |")

@@ -54,9 +54,12 @@
 #define HALF_S 3e-6
 #define ATTN_HALF_S 21e-6
 #define FA2_FRAC_HOPPER 0.56
-/* bench/training_accuracy.py's fit to the Blackwell runs of all three sources */
+/* bench/training_accuracy.py's fits to the Blackwell and the Hopper runs
+ * of examples/calibration/training-runs.json (family_fit below) */
 #define BLACKWELL_GEMM_EFF 0.50
 #define BLACKWELL_ATTN_EFF 0.44
+#define HOPPER_GEMM_EFF 0.625
+#define HOPPER_ATTN_EFF 0.33
 
 /* Hopper and newer: a fused attention kernel (cuDNN, FA3) that uses the
  * warpgroup tensor-core instructions FlashAttention-2 does not. */
@@ -136,45 +139,60 @@ static const struct {
     {"B200", "H100"}, {"H800", "H100"}, {"H20-", "H100"},
 };
 
-/* Blackwell's own GEMM and attention fractions. Inheriting Hopper's put
- * the published Blackwell runs off in a pattern no single constant
- * explains (bench/training_accuracy.md, before this table): GEMM-bound
- * runs too fast (Llama 3.1 405B on 128-2,496 GB200/B200 -11% to -18%,
- * DeepSeek-V3 on 256 B200 -22%) and attention-bound ones too slow (Llama 3
- * 8B at 8k tokens +8% to +12%, at 32k-128k with CP +22% to +35%). Two
- * properties of the chip account for both:
- *   GEMMs    the dense peak is quoted at the boost tensor clock (B200:
- *            148 SMs x 8,192 bf16 FLOP/clk at 1.86 GHz = 2.25 PF; GB200's
- *            2.5 PF is the same silicon at 2.06 GHz under a 1,200 W cap),
- *            which a dense GEMM cannot hold at the power limit: it draws
- *            2.3x Hopper's tensor throughput from 1.4-1.7x its power. The
- *            published runs agree: GB200 runs Megatron-Bridge's Llama 3 8B
- *            recipe 1.045x as fast as B200, not the spec's 1.11x.
- *   attention  cuDNN's fused attention on Blackwell (tcgen05 MMAs from
- *            tensor memory, 2-CTA backward) reaches a larger share of the
- *            bf16 peak than Hopper's in-run figure (0.287, which carries
- *            what the Hopper fit could not separate from attention).
- * The two are fitted, the rest inherited, by bench/training_accuracy.py on
- * the B200/GB200 records of examples/calibration/training-runs.json (three
- * sources: Megatron-Bridge's tables, MLPerf Training v5.0, NeMo's
- * long-context tables), and its rows for these GPUs are leave-one-source-
- * out: each source predicted by the fit to the other two. */
+/* Each GPU family's GEMM and attention fractions of peak, fitted by
+ * bench/training_accuracy.py to the training-runs.json records of the
+ * family (cyclic golden-section search per parameter, Huber loss on
+ * |ln(pred / meas)|), its rows there predicted leave-one-source-out: each
+ * source by the fit to the other sources. They replace the published-runs
+ * fit's two for the family; its memory, link and overlap fractions stay.
+ *   Hopper   published-runs.json pins H100's two on nine runs of one
+ *            source (Megatron-LM's weak-scaling table, GPT 1.7B-462B at 4k
+ *            tokens), which cannot tell the two apart; the 66 SXM runs of
+ *            eleven sources (Megatron-Bridge, NeMo, MLPerf, torchtitan,
+ *            llm-foundry, FMS-FSDP, DGX Cloud, ...) can: the 8k-token Llama 3
+ *            8B runs came out +12% to +20% on that pair and the GEMM-bound
+ *            175B-405B runs -11% to -13%. Their fit puts GEMMs lower and
+ *            attention higher (0.671 -> 0.625, 0.287 -> 0.33). Both stay below what a kernel reaches alone (GEMM
+ *            0.71-0.83, cuDNN attention 0.54-0.63: docs/profile-db.md): the
+ *            in-run fraction also pays for NCCL's contention, clocks under
+ *            power and what the roofline does not see.
+ *   Blackwell  inheriting Hopper's put the published Blackwell runs off in
+ *            a pattern no single constant explains: GEMM-bound runs too fast
+ *            (Llama 3.1 405B on 128-2,496 GB200/B200 -11% to -18%,
+ *            DeepSeek-V3 on 256 B200 -22%) and attention-bound ones too slow
+ *            (Llama 3 8B at 8k tokens +8% to +12%, at 32k-128k with CP +22%
+ *            to +35%). The dense peak is quoted at the boost tensor clock
+ *            (B200: 148 SMs x 8,192 bf16 FLOP/clk at 1.86 GHz = 2.25 PF;
+ *            GB200's 2.5 PF is the same silicon at 2.06 GHz under a 1,200 W
+ *            cap), which a dense GEMM cannot hold at the power limit: it
+ *            draws 2.3x Hopper's tensor throughput from 1.4-1.7x its power
+ *            (GB200 runs Megatron-Bridge's Llama 3 8B recipe 1.045x as fast
+ *            as B200, not the spec's 1.11x); cuDNN's fused attention on
+ *            Blackwell (tcgen05 MMAs from tensor memory, 2-CTA backward)
+ *            reaches a larger share of the bf16 peak. */
 static const struct {
     const char *prefix;
     double gemm_eff_max, attn_eff;
-} blackwell[] = {
-    {"B200", BLACKWELL_GEMM_EFF, BLACKWELL_ATTN_EFF},
+    const char *family;
+} family_fit[] = {
+    {"B200", BLACKWELL_GEMM_EFF, BLACKWELL_ATTN_EFF, "Blackwell"},
+    {"H100", HOPPER_GEMM_EFF, HOPPER_ATTN_EFF, "Hopper"},
+    {"H200", HOPPER_GEMM_EFF, HOPPER_ATTN_EFF, "Hopper"},
 };
 
-void loom_calib_default(const loom_device *d, loom_calib *out)
+static bool has_prefix(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
+
+/* The published-runs fit of d's own name, else of the GPU it inherits
+ * from. */
+void loom_calib_published_fit(const loom_device *d, loom_calib *out)
 {
     loom_calib_prior(d, out);
-    const char *name = d ? d->name : "";
+    if (!d) return;
+    const char *name = d->name;
     for (size_t i = 0; i < sizeof inherits / sizeof inherits[0]; i++)
-        if (strncmp(name, inherits[i].prefix, strlen(inherits[i].prefix)) == 0)
-            name = inherits[i].like;
-    for (size_t i = 0; d && i < sizeof fitted / sizeof fitted[0]; i++) {
-        if (strncmp(name, fitted[i].prefix, strlen(fitted[i].prefix)) != 0) continue;
+        if (has_prefix(name, inherits[i].prefix)) name = inherits[i].like;
+    for (size_t i = 0; i < sizeof fitted / sizeof fitted[0]; i++) {
+        if (!has_prefix(name, fitted[i].prefix)) continue;
         out->gemm_eff_max = fitted[i].gemm_eff_max;
         out->mem_eff = fitted[i].mem_eff;
         out->attn_eff = fitted[i].attn_eff;
@@ -186,14 +204,29 @@ void loom_calib_default(const loom_device *d, loom_calib *out)
                  name != d->name ? "'s fractions of peak)" : "");
         break;
     }
-    for (size_t i = 0; d && i < sizeof blackwell / sizeof blackwell[0]; i++) {
-        if (strncmp(d->name, blackwell[i].prefix, strlen(blackwell[i].prefix)) != 0) continue;
-        out->gemm_eff_max = blackwell[i].gemm_eff_max;
-        out->attn_eff = blackwell[i].attn_eff;
-        snprintf(out->note, sizeof out->note,
-                 "H100's fitted fractions (examples/calibration/published-runs.json), GEMM and "
-                 "attention fitted to the Blackwell runs of training-runs.json");
-    }
+}
+
+void loom_calib_default(const loom_device *d, loom_calib *out)
+{
+    loom_calib_published_fit(d, out);
+    if (!d) return;
+    /* the family of d's own name first (B200 inherits H100's other
+     * fractions but has its own pair), else of the GPU it inherits from */
+    const char *like = d->name;
+    for (size_t i = 0; i < sizeof inherits / sizeof inherits[0]; i++)
+        if (has_prefix(like, inherits[i].prefix)) like = inherits[i].like;
+    const char *names[2] = {d->name, like};
+    for (int k = 0; k < 2; k++)
+        for (size_t i = 0; i < sizeof family_fit / sizeof family_fit[0]; i++) {
+            if (!has_prefix(names[k], family_fit[i].prefix)) continue;
+            out->gemm_eff_max = family_fit[i].gemm_eff_max;
+            out->attn_eff = family_fit[i].attn_eff;
+            snprintf(out->note, sizeof out->note,
+                     "H100's fitted fractions (examples/calibration/published-runs.json), GEMM "
+                     "and attention fitted to the %s runs of training-runs.json",
+                     family_fit[i].family);
+            return;
+        }
 }
 
 loom_status loom_calib_validate(const loom_calib *c, loom_error *err)

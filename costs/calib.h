@@ -60,10 +60,17 @@ typedef struct {
     X(kernel_overhead_s, 0, 1e-2, false)    \
     X(grad_sync_overlap, 0, 1, false)
 
-/* Defaults for device d (NULL = generic values): loom_calib_prior, with the
- * shipped fit (`loom calibrate examples/calibration/published-runs.json`)
- * for the GPUs that have published runs. */
+/* Defaults for device d (NULL = generic values): loom_calib_published_fit,
+ * with the GEMM and attention fractions of peak of its GPU family (Hopper,
+ * Blackwell) fitted by bench/training_accuracy.py to the published training
+ * runs of many sources (examples/calibration/training-runs.json). */
 void loom_calib_default(const loom_device *d, loom_calib *out);
+
+/* loom_calib_prior with the fit `loom calibrate
+ * examples/calibration/published-runs.json` gives for the GPUs that have
+ * runs there, and their fractions of peak for the GPUs that inherit them
+ * (tests/test_calib_fit.c refits and compares). */
+void loom_calib_published_fit(const loom_device *d, loom_calib *out);
 
 /* The round-number starting point (stated basis in calib.c) that
  * `loom calibrate` fits from and pulls towards. */

@@ -130,7 +130,9 @@ static double field_rel(double a, double b)
     return fabs(a - b) / fmax(fabs(b), 1e-3);
 }
 
-/* Refitting the published runs reproduces the shipped defaults. */
+/* Refitting the published runs reproduces the shipped published-runs fit
+ * (loom_calib_default then puts each family's GEMM and attention fractions
+ * over it: test_defaults_inherit). */
 static void test_defaults_reproduce(void)
 {
     loom_calib_record *r = NULL;
@@ -144,7 +146,7 @@ static void test_defaults_reproduce(void)
         loom_calib_prior(d, &fit);
         loom_calib_fit_stats st;
         CHECK_INT_EQ(loom_calib_fit(r, n, gpus[k], &fit, &st, &e), LOOM_OK);
-        loom_calib_default(d, &def);
+        loom_calib_published_fit(d, &def);
 #define LOOM_X(f, lo, hi, open)                                                          \
         if (field_rel(fit.f, def.f) > 1e-4) {                                             \
             check_failures++;                                                             \
@@ -183,6 +185,16 @@ static void test_defaults_inherit(void)
         CHECK_NEAR_REL(b200.gemm_half_flops, prior.gemm_half_flops, 1e-12);
         CHECK_STR_CONTAINS(b200.note, "H100");
     }
+    /* H100 itself: the published-runs fit's memory and link fractions with
+     * the Hopper family's GEMM and attention pair (calib.c HOPPER_*, from
+     * bench/training_accuracy.py's fit to the 66 Hopper runs) */
+    loom_calib pub;
+    loom_calib_published_fit(loom_device_find("H100-SXM5-80GB"), &pub);
+    CHECK_NEAR_REL(h100.gemm_eff_max, 0.625, 1e-12);
+    CHECK_NEAR_REL(h100.attn_eff, 0.33, 1e-12);
+    CHECK(fabs(pub.gemm_eff_max - 0.625) > 0.01);
+    CHECK_NEAR_REL(h100.mem_eff, pub.mem_eff, 1e-12);
+    CHECK_NEAR_REL(h100.grad_sync_overlap, pub.grad_sync_overlap, 1e-12);
     /* a device of its own family with no fitted predecessor keeps the prior */
     loom_calib mi, mip;
     loom_calib_default(loom_device_find("MI300X-192GB"), &mi);
