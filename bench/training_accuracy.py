@@ -9,9 +9,10 @@ the ZeRO, FSDP and MT-NLG papers, technical reports), each with its source. loom
 shipped calibration is fitted on examples/calibration/published-runs.json
 (no record here is in it), except each GPU family's GEMM and attention
 fractions of peak (Hopper: H100, H200, H800; Blackwell: B200, GB200;
-costs/calib.c), which are fitted here to the family's records: those rows
-are leave-one-source-out, each source predicted by the fit to the others
-(family_fit); the A100 rows are out of sample. The summary
+costs/calib.c), which are fitted here to the family's records (Hopper's
+with the nine H100 runs of published-runs.json as one more source): those
+rows are leave-one-source-out, each source predicted by the fit to the
+others (family_fit); the A100 rows are out of sample. The summary
 counts a run in every regime it exhibits (REGIMES: dense TP/PP, ZeRO-3/FSDP, FP8,
 MoE, >=4k GPUs); each row names its record's own main regime.
 
@@ -460,14 +461,37 @@ def write_calibs(devices, theta, tmp, tag):
     return calib
 
 
+# loom's own calibration set holds Hopper runs of one more source (the
+# Megatron-LM README's weak-scaling table, nine H100 runs): the Hopper fit
+# sees them too, through `loom calibrate --evaluate`, as one more source.
+PUBLISHED_RUNS = "examples/calibration/published-runs.json"
+PUBLISHED_SOURCE = "published-runs.json"
+PUBLISHED_IN = {"Hopper": "H100-SXM5-80GB"}
+
+
+def job_times(job, calib):
+    """[(predicted s or None, measured s)] of one job under calib (device -> file):
+    ("eval", (argv, measured), device) is one loom eval; ("published", (loom,),
+    device) the device's records of published-runs.json."""
+    kind, payload, dev = job
+    if kind == "eval":
+        return [(run_eval(payload[0], calib[dev])[0], payload[1])]
+    p = subprocess.run([payload[0], "calibrate", PUBLISHED_RUNS, "--evaluate", "--json",
+                        "--calib", calib[dev]], capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(f"bench/training_accuracy.py: loom calibrate --evaluate failed:\n{p.stderr}")
+    return [(r["predicted_s"], r["measured_s"]) for r in json.loads(p.stdout)["records"]
+            if r["gpu"] == dev]
+
+
 def family_loss(jobs, devices, theta, tmp, pool):
-    """Σ Huber(|ln pred/meas|) over jobs [(argv, device, measured)] at theta."""
+    """Σ Huber(|ln pred/meas|) over the runs of jobs (job_times) at theta."""
     calib = write_calibs(devices, theta, tmp, "fit")
-    times = list(pool.map(lambda j: run_eval(j[0], calib[j[1]])[0], jobs))
     loss = 0.0
-    for (_, _, meas), t in zip(jobs, times):
-        e = abs(math.log(t / meas)) if t else 1.0
-        loss += e * e if e <= HUBER else 2 * HUBER * e - HUBER * HUBER
+    for pairs in pool.map(lambda j: job_times(j, calib), jobs):
+        for t, meas in pairs:
+            e = abs(math.log(t / meas)) if t else 1.0
+            loss += e * e if e <= HUBER else 2 * HUBER * e - HUBER * HUBER
     return loss
 
 
@@ -556,11 +580,19 @@ def main():
         # up, and approximated hardware would pull both: priced, not fitted
         for name, macro, devices in FAMILIES:
             sel = members[name]
-            jobs = lambda part: [(a, d, measured_step(r)) for r, a, d, _ in part
-                                 if not fp8_attention(r) and not GPUS[r["gpu"]][3]]
+            pub = [("published", (loom,), PUBLISHED_IN[name])] if name in PUBLISHED_IN else []
+
+            def jobs(part, with_pub=True):
+                return [("eval", (a, measured_step(r)), d) for r, a, d, _ in part
+                        if not fp8_attention(r) and not GPUS[r["gpu"]][3]] + (pub if with_pub else [])
             shipped = shipped_fit(macro)
             fit_all = family_fit(jobs(sel), devices, shipped, tmp, pool)
-            folds = {}
+            folds, pub_errs = {}, []
+            if pub:   # the calibration set's runs, predicted by the fit without them
+                theta = family_fit(jobs(sel, False), devices, shipped, tmp, pool)
+                folds[PUBLISHED_SOURCE] = theta
+                calib = write_calibs(devices, theta, tmp, "loso")
+                pub_errs = [t / m - 1 for t, m in job_times(pub[0], calib)]
             for src in sorted({r["source_id"] for r, *_ in sel}):
                 theta = family_fit(jobs([m for m in sel if m[0]["source_id"] != src]), devices,
                                    shipped, tmp, pool)
@@ -576,7 +608,8 @@ def main():
                         note = ("FP8 attention in the run (the section's Megatron-Bridge config), "
                                 "priced in bf16 and left out of the fits; " + note)
                     rows.append((r, t, t / measured_step(r) - 1, assumed + [note]))
-            fits[name] = (len(jobs(sel)), fit_all, shipped, folds)
+            n_runs = sum(1 for j in jobs(sel) if j[0] == "eval") + len(pub_errs)
+            fits[name] = (n_runs, fit_all, shipped, folds, pub_errs)
     rows.sort(key=lambda row: recs.index(row[0]))
 
     def approx(row):
@@ -589,10 +622,15 @@ def main():
           "attention fractions of peak (Hopper: H100, H200, H800; Blackwell: B200, GB200; "
           "costs/calib.c), which are fitted here, so those rows are leave-one-source-out: each "
           "source predicted by the fit to the other sources' records of the family.\n")
-    for name, (n, fit_all, shipped, folds) in fits.items():
+    for name, (n, fit_all, shipped, folds, pub_errs) in fits.items():
         print(f"{name} fit to all {n} records: GEMM {fit_all[0]:.3f}, attention "
               f"{fit_all[1]:.3f} (shipped: {shipped[0]:g}, {shipped[1]:g}); without "
               + ", ".join(f"{k}: {v[0]:.3f}, {v[1]:.3f}" for k, v in folds.items()) + ".\n")
+        if pub_errs:
+            a = [abs(e) for e in pub_errs]
+            print(f"{name} runs of `{PUBLISHED_RUNS}` (in the fit above, not in the tables "
+                  f"below), predicted by the fit without them: {len(a)} runs, median |err| "
+                  f"{100 * statistics.median(a):.1f}%, max {100 * max(a):.1f}%.\n")
     print("A run counts in every regime it exhibits (an FP8 Llama at TP4 PP8 on 6,144 GPUs is "
           "dense TP/PP, FP8 and >=4k GPUs); the rows below name its record's main regime.\n")
     print("| regime | runs | median \\|err\\| | max \\|err\\| |")

@@ -58,8 +58,8 @@
  * of examples/calibration/training-runs.json (family_fit below) */
 #define BLACKWELL_GEMM_EFF 0.50
 #define BLACKWELL_ATTN_EFF 0.44
-#define HOPPER_GEMM_EFF 0.625
-#define HOPPER_ATTN_EFF 0.33
+#define HOPPER_GEMM_EFF 0.633
+#define HOPPER_ATTN_EFF 0.328
 
 /* Hopper and newer: a fused attention kernel (cuDNN, FA3) that uses the
  * warpgroup tensor-core instructions FlashAttention-2 does not. */
@@ -151,8 +151,9 @@ static const struct {
  *            eleven sources (Megatron-Bridge, NeMo, MLPerf, torchtitan,
  *            llm-foundry, FMS-FSDP, DGX Cloud, ...) can: the 8k-token Llama 3
  *            8B runs came out +12% to +20% on that pair and the GEMM-bound
- *            175B-405B runs -11% to -13%. Their fit puts GEMMs lower and
- *            attention higher (0.671 -> 0.625, 0.287 -> 0.33). Both stay below what a kernel reaches alone (GEMM
+ *            175B-405B runs -11% to -13%. The fit to all 75 (the nine
+ *            included) puts GEMMs lower and attention higher (0.671 ->
+ *            0.633, 0.287 -> 0.328). Both stay below what a kernel reaches alone (GEMM
  *            0.71-0.83, cuDNN attention 0.54-0.63: docs/profile-db.md): the
  *            in-run fraction also pays for NCCL's contention, clocks under
  *            power and what the roofline does not see.
@@ -182,15 +183,22 @@ static const struct {
 
 static bool has_prefix(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
 
+/* The GPU whose published-runs fit a device takes: its own name, or the
+ * predecessor it inherits from (inherits[]). */
+static const char *fitted_like(const char *name)
+{
+    for (size_t i = 0; i < sizeof inherits / sizeof inherits[0]; i++)
+        if (has_prefix(name, inherits[i].prefix)) return inherits[i].like;
+    return name;
+}
+
 /* The published-runs fit of d's own name, else of the GPU it inherits
  * from. */
 void loom_calib_published_fit(const loom_device *d, loom_calib *out)
 {
     loom_calib_prior(d, out);
     if (!d) return;
-    const char *name = d->name;
-    for (size_t i = 0; i < sizeof inherits / sizeof inherits[0]; i++)
-        if (has_prefix(name, inherits[i].prefix)) name = inherits[i].like;
+    const char *name = fitted_like(d->name);
     for (size_t i = 0; i < sizeof fitted / sizeof fitted[0]; i++) {
         if (!has_prefix(name, fitted[i].prefix)) continue;
         out->gemm_eff_max = fitted[i].gemm_eff_max;
@@ -212,10 +220,7 @@ void loom_calib_default(const loom_device *d, loom_calib *out)
     if (!d) return;
     /* the family of d's own name first (B200 inherits H100's other
      * fractions but has its own pair), else of the GPU it inherits from */
-    const char *like = d->name;
-    for (size_t i = 0; i < sizeof inherits / sizeof inherits[0]; i++)
-        if (has_prefix(like, inherits[i].prefix)) like = inherits[i].like;
-    const char *names[2] = {d->name, like};
+    const char *names[2] = {d->name, fitted_like(d->name)};
     for (int k = 0; k < 2; k++)
         for (size_t i = 0; i < sizeof family_fit / sizeof family_fit[0]; i++) {
             if (!has_prefix(names[k], family_fit[i].prefix)) continue;

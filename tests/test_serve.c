@@ -105,6 +105,18 @@ static void tp4_pp2_pair(loom_graph *g, int64_t seq, loom_serve_model *m[2], loo
     }
 }
 
+/* An offline flood of n requests of isl + osl tokens. */
+static loom_serve_workload offline_flood(int64_t isl, int64_t osl, int64_t n)
+{
+    loom_serve_workload w;
+    loom_serve_workload_init(&w);
+    w.isl = isl;
+    w.osl = osl;
+    w.load = LOOM_LOAD_OFFLINE;
+    w.num_requests = n;
+    return w;
+}
+
 /* Pipeline parallelism does not split a lone prompt: at pp 2 (TP 4 per
  * stage) one 8192-token prompt passes through both stages one after the
  * other, so its prefill takes about what TP 4 alone takes (the same
@@ -150,12 +162,7 @@ static void test_pp_budget(void)
     tp4_pp2_pair(g, 4100, m, &err);
     double tps[2] = {0, 0};
     for (int i = 0; i < 2 && m[0] && m[1]; i++) {
-        loom_serve_workload w;
-        loom_serve_workload_init(&w);
-        w.isl = 4096;
-        w.osl = 1;
-        w.load = LOOM_LOAD_OFFLINE;
-        w.num_requests = 64;
+        loom_serve_workload w = offline_flood(4096, 1, 64);
         loom_serve_sim_result *r = malloc(sizeof *r);
         CHECK(r && loom_serve_simulate(m[i], &w, r, &err) == LOOM_OK);
         if (r) tps[i] = r->m.requests_per_s;
@@ -191,12 +198,7 @@ static void test_pp_steady_budget(void)
     loom_serve_model *m = NULL;
     CHECK(loom_serve_model_create(&o, &m, &err) == LOOM_OK);
     if (m) {
-        loom_serve_workload w;
-        loom_serve_workload_init(&w);
-        w.isl = 7000;
-        w.osl = 64;
-        w.load = LOOM_LOAD_OFFLINE;
-        w.num_requests = 300;
+        loom_serve_workload w = offline_flood(7000, 64, 300);
         loom_serve_steady_result st;
         loom_serve_sim_result *r = malloc(sizeof *r);
         CHECK(r && loom_serve_simulate(m, &w, r, &err) == LOOM_OK);
