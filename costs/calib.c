@@ -153,10 +153,11 @@ static const struct {
  *            8B runs came out +12% to +20% on that pair and the GEMM-bound
  *            175B-405B runs -11% to -13%. The fit to all 75 (the nine
  *            included) puts GEMMs lower and attention higher (0.671 ->
- *            0.633, 0.287 -> 0.328). Both stay below what a kernel reaches alone (GEMM
- *            0.71-0.83, cuDNN attention 0.54-0.63: docs/profile-db.md): the
- *            in-run fraction also pays for NCCL's contention, clocks under
- *            power and what the roofline does not see.
+ *            0.633, 0.287 -> 0.328). Both stay below what a kernel reaches
+ *            alone (GEMM 0.71-0.83, cuDNN attention 0.54-0.63:
+ *            docs/profile-db.md): the in-run fraction also pays for NCCL's
+ *            contention, clocks under power and what the roofline does not
+ *            see.
  *   Blackwell  inheriting Hopper's put the published Blackwell runs off in
  *            a pattern no single constant explains: GEMM-bound runs too fast
  *            (Llama 3.1 405B on 128-2,496 GB200/B200 -11% to -18%,

@@ -176,10 +176,10 @@ loom_status loom_serve_engine_check_prompt(const loom_serve_engine *e, int64_t p
                                            loom_error *err)
 {
     if (e->chunked_prefill || prompt <= e->max_batched_tokens) return LOOM_OK;
+    const char *chunk = e->kind == LOOM_ENGINE_TRTLLM ? " or chunk them (--chunked-context)" : "";
     return loom_error_set(err, LOOM_ERR_INVALID,
                           "a prompt of %lld tokens exceeds the %s engine's token budget of %lld "
                           "and prompts are not chunked: raise the budget (--max-batched-tokens)%s",
                           (long long)prompt, loom_engine_name(e->kind),
-                          (long long)e->max_batched_tokens,
-                          e->kind == LOOM_ENGINE_TRTLLM ? " or chunk them (--chunked-context)" : "");
+                          (long long)e->max_batched_tokens, chunk);
 }
