@@ -245,15 +245,18 @@ int main(void)
         if (rr && n == 1) CHECK_INT_EQ(rr[0].par.kv_dtype, kv_want[i]);
         free(rr);
     }
-    /* TensorRT-LLM's context chunking is read from engine_settings and only
-     * for TensorRT-LLM (vLLM and SGLang chunk by their own defaults) */
+    /* TensorRT-LLM's context chunking is read from engine_settings, under
+     * the C++ executor's name or trtllm-serve's, and only for TensorRT-LLM
+     * (vLLM and SGLang chunk by their own defaults) */
     const char *ch[] = {"\"engine\": \"tensorrt-llm\", \"engine_settings\": {\"enable_chunked_context\": true}",
+                        "\"engine\": \"tensorrt-llm\", \"engine_settings\": {\"enable_chunked_prefill\": true}",
+                        "\"engine\": \"tensorrt-llm\", \"engine_settings\": {\"chunked_prefill\": true}",
                         "\"engine\": \"tensorrt-llm\", \"engine_settings\": {\"enable_chunked_context\": false}",
                         "\"engine\": \"tensorrt-llm\"",
                         "\"engine\": \"vllm\", \"engine_settings\": {\"enable_chunked_context\": true}"};
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 6; i++) {
         CHECK(load_one(path, ch[i], &rr, &n, &err) == LOOM_OK);
-        if (rr && n == 1) CHECK_INT_EQ(rr[0].chunked_context, i == 0);
+        if (rr && n == 1) CHECK_INT_EQ(rr[0].chunked_context, i <= 2);
         free(rr);
     }
     /* A genai-perf concurrency run that states no request count measured

@@ -271,10 +271,14 @@ static loom_status one(const loom_jctx *c, const cJSON *o, const char *path, loo
         cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(es, "async_scheduling")))
         r->overlap_on = true;
     /* TensorRT-LLM prices prompts whole unless the run enables context
-     * chunking (enable_chunked_context, as MLPerf's harness does with
-     * budgets below its longest prompt) */
+     * chunking: enable_chunked_context (the C++ executor's name, as MLPerf's
+     * harness sets it with budgets below its longest prompt) or
+     * enable_chunked_prefill / chunked_prefill (trtllm-serve's
+     * --enable_chunked_prefill, the LLM API's name) */
     if (es && r->engine == LOOM_ENGINE_TRTLLM &&
-        cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(es, "enable_chunked_context")))
+        (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(es, "enable_chunked_context")) ||
+         cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(es, "enable_chunked_prefill")) ||
+         cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(es, "chunked_prefill"))))
         r->chunked_context = true;
     /* vLLM's multi-step scheduling (--num-scheduler-steps k, v0.6): engine.h */
     if (es) {

@@ -21,7 +21,8 @@
  * max_batch_size, max_num_batched_tokens / chunked_prefill_size /
  * max_num_tokens, the memory fraction, enable_dp_attention,
  * async_scheduling, overlap_schedule, num_scheduler_steps, max_model_len,
- * harness_batcher, and for TensorRT-LLM enable_chunked_context.
+ * harness_batcher, and for TensorRT-LLM enable_chunked_context (or
+ * trtllm-serve's enable_chunked_prefill, also as chunked_prefill).
  * (a bare array of records is accepted too). Metrics may be null or
  * absent: a record is used for the metrics it has. Load kind "batch" is a
  * static batch of `value` requests sent at once (offline). Fields loom does
