@@ -92,7 +92,8 @@ expect_fail eval 2 llama-3-8b "${S[@]}" "${W[@]}" --qps 1 --engine sglang --num-
 expect_fail eval 1 llama-3-8b "${S[@]}" --isl 3000 --osl 64 --requests 50 --qps 1 --engine trtllm --max-batched-tokens 2048 -- "a prompt of 3000 tokens exceeds the trtllm engine's token budget of 2048" "--chunked-context"
 expect_fail eval 1 llama-3-8b "${S[@]}" --isl 3000 --osl 64 --qps 1 --engine trtllm --max-batched-tokens 2048 --steady -- "a prompt of 3000 tokens exceeds"
 expect_fail eval 2 llama-3-8b "${S[@]}" "${W[@]}" --qps 1 --engine vllm --chunked-context -- "--chunked-context is TensorRT-LLM's"
-"$LOOM" eval llama-3-8b "${S[@]}" --isl 3000 --osl 64 --requests 50 --qps 1 --engine trtllm --max-batched-tokens 2048 --chunked-context --json >"$tmp/c.json" 2>"$tmp/err" && ok || bad "trtllm --chunked-context: $(cat "$tmp/err")"
+"$LOOM" eval llama-3-8b "${S[@]}" --isl 3000 --osl 64 --requests 50 --qps 1 --engine trtllm --max-batched-tokens 2048 --chunked-context --json >"$tmp/c.json" 2>"$tmp/err" &&
+    python3 -c 'import json,sys; assert json.load(open(sys.argv[1]))["config"]["chunked_prefill"] is True' "$tmp/c.json" && ok || bad "trtllm --chunked-context: $(cat "$tmp/err")"
 # vLLM V1 runs host and GPU in turn unless --async-scheduling overlaps them
 for flag in "" "--async-scheduling"; do
     "$LOOM" eval --cluster dgx-h100-x1 "${W[@]}" --qps 2 --json --from-vllm \

@@ -393,6 +393,7 @@ static int print_json(const report *r)
     cJSON_AddStringToObject(cfg, "kv_dtype", loom_dtype_name(s->par.kv_dtype));
     cJSON_AddNumberToObject(cfg, "max_num_seqs", (double)e->max_num_seqs);
     cJSON_AddNumberToObject(cfg, "max_batched_tokens", (double)e->max_batched_tokens);
+    cJSON_AddBoolToObject(cfg, "chunked_prefill", e->chunked_prefill);
     cJSON_AddNumberToObject(cfg, "block_size", (double)e->block_size);
     cJSON_AddNumberToObject(cfg, "scheduler_steps", e->scheduler_steps > 1 ? e->scheduler_steps : 1);
     cJSON_AddBoolToObject(cfg, "overlap_host", e->overlap_host && !e->compiled_runtime);
