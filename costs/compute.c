@@ -69,6 +69,7 @@
 
 #include "costs/eager.h"
 #include "costs/moe.h"
+#include "costs/te_fp8.h"
 
 #define FLASH_BLOCK 128
 
@@ -340,30 +341,6 @@ static double attention_kernel_s(const loom_cost_model *m, double flops, double 
     return kernel_s(m, flops, peak, eff, m->cal.attn_half_flops);
 }
 
-/* Transformer Engine's FP8 recipe: the graph's precision is fp8 but its
- * tensors are stored in bf16/fp16. */
-static bool te_fp8_graph(const loom_graph *g, loom_dtype stored)
-{
-    return loom_graph_info_c(g)->dtype == LOOM_DTYPE_FP8 &&
-           (stored == LOOM_DTYPE_BF16 || stored == LOOM_DTYPE_FP16);
-}
-
-/* Under TE's FP8 recipe a Linear layer's GEMMs (fprop, dgrad, wgrad) run on
- * fp8 tensor cores, the experts' grouped GEMMs (TEGroupedLinear) included;
- * attention, norms, activations, the vocabulary projection, the router's
- * gate (Megatron's own router_gating_linear, bf16 or fp32) and all
- * communication stay in bf16. */
-static bool te_fp8_gemm(const loom_graph *g, const loom_op *op, loom_dtype stored)
-{
-    if (op->kind != LOOM_OP_EINSUM || op->n_w < 1 || op->n_in < 1) return false;
-    if (!te_fp8_graph(g, stored)) return false;
-    const loom_tensor *w0 = loom_graph_tensor(g, op->w[0]);
-    if (loom_tensor_dim_index(w0, "v") >= 0) return false;   /* Megatron's output layer is not a TE module */
-    bool router = loom_tensor_dim_index(w0, "e") >= 0 &&
-                  loom_tensor_dim_index(loom_graph_tensor(g, op->in[0]), "e") < 0;
-    return !router;
-}
-
 /* Whether an earlier FP8 GEMM of the layer reads the same input: Megatron
  * runs q/k/v as one linear_qkv and gate/up as one linear_fc1 (experts: one
  * TEGroupedLinear fc1), so the input is cast once and the later GEMMs of
@@ -375,7 +352,7 @@ static bool fp8_input_cast_before(const loom_graph *g, const loom_op *op, int32_
     for (int32_t i = op_id - 1; i >= 0; i--) {
         const loom_op *o = loom_graph_op(g, i);
         if (o->layer != op->layer) break;
-        if (o->n_in > 0 && o->in[0] == op->in[0] && te_fp8_gemm(g, o, stored)) return true;
+        if (o->n_in > 0 && o->in[0] == op->in[0] && loom_te_fp8_gemm(g, o, stored)) return true;
     }
     return false;
 }
@@ -642,7 +619,7 @@ static loom_status dispatcher_time(const loom_cost_model *m, const loom_graph *g
     loom_moe_side side = {.tokens = tokens, .row_bytes = row, .topk = v->topk > 0 ? v->topk : op->topk,
                           .local_experts = v->local_experts, .ep = v->ep,
                           .load_factor = v->load_factor,
-                          .fp8_padding = te_fp8_graph(g, tok->dtype)};
+                          .fp8_padding = loom_te_fp8_graph(g, tok->dtype)};
     loom_moe_pass f, b;
     loom_moe_permute_passes(&side, dispatch, &f, &b);
     *out = (loom_op_time){pass_s(m, f), pass_s(m, b), LOOM_SRC_ROOFLINE};
@@ -755,7 +732,7 @@ loom_status loom_cost_op_time_ep(const loom_cost_model *m, const loom_graph *g, 
         if (op->kind == LOOM_OP_EINSUM) {
             kb = op->n_in + op->n_w - (op->bias ? 1 : 0);
             if (kb < 1) kb = 1;
-            bool fp8 = te_fp8_gemm(g, op, w.dtype);
+            bool fp8 = loom_te_fp8_gemm(g, op, w.dtype);
             if (fp8) peak = loom_device_peak_flops(d, LOOM_DTYPE_FP8);
             if (!(peak > 0))
                 return loom_error_set(err, LOOM_ERR_UNSUPPORTED,

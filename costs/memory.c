@@ -44,7 +44,11 @@
  *      - full recompute keeps only each block's input, 2sbh (2sbh/t with
  *        SP), and recomputes the layer's forward during its backward;
  *      - flash attention needs no switch here: the fused attention op saves
- *        q, k, v and its output, never an s×t tensor.
+ *        q, k, v and its output, never an s×t tensor;
+ *      - under Transformer Engine's FP8 recipe (te_fp8.h) a GEMM keeps its
+ *        input's fp8 copy, 1 byte an element, once for the GEMMs that read
+ *        it, beside any 16-bit copy another op keeps: a GPT layer with flash
+ *        attention saves 29sbh instead of 34sbh.
  *    Kv heads that are fewer than tp are replicated (min(tp, kvh) parts).
  *    Expert activations are NOT divided by ep: with expert parallelism a GPU
  *    holds e/ep experts but each receives the tokens of ep data-parallel
@@ -78,6 +82,8 @@
  * Units: bytes; parameter counts; micro-batches.
  */
 #include "costs/memory.h"
+
+#include "costs/te_fp8.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -277,9 +283,9 @@ void loom_memory_layer_acts(const loom_graph *g, const loom_parallel *p, loom_la
     int64_t *core = calloc((size_t)n_layers + 1, sizeof *core);
     /* seen[t]: tensor t already charged (to the first op that saves it, as
      * loom_op_saved_bytes does); seen_in: scratch for the inputs. */
-    bool *seen = calloc((size_t)n_t + 1, 1);
+    bool *seen = calloc((size_t)n_t + 1, 1), *seen_fp8 = calloc((size_t)n_t + 1, 1);
     int32_t *seen_in = calloc((size_t)n_t + 1, sizeof *seen_in);
-    LOOM_ASSERT(core && seen && seen_in);
+    LOOM_ASSERT(core && seen && seen_fp8 && seen_in);
     memset(acts, 0, (size_t)n_layers * sizeof *acts);
     for (int32_t i = 0; i < loom_graph_num_ops(g); i++) {
         const loom_op *op = loom_graph_op(g, i);
@@ -288,7 +294,16 @@ void loom_memory_layer_acts(const loom_graph *g, const loom_parallel *p, loom_la
             int32_t tid = k < op->n_in ? op->in[k] : op->out[k - op->n_in];
             uint32_t bit = k < op->n_in ? LOOM_SAVE_IN(k) : LOOM_SAVE_OUT(k - op->n_in);
             const loom_tensor *t = loom_graph_tensor(g, tid);
-            if ((op->saves & bit) && !seen[tid]) {
+            if (!(op->saves & bit)) continue;
+            if (k < op->n_in && loom_te_fp8_gemm(g, op, t->dtype)) {
+                /* TE's FP8 GEMM keeps its input's fp8 copy, 1 byte an
+                 * element, once however many GEMMs read it (te_fp8.h);
+                 * an op that saves the 16-bit tensor too keeps both */
+                if (!seen_fp8[tid]) {
+                    seen_fp8[tid] = true;
+                    a->full_bytes += ceil_div(loom_tensor_numel(t), saved_parts(op, t, p));
+                }
+            } else if (!seen[tid]) {
                 seen[tid] = true;
                 int64_t b = ceil_div(loom_tensor_bytes(t), saved_parts(op, t, p));
                 a->full_bytes += b;
@@ -319,6 +334,7 @@ void loom_memory_layer_acts(const loom_graph *g, const loom_parallel *p, loom_la
     }
     free(core);
     free(seen);
+    free(seen_fp8);
     free(seen_in);
 }
 

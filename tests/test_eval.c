@@ -421,8 +421,10 @@ static void test_fp8_175b(void)
     CHECK_NEAR_REL(r[1].breakdown.tp_comm_s, r[0].breakdown.tp_comm_s, 1e-9);
     CHECK_NEAR_REL(r[1].breakdown.p2p_s, r[0].breakdown.p2p_s, 1e-9);
     CHECK(r[1].breakdown.compute_s > 0.5 * r[0].breakdown.compute_s);
-    /* the same bf16 weights, gradients and activations */
-    CHECK_NEAR_REL((double)r[1].memory_per_gpu_bytes, (double)r[0].memory_per_gpu_bytes, 1e-9);
+    /* the same bf16 weights and gradients; the activations keep the GEMM
+     * inputs' fp8 copies (te_fp8.h): less memory, by a few percent here */
+    CHECK(r[1].memory_per_gpu_bytes < r[0].memory_per_gpu_bytes);
+    CHECK(r[1].memory_per_gpu_bytes > 0.9 * (double)r[0].memory_per_gpu_bytes);
     for (int i = 0; i < 2; i++) loom_eval_result_free(&r[i]);
     loom_cost_model_destroy(cm);
 }

@@ -258,6 +258,25 @@ static void test_korthikanti(void)
                  layer_saved(g, cfg(T, true, LOOM_RECOMPUTE_NONE), 0));
     CHECK_NEAR_REL(layer_saved(g, cfg(T, true, LOOM_RECOMPUTE_NONE), 0), 34 * sbh * 2 / t, 0.02);
     loom_graph_destroy(g);
+
+    /* Transformer Engine's FP8 recipe (te_fp8.h): each GEMM keeps the fp8
+     * copy of its input, 1 byte an element. By hand, of the 34sbh: the QKV
+     * input (ln1's output, read by q, k and v: one copy) 2sbh -> sbh, fc1's
+     * input 2sbh -> sbh, fc2's (the gelu output) 8sbh -> 4sbh; the
+     * attention output stays 2sbh for the attention backward and o_proj
+     * adds its fp8 copy, sbh. Flash: 34 - 1 - 1 - 4 + 1 = 29sbh. Unfused
+     * (nothing else saves the attention output): 34 - 1 - 1 - 4 - 1 = 27sbh,
+     * plus the attention core 5as^2b. */
+    g = gpt_layers(1, 2, true);
+    loom_graph_info(g)->dtype = LOOM_DTYPE_FP8;
+    CHECK_INT_EQ(layer_saved(g, cfg(1, false, LOOM_RECOMPUTE_NONE), 0), (int64_t)(29 * sbh * 2));
+    CHECK_NEAR_REL(layer_saved(g, cfg(T, true, LOOM_RECOMPUTE_NONE), 0), 29 * sbh * 2 / t, 0.02);
+    loom_graph_destroy(g);
+    g = gpt_layers(1, 1, false);
+    loom_graph_info(g)->dtype = LOOM_DTYPE_FP8;
+    CHECK_INT_EQ(layer_saved(g, cfg(1, false, LOOM_RECOMPUTE_NONE), 0),
+                 (int64_t)(27 * sbh + 5 * a * s * s * b));
+    loom_graph_destroy(g);
 }
 
 static void test_zero(void)
