@@ -413,12 +413,16 @@ def eval_command(loom, r, tmp):
     return [loom, "eval", model, "--cluster", cl, *ev, "--json"], GPUS[r["gpu"]][0], assumed, None
 
 
-def run_eval(args, calib=None):
-    """loom eval's step time (None when it refuses), with a calibration file."""
+def run_eval(args, calib=None, fits=None):
+    """loom eval's step time (None when it refuses), with a calibration file;
+    fits, a list, gets whether loom predicts the configuration fits in memory."""
     p = subprocess.run(args + (["--calib", calib] if calib else []), capture_output=True, text=True)
     if p.returncode != 0:
         return None, p.stderr.strip().splitlines()[-1][:120] if p.stderr.strip() else "no output"
-    return json.loads(p.stdout)["step_time_s"], None
+    out = json.loads(p.stdout)
+    if fits is not None:
+        fits.append(out["fits"])
+    return out["step_time_s"], None
 
 
 # ---- each family's GEMM and attention fractions, leave one source out ---------
@@ -559,7 +563,7 @@ def main():
     if not os.access(loom, os.X_OK):
         sys.exit(f"bench/training_accuracy.py: {loom} is not an executable (build first)")
     recs = json.load(open(runs))["records"]
-    rows, skipped = [], []
+    rows, skipped, unfit = [], [], []
     members = {f[0]: [] for f in FAMILIES}
     fits = {}
     with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(os.cpu_count() or 2) as pool:
@@ -568,7 +572,10 @@ def main():
             if why:
                 skipped.append((r, why))
                 continue
-            t, why = run_eval(args)
+            fit_flag = []
+            t, why = run_eval(args, fits=fit_flag)
+            if fit_flag and not fit_flag[0]:
+                unfit.append(r)
             if why:
                 skipped.append((r, "loom eval refused: " + why))
             elif family_of(dev):
@@ -653,6 +660,9 @@ def main():
             par = "/".join(str(r.get(k) or 1) for k in ("tp", "pp", "dp", "cp", "ep"))
             print(f"| {r['regime']} | {r['model']} | {r['gpu'][:16]} × {r['num_gpus']} | {par} | "
                   f"{measured_step(r):.3f} | {pred:.3f} | {100 * e:+.1f}% | {'; '.join(assumed)} |")
+    print(f"\nloom predicts {len(unfit)} of these {len(rows)} published configurations would not fit "
+          "their GPUs' memory (no headroom; each is priced all the same): "
+          + ", ".join(f"{r['model']} on {r['num_gpus']} {r['gpu'].split(' ')[0]}" for r in unfit) + ".")
     print(f"\nSkipped {len(skipped)}:")
     for r, why in skipped:
         print(f"- {r['model']} ({r.get('source_id') or r['source'][:40]}): {why}")

@@ -126,7 +126,8 @@ static const loom_cli_option serve_opts[] = {
              "before 1.0, NIM) instead of 1.x's PyTorch backend"},
     {.name = "--chunked-context", .kind = LOOM_CLI_FLAG, .field = F(chunked_context),
      .help = "TensorRT-LLM: split prompts longer than the token budget over iterations\n"
-             "(enable_chunked_context; MLPerf's harness sets it; vLLM and SGLang always chunk)"},
+             "(enable_chunked_context, trtllm-serve's --enable_chunked_prefill; MLPerf's\n"
+             "harness sets it; vLLM and SGLang always chunk)"},
     {.name = "--max-num-seqs", .kind = LOOM_CLI_INT, .field = F(max_num_seqs), .lo = 1,
      .hi = 1 << 24, .metavar = "N", .help = "running sequences at most", .def = "the engine's"},
     {.name = "--max-batched-tokens", .kind = LOOM_CLI_SIZE, .field = F(max_batched_tokens),
