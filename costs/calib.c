@@ -228,8 +228,8 @@ void loom_calib_default(const loom_device *d, loom_calib *out)
             out->gemm_eff_max = family_fit[i].gemm_eff_max;
             out->attn_eff = family_fit[i].attn_eff;
             snprintf(out->note, sizeof out->note,
-                     "H100's fitted fractions (examples/calibration/published-runs.json), GEMM "
-                     "and attention fitted to the %s runs of training-runs.json",
+                     "H100's fit to published-runs.json, GEMM and attention fitted to the %s "
+                     "runs of many sources (bench/training_accuracy.py)",
                      family_fit[i].family);
             return;
         }

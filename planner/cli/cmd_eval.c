@@ -163,7 +163,8 @@ static const loom_cli_option eval_opts[] = {
     {.name = "--memory-headroom", .kind = LOOM_CLI_NUM, .field = F(memory_headroom), .min = 0,
      .max = 1024, .metavar = "H", .help = "HBM left free: a fraction (< 1) or GiB (>= 1)", .def = "0.05 (the cluster's)"},
     {.name = "--grad-reduce-bf16", .kind = LOOM_CLI_FLAG, .field = F(p.grad_reduce_bf16),
-     .help = "reduce gradients in bf16 (default fp32, as Megatron)"},
+     .help = "reduce gradients in bf16 (default fp32, as Megatron); under Megatron its\n"
+             "gradient buffers are then bf16 too: 2 bytes a parameter, not 4"},
     {.name = "--calib", .kind = LOOM_CLI_STR, .field = F(calib), .metavar = "FILE",
      .help = "calibrated efficiencies (loom calibrate)", .def = "shipped values"},
     {.name = "--profile", .kind = LOOM_CLI_STR, .field = F(profile), .metavar = "DB",
