@@ -269,6 +269,11 @@ def eval_args(r, assumed):
         # selective_checkpointing): those blocks rerun whole
         n = round(frac * L / pp)
         a += ["--recompute", "full", "--recompute-layers", n] if n > 0 else ["--recompute", "none"]
+    elif r.get("recompute_modules") is not None:
+        # Megatron's selective recompute by module (the record's
+        # Megatron-Bridge configuration); [] is none
+        mods = r["recompute_modules"]
+        a += ["--recompute-modules", ",".join(mods)] if mods else ["--recompute", "none"]
     else:
         a += ["--recompute", "full" if rc.startswith("full") else
               "selective" if rc.startswith("selective") else "none"]
@@ -376,6 +381,10 @@ def layout_line(r, args, assumed):
         elif a in ("--dp", "--vpp", "--recompute"):   # dp: from the GPUs; vpp: the layout's
             if a == "--recompute" and args[i + 1] != "none":
                 line += ["--recompute-granularity", args[i + 1]]
+            i += 2
+        elif a == "--recompute-modules":
+            line += ["--recompute-granularity", "selective", "--recompute-modules",
+                     *args[i + 1].split(",")]
             i += 2
         elif a == "--dtype":
             line += ["--fp8-format", "hybrid"] if args[i + 1] == "fp8" else []

@@ -74,10 +74,13 @@
  * Recompute. Full recompute reruns each block's forward (with its TP
  * communication) during the backward (only the first recompute_layers
  * blocks of each of a rank's chunks when that is set: Megatron's block
- * method runs per TransformerBlock, one per virtual chunk); selective reruns the attention core
- * (the ops touching s×t tensors; nothing with flash attention, whose
- * backward recomputes internally), and under torchtitan its op-level
- * policy also reruns every second weight GEMM of a block (plain_mm) and,
+ * method runs per TransformerBlock, one per virtual chunk); selective reruns
+ * the ops of the modules it names (recompute.h: by default Megatron's
+ * core_attn, the ops touching s×t tensors or the fused attention kernel),
+ * with their collectives (a recomputed MoE layer's all-to-alls too).
+ * torchtitan's selective recompute keeps its fused attention (SDPA is in
+ * its save list); its op-level policy reruns every second weight GEMM of a
+ * block (plain_mm) and,
  * with eager element-wise ops (compute.h), the block's norms, rotary
  * embeddings, activations and residual adds (eager_rerun).
  *
@@ -113,6 +116,7 @@
 #include "costs/moe.h"
 #include "costs/moe_overlap.h"
 #include "costs/pipeline.h"
+#include "costs/recompute.h"
 
 /* Megatron's tensor-parallel dims (split by tp); "qkv" (GPT-2's fused
  * projection, size 3) travels with "heads" and is never split itself. */
@@ -449,13 +453,17 @@ static loom_status layer_costs(const ctx *x, int32_t l, layer_cost *lc, loom_err
         bool op_sac = p->recompute == LOOM_RECOMPUTE_SELECTIVE && block &&
                       p->framework == LOOM_FRAMEWORK_TORCHTITAN;
         bool rerun = (p->recompute == LOOM_RECOMPUTE_FULL && block) ||
-                     (p->recompute == LOOM_RECOMPUTE_SELECTIVE && core) ||
+                     loom_recompute_op_reruns(x->g, p, i) ||
                      (op_sac && plain_mm(x->g, op) && mm % 2 == 0) ||
                      (op_sac && eager_rerun(x, op));
         if (rerun) {
             lc->recompute_s += t.fwd_s + cf;
             lc->recompute_comm_s += cf;
-            *pb += t.fwd_s + cf;   /* rerun in the backward of its phase */
+            /* rerun in the backward of its phase (the dispatch's
+             * all-to-alls in the dispatch's, as it ran forward) */
+            *pb += t.fwd_s;
+            if (op->kind == LOOM_OP_MOE_DISPATCH) lc->ph_bwd.dispatch_s += cf;
+            else *pb += cf;
             if (matmul) lc->recompute_flops += (double)op->fwd_flops;
         }
         if (matmul) lc->model_flops += 3.0 * (double)op->fwd_flops;

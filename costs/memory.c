@@ -41,6 +41,10 @@
  *      - selective recompute drops the attention core — the tensors with
  *        both a query (s) and a key (t) sequence dim: softmax output, its
  *        dropout mask and output — and recomputes it: 34·sbh/t with SP;
+ *        Megatron's other --recompute-modules drop what their ops produce
+ *        (recompute.h: the residual norms' outputs, the experts'
+ *        activation, MLA's up-projected q, k, v, a dense MLP's or a MoE
+ *        layer's insides);
  *      - full recompute keeps only each block's input, 2sbh (2sbh/t with
  *        SP), and recomputes the layer's forward during its backward;
  *      - flash attention needs no switch here: the fused attention op saves
@@ -83,6 +87,7 @@
  */
 #include "costs/memory.h"
 
+#include "costs/recompute.h"
 #include "costs/te_fp8.h"
 
 #include <stdlib.h>
@@ -255,13 +260,6 @@ int64_t loom_memory_layer_input_bytes(const loom_graph *g, const loom_parallel *
     return b;
 }
 
-/* The attention core of Korthikanti et al.'s selective recompute: tensors
- * with both a query and a key sequence dim (scores, probabilities). */
-static bool attention_core(const loom_tensor *t)
-{
-    return has_dim(t, "s") && has_dim(t, "t");
-}
-
 /* Parts of tensor t as op saves it. The token dispatcher works on a rank's
  * own sequence-parallel tokens: an expert buffer that the combine (or the
  * dispatch) keeps is the reduce-scattered one, its slots c split over the
@@ -280,12 +278,13 @@ static int64_t saved_parts(const loom_op *op, const loom_tensor *t, const loom_p
 void loom_memory_layer_acts(const loom_graph *g, const loom_parallel *p, loom_layer_act *acts)
 {
     int32_t n_layers = loom_graph_layer_count(g), n_t = loom_graph_num_tensors(g);
-    int64_t *core = calloc((size_t)n_layers + 1, sizeof *core);
+    /* drop[l]: what layer l's selective recompute drops (recompute.h) */
+    int64_t *drop = calloc((size_t)n_layers + 1, sizeof *drop);
     /* seen[t]: tensor t already charged (to the first op that saves it, as
      * loom_op_saved_bytes does); seen_in: scratch for the inputs. */
     bool *seen = calloc((size_t)n_t + 1, 1), *seen_fp8 = calloc((size_t)n_t + 1, 1);
     int32_t *seen_in = calloc((size_t)n_t + 1, sizeof *seen_in);
-    LOOM_ASSERT(core && seen && seen_fp8 && seen_in);
+    LOOM_ASSERT(drop && seen && seen_fp8 && seen_in);
     memset(acts, 0, (size_t)n_layers * sizeof *acts);
     for (int32_t i = 0; i < loom_graph_num_ops(g); i++) {
         const loom_op *op = loom_graph_op(g, i);
@@ -301,13 +300,15 @@ void loom_memory_layer_acts(const loom_graph *g, const loom_parallel *p, loom_la
                  * an op that saves the 16-bit tensor too keeps both */
                 if (!seen_fp8[tid]) {
                     seen_fp8[tid] = true;
-                    a->full_bytes += ceil_div(loom_tensor_numel(t), saved_parts(op, t, p));
+                    int64_t b = ceil_div(loom_tensor_numel(t), saved_parts(op, t, p));
+                    a->full_bytes += b;
+                    if (loom_recompute_drops(g, p, i, tid)) drop[op->layer] += b;
                 }
             } else if (!seen[tid]) {
                 seen[tid] = true;
                 int64_t b = ceil_div(loom_tensor_bytes(t), saved_parts(op, t, p));
                 a->full_bytes += b;
-                if (attention_core(t)) core[op->layer] += b;
+                if (loom_recompute_drops(g, p, i, tid)) drop[op->layer] += b;
             }
         }
         if (op->saves & LOOM_SAVE_MASK) {
@@ -315,7 +316,7 @@ void loom_memory_layer_acts(const loom_graph *g, const loom_parallel *p, loom_la
             const loom_tensor *o = loom_graph_tensor(g, op->out[0]);
             int64_t b = ceil_div(loom_tensor_numel(o), loom_memory_tensor_parts(o, p, false));
             a->full_bytes += b;
-            if (attention_core(o)) core[op->layer] += b;
+            if (loom_recompute_drops(g, p, i, op->out[0])) drop[op->layer] += b;
         }
     }
     for (int32_t l = 0; l < n_layers; l++) {
@@ -324,15 +325,15 @@ void loom_memory_layer_acts(const loom_graph *g, const loom_parallel *p, loom_la
         a->saved_bytes = a->full_bytes;
         a->work_bytes = 0;
         if (p->recompute == LOOM_RECOMPUTE_SELECTIVE) {
-            a->saved_bytes = a->full_bytes - core[l];
-            a->work_bytes = core[l];
+            a->saved_bytes = a->full_bytes - drop[l];
+            a->work_bytes = drop[l];
         } else if (p->recompute == LOOM_RECOMPUTE_FULL && loom_memory_is_block(g, l) &&
                    a->input_bytes < a->full_bytes) {
             a->saved_bytes = a->input_bytes;
             a->work_bytes = a->full_bytes;
         }
     }
-    free(core);
+    free(drop);
     free(seen);
     free(seen_fp8);
     free(seen_in);

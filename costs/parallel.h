@@ -58,6 +58,8 @@ typedef struct {
     int64_t recompute_layers;    /* full recompute: the first this many blocks of each
                                     virtual chunk recomputed (Megatron's block method;
                                     a rank's stage when vpp = 1); 0 = all */
+    uint32_t recompute_modules;  /* selective recompute: Megatron's --recompute-modules as
+                                    LOOM_RC_* bits (recompute.h); 0 = its default, core_attn */
     int zero;                    /* ZeRO stage 0..3 */
     bool dist_opt;               /* Megatron distributed optimizer (= ZeRO-1) */
     loom_dtype dtype;            /* compute dtype: bf16, fp16, fp8 */

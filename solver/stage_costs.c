@@ -25,6 +25,7 @@
 #include "base/clock.h"
 #include "costs/memory.h"
 #include "costs/pipeline.h"
+#include "costs/recompute.h"
 #include "solver/stage_search_impl.h"
 
 int loom_search_zero(const loom_search *s)
@@ -291,23 +292,6 @@ static int64_t kv_per_seq(const loom_search *s, const loom_intra_result *r, cons
     return per_token * ctx / (parts > 0 ? parts : 1);
 }
 
-/* Whether op is part of the attention core that selective recompute reruns:
- * an input or output with a query and a key sequence dim (s and t; costs/
- * eval.c's rule; with fused attention no tensor has both). */
-bool loom_search_attention_core_op(const loom_graph *g, const loom_op *op)
-{
-    for (int k = 0; k < op->n_in + op->n_out; k++) {
-        const loom_tensor *t = loom_graph_tensor(g, k < op->n_in ? op->in[k] : op->out[k - op->n_in]);
-        bool s = false, tt = false;
-        for (int d = 0; d < t->ndim; d++) {
-            s |= !strcmp(t->dims[d].name, "s");
-            tt |= !strcmp(t->dims[d].name, "t");
-        }
-        if (s && tt) return true;
-    }
-    return false;
-}
-
 static loom_status build_tab(loom_search *s, const loom_graph *g, loom_layer_tab *t,
                              loom_error *err)
 {
@@ -387,7 +371,8 @@ static loom_status build_tab(loom_search *s, const loom_graph *g, loom_layer_tab
             t->act_bytes[l] += c.act_bytes;
             if (block) t->rc_s[l] += c.fwd_compute_s + c.fwd_comm_s + c.reshard_fwd_s;
             t->core_bytes[l] += c.core_act_bytes;
-            if (loom_search_attention_core_op(g, op)) t->sel_s[l] += c.fwd_compute_s + c.fwd_comm_s;
+            if (loom_recompute_op_modules(g, i) & LOOM_RC_CORE_ATTN)
+                t->sel_s[l] += c.fwd_compute_s + c.fwd_comm_s;
             if (s->pb.inference && op->kind == LOOM_OP_ATTENTION)
                 t->kv_per_seq[l] += kv_per_seq(s, &r, g, i, m);
             if (fresh && s->opt.collect_profile_keys && op->kind != LOOM_OP_RESHAPE &&

@@ -20,6 +20,7 @@
 #include "base/clock.h"
 #include "costs/memory.h"
 #include "costs/pipeline.h"
+#include "costs/recompute.h"
 #include "solver/stage_search_impl.h"
 
 /* ---- group sizes ------------------------------------------------------------------ */
@@ -117,8 +118,9 @@ static loom_status eval_stage(loom_search *s, const loom_graph *g, const loom_se
     if (rs) return rs;
 
     bool rc = st->recompute == LOOM_RECOMPUTE_FULL && train;
-    /* selective recompute: the attention core's ops rerun, its tensors are
-     * not kept (eval.c, memory.c) */
+    /* selective recompute: the attention core's ops (Megatron's default
+     * core_attn module: the unfused s×t chain, or the fused kernel) rerun,
+     * its s×t tensors are not kept (costs/recompute.h) */
     bool sel = st->recompute == LOOM_RECOMPUTE_SELECTIVE && train;
     /* Partial recompute (Megatron's --recompute-method block
      * --recompute-num-layers N): only the first N blocks of the chunk
@@ -156,7 +158,7 @@ static loom_status eval_stage(loom_search *s, const loom_graph *g, const loom_se
                 one.bwd += c.compute_s - c.fwd_compute_s + c.comm_s - c.fwd_comm_s + c.reshard_bwd_s;
             one.resh += c.reshard_fwd_s + c.reshard_bwd_s;
             if (rc && block) one.rerun += c.fwd_compute_s + c.fwd_comm_s + c.reshard_fwd_s;
-            if (sel && loom_search_attention_core_op(g, op))
+            if (sel && (loom_recompute_op_modules(g, q) & LOOM_RC_CORE_ATTN))
                 one.sel += c.fwd_compute_s + c.fwd_comm_s;
             if (loom_search_is_matmul(op)) one.flops += (train ? 3.0 : 1.0) * (double)op->fwd_flops;
             if (!s->want_measured) continue;

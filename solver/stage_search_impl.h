@@ -219,9 +219,6 @@ bool loom_search_is_matmul(const loom_op *o);
 /* The ILP options of the search in strategy space `space`. */
 void loom_search_intra_opts(const loom_search *s, loom_search_space space,
                             loom_intra_opts *o);
-/* Whether op is part of the attention core that selective recompute
- * reruns (an operand with both s and t dims). */
-bool loom_search_attention_core_op(const loom_graph *g, const loom_op *op);
 
 /* stage_eval.c. The largest tensor- or expert-parallel group of configuration cfg (ev its
  * evaluation, g the graph of cfg->mbs): over its stages, the GPUs the

@@ -169,6 +169,42 @@ cfg = [json.load(open(p))["config"]["p2p_overlapped"] for p in sys.argv[1:5]]
 assert cfg == [True, False, True, False], cfg
 EOF
 
+# Megatron's selective recompute by module (--recompute-modules;
+# costs/recompute.h). Mixtral-8x7B on 8 H100, EP 8, mbs 1, seq 4096:
+# moe_act drops each expert activation output, e·c·f·2 bytes with e = 8
+# experts, c = 4096·2/8 = 1024 tokens an expert, f = 14336, in each of 32
+# layers, less the one layer's that the recompute working set holds: 31
+# of them; the rerun activation adds time and no matmul FLOPs. Imported from
+# a Megatron line, the modules are read as given.
+expect_fail eval 2 gpt2 "${C[@]}" --gbs 8 --recompute-modules mlp,attn -- \
+    "--recompute-modules: unknown module \"attn\""
+expect_fail eval 2 gpt2 "${C[@]}" --gbs 8 --recompute full --recompute-modules mlp -- \
+    "cannot go with --recompute full"
+R=(mixtral-8x7b --cluster dgx-h100-x1 --dp 8 --ep 8 --gbs 32 --json)
+"$LOOM" eval "${R[@]}" >"$tmp/rc0.json" 2>"$tmp/err" || bad "modules none: $(cat "$tmp/err")"
+"$LOOM" eval "${R[@]}" --recompute-modules moe_act >"$tmp/rc1.json" 2>"$tmp/err" || bad "moe_act: $(cat "$tmp/err")"
+"$LOOM" eval --cluster dgx-a100-80g-x8 --json --from-megatron "$ML --recompute-granularity selective" \
+    >"$tmp/rcm0.json" 2>"$tmp/err" || bad "from-megatron selective: $(cat "$tmp/err")"
+"$LOOM" eval --cluster dgx-a100-80g-x8 --json --from-megatron \
+    "$ML --recompute-granularity selective --recompute-modules core_attn mlp" \
+    >"$tmp/rcm1.json" 2>"$tmp/err" || bad "from-megatron modules: $(cat "$tmp/err")"
+python3 - "$tmp/rc0.json" "$tmp/rc1.json" "$tmp/rcm0.json" "$tmp/rcm1.json" <<'EOF' && ok || bad "recompute modules"
+import json, sys
+a, b, m0, m1 = (json.load(open(p)) for p in sys.argv[1:5])
+x, y = a["stages"][0]["memory_bytes"], b["stages"][0]["memory_bytes"]
+assert x["activations"] - y["activations"] == 31 * 8 * 1024 * 14336 * 2, (x, y)
+assert b["step_time_s"] > a["step_time_s"] and b["hardware_tflops_per_gpu"] == b["model_tflops_per_gpu"]
+assert b["config"]["recompute"] == "selective" and b["config"]["recompute_modules"] == "moe_act"
+assert m0["config"]["recompute_modules"] == "core_attn", m0["config"]
+assert m1["config"]["recompute_modules"] == "core_attn,mlp", m1["config"]
+assert m1["step_time_s"] > m0["step_time_s"] and m1["memory_per_gpu_bytes"] < m0["memory_per_gpu_bytes"]
+EOF
+if "$LOOM" eval --cluster dgx-a100-80g-x8 --json --from-megatron \
+    "$ML --recompute-granularity selective --recompute-modules mlp attn" >"$tmp/o" 2>"$tmp/err"; then
+    bad "unknown Megatron recompute module accepted"
+elif grep -q "unknown module 'attn'" "$tmp/err" && [ ! -s "$tmp/o" ]; then ok
+else bad "Megatron module message: $(cat "$tmp/err")"; fi
+
 # Megatron's EP all-to-all overlap (--moe-a2a-overlap,
 # --overlap-moe-expert-parallel-comm): without a pipeline 3 of M = 4
 # micro-batches run paired, and where compute outlasts the all-to-alls the

@@ -395,7 +395,9 @@ static void test_selective(void)
         CHECK_NEAR_REL(b.plan_step_s, b.eval_step_s, STEP_TOL);
         CHECK_NEAR_REL((double)b.plan_mem, (double)b.eval_mem, MEM_TOL);
         if (k->unfused) CHECK(b.eval_step_s > no.eval_step_s && b.eval_mem < no.eval_mem);
-        else CHECK(b.eval_step_s == no.eval_step_s && b.eval_mem == no.eval_mem);
+        /* fused attention: Megatron's core_attn checkpoint reruns the kernel
+         * (costs/recompute.h) for no memory (it keeps q, k, v and o) */
+        else CHECK(b.eval_step_s > no.eval_step_s && b.eval_mem == no.eval_mem);
     }
 }
 

@@ -16,9 +16,11 @@
  * attention's, DeepSeek-V3), all computed by hand.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "check.h"
 #include "costs/memory.h"
+#include "costs/recompute.h"
 #include "graph/graph.h"
 #include "graph/model.h"
 
@@ -583,8 +585,76 @@ static void test_llama405b_layout(void)
     loom_graph_destroy(g);
 }
 
+/* Megatron's --recompute-modules (costs/recompute.h), by hand on bundled
+ * models at seq 4096, batch 1, no parallelism, 16-bit: what each module
+ * stops keeping of one layer.
+ *   gpt-oss-120b (h = f = 2880, 128 experts top-4: c = 4096·4/128 = 128
+ *   tokens an expert):
+ *     layernorm  the two residual norms' outputs (the q/k/v projections'
+ *                and the router's input): 2·s·h·2
+ *     moe_act    the experts' activation output (down_proj's input): e·c·f·2
+ *     core_attn  nothing (flash attention keeps q, k, v, o; it reruns)
+ *     moe        all the layer keeps inside its MoE block: router logits
+ *                s·e·2, routing weights s·k·2, the dispatched tokens e·c·h·2,
+ *                gate and up outputs 2·e·c·f·2, activation e·c·f·2, expert
+ *                outputs e·c·h·2 (the block's input, the norm's output, stays)
+ *   deepseek-v3 (128 heads, q/k head dim 192, v 128; layer 1 is dense, f 18432):
+ *     mla_up_proj  the attention's q, k, v: s·128·(192 + 192 + 128)·2
+ *     mlp          gate and up outputs 2·s·f·2 and the activation s·f·2 */
+static int64_t saved_with(const loom_graph *g, const char *mods, int layer)
+{
+    loom_parallel p = cfg(1, false, mods ? LOOM_RECOMPUTE_SELECTIVE : LOOM_RECOMPUTE_NONE);
+    if (mods) CHECK(loom_recompute_modules_parse(mods, &p.recompute_modules, NULL, 0));
+    loom_layer_act *acts = calloc((size_t)loom_graph_layer_count(g), sizeof *acts);
+    if (!acts) return -1;
+    loom_memory_layer_acts(g, &p, acts);
+    int64_t saved = acts[layer].saved_bytes;
+    free(acts);
+    return saved;
+}
+
+static void test_recompute_modules(void)
+{
+    const int64_t s = 4096, h = 2880, f = 2880, e = 128, c = 128, k = 4;
+    loom_model_opts o;
+    loom_model_opts_init(&o);
+    o.seq = s;
+    loom_graph *g = NULL;
+    loom_error err = {0};
+    CHECK_INT_EQ(loom_model_load("examples/models/gpt-oss-120b.json", &o, &g, &err), LOOM_OK);
+    if (g) {
+        int64_t none = saved_with(g, NULL, 1);
+        CHECK_INT_EQ(none - saved_with(g, "layernorm", 1), 2 * s * h * 2);
+        CHECK_INT_EQ(none - saved_with(g, "moe_act", 1), e * c * f * 2);
+        CHECK_INT_EQ(none - saved_with(g, "layernorm,moe_act", 1), 2 * s * h * 2 + e * c * f * 2);
+        CHECK_INT_EQ(none - saved_with(g, "core_attn", 1), 0);
+        CHECK_INT_EQ(none - saved_with(g, "moe", 1),
+                     s * e * 2 + s * k * 2 + e * c * h * 2 + 2 * e * c * f * 2 + e * c * f * 2 +
+                         e * c * h * 2);
+        loom_graph_destroy(g);
+    }
+    g = NULL;
+    CHECK_INT_EQ(loom_model_load("examples/models/deepseek-v3.json", &o, &g, &err), LOOM_OK);
+    if (g) {
+        const int64_t heads = 128, fd = 18432;
+        int64_t none = saved_with(g, NULL, 1);
+        CHECK_INT_EQ(none - saved_with(g, "mla_up_proj", 1), s * heads * (192 + 192 + 128) * 2);
+        CHECK_INT_EQ(none - saved_with(g, "mlp", 1), 2 * s * fd * 2 + s * fd * 2);
+        /* a dense layer has no MoE block: moe drops nothing there */
+        CHECK_INT_EQ(none - saved_with(g, "moe", 1), 0);
+        loom_graph_destroy(g);
+    }
+    uint32_t bits;
+    char bad[32];
+    CHECK(!loom_recompute_modules_parse("mlp,attn", &bits, bad, sizeof bad));
+    CHECK(strcmp(bad, "attn") == 0);
+    CHECK(loom_recompute_modules_parse("mla_up_proj mlp", &bits, NULL, 0));
+    CHECK_INT_EQ(bits, LOOM_RC_MLA_UP_PROJ | LOOM_RC_MLP);
+}
+
 int main(void)
 {
+    test_recompute_modules();
     test_zero_paper();
     test_megatron_grad_dtype();
     test_llama405b_layout();

@@ -18,13 +18,14 @@
 #include "costs/cluster.h"
 #include "costs/compute.h"
 #include "costs/eval.h"
+#include "costs/recompute.h"
 #include "base/json.h"
 #include "graph/model.h"
 #include "planner/cli/cli.h"
 #include "planner/import/megatron_import.h"
 
 typedef struct {
-    const char *model, *cluster, *calib, *profile, *from_megatron;
+    const char *model, *cluster, *calib, *profile, *from_megatron, *recompute_modules;
     loom_parallel p;
     int mode;   /* 0 train (this command); serve goes to cmd_eval_serve.c */
     int32_t attn;   /* loom_attn_kernel */
@@ -98,6 +99,11 @@ static const loom_cli_option eval_opts[] = {
     {.name = "--sp", .kind = LOOM_CLI_FLAG, .field = F(p.sp), .help = "sequence parallelism"},
     {.name = "--recompute", .kind = LOOM_CLI_ENUM, .field = F(p.recompute),
      .choices = recompute_choices, .metavar = "R", .help = "activation recomputation"},
+    {.name = "--recompute-modules", .kind = LOOM_CLI_STR, .field = F(recompute_modules),
+     .metavar = "LIST",
+     .help = "selective recompute of Megatron's modules (implies --recompute selective):\n"
+             "comma-separated core_attn, layernorm, moe_act, mla_up_proj, mlp, moe,\n"
+             "shared_experts (Megatron's --recompute-modules)", .def = "core_attn"},
     {.name = "--recompute-layers", .kind = LOOM_CLI_INT, .field = F(p.recompute_layers), .lo = 0,
      .hi = 1 << 20, .metavar = "N",
      .help = "--recompute full: only the first N blocks of each stage (of each virtual chunk with --vpp)", .def = "0: all"},
@@ -186,9 +192,10 @@ const loom_cli_spec loom_cli_spec_eval = {
         "                 [--zero 0|1|2|3] [--fsdp-shard N] [--dist-opt] [--vpp V]\n"
         "                 [--dtype bf16|fp16|fp8]\n"
         "                 [--first-stage-layers N] [--last-stage-layers N] [--etp N]\n"
-        "                 [--unfused-attention] [--tp-comm-overlap] [--no-overlap-grad-reduce]\n"
-        "                 [--no-overlap-p2p] [--moe-a2a-overlap] [--moe-hybridep]\n"
-        "                 [--grad-reduce-bf16] [--framework megatron|deepspeed|torchtitan]\n"
+        "                 [--recompute-modules LIST] [--unfused-attention] [--tp-comm-overlap]\n"
+        "                 [--no-overlap-grad-reduce] [--no-overlap-p2p] [--moe-a2a-overlap]\n"
+        "                 [--moe-hybridep] [--grad-reduce-bf16]\n"
+        "                 [--framework megatron|deepspeed|torchtitan]\n"
         "                 [--attention-kernel fused|fa2] [--elementwise fused|eager]\n"
         "                 [--calib FILE] [--profile DB] [--json]\n"
         "       loom eval [MODEL] --cluster C --from-megatron \"torchrun ... pretrain_gpt.py ...\"\n"
@@ -219,6 +226,22 @@ static int parse(int argc, char **argv, eval_args *a)
     /* the defaults loom plan assumes too (cli.h) */
     if (!a->gbs_given && !a->from_megatron) a->p.gbs = LOOM_CLI_DEFAULT_GBS;
     if (!a->zero_given && !a->dist_opt_given && !a->from_megatron) a->p.zero = LOOM_CLI_DEFAULT_ZERO;
+    if (a->recompute_modules) {
+        char bad[64];
+        if (!loom_recompute_modules_parse(a->recompute_modules, &a->p.recompute_modules, bad,
+                                          sizeof bad))
+            return loom_cli_usage_error("eval",
+                                        "--recompute-modules: unknown module \"%s\" (expected "
+                                        "core_attn, layernorm, moe_act, mla_up_proj, mlp, moe, "
+                                        "shared_experts)", bad);
+        if (a->p.recompute == LOOM_RECOMPUTE_FULL)
+            return loom_cli_usage_error("eval", "--recompute-modules is Megatron's selective "
+                                                "recompute; it cannot go with --recompute full");
+        if (a->p.framework == LOOM_FRAMEWORK_TORCHTITAN)
+            return loom_cli_usage_error("eval", "--recompute-modules is Megatron's; torchtitan's "
+                                                "--recompute selective is its op-level policy");
+        a->p.recompute = LOOM_RECOMPUTE_SELECTIVE;
+    }
     a->p.flash = !a->unfused;
     a->p.overlap_grad_reduce = !a->no_grad_overlap;
     a->p.overlap_p2p = !a->no_p2p_overlap;
@@ -240,7 +263,7 @@ static void print_assumed(const eval_args *a)
                               (long long)a->p.gbs);
     if (!a->zero_given && !a->dist_opt_given)
         n += (size_t)snprintf(buf + n, sizeof buf - n, "%sZeRO-%d", n ? ", " : "", a->p.zero);
-    if (!a->attn_given && a->p.framework != LOOM_FRAMEWORK_MEGATRON)
+    if (!a->attn_given && !a->unfused && a->p.framework != LOOM_FRAMEWORK_MEGATRON)
         n += (size_t)snprintf(buf + n, sizeof buf - n, "%sFlashAttention-2 (SDPA)", n ? ", " : "");
     if (!a->elementwise_given && a->p.framework == LOOM_FRAMEWORK_TORCHTITAN)
         n += (size_t)snprintf(buf + n, sizeof buf - n, "%seager element-wise ops (no torch.compile)",
@@ -296,11 +319,17 @@ static void print_text(const eval_args *a, const loom_cluster *c, const loom_gra
                "TP and EP groups up to %lld on NVLink); %lld GPUs idle\n",
                (long long)(r->gpus / c->nodes), (long long)c->gpus_per_node,
                (long long)(r->gpus / c->nodes), (long long)r->idle_gpus);
+    char rc[128] = "";
+    if (p->recompute_modules && p->recompute == LOOM_RECOMPUTE_SELECTIVE) {
+        char list[96];
+        loom_recompute_modules_format(p->recompute_modules, list, sizeof list);
+        snprintf(rc, sizeof rc, " (%s)", list);
+    }
     printf("config: tp %lld × pp %lld × dp %lld (cp %lld, ep %lld); mbs %lld, gbs %lld → %lld "
-           "micro-batches; seq %lld, %s%s, recompute %s, vpp %lld, %s%s%s%s\n",
+           "micro-batches; seq %lld, %s%s, recompute %s%s, vpp %lld, %s%s%s%s\n",
            (long long)p->tp, (long long)p->pp, (long long)p->dp, (long long)p->cp, (long long)p->ep,
            (long long)p->mbs, (long long)p->gbs, (long long)r->microbatches, (long long)p->seq,
-           loom_dtype_name(p->dtype), p->sp ? ", SP" : "", loom_recompute_name(p->recompute),
+           loom_dtype_name(p->dtype), p->sp ? ", SP" : "", loom_recompute_name(p->recompute), rc,
            (long long)p->vpp, zero, p->vpp > 1 && !p->overlap_p2p ? ", blocking p2p" : "",
            p->moe_a2a_overlap ? ", EP a2a overlap" : "", p->moe_hybridep ? ", HybridEP" : "");
     printf("\nstep time            %10.4f s\n", r->step_time_s);
@@ -371,6 +400,11 @@ static int print_json(const eval_args *a, const loom_cluster *c, const loom_grap
         cJSON_AddNumberToObject(cfg, ints[i].k, (double)ints[i].v);
     cJSON_AddBoolToObject(cfg, "sp", p->sp);
     cJSON_AddStringToObject(cfg, "recompute", loom_recompute_name(p->recompute));
+    if (p->recompute == LOOM_RECOMPUTE_SELECTIVE) {
+        char list[96];
+        loom_recompute_modules_format(loom_recompute_selected(p), list, sizeof list);
+        cJSON_AddStringToObject(cfg, "recompute_modules", list);
+    }
     cJSON_AddBoolToObject(cfg, "dist_opt", p->dist_opt);
     if (p->fsdp_shard > 0 && p->fsdp_shard < p->dp)   /* hybrid sharding only */
         cJSON_AddNumberToObject(cfg, "fsdp_shard", (double)p->fsdp_shard);
@@ -390,7 +424,7 @@ static int print_json(const eval_args *a, const loom_cluster *c, const loom_grap
         if (!a->seq_given) cJSON_AddItemToArray(as, cJSON_CreateString("seq"));
         if (!a->gbs_given) cJSON_AddItemToArray(as, cJSON_CreateString("gbs"));
         if (!a->zero_given && !a->dist_opt_given) cJSON_AddItemToArray(as, cJSON_CreateString("zero"));
-        if (!a->attn_given && p->framework != LOOM_FRAMEWORK_MEGATRON)
+        if (!a->attn_given && !a->unfused && p->framework != LOOM_FRAMEWORK_MEGATRON)
             cJSON_AddItemToArray(as, cJSON_CreateString("attention_kernel"));
         if (!a->elementwise_given && p->framework == LOOM_FRAMEWORK_TORCHTITAN)
             cJSON_AddItemToArray(as, cJSON_CreateString("elementwise"));

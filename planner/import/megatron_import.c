@@ -21,6 +21,7 @@
 
 #include "base/fileio.h"
 #include "base/limits.h"
+#include "costs/recompute.h"
 #include "planner/export/megatron_args.h"
 #include "planner/import/megatron_cmdline.h"
 #include "planner/import/megatron_split.h"
@@ -139,6 +140,14 @@ static loom_status read_parallel(const ctx *c, loom_megatron_launch *out)
                          "methods only with --recompute-granularity full",
                          method);
         p->recompute = LOOM_RECOMPUTE_SELECTIVE;
+        const char *mods;
+        if ((s = get_str(c, "--recompute-modules", NULL, &mods))) return s;
+        char bad[64];
+        if (mods && !loom_recompute_modules_parse(mods, &p->recompute_modules, bad, sizeof bad))
+            return failf(c, line_of(c, "--recompute-modules"),
+                         "--recompute-modules: unknown module '%s' (Megatron-LM's are core_attn, "
+                         "moe_act, layernorm, mla_up_proj, mlp, moe, shared_experts)",
+                         bad);
     } else if (gran) {
         if (!method || !has(c, "--recompute-num-layers"))
             return failf(c, line_of(c, "--recompute-granularity"),
@@ -155,6 +164,9 @@ static loom_status read_parallel(const ctx *c, loom_megatron_launch *out)
         loom_export_list_add(&out->notes, "--recompute-method without --recompute-granularity "
                                           "does nothing in Megatron-LM");
     }
+    if (has(c, "--recompute-modules") && p->recompute != LOOM_RECOMPUTE_SELECTIVE)
+        loom_export_list_add(&out->notes, "--recompute-modules applies only with "
+                                          "--recompute-granularity selective");
 
     /* optimizer-state sharding */
     if (has(c, "--use-megatron-fsdp")) {
