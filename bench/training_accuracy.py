@@ -277,6 +277,8 @@ def eval_args(r, assumed):
     else:
         a += ["--recompute", "full" if rc.startswith("full") else
               "selective" if rc.startswith("selective") else "none"]
+    if r.get("cpu_offload_layers"):
+        a += ["--cpu-offload-layers", r["cpu_offload_layers"]]
     z = r.get("zero_stage")
     if z in ("fsdp-full-shard", "hsdp"):
         a += ["--zero", 3]
@@ -344,7 +346,8 @@ DSV3_LAYOUTS = {16: "Et*4|(tttt|)*14tmL", 32: "Et|(tt|)*30mL"}
 MEGATRON_FLAGS = {"--tp": "--tensor-model-parallel-size", "--pp": "--pipeline-model-parallel-size",
                   "--cp": "--context-parallel-size", "--ep": "--expert-model-parallel-size",
                   "--etp": "--expert-tensor-parallel-size", "--gbs": "--global-batch-size",
-                  "--seq": "--seq-length", "--mbs": "--micro-batch-size"}
+                  "--seq": "--seq-length", "--mbs": "--micro-batch-size",
+                  "--cpu-offload-layers": "--cpu-offloading-num-layers"}
 MEGATRON_SWITCHES = {"--sp": "--sequence-parallel", "--tp-comm-overlap": "--tp-comm-overlap",
                      "--dist-opt": "--use-distributed-optimizer",
                      "--moe-a2a-overlap": "--overlap-moe-expert-parallel-comm",

@@ -63,12 +63,13 @@ static loom_status get_pos(const loom_jctx *c, const cJSON *obj, const char *pat
 }
 
 /* "gpu": {"name", "peak_tflops": {bf16, fp16, fp32, fp8, fp4}, "vector_tflops",
- * "hbm_GBps", "hbm_GB", "nvlink_GBps", "tdp_w"}. */
+ * "hbm_GBps", "hbm_GB", "nvlink_GBps", "host_GBps", "tdp_w"}. */
 static loom_status parse_device(const loom_jctx *c, const cJSON *o, const char *path,
                                 loom_device *d)
 {
-    static const char *const keys[] = {"name",  "peak_tflops", "vector_tflops", "hbm_GBps",
-                                       "hbm_GB", "nvlink_GBps", "tdp_w",         NULL};
+    static const char *const keys[] = {"name",     "peak_tflops", "vector_tflops", "hbm_GBps",
+                                       "hbm_GB",   "nvlink_GBps", "host_GBps",     "tdp_w",
+                                       NULL};
     static const char *const peak_keys[] = {"bf16", "fp16", "fp32", "fp8", "fp4", NULL};
     static const loom_dtype peak_dt[] = {LOOM_DTYPE_BF16, LOOM_DTYPE_FP16, LOOM_DTYPE_FP32,
                                          LOOM_DTYPE_FP8};
@@ -108,10 +109,11 @@ static loom_status parse_device(const loom_jctx *c, const cJSON *o, const char *
     if ((s = get_pos(c, o, path, "vector_tflops", false, false, MAX_TFLOPS, &vec))) return s;
     d->vector_flops = vec * 1e12;
 
-    double hbm_GBps = 0, hbm_GB = 0, nvlink = 0, tdp = 0;
+    double hbm_GBps = 0, hbm_GB = 0, nvlink = 0, host = 0, tdp = 0;
     if ((s = get_pos(c, o, path, "hbm_GBps", true, false, MAX_GBPS, &hbm_GBps))) return s;
     if ((s = get_pos(c, o, path, "hbm_GB", true, false, 1e6, &hbm_GB))) return s;
     if ((s = get_pos(c, o, path, "nvlink_GBps", false, true, MAX_GBPS, &nvlink))) return s;
+    if ((s = get_pos(c, o, path, "host_GBps", false, true, MAX_GBPS, &host))) return s;
     if ((s = get_pos(c, o, path, "tdp_w", false, true, 1e6, &tdp))) return s;
     if (nvlink > hbm_GBps) {
         char sub2[512];
@@ -122,6 +124,7 @@ static loom_status parse_device(const loom_jctx *c, const cJSON *o, const char *
     d->hbm_bw_Bps = hbm_GBps * 1e9;
     d->hbm_bytes = (int64_t)llround(hbm_GB * (double)(1 << 30));   /* GB read as GiB, as presets */
     d->nvlink_Bps = nvlink * 1e9;
+    d->host_Bps = host * 1e9;
     d->tdp_w = tdp;
     return LOOM_OK;
 }

@@ -30,7 +30,13 @@ typedef struct {
     double tdp_w;                         /* board power, watts */
     double fp4_flops;                     /* dense block-scaled FP4 (NVFP4, MXFP4) tensor-core
                                              FLOP/s; 0 before Blackwell */
+    double host_Bps;                      /* link to host memory per direction per GPU, bytes/s
+                                             (PCIe, NVLink-C2C); 0: PCIe Gen4 x16 assumed */
 } loom_device;
+
+/* A GPU's host link when the device does not say (host_Bps 0): PCIe Gen4
+ * x16, 32 GB/s per direction. */
+#define LOOM_HOST_LINK_DEFAULT_BPS 32e9
 
 /* Case-insensitive lookup of a canonical name ("H100-SXM5-80GB") or an alias
  * ("H100", "H100-SXM", "H100-SXM-80GB", "A100-80GB", "A100-40GB", "H200",

@@ -84,6 +84,12 @@
  * with eager element-wise ops (compute.h), the block's norms, rotary
  * embeddings, activations and residual adds (eager_rerun).
  *
+ * CPU activation offloading (Megatron's --cpu-offloading-num-layers, pp 1)
+ * copies each offloaded block's saved tensors to the host after its forward
+ * and back before its backward, over the GPU's host link (device.h
+ * host_Bps), beside the neighbouring block's compute: only what a copy
+ * takes beyond that block's own pass is exposed (in compute_s).
+ *
  * Step (costs/pipeline.h). Per-rank micro-batch times t_i go into the 1F1B
  * formula with M = gbs / (mbs·dp) micro-batches; p2p transfers are the
  * hidden state [mbs, s/cp, h] / tp (Megatron's scatter-gather), over the
@@ -712,7 +718,12 @@ loom_status loom_eval_megatron_ex(const loom_graph *g, const loom_cost_model *cm
         if (cls[l] == l && loom_memory_is_block(g, l))
             boundary = fmax(boundary, (double)loom_memory_layer_input_bytes(g, &psp, l, x.col_seen));
     bool memory = !(o && o->time_only);
-    if (memory) loom_memory_layer_acts(g, p, acts);
+    if (memory || p->cpu_offload_layers > 0) loom_memory_layer_acts(g, p, acts);
+    /* CPU activation offloading streams an offloaded block's saved tensors
+     * to the host after its forward and back before its backward, beside
+     * the next block's compute (Transformer Engine double-buffers them):
+     * what the copy takes beyond that compute is exposed */
+    double host_Bps = c->gpu.host_Bps > 0 ? c->gpu.host_Bps : LOOM_HOST_LINK_DEFAULT_BPS;
     /* Pipeline neighbours are tp·cp·dp apart; the pipeline paces at its
      * slowest boundary, which crosses nodes unless all pp ranks share one. */
     loom_group pipe = axis_group(c, S, p->tp * p->cp * p->dp);
@@ -740,9 +751,15 @@ loom_status loom_eval_megatron_ex(const loom_graph *g, const loom_cost_model *cm
             bool block = loom_memory_is_block(g, l);
             bool rerun = !(p->recompute == LOOM_RECOMPUTE_FULL && block &&
                            p->recompute_layers > 0 && blocks_here >= p->recompute_layers);
+            bool offloaded = block && blocks_here < p->cpu_offload_layers;
             blocks_here += block;
             fwd += c1->fwd_s + c1->comm_fwd_s;
             bwd += c1->bwd_s + c1->comm_bwd_s + (rerun ? c1->recompute_s : 0);
+            if (offloaded) {
+                double copy = (double)acts[l].saved_bytes / host_Bps;
+                fwd += fmax(0, copy - (c1->fwd_s + c1->comm_fwd_s));
+                bwd += fmax(0, copy - (c1->bwd_s + c1->comm_bwd_s));
+            }
             comm += c1->comm_fwd_s + c1->comm_bwd_s + (rerun ? c1->recompute_comm_s : 0);
             /* what the a2a overlap hides of this layer when its forward and
              * backward run beside another micro-batch's */

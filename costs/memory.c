@@ -68,6 +68,10 @@
  *    S(1 + (S-1)/(S·v)) on the first stage (Korthikanti et al. §4.2.3;
  *    Megatron's theoretical_memory_usage.py).
  *
+ *    Megatron's CPU activation offloading (--cpu-offload-layers N, pp 1)
+ *    moves the first N blocks' saved tensors to host memory after their
+ *    forward; the GPU holds one layer of them at a time, in transit.
+ *
  * 4. Recompute working set. Recomputing a layer re-materialises its
  *    dropped activations for one micro-batch during its backward: the
  *    attention core (selective) or the whole layer (full).
@@ -462,7 +466,7 @@ loom_status loom_memory_stage(const loom_graph *g, const loom_parallel *p,
     out->grads_bytes = sd.grads_bytes + se.grads_bytes;
     out->optimizer_bytes = sd.optimizer_bytes + se.optimizer_bytes;
 
-    int64_t saved = 0, work = 0, blocks = 0;
+    int64_t saved = 0, work = 0, blocks = 0, offloaded = 0;
     for (int32_t l = 0; l < n_layers; l++) {
         if (!o->in_stage[l]) continue;
         const loom_layer_act *a = &acts[l];
@@ -482,7 +486,13 @@ loom_status loom_memory_stage(const loom_graph *g, const loom_parallel *p,
         if (p->recompute == LOOM_RECOMPUTE_FULL && block && p->recompute_layers > 0 &&
             blocks >= p->recompute_layers)
             saved += a->full_bytes;
-        else {
+        else if (block && blocks < p->cpu_offload_layers) {
+            /* offloaded (--cpu-offload-layers): on the host from its forward
+             * to its backward; its tensors pass through the GPU one layer
+             * at a time (Transformer Engine double-buffers the copies) */
+            offloaded += a->saved_bytes;
+            work = max64(work, a->saved_bytes);
+        } else {
             saved += a->saved_bytes;
             work = max64(work, a->work_bytes);
         }
@@ -490,6 +500,7 @@ loom_status loom_memory_stage(const loom_graph *g, const loom_parallel *p,
     }
     out->inflight = o->inference ? 1.0 : o->inflight;
     out->activations_bytes = (int64_t)((double)saved * out->inflight + 0.5) + work;
+    out->offloaded_bytes = (int64_t)((double)offloaded * out->inflight + 0.5);
     out->other_bytes = LOOM_MEM_RESERVED_BYTES +
                        (int64_t)((double)out->activations_bytes * LOOM_MEM_FRAGMENTATION + 0.5);
     out->total_bytes = out->params_bytes + out->grads_bytes + out->optimizer_bytes +

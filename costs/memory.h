@@ -162,6 +162,8 @@ typedef struct {
     int64_t activations_bytes;   /* saved × in-flight + recompute working set */
     int64_t kv_cache_bytes;
     int64_t other_bytes;         /* workspace allowance */
+    int64_t offloaded_bytes;     /* activations held in host memory (--cpu-offload-layers),
+                                    not in total_bytes */
     int64_t total_bytes;
     double inflight;             /* micro-batches in flight used */
 } loom_memory_breakdown;

@@ -58,6 +58,10 @@ typedef struct {
     int64_t recompute_layers;    /* full recompute: the first this many blocks of each
                                     virtual chunk recomputed (Megatron's block method;
                                     a rank's stage when vpp = 1); 0 = all */
+    int64_t cpu_offload_layers;  /* Megatron's --cpu-offloading-num-layers: the activations of
+                                    the first N blocks go to host memory in the forward and
+                                    come back for the backward (Transformer Engine's offload
+                                    context); pp 1, no recompute; 0 = none */
     uint32_t recompute_modules;  /* selective recompute: Megatron's --recompute-modules as
                                     LOOM_RC_* bits (recompute.h); 0 = its default, core_attn */
     int zero;                    /* ZeRO stage 0..3 */

@@ -87,6 +87,26 @@ loom_status loom_parallel_check(const loom_parallel *p, const loom_model_info *m
                                   "ranks", (long long)p->fsdp_shard, (long long)replicas,
                                   (long long)edp);
     }
+    if (p->cpu_offload_layers < 0)
+        return bad(err, "%s must be >= 0, found %lld", "--cpu-offload-layers",
+                   (long long)p->cpu_offload_layers);
+    if (p->cpu_offload_layers > 0) {
+        /* Megatron-Core's TransformerConfig refuses the others */
+        if (p->pp > 1)
+            return bad(err, "%s works without pipeline parallelism only (Megatron-Core); found "
+                            "--pp %lld", "CPU activation offloading", (long long)p->pp);
+        if (p->recompute != LOOM_RECOMPUTE_NONE)
+            return loom_error_set(err, LOOM_ERR_INVALID,
+                                  "impossible configuration: CPU activation offloading does not "
+                                  "work with activation recomputation (Megatron-Core); found "
+                                  "--recompute %s", loom_recompute_name(p->recompute));
+        if (m && p->cpu_offload_layers >= m->layers)
+            return loom_error_set(err, LOOM_ERR_INVALID,
+                                  "impossible configuration: --cpu-offload-layers %lld must be "
+                                  "below the model's %lld layers (Megatron-Core keeps the last "
+                                  "on the GPU)", (long long)p->cpu_offload_layers,
+                                  (long long)m->layers);
+    }
     if (p->vpp > 1 && p->pp < 2)
         return loom_error_set(err, LOOM_ERR_INVALID,
                               "impossible configuration: --vpp %lld (interleaved schedule) needs "

@@ -205,6 +205,35 @@ if "$LOOM" eval --cluster dgx-a100-80g-x8 --json --from-megatron \
 elif grep -q "unknown module 'attn'" "$tmp/err" && [ ! -s "$tmp/o" ]; then ok
 else bad "Megatron module message: $(cat "$tmp/err")"; fi
 
+# Megatron's CPU activation offloading (--cpu-offload-layers N;
+# costs/memory.c, eval.c). Llama-3-8B on 8 H100, pp 1: 16 of the 32
+# blocks wait in host memory, one block's worth stays as the copy's staging
+# buffer, so the GPU keeps 15 blocks' activations fewer and the host 16;
+# over PCIe Gen5 (64 GB/s) a block's copy outlasts its compute and shows.
+# Megatron-Core refuses it with pipelining, with recompute, or on every layer.
+O=(llama-3-8b --cluster dgx-h100-x1 --dp 8 --gbs 32 --json)
+"$LOOM" eval "${O[@]}" >"$tmp/off0.json" 2>"$tmp/err" || bad "offload none: $(cat "$tmp/err")"
+"$LOOM" eval "${O[@]}" --cpu-offload-layers 16 >"$tmp/off16.json" 2>"$tmp/err" || bad "offload 16: $(cat "$tmp/err")"
+python3 - "$tmp/off0.json" "$tmp/off16.json" <<'EOF' && ok || bad "cpu offload"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+x, y = a["stages"][0], b["stages"][0]
+drop = x["memory_bytes"]["activations"] - y["memory_bytes"]["activations"]
+assert drop > 0 and drop * 16 == y["offloaded_bytes"] * 15, (drop, y["offloaded_bytes"])
+assert "offloaded_bytes" not in x and b["config"]["cpu_offload_layers"] == 16
+assert b["step_time_s"] > a["step_time_s"], (a["step_time_s"], b["step_time_s"])
+EOF
+expect_fail eval 1 llama-3-8b --cluster dgx-h100-x1 --pp 2 --dp 4 --gbs 32 --cpu-offload-layers 4 -- \
+    "CPU activation offloading works without pipeline parallelism only"
+expect_fail eval 1 llama-3-8b --cluster dgx-h100-x1 --dp 8 --gbs 32 --cpu-offload-layers 4 --recompute full -- \
+    "does not work with activation recomputation"
+expect_fail eval 1 llama-3-8b --cluster dgx-h100-x1 --dp 8 --gbs 32 --cpu-offload-layers 32 -- \
+    "must be below the model's 32 layers"
+if "$LOOM" eval --cluster dgx-a100-80g-x8 --json --from-megatron "$ML --cpu-offloading-num-layers 4" \
+    >"$tmp/o" 2>"$tmp/err"; then bad "imported offloading with pp 8 accepted"
+elif grep -q "CPU activation offloading works without pipeline parallelism only" "$tmp/err"; then ok
+else bad "imported offloading: $(cat "$tmp/err")"; fi
+
 # Megatron's EP all-to-all overlap (--moe-a2a-overlap,
 # --overlap-moe-expert-parallel-comm): without a pipeline 3 of M = 4
 # micro-batches run paired, and where compute outlasts the all-to-alls the

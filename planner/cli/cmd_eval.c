@@ -104,6 +104,12 @@ static const loom_cli_option eval_opts[] = {
      .help = "selective recompute of Megatron's modules (implies --recompute selective):\n"
              "comma-separated core_attn, layernorm, moe_act, mla_up_proj, mlp, moe,\n"
              "shared_experts (Megatron's --recompute-modules)", .def = "core_attn"},
+    {.name = "--cpu-offload-layers", .kind = LOOM_CLI_INT, .field = F(p.cpu_offload_layers),
+     .lo = 0, .hi = 1 << 20, .metavar = "N",
+     .help = "Megatron's CPU activation offloading (--cpu-offloading-num-layers): the first N\n"
+             "blocks' activations wait in host memory for the backward, streamed over the\n"
+             "GPU's host link (PCIe, NVLink-C2C) beside compute; needs --pp 1, no recompute",
+     .def = "0: none"},
     {.name = "--recompute-layers", .kind = LOOM_CLI_INT, .field = F(p.recompute_layers), .lo = 0,
      .hi = 1 << 20, .metavar = "N",
      .help = "--recompute full: only the first N blocks of each stage (of each virtual chunk with --vpp)", .def = "0: all"},
@@ -192,7 +198,8 @@ const loom_cli_spec loom_cli_spec_eval = {
         "                 [--zero 0|1|2|3] [--fsdp-shard N] [--dist-opt] [--vpp V]\n"
         "                 [--dtype bf16|fp16|fp8]\n"
         "                 [--first-stage-layers N] [--last-stage-layers N] [--etp N]\n"
-        "                 [--recompute-modules LIST] [--unfused-attention] [--tp-comm-overlap]\n"
+        "                 [--recompute-modules LIST] [--cpu-offload-layers N]\n"
+        "                 [--unfused-attention] [--tp-comm-overlap]\n"
         "                 [--no-overlap-grad-reduce] [--no-overlap-p2p] [--moe-a2a-overlap]\n"
         "                 [--moe-hybridep] [--grad-reduce-bf16]\n"
         "                 [--framework megatron|deepspeed|torchtitan]\n"
@@ -319,19 +326,23 @@ static void print_text(const eval_args *a, const loom_cluster *c, const loom_gra
                "TP and EP groups up to %lld on NVLink); %lld GPUs idle\n",
                (long long)(r->gpus / c->nodes), (long long)c->gpus_per_node,
                (long long)(r->gpus / c->nodes), (long long)r->idle_gpus);
-    char rc[128] = "";
+    char rc[128] = "", offload[96] = "";
+    if (p->cpu_offload_layers > 0)
+        snprintf(offload, sizeof offload, ", activations of %lld blocks offloaded to the CPU",
+                 (long long)p->cpu_offload_layers);
     if (p->recompute_modules && p->recompute == LOOM_RECOMPUTE_SELECTIVE) {
         char list[96];
         loom_recompute_modules_format(p->recompute_modules, list, sizeof list);
         snprintf(rc, sizeof rc, " (%s)", list);
     }
     printf("config: tp %lld × pp %lld × dp %lld (cp %lld, ep %lld); mbs %lld, gbs %lld → %lld "
-           "micro-batches; seq %lld, %s%s, recompute %s%s, vpp %lld, %s%s%s%s\n",
+           "micro-batches; seq %lld, %s%s, recompute %s%s, vpp %lld, %s%s%s%s%s\n",
            (long long)p->tp, (long long)p->pp, (long long)p->dp, (long long)p->cp, (long long)p->ep,
            (long long)p->mbs, (long long)p->gbs, (long long)r->microbatches, (long long)p->seq,
            loom_dtype_name(p->dtype), p->sp ? ", SP" : "", loom_recompute_name(p->recompute), rc,
            (long long)p->vpp, zero, p->vpp > 1 && !p->overlap_p2p ? ", blocking p2p" : "",
-           p->moe_a2a_overlap ? ", EP a2a overlap" : "", p->moe_hybridep ? ", HybridEP" : "");
+           p->moe_a2a_overlap ? ", EP a2a overlap" : "", p->moe_hybridep ? ", HybridEP" : "",
+           offload);
     printf("\nstep time            %10.4f s\n", r->step_time_s);
     const struct { const char *name; double s; } parts[] = {
         {"compute", b->compute_s},     {"tensor-parallel comm", b->tp_comm_s},
@@ -365,6 +376,10 @@ static void print_text(const eval_args *a, const loom_cluster *c, const loom_gra
     }
     if (p->vpp > 1)
         printf("* interleaved: %lld model chunks spread over the layer range\n", (long long)p->vpp);
+    if (p->cpu_offload_layers > 0 && r->n_stages > 0)
+        printf("activations of the first %lld blocks in host memory: %.2f GiB per GPU (not in "
+               "the table)\n", (long long)p->cpu_offload_layers,
+               gib(r->stages[0].mem.offloaded_bytes));
     printf("\n%s\n", r->fits ? "fits in memory"
                              : "does NOT fit: a stage needs more memory than the GPU has usable (HBM less the memory headroom)");
 }
@@ -400,6 +415,8 @@ static int print_json(const eval_args *a, const loom_cluster *c, const loom_grap
         cJSON_AddNumberToObject(cfg, ints[i].k, (double)ints[i].v);
     cJSON_AddBoolToObject(cfg, "sp", p->sp);
     cJSON_AddStringToObject(cfg, "recompute", loom_recompute_name(p->recompute));
+    if (p->cpu_offload_layers > 0)
+        cJSON_AddNumberToObject(cfg, "cpu_offload_layers", (double)p->cpu_offload_layers);
     if (p->recompute == LOOM_RECOMPUTE_SELECTIVE) {
         char list[96];
         loom_recompute_modules_format(loom_recompute_selected(p), list, sizeof list);
@@ -460,6 +477,8 @@ static int print_json(const eval_args *a, const loom_cluster *c, const loom_grap
         cJSON_AddNumberToObject(m, "activations", (double)s->mem.activations_bytes);
         cJSON_AddNumberToObject(m, "other", (double)s->mem.other_bytes);
         cJSON_AddNumberToObject(m, "total", (double)s->mem.total_bytes);
+        if (s->mem.offloaded_bytes > 0)
+            cJSON_AddNumberToObject(st, "offloaded_bytes", (double)s->mem.offloaded_bytes);
         cJSON_AddNumberToObject(st, "inflight_microbatches", s->mem.inflight);
         cJSON_AddBoolToObject(st, "fits", s->fits);
         cJSON *t = cJSON_AddObjectToObject(st, "time_s");

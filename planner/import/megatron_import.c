@@ -164,6 +164,10 @@ static loom_status read_parallel(const ctx *c, loom_megatron_launch *out)
         loom_export_list_add(&out->notes, "--recompute-method without --recompute-granularity "
                                           "does nothing in Megatron-LM");
     }
+    /* CPU activation offloading (the checks are loom_parallel_check's,
+     * Megatron-Core's TransformerConfig's) */
+    if ((s = get_int(c, "--cpu-offloading-num-layers", 0, 0, INT_MAX, &p->cpu_offload_layers)))
+        return s;
     if (has(c, "--recompute-modules") && p->recompute != LOOM_RECOMPUTE_SELECTIVE)
         loom_export_list_add(&out->notes, "--recompute-modules applies only with "
                                           "--recompute-granularity selective");
