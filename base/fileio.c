@@ -231,10 +231,18 @@ static int create_tmp(const char *path, char *tmp, size_t n, loom_error *err)
         char rnd[13];
         random_name(rnd, 12);
         snprintf(tmp, n, "%.*s.%s.%s.loom-tmp", (int)dlen, path, base, rnd);
+        /* named for loom_fileio_unlink_inflight before it exists: a signal
+         * between the open and the bookkeeping would otherwise leave it */
+        inflight_set = 0;
+        memcpy(inflight_tmp, tmp, strlen(tmp) + 1);
+        inflight_set = 1;
         fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
         if (fd < 0 && errno != EEXIST) break;
     }
-    if (fd < 0) loom_error_set(err, LOOM_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+    if (fd < 0) {
+        inflight_set = 0;
+        loom_error_set(err, LOOM_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+    }
     return fd;
 }
 
@@ -245,6 +253,7 @@ loom_status loom_fileio_reserve_tmp(const char *path, char *tmp, size_t n, loom_
     int fd = create_tmp(path, tmp, n, err);
     if (fd < 0) return LOOM_ERR_IO;
     close(fd);
+    inflight_set = 0;   /* the caller's now */
     return LOOM_OK;
 }
 
@@ -259,10 +268,8 @@ loom_status loom_write_file_atomic(const char *path, const void *data, size_t le
     loom_status s = loom_output_check(path, err);
     if (s) return s;
     char tmp[sizeof inflight_tmp];
-    int fd = create_tmp(path, tmp, sizeof tmp, err);
+    int fd = create_tmp(path, tmp, sizeof tmp, err);   /* in flight from here */
     if (fd < 0) return err ? err->status : LOOM_ERR_IO;
-    memcpy(inflight_tmp, tmp, sizeof tmp);
-    inflight_set = 1;
 
     bool ok;
     if (loom_fileio_fail_next_write) {
