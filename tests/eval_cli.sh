@@ -229,6 +229,9 @@ expect_fail eval 1 llama-3-8b --cluster dgx-h100-x1 --dp 8 --gbs 32 --cpu-offloa
     "does not work with activation recomputation"
 expect_fail eval 1 llama-3-8b --cluster dgx-h100-x1 --dp 8 --gbs 32 --cpu-offload-layers 32 -- \
     "must be below the model's 32 layers"
+# beside a launch line, a configuration option would be ignored: refused
+expect_fail eval 2 --cluster dgx-a100-80g-x8 --from-megatron "$ML" --recompute full -- \
+    "--recompute: the configuration comes from --from-megatron's launch line"
 if "$LOOM" eval --cluster dgx-a100-80g-x8 --json --from-megatron "$ML --cpu-offloading-num-layers 4" \
     >"$tmp/o" 2>"$tmp/err"; then bad "imported offloading with pp 8 accepted"
 elif grep -q "CPU activation offloading works without pipeline parallelism only" "$tmp/err"; then ok

@@ -186,7 +186,8 @@ static const loom_cli_option eval_opts[] = {
      .help = "the configuration of a Megatron-LM launch line instead of the\n"
              "options above: the text, @FILE or a script path (docs/export.md);\n"
              "without MODEL the model is built from its shape arguments; any\n"
-             "--pipeline-model-parallel-layout places the layers as written"},
+             "--pipeline-model-parallel-layout places the layers as written;\n"
+             "configuration options beside it are refused"},
 };
 #undef DEGREE
 
@@ -222,6 +223,35 @@ const loom_cli_spec loom_cli_spec_eval = {
 };
 #undef F
 
+/* The first option that sets part of the parallel configuration, or NULL
+ * (an option given at its default value cannot be told apart, nor matters). */
+static const char *configuration_option(const eval_args *a)
+{
+    loom_parallel d;
+    loom_parallel_init(&d);
+    const loom_parallel *p = &a->p;
+    const struct { bool set; const char *name; } opts[] = {
+        {p->tp != d.tp, "--tp"}, {p->pp != d.pp, "--pp"}, {a->dp_given, "--dp"},
+        {p->cp != d.cp, "--cp"}, {p->ep != d.ep, "--ep"}, {p->etp != d.etp, "--etp"},
+        {p->vpp != d.vpp, "--vpp"}, {a->mbs_given, "--mbs"}, {a->gbs_given, "--gbs"},
+        {a->seq_given, "--seq"}, {p->sp, "--sp"}, {p->recompute != d.recompute, "--recompute"},
+        {p->recompute_layers != 0, "--recompute-layers"},
+        {a->recompute_modules != NULL, "--recompute-modules"},
+        {p->cpu_offload_layers != 0, "--cpu-offload-layers"}, {a->zero_given, "--zero"},
+        {a->dist_opt_given, "--dist-opt"}, {p->fsdp_shard != 0, "--fsdp-shard"},
+        {p->dtype != d.dtype, "--dtype"}, {p->first_stage_layers != 0, "--first-stage-layers"},
+        {p->last_stage_layers != 0, "--last-stage-layers"},
+        {a->split_embedding, "--account-for-embedding-in-pipeline-split"},
+        {a->split_loss, "--account-for-loss-in-pipeline-split"},
+        {p->tp_comm_overlap, "--tp-comm-overlap"}, {a->no_grad_overlap, "--no-overlap-grad-reduce"},
+        {a->no_p2p_overlap, "--no-overlap-p2p"}, {p->moe_a2a_overlap, "--moe-a2a-overlap"},
+        {p->moe_hybridep, "--moe-hybridep"}, {p->grad_reduce_bf16, "--grad-reduce-bf16"},
+    };
+    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
+        if (opts[i].set) return opts[i].name;
+    return NULL;
+}
+
 /* Parses argv into a; returns LOOM_CLI_RUN on success, else the exit code. */
 static int parse(int argc, char **argv, eval_args *a)
 {
@@ -230,6 +260,14 @@ static int parse(int argc, char **argv, eval_args *a)
     if (!a->model && !a->from_megatron)
         return loom_cli_usage_error("eval", "missing MODEL (a path or a bundled name)");
     if (!a->cluster) return loom_cli_usage_error("eval", "missing --cluster (a preset or a file)");
+    if (a->from_megatron) {
+        /* the launch line is the whole configuration: an option beside it
+         * would be silently ignored */
+        const char *opt = configuration_option(a);
+        if (opt)
+            return loom_cli_usage_error("eval", "%s: the configuration comes from --from-megatron's "
+                                                "launch line; give Megatron's flag there instead", opt);
+    }
     /* the defaults loom plan assumes too (cli.h) */
     if (!a->gbs_given && !a->from_megatron) a->p.gbs = LOOM_CLI_DEFAULT_GBS;
     if (!a->zero_given && !a->dist_opt_given && !a->from_megatron) a->p.zero = LOOM_CLI_DEFAULT_ZERO;
