@@ -88,7 +88,7 @@
  * copies each offloaded block's saved tensors to the host after its forward
  * and back before its backward, over the GPU's host link (device.h
  * host_Bps), beside the neighbouring block's compute: only what a copy
- * takes beyond that block's own pass is exposed (in compute_s).
+ * takes beyond that block's own pass is exposed (breakdown offload_s).
  *
  * Step (costs/pipeline.h). Per-rank micro-batch times t_i go into the 1F1B
  * formula with M = gbs / (mbs·dp) micro-batches; p2p transfers are the
@@ -167,11 +167,6 @@ static bool has_tp_dim(const loom_tensor *t)
 static bool has_seq_dim(const loom_tensor *t)
 {
     return has_dim(t, "s") || has_dim(t, "t") || has_dim(t, "c");
-}
-
-static bool attention_core(const loom_tensor *t)
-{
-    return has_dim(t, "s") && has_dim(t, "t");
 }
 
 /* The op's operands: inputs, weights, outputs. */
@@ -450,10 +445,6 @@ static loom_status layer_costs(const ctx *x, int32_t l, layer_cost *lc, loom_err
         lc->total_s += t.fwd_s + t.bwd_s;
         if (t.source != LOOM_SRC_ROOFLINE) lc->measured_s += t.fwd_s + t.bwd_s;
 
-        bool core = false;
-        int32_t ids[3 * LOOM_MAX_IO];
-        int n_ids = operands(op, ids);
-        for (int k = 0; k < n_ids; k++) core |= attention_core(loom_graph_tensor(x->g, ids[k]));
         bool matmul = op->kind == LOOM_OP_EINSUM || op->kind == LOOM_OP_ATTENTION;
         mm += plain_mm(x->g, op);
         bool op_sac = p->recompute == LOOM_RECOMPUTE_SELECTIVE && block &&
@@ -473,8 +464,7 @@ static loom_status layer_costs(const ctx *x, int32_t l, layer_cost *lc, loom_err
             if (matmul) lc->recompute_flops += (double)op->fwd_flops;
         }
         if (matmul) lc->model_flops += 3.0 * (double)op->fwd_flops;
-        if (op->kind == LOOM_OP_ATTENTION || (op->kind == LOOM_OP_EINSUM && core))
-            lc->attn_flops += (double)op->fwd_flops;
+        if (matmul && loom_recompute_core_attn_op(x->g, i)) lc->attn_flops += (double)op->fwd_flops;
     }
     return LOOM_OK;
 }
@@ -687,7 +677,7 @@ loom_status loom_eval_megatron_ex(const loom_graph *g, const loom_cost_model *cm
     int32_t *rank = calloc((size_t)n_layers, sizeof *rank);
     int32_t *cls = calloc((size_t)n_layers, sizeof *cls);
     bool *in_stage = calloc((size_t)n_layers, 1);
-    double *arr = calloc((size_t)S * 7, sizeof *arr);
+    double *arr = calloc((size_t)S * 8, sizeof *arr);
     x.col_seen = calloc((size_t)n_t + 1, sizeof *x.col_seen);
     loom_layer_act *acts = calloc((size_t)n_layers, sizeof *acts);
     out->stages = calloc((size_t)S, sizeof *out->stages);
@@ -697,7 +687,8 @@ loom_status loom_eval_megatron_ex(const loom_graph *g, const loom_cost_model *cm
     }
     out->n_stages = S;
     double *stage_s = arr, *bwd_s = arr + S, *sync_s = arr + 2 * S, *window_s = arr + 3 * S,
-           *opt_s = arr + 4 * S, *comm_s = arr + 5 * S, *overlap_of = arr + 6 * S;
+           *opt_s = arr + 4 * S, *comm_s = arr + 5 * S, *overlap_of = arr + 6 * S,
+           *host_s = arr + 7 * S;
 
     /* Per-layer costs, computed once per class of identical layers. */
     if (o && o->layer_class) memcpy(cls, o->layer_class, (size_t)n_layers * sizeof *cls);
@@ -735,7 +726,7 @@ loom_status loom_eval_megatron_ex(const loom_graph *g, const loom_cost_model *cm
     out->fits = memory;   /* and every stage below */
     for (int64_t r = 0; r < S; r++) {
         loom_eval_stage *st = &out->stages[r];
-        double fwd = 0, bwd = 0, comm = 0, a2a_hidden = 0;
+        double fwd = 0, bwd = 0, comm = 0, host = 0, a2a_hidden = 0;
         int64_t blocks_here = 0;
         st->first_layer = -1;
         for (int32_t l = 0; l < n_layers; l++) {
@@ -757,8 +748,9 @@ loom_status loom_eval_megatron_ex(const loom_graph *g, const loom_cost_model *cm
             bwd += c1->bwd_s + c1->comm_bwd_s + (rerun ? c1->recompute_s : 0);
             if (offloaded) {
                 double copy = (double)acts[l].saved_bytes / host_Bps;
-                fwd += fmax(0, copy - (c1->fwd_s + c1->comm_fwd_s));
-                bwd += fmax(0, copy - (c1->bwd_s + c1->comm_bwd_s));
+                double out_s = fmax(0, copy - (c1->fwd_s + c1->comm_fwd_s));
+                double in_s = fmax(0, copy - (c1->bwd_s + c1->comm_bwd_s));
+                fwd += out_s, bwd += in_s, host += out_s + in_s;
             }
             comm += c1->comm_fwd_s + c1->comm_bwd_s + (rerun ? c1->recompute_comm_s : 0);
             /* what the a2a overlap hides of this layer when its forward and
@@ -786,6 +778,7 @@ loom_status loom_eval_megatron_ex(const loom_graph *g, const loom_cost_model *cm
         stage_s[r] = fwd + bwd;
         bwd_s[r] = bwd;
         comm_s[r] = comm;
+        host_s[r] = host;
 
         int64_t dense_n, expert_n;
         loom_memory_stage_params(g, p, in_stage, &dense_n, &expert_n);
@@ -833,7 +826,7 @@ loom_status loom_eval_megatron_ex(const loom_graph *g, const loom_cost_model *cm
     loom_pipeline_out po;
     if ((s = loom_pipeline_step(&pin, &po, err))) goto done;
 
-    loom_pipeline_breakdown(&po, comm_s, M, &out->breakdown);
+    loom_pipeline_breakdown(&po, comm_s, host_s, M, &out->breakdown);
     out->step_time_s = po.step_s;
     out->microbatches = M;
     out->gpus = loom_cluster_gpus(c);

@@ -127,11 +127,12 @@ static loom_status check_times(const char *name, const double *t, int64_t n, boo
     return LOOM_OK;
 }
 
-void loom_pipeline_breakdown(const loom_pipeline_out *po, const double *comm_s, int64_t M,
-                             loom_step_breakdown *b)
+void loom_pipeline_breakdown(const loom_pipeline_out *po, const double *comm_s,
+                             const double *offload_s, int64_t M, loom_step_breakdown *b)
 {
     b->tp_comm_s = (double)M * comm_s[po->bottleneck];
-    b->compute_s = po->compute_s - b->tp_comm_s;
+    b->offload_s = offload_s ? (double)M * offload_s[po->bottleneck] : 0;
+    b->compute_s = po->compute_s - b->tp_comm_s - b->offload_s;
     b->bubble_s = po->bubble_s;
     b->p2p_s = po->p2p_s;
     b->grad_sync_s = po->grad_sync_s;

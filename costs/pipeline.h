@@ -73,14 +73,17 @@ typedef struct {
     double p2p_s;         /* stage-to-stage transfers */
     double grad_sync_s;   /* exposed data-parallel gradient synchronisation */
     double optimizer_s;   /* the optimizer step */
+    double offload_s;     /* exposed CPU activation-offload copies, out of compute (loom
+                           * eval's --cpu-offload-layers; plans do not offload: 0) */
 } loom_step_breakdown;
 
 /* The breakdown of step `po` of M micro-batches: the exposed tensor-
  * parallel communication of the bottleneck rank (M × comm_s[bottleneck],
- * comm_s[S] per micro-batch) is split out of compute; the other parts are
+ * comm_s[S] per micro-batch) and its exposed CPU-offload copies (likewise
+ * offload_s[S]; NULL: none) are split out of compute; the other parts are
  * po's. The one place a step's breakdown is finished. */
-void loom_pipeline_breakdown(const loom_pipeline_out *po, const double *comm_s, int64_t M,
-                             loom_step_breakdown *b);
+void loom_pipeline_breakdown(const loom_pipeline_out *po, const double *comm_s,
+                             const double *offload_s, int64_t M, loom_step_breakdown *b);
 
 /* Step time; LOOM_ERR_INVALID naming the bad field when S, M or v < 1, a
  * time is negative or not finite, or a required array is NULL. */

@@ -124,11 +124,16 @@ static size_t prefix_len(const char *name)
     return dot ? (size_t)(dot - name) + 1 : 0;
 }
 
+bool loom_recompute_core_attn_op(const loom_graph *g, int32_t id)
+{
+    const loom_op *op = loom_graph_op(g, id);
+    return op->kind == LOOM_OP_ATTENTION || core_op(g, op);
+}
+
 uint32_t loom_recompute_op_modules(const loom_graph *g, int32_t id)
 {
     const loom_op *op = loom_graph_op(g, id);
-    uint32_t m = 0;
-    if (op->kind == LOOM_OP_ATTENTION || core_op(g, op)) m |= LOOM_RC_CORE_ATTN;
+    uint32_t m = loom_recompute_core_attn_op(g, id) ? LOOM_RC_CORE_ATTN : 0;
     if (!loom_memory_is_block(g, op->layer)) return m;
     if (residual_norm(g, op)) m |= LOOM_RC_LAYERNORM;
     bool expert = op->n_out > 0 && loom_memory_is_expert_tensor(loom_graph_tensor(g, op->out[0]));

@@ -72,6 +72,10 @@ uint32_t loom_recompute_selected(const loom_parallel *p);
  * Ops outside the transformer blocks belong to none but core_attn. */
 uint32_t loom_recompute_op_modules(const loom_graph *g, int32_t op);
 
+/* Whether op `op` is the attention core (core_attn): the fused attention
+ * kernel or an op of the unfused chain on the s×t scores. */
+bool loom_recompute_core_attn_op(const loom_graph *g, int32_t op);
+
 /* Whether op `op` reruns its forward in the backward under p's selective
  * recompute. torchtitan's selective recompute is op-level (eval.c) and
  * keeps its fused attention: there only the unfused attention core reruns. */

@@ -374,7 +374,7 @@ static loom_status eval_config(loom_search *s, const loom_graph *g, const loom_s
         loom_pipeline_out po;
         if ((st = loom_pipeline_step(&pin, &po, err))) goto done;
         out->step_s = po.step_s;
-        loom_pipeline_breakdown(&po, comm, M, &out->breakdown);
+        loom_pipeline_breakdown(&po, comm, NULL, M, &out->breakdown);
         out->tokens_per_s = (double)cfg->sequences * (double)s->seq_tokens / out->step_s;
     } else {
         /* A decode step: a token goes through every stage; the pipeline

@@ -59,7 +59,7 @@ need = ["step_time_s", "tokens_per_s", "model_tflops_per_gpu", "hardware_tflops_
 missing = [k for k in need if k not in r]
 assert not missing, missing
 b = r["breakdown"]
-parts = ["compute_s", "tp_comm_s", "bubble_s", "p2p_s", "grad_sync_s", "optimizer_s"]
+parts = ["compute_s", "tp_comm_s", "bubble_s", "p2p_s", "grad_sync_s", "optimizer_s", "offload_s"]
 assert abs(sum(b[k] for k in parts) - r["step_time_s"]) <= 1e-9 * r["step_time_s"], b
 assert r["microbatches"] == 64
 assert abs(r["tokens_per_s"] - 64 * 2048 / r["step_time_s"]) <= 1e-6 * r["tokens_per_s"]
@@ -180,6 +180,8 @@ expect_fail eval 2 gpt2 "${C[@]}" --gbs 8 --recompute-modules mlp,attn -- \
     "--recompute-modules: unknown module \"attn\""
 expect_fail eval 2 gpt2 "${C[@]}" --gbs 8 --recompute full --recompute-modules mlp -- \
     "cannot go with --recompute full"
+expect_fail eval 2 gpt2 "${C[@]}" --gbs 8 --recompute none --recompute-modules mlp -- \
+    "cannot go with --recompute none"
 R=(mixtral-8x7b --cluster dgx-h100-x1 --dp 8 --ep 8 --gbs 32 --json)
 "$LOOM" eval "${R[@]}" >"$tmp/rc0.json" 2>"$tmp/err" || bad "modules none: $(cat "$tmp/err")"
 "$LOOM" eval "${R[@]}" --recompute-modules moe_act >"$tmp/rc1.json" 2>"$tmp/err" || bad "moe_act: $(cat "$tmp/err")"
@@ -222,6 +224,10 @@ drop = x["memory_bytes"]["activations"] - y["memory_bytes"]["activations"]
 assert drop > 0 and drop * 16 == y["offloaded_bytes"] * 15, (drop, y["offloaded_bytes"])
 assert "offloaded_bytes" not in x and b["config"]["cpu_offload_layers"] == 16
 assert b["step_time_s"] > a["step_time_s"], (a["step_time_s"], b["step_time_s"])
+# the exposed copies are their own line of the breakdown, not compute
+ba, bb = a["breakdown"], b["breakdown"]
+assert ba["offload_s"] == 0 and bb["offload_s"] > 0, (ba, bb)
+assert abs(bb["compute_s"] - ba["compute_s"]) < 1e-9 * ba["compute_s"], (ba, bb)
 EOF
 expect_fail eval 1 llama-3-8b --cluster dgx-h100-x1 --pp 2 --dp 4 --gbs 32 --cpu-offload-layers 4 -- \
     "CPU activation offloading works without pipeline parallelism only"

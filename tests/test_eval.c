@@ -79,7 +79,8 @@ static loom_parallel config(int64_t tp, int64_t pp, int64_t dp, int64_t mbs, int
 static double breakdown_sum(const loom_eval_result *r)
 {
     const loom_step_breakdown *b = &r->breakdown;
-    return b->compute_s + b->tp_comm_s + b->bubble_s + b->p2p_s + b->grad_sync_s + b->optimizer_s;
+    return b->compute_s + b->tp_comm_s + b->bubble_s + b->p2p_s + b->grad_sync_s + b->optimizer_s +
+           b->offload_s;
 }
 
 static void test_one_gpu(void)

@@ -282,7 +282,8 @@ static loom_plan *make_plan(const plan_spec *ps)
     p->model_tflops_per_gpu = 400;
     p->mfu = 0.4;
     p->memory_per_gpu_bytes = worst;
-    p->breakdown = (loom_step_breakdown){10.0, 1.0, 1.0, 0.25, 0.15, 0.1};
+    p->breakdown = (loom_step_breakdown){.compute_s = 10.0, .tp_comm_s = 1.0, .bubble_s = 1.0,
+                                          .p2p_s = 0.25, .grad_sync_s = 0.15, .optimizer_s = 0.1};
     p->cost_per_step_usd = p->cost_per_mtoken_usd = -1;
     p->energy_per_step_j = p->energy_per_token_j = -1;
     p->measured_share = 0;

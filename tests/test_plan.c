@@ -84,7 +84,9 @@ static loom_plan *small_plan(void)
     }
     p->step_time_s = 2.5, p->tokens_per_s = 51.2, p->model_tflops_per_gpu = 1e-6, p->mfu = 1e-9;
     p->memory_per_gpu_bytes = p->stages[1].memory.total;
-    p->breakdown = (loom_step_breakdown){1.5, 0.5, 0.25, 0.125, 0.0625, 0.0625};
+    p->breakdown = (loom_step_breakdown){.compute_s = 1.5, .tp_comm_s = 0.5, .bubble_s = 0.25,
+                                          .p2p_s = 0.125, .grad_sync_s = 0.0625,
+                                          .optimizer_s = 0.0625};
     p->cost_per_step_usd = 0.0138, p->cost_per_mtoken_usd = 107.8;
     p->energy_per_step_j = 14000, p->energy_per_token_j = 109.375;
     p->search_time_s = 0.5, p->ilp_solves = 12, p->dp_runs = 30, p->configs_evaluated = 7;

@@ -31,7 +31,7 @@ typedef struct {
     int32_t attn;   /* loom_attn_kernel */
     int32_t elementwise;   /* loom_elementwise_mode */
     bool json, unfused, no_grad_overlap, no_p2p_overlap, dp_given, gbs_given, seq_given, mbs_given, zero_given,
-        dist_opt_given, attn_given, elementwise_given, split_embedding, split_loss;
+        dist_opt_given, attn_given, elementwise_given, split_embedding, split_loss, recompute_given;
     double memory_headroom;   /* < 0: the cluster's */
 } eval_args;
 
@@ -98,7 +98,7 @@ static const loom_cli_option eval_opts[] = {
      .def = "4096 as loom plan, capped at n_positions (GPT-2)"},
     {.name = "--sp", .kind = LOOM_CLI_FLAG, .field = F(p.sp), .help = "sequence parallelism"},
     {.name = "--recompute", .kind = LOOM_CLI_ENUM, .field = F(p.recompute),
-     .choices = recompute_choices, .metavar = "R", .help = "activation recomputation"},
+     .given = F(recompute_given), .choices = recompute_choices, .metavar = "R", .help = "activation recomputation"},
     {.name = "--recompute-modules", .kind = LOOM_CLI_STR, .field = F(recompute_modules),
      .metavar = "LIST",
      .help = "selective recompute of Megatron's modules (implies --recompute selective):\n"
@@ -234,7 +234,7 @@ static const char *configuration_option(const eval_args *a)
         {p->tp != d.tp, "--tp"}, {p->pp != d.pp, "--pp"}, {a->dp_given, "--dp"},
         {p->cp != d.cp, "--cp"}, {p->ep != d.ep, "--ep"}, {p->etp != d.etp, "--etp"},
         {p->vpp != d.vpp, "--vpp"}, {a->mbs_given, "--mbs"}, {a->gbs_given, "--gbs"},
-        {a->seq_given, "--seq"}, {p->sp, "--sp"}, {p->recompute != d.recompute, "--recompute"},
+        {a->seq_given, "--seq"}, {p->sp, "--sp"}, {a->recompute_given, "--recompute"},
         {p->recompute_layers != 0, "--recompute-layers"},
         {a->recompute_modules != NULL, "--recompute-modules"},
         {p->cpu_offload_layers != 0, "--cpu-offload-layers"}, {a->zero_given, "--zero"},
@@ -279,9 +279,11 @@ static int parse(int argc, char **argv, eval_args *a)
                                         "--recompute-modules: unknown module \"%s\" (expected "
                                         "core_attn, layernorm, moe_act, mla_up_proj, mlp, moe, "
                                         "shared_experts)", bad);
-        if (a->p.recompute == LOOM_RECOMPUTE_FULL)
+        if (a->p.recompute == LOOM_RECOMPUTE_FULL ||
+            (a->recompute_given && a->p.recompute == LOOM_RECOMPUTE_NONE))
             return loom_cli_usage_error("eval", "--recompute-modules is Megatron's selective "
-                                                "recompute; it cannot go with --recompute full");
+                                                "recompute; it cannot go with --recompute %s",
+                                        a->p.recompute == LOOM_RECOMPUTE_FULL ? "full" : "none");
         if (a->p.framework == LOOM_FRAMEWORK_TORCHTITAN)
             return loom_cli_usage_error("eval", "--recompute-modules is Megatron's; torchtitan's "
                                                 "--recompute selective is its op-level policy");
@@ -390,6 +392,9 @@ static void print_text(const eval_args *a, const loom_cluster *c, const loom_gra
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
         printf("  %-20s %10.4f s  %5.1f%%\n", parts[i].name, parts[i].s,
                100 * parts[i].s / r->step_time_s);
+    if (p->cpu_offload_layers > 0)   /* a row only where it can be non-zero */
+        printf("  %-20s %10.4f s  %5.1f%%\n", "CPU offload copies", b->offload_s,
+               100 * b->offload_s / r->step_time_s);
     printf("tokens/s             %12.0f\n", r->tokens_per_s);
     printf("model TFLOP/s/GPU    %10.1f   (full attention; causal: %.1f)\n",
            r->model_tflops_per_gpu, r->model_tflops_per_gpu * r->model_flops_causal / r->model_flops);
@@ -427,6 +432,7 @@ static cJSON *breakdown_json(const loom_step_breakdown *b)
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "compute_s", b->compute_s);
     cJSON_AddNumberToObject(o, "tp_comm_s", b->tp_comm_s);
+    cJSON_AddNumberToObject(o, "offload_s", b->offload_s);
     cJSON_AddNumberToObject(o, "bubble_s", b->bubble_s);
     cJSON_AddNumberToObject(o, "p2p_s", b->p2p_s);
     cJSON_AddNumberToObject(o, "grad_sync_s", b->grad_sync_s);
