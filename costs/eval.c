@@ -148,6 +148,7 @@ typedef struct {
     double attn_flops;             /* forward attention-score FLOPs */
     double recompute_flops;        /* forward matmul FLOPs rerun */
     double measured_s, total_s;    /* profile-db share of fwd+bwd */
+    loom_eval_work_time work[LOOM_WORK_COUNT];   /* fwd_s, bwd_s, recompute_s by kind */
     bool moe;                      /* has a token dispatcher: the a2a overlap's phases below */
     loom_moe_phases ph_fwd, ph_bwd;/* compute + exposed comm (+ recompute in bwd) by phase */
 } layer_cost;
@@ -399,6 +400,43 @@ static bool eager_rerun(const ctx *x, const loom_op *op)
     return op->kind == LOOM_OP_ELEMENTWISE || op->kind == LOOM_OP_NORM;
 }
 
+const char *loom_eval_work_key(loom_eval_work k)
+{
+    static const char *const keys[] = {
+#define LOOM_X(n, key, label) key,
+        LOOM_EVAL_WORK_LIST(LOOM_X)
+#undef LOOM_X
+    };
+    return (unsigned)k < LOOM_WORK_COUNT ? keys[k] : "?";
+}
+
+const char *loom_eval_work_label(loom_eval_work k)
+{
+    static const char *const labels[] = {
+#define LOOM_X(n, key, label) label,
+        LOOM_EVAL_WORK_LIST(LOOM_X)
+#undef LOOM_X
+    };
+    return (unsigned)k < LOOM_WORK_COUNT ? labels[k] : "?";
+}
+
+/* The kind of work op i is (eval.h). */
+static loom_eval_work work_kind(const loom_graph *g, int32_t i)
+{
+    const loom_op *op = loom_graph_op(g, i);
+    if (loom_recompute_core_attn_op(g, i)) return LOOM_WORK_ATTENTION;
+    switch (op->kind) {
+    case LOOM_OP_EINSUM: return plain_mm(g, op) ? LOOM_WORK_GEMM : LOOM_WORK_EXPERT_GEMM;
+    case LOOM_OP_NORM: return LOOM_WORK_NORM;
+    case LOOM_OP_MOE_ROUTE:
+    case LOOM_OP_MOE_DISPATCH:
+    case LOOM_OP_MOE_COMBINE: return LOOM_WORK_MOE_ROUTING;
+    case LOOM_OP_EMBEDDING:
+    case LOOM_OP_CROSS_ENTROPY: return LOOM_WORK_EMBEDDING_LOSS;
+    default: return LOOM_WORK_ELEMENTWISE;
+    }
+}
+
 /* Costs of layer l, one micro-batch. */
 static loom_status layer_costs(const ctx *x, int32_t l, layer_cost *lc, loom_error *err)
 {
@@ -442,6 +480,9 @@ static loom_status layer_costs(const ctx *x, int32_t l, layer_cost *lc, loom_err
         lc->bwd_s += t.bwd_s;
         lc->comm_fwd_s += cf;
         lc->comm_bwd_s += cb;
+        loom_eval_work_time *wk = &lc->work[work_kind(x->g, i)], *wc = &lc->work[LOOM_WORK_COMM];
+        wk->fwd_s += t.fwd_s, wk->bwd_s += t.bwd_s;
+        wc->fwd_s += cf, wc->bwd_s += cb;
         lc->total_s += t.fwd_s + t.bwd_s;
         if (t.source != LOOM_SRC_ROOFLINE) lc->measured_s += t.fwd_s + t.bwd_s;
 
@@ -456,6 +497,7 @@ static loom_status layer_costs(const ctx *x, int32_t l, layer_cost *lc, loom_err
         if (rerun) {
             lc->recompute_s += t.fwd_s + cf;
             lc->recompute_comm_s += cf;
+            wk->rerun_s += t.fwd_s, wc->rerun_s += cf;
             /* rerun in the backward of its phase (the dispatch's
              * all-to-alls in the dispatch's, as it ran forward) */
             *pb += t.fwd_s;
@@ -746,11 +788,18 @@ loom_status loom_eval_megatron_ex(const loom_graph *g, const loom_cost_model *cm
             blocks_here += block;
             fwd += c1->fwd_s + c1->comm_fwd_s;
             bwd += c1->bwd_s + c1->comm_bwd_s + (rerun ? c1->recompute_s : 0);
+            for (int k = 0; k < LOOM_WORK_COUNT; k++) {
+                st->work[k].fwd_s += c1->work[k].fwd_s;
+                st->work[k].bwd_s += c1->work[k].bwd_s;
+                st->work[k].rerun_s += rerun ? c1->work[k].rerun_s : 0;
+            }
             if (offloaded) {
                 double copy = (double)acts[l].saved_bytes / host_Bps;
                 double out_s = fmax(0, copy - (c1->fwd_s + c1->comm_fwd_s));
                 double in_s = fmax(0, copy - (c1->bwd_s + c1->comm_bwd_s));
                 fwd += out_s, bwd += in_s, host += out_s + in_s;
+                st->work[LOOM_WORK_OFFLOAD].fwd_s += out_s;
+                st->work[LOOM_WORK_OFFLOAD].bwd_s += in_s;
             }
             comm += c1->comm_fwd_s + c1->comm_bwd_s + (rerun ? c1->recompute_comm_s : 0);
             /* what the a2a overlap hides of this layer when its forward and
@@ -771,6 +820,8 @@ loom_status loom_eval_megatron_ex(const loom_graph *g, const loom_cost_model *cm
         double paired = loom_moe_overlap_paired_fraction(S, r, p->vpp, M);
         a2a_hidden *= paired;
         fwd -= a2a_hidden / 2, bwd -= a2a_hidden / 2;
+        st->work[LOOM_WORK_A2A_HIDDEN].fwd_s = -a2a_hidden / 2;
+        st->work[LOOM_WORK_A2A_HIDDEN].bwd_s = -a2a_hidden / 2;
         comm -= fmin(a2a_hidden, paired * comm);
         st->fwd_s = fwd;
         st->bwd_s = bwd;
@@ -827,6 +878,11 @@ loom_status loom_eval_megatron_ex(const loom_graph *g, const loom_cost_model *cm
     if ((s = loom_pipeline_step(&pin, &po, err))) goto done;
 
     loom_pipeline_breakdown(&po, comm_s, host_s, M, &out->breakdown);
+    for (int k = 0; k < LOOM_WORK_COUNT; k++) {
+        const loom_eval_work_time *w = &out->stages[po.bottleneck].work[k];
+        out->work[k] = (loom_eval_work_time){(double)M * w->fwd_s, (double)M * w->bwd_s,
+                                             (double)M * w->rerun_s};
+    }
     out->step_time_s = po.step_s;
     out->microbatches = M;
     out->gpus = loom_cluster_gpus(c);

@@ -25,6 +25,41 @@
 #include "costs/pipeline.h"
 #include "graph/graph.h"
 
+/* Kinds of work a rank's micro-batch time is made of (loom eval --ops):
+ * what a profiler's kernel summary would group together. The attention
+ * core is the fused kernel or the unfused chain on the s×t scores
+ * (recompute.h); expert GEMMs are the grouped GEMMs on routed tokens; MoE
+ * routing is the router's top-k and the dispatch / combine kernels
+ * (permute, sort, padding); communication is the exposed TP / CP / EP part;
+ * the EP all-to-all overlap's saving is its own (negative) row. */
+#define LOOM_EVAL_WORK_LIST(X)                                        \
+    X(GEMM, "gemm", "GEMMs")                                          \
+    X(EXPERT_GEMM, "expert_gemm", "expert GEMMs")                     \
+    X(ATTENTION, "attention", "attention")                            \
+    X(NORM, "norm", "norms")                                          \
+    X(ELEMENTWISE, "elementwise", "element-wise")                     \
+    X(MOE_ROUTING, "moe_routing", "MoE routing")                      \
+    X(EMBEDDING_LOSS, "embedding_loss", "embedding and loss")         \
+    X(COMM, "comm", "exposed communication")                          \
+    X(OFFLOAD, "offload", "CPU offload copies")                       \
+    X(A2A_HIDDEN, "a2a_hidden", "hidden by the EP a2a overlap")
+
+typedef enum {
+#define LOOM_X(n, key, label) LOOM_WORK_##n,
+    LOOM_EVAL_WORK_LIST(LOOM_X)
+#undef LOOM_X
+    LOOM_WORK_COUNT
+} loom_eval_work;
+
+/* "gemm", … (the JSON key) and "GEMMs", … (the text label) of a kind. */
+const char *loom_eval_work_key(loom_eval_work k);
+const char *loom_eval_work_label(loom_eval_work k);
+
+typedef struct {
+    double fwd_s, bwd_s;   /* the passes' own */
+    double rerun_s;        /* the forward rerun in the backward (recompute) */
+} loom_eval_work_time;
+
 typedef struct {
     int32_t first_layer, last_layer;   /* graph layers held (interleaved: first / last chunk) */
     int32_t n_layers;                  /* graph layers held (all chunks) */
@@ -32,6 +67,7 @@ typedef struct {
                                           recompute) */
     double comm_s;                     /* the exposed TP / CP / EP part of fwd_s + bwd_s */
     double grad_sync_s;                /* its full data-parallel sync (before overlap) */
+    loom_eval_work_time work[LOOM_WORK_COUNT];   /* fwd_s + bwd_s by kind: Σ = fwd_s + bwd_s */
     loom_memory_breakdown mem;         /* per GPU */
     bool fits;
 } loom_eval_stage;
@@ -54,6 +90,9 @@ typedef struct {
     bool fits;                         /* every stage fits */
     double measured_fraction;          /* share of compute time from the profile db */
     loom_step_breakdown breakdown;
+    /* the bottleneck rank's stages[].work × the micro-batches: Σ = breakdown's
+     * compute_s + tp_comm_s + offload_s */
+    loom_eval_work_time work[LOOM_WORK_COUNT];
     int64_t n_stages;
     loom_eval_stage *stages;           /* [n_stages], owned: loom_eval_result_free */
 } loom_eval_result;

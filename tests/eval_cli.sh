@@ -207,6 +207,37 @@ if "$LOOM" eval --cluster dgx-a100-80g-x8 --json --from-megatron \
 elif grep -q "unknown module 'attn'" "$tmp/err" && [ ! -s "$tmp/o" ]; then ok
 else bad "Megatron module message: $(cat "$tmp/err")"; fi
 
+# --ops: the bottleneck stage's time by kind of work. The kinds add up to
+# compute + exposed TP/EP comm (+ offload copies) of the breakdown; the EP
+# a2a overlap's saving is a negative row of its own. Full recompute reruns
+# every block's forward once: the attention's rerun equals its forward,
+# the GEMMs' falls short by the LM head (outside the blocks), and nothing
+# of the embedding or the loss reruns; selective (core_attn) reruns the
+# attention alone.
+W=(mixtral-8x7b --cluster dgx-h100-x1 --dp 8 --ep 8 --gbs 32 --moe-a2a-overlap --json)
+"$LOOM" eval "${W[@]}" >"$tmp/w0.json" 2>"$tmp/err" || bad "ops moe: $(cat "$tmp/err")"
+"$LOOM" eval gpt2 "${C[@]}" --gbs 8 --recompute full --json >"$tmp/w1.json" 2>"$tmp/err" || bad "ops full: $(cat "$tmp/err")"
+"$LOOM" eval gpt2 "${C[@]}" --gbs 8 --recompute selective --json >"$tmp/w2.json" 2>"$tmp/err" || bad "ops sel: $(cat "$tmp/err")"
+python3 - "$tmp/w0.json" "$tmp/w1.json" "$tmp/w2.json" <<'EOF' && ok || bad "eval work kinds"
+import json, sys
+m, f, sel = (json.load(open(p)) for p in sys.argv[1:4])
+def total(r):
+    return sum(w["fwd_s"] + w["bwd_s"] + w["recompute_s"] for w in r["work"].values())
+for r in (m, f, sel):
+    b = r["breakdown"]
+    want = b["compute_s"] + b["tp_comm_s"] + b["offload_s"]
+    assert abs(total(r) - want) <= 1e-9 * want, (total(r), want)
+w = m["work"]
+assert w["a2a_hidden"]["fwd_s"] < 0 and w["moe_routing"]["fwd_s"] > 0 and w["expert_gemm"]["fwd_s"] > 0, w
+w = f["work"]
+assert abs(w["attention"]["recompute_s"] - w["attention"]["fwd_s"]) <= 1e-12 + 1e-9 * w["attention"]["fwd_s"], w
+assert 0 < w["gemm"]["recompute_s"] < w["gemm"]["fwd_s"], w["gemm"]
+assert w["embedding_loss"]["recompute_s"] == 0 and w["moe_routing"]["fwd_s"] == 0, w
+w = sel["work"]
+assert w["attention"]["recompute_s"] > 0 and w["gemm"]["recompute_s"] == 0, w
+EOF
+if "$LOOM" eval gpt2 "${C[@]}" --gbs 8 --ops | grep -q "compute + exposed comm"; then ok; else bad "eval --ops text"; fi
+
 # Megatron's CPU activation offloading (--cpu-offload-layers N;
 # costs/memory.c, eval.c). Llama-3-8B on 8 H100, pp 1: 16 of the 32
 # blocks wait in host memory, one block's worth stays as the copy's staging

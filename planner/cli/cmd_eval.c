@@ -31,7 +31,8 @@ typedef struct {
     int32_t attn;   /* loom_attn_kernel */
     int32_t elementwise;   /* loom_elementwise_mode */
     bool json, unfused, no_grad_overlap, no_p2p_overlap, dp_given, gbs_given, seq_given, mbs_given, zero_given,
-        dist_opt_given, attn_given, elementwise_given, split_embedding, split_loss, recompute_given;
+        dist_opt_given, attn_given, elementwise_given, split_embedding, split_loss, recompute_given,
+        ops;
     double memory_headroom;   /* < 0: the cluster's */
 } eval_args;
 
@@ -182,6 +183,10 @@ static const loom_cli_option eval_opts[] = {
     {.name = "--profile", .kind = LOOM_CLI_STR, .field = F(profile), .metavar = "DB",
      .help = "measured op times (loom-profile) for this cluster's GPU"},
     {.name = "--json", .kind = LOOM_CLI_FLAG, .field = F(json), .help = "one JSON object on stdout"},
+    {.name = "--ops", .kind = LOOM_CLI_FLAG, .field = F(ops),
+     .help = "where the bottleneck stage's time goes, by kind of work (GEMMs, attention,\n"
+             "norms, MoE routing, exposed communication, …), forward, backward and\n"
+             "recompute (--json always has it: \"work\")"},
     {.name = "--from-megatron", .kind = LOOM_CLI_STR, .field = F(from_megatron), .metavar = "L",
      .help = "the configuration of a Megatron-LM launch line instead of the\n"
              "options above: the text, @FILE or a script path (docs/export.md);\n"
@@ -205,13 +210,14 @@ const loom_cli_spec loom_cli_spec_eval = {
         "                 [--moe-hybridep] [--grad-reduce-bf16]\n"
         "                 [--framework megatron|deepspeed|torchtitan]\n"
         "                 [--attention-kernel fused|fa2] [--elementwise fused|eager]\n"
-        "                 [--calib FILE] [--profile DB] [--json]\n"
+        "                 [--calib FILE] [--profile DB] [--json] [--ops]\n"
         "       loom eval [MODEL] --cluster C --from-megatron \"torchrun ... pretrain_gpt.py ...\"\n"
         "       loom eval MODEL --cluster C --mode serve …   (serving: loom eval --mode serve -h)\n",
     .about =
         "Predicts one training step of a Megatron-style configuration: step time and where it\n"
-        "goes (compute, tensor-parallel comm, pipeline bubble, p2p, gradient sync, optimizer),\n"
-        "tokens/s, model and hardware TFLOP/s per GPU, MFU, and memory per GPU of every stage.\n",
+        "goes (compute, tensor-parallel comm, pipeline bubble, p2p, gradient sync, optimizer;\n"
+        "--ops: by kind of work), tokens/s, model and hardware TFLOP/s per GPU, MFU, and memory\n"
+        "per GPU of every stage.\n",
     .epilogue =
         "Model FLOPs count attention in full (non-causal), as Korthikanti et al. and Megatron-LM.\n",
     .opts = eval_opts,
@@ -347,6 +353,25 @@ static loom_status even_chunks_with_units(const eval_args *a, int64_t L, int32_t
 
 static double gib(int64_t b) { return (double)b / (double)((int64_t)1 << 30); }
 
+/* --ops: the bottleneck stage's compute and exposed communication by kind
+ * of work, per step; the rows add up to compute + tensor-parallel comm
+ * (+ CPU offload copies) of the breakdown above. */
+static void print_work(const loom_eval_result *r)
+{
+    const loom_step_breakdown *b = &r->breakdown;
+    double all = b->compute_s + b->tp_comm_s + b->offload_s;
+    printf("\nby kind of work (bottleneck stage, s per step)\n");
+    printf("  %-30s %9s %9s %9s %9s %6s\n", "", "forward", "backward", "recomp", "total", "share");
+    for (int k = 0; k < LOOM_WORK_COUNT; k++) {
+        const loom_eval_work_time *w = &r->work[k];
+        double t = w->fwd_s + w->bwd_s + w->rerun_s;
+        if (t == 0) continue;
+        printf("  %-30s %9.4f %9.4f %9.4f %9.4f %5.1f%%\n", loom_eval_work_label((loom_eval_work)k),
+               w->fwd_s, w->bwd_s, w->rerun_s, t, all > 0 ? 100 * t / all : 0);
+    }
+    printf("  %-30s %39.4f\n", "compute + exposed comm", all);
+}
+
 static void print_text(const eval_args *a, const loom_cluster *c, const loom_graph *g,
                        const loom_eval_result *r)
 {
@@ -404,6 +429,7 @@ static void print_text(const eval_args *a, const loom_cluster *c, const loom_gra
     if (r->measured_fraction > 0)
         printf("measured op times    %9.1f%% of compute from the profile db\n",
                100 * r->measured_fraction);
+    if (a->ops) print_work(r);
     printf("\nmemory per GPU (GiB; %s has %.1f)\n", c->gpu.name, gib(r->memory_capacity_bytes));
     printf("%5s %9s %8s %8s %8s %8s %8s %8s %8s  %s\n", "stage", "layers", "params", "grads",
            "optim", "activ", "other", "total", "in-flt", "fits");
@@ -506,6 +532,13 @@ static int print_json(const eval_args *a, const loom_cluster *c, const loom_grap
     cJSON_AddBoolToObject(o, "fits", r->fits);
     cJSON_AddNumberToObject(o, "measured_fraction", r->measured_fraction);
     cJSON_AddItemToObject(o, "breakdown", breakdown_json(&r->breakdown));
+    cJSON *work = cJSON_AddObjectToObject(o, "work");
+    for (int k = 0; k < LOOM_WORK_COUNT; k++) {
+        cJSON *w = cJSON_AddObjectToObject(work, loom_eval_work_key((loom_eval_work)k));
+        cJSON_AddNumberToObject(w, "fwd_s", r->work[k].fwd_s);
+        cJSON_AddNumberToObject(w, "bwd_s", r->work[k].bwd_s);
+        cJSON_AddNumberToObject(w, "recompute_s", r->work[k].rerun_s);
+    }
     cJSON *stages = cJSON_AddArrayToObject(o, "stages");
     for (int64_t i = 0; i < r->n_stages; i++) {
         const loom_eval_stage *s = &r->stages[i];
