@@ -34,8 +34,10 @@ typedef struct {
                                  attn_eff (cuDNN / FA3 on Hopper): runs whose attention is
                                  PyTorch SDPA or flash-attn 2 (loom_cost_model_set_attention) */
     double mem_eff;           /* fraction of HBM bandwidth memory-bound kernels reach */
-    double eager_mem_eff;     /* fraction of HBM bandwidth eager PyTorch's chains of ATen
-                                 element-wise kernels stream at (--elementwise eager, eager.h) */
+    double eager_mem_eff;     /* fraction of HBM bandwidth plain streaming kernels reach:
+                                 eager PyTorch's chains of ATen element-wise kernels
+                                 (--elementwise eager, eager.h) and the MoE dispatcher's
+                                 permutation kernels (compute.c pass_s) */
     double vector_eff;        /* fraction of the CUDA-core peak of pointwise math */
     double intra_link_eff;    /* fraction of NVLink bandwidth NCCL reaches (bus bandwidth) */
     double inter_link_eff;    /* fraction of NIC bandwidth NCCL reaches across nodes */

@@ -51,8 +51,9 @@
  * Mixture of experts (costs/moe.h). The router's top-k and the dispatch
  * and combine ops are not one pass each but the kernels Megatron-Core runs
  * for them (fused top-k / aux loss; permute, sort by local expert, FP8
- * padding and their inverses), each pass its bytes at the memory roofline
- * plus a launch; a data movement's backward moves the same bytes as its
+ * padding and their inverses), each pass its bytes at the streaming
+ * prior (eager_mem_eff: plain streaming kernels, see pass_s) plus a
+ * launch; a data movement's backward moves the same bytes as its
  * forward. Ops on routed tokens ([e, c, …]) under expert parallelism run
  * at the busiest rank's load (loom_moe_max_load_factor) with the GPU's
  * E/P experts as the grouped GEMM's groups.
@@ -596,10 +597,20 @@ static moe_view moe_of(const loom_graph *g, const loom_op *op, int32_t op_id,
     return v;
 }
 
-/* One dispatcher pass: its HBM traffic plus a launch per kernel. */
+/* One dispatcher pass: its HBM traffic plus a launch per kernel. The
+ * router's, permute's, sort's and padding's kernels (Transformer Engine's
+ * fused top-k and moe_permute, sort_chunks_by_idxs, Fp8Padding) are plain
+ * streaming kernels: priced at eager_mem_eff, the streaming prior, like the
+ * eager chains, not at the fitted mem_eff, which is the residual of dense
+ * Megatron steps (0.40 on H100, calib.c) and would charge these data
+ * movements 2.1x their bytes. With the residual, MoE layers' routing came to
+ * a third of Qwen3-30B-A3B's step on 8 GB200 and the Megatron-Bridge MoE
+ * runs were off +10% to +22% where routing weighs most (Qwen3-30B-A3B,
+ * Qwen3-235B-A22B on GB200, DeepSeek-V3 at EP32); at the prior the MoE
+ * rows' median |error| went from 9.5% to 6.9% before refitting. */
 static double pass_s(const loom_cost_model *m, loom_moe_pass p)
 {
-    return loom_cost_memory_time_s(m, p.bytes) + p.kernels * m->cal.kernel_overhead_s;
+    return eager_memory_time_s(m, p.bytes) + p.kernels * m->cal.kernel_overhead_s;
 }
 
 /* Dispatch and combine: Megatron's permutation kernels (moe.h) on the

@@ -310,9 +310,9 @@ run 0 plan deepseek-v3 --cluster dgx-h100-x32 --gbs 256 --seq 4096 --space megat
 run 0 export "$tmp/ds.plan.json" --to megatron -o "$tmp/ds.sh"
 has "$tmp/ds.sh" "--q-lora-rank 1536" "--kv-lora-rank 512" "--qk-head-dim 128" \
     "--qk-pos-emb-head-dim 64" "--v-head-dim 128" "--moe-router-score-function sigmoid"
-# its experts over cp 4 x 2 data-parallel replicas (the plan file's
+# its experts over the cp 2 x dp 8 ranks of a stage (the plan file's
 # expert_parallel_replicas: MoE parallel folding), one EP size of 8
-has "$tmp/ds.sh" "--context-parallel-size 4" "--expert-model-parallel-size 8"
+has "$tmp/ds.sh" "--context-parallel-size 2" "--expert-model-parallel-size 8"
 run 0 eval --cluster dgx-h100-x32 --from-megatron "@$tmp/ds.sh" --json
 python3 - "$tmp/ds.plan.json" "$tmp/out" <<'PY' && ok || bad "DeepSeek round trip: eval --from-megatron differs from the plan's prediction"
 import json, sys

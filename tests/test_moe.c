@@ -275,14 +275,16 @@ static void test_cost_model(void)
     /* Dispatch of layer 0 under EP 4: 256 tokens of 1024 B to 2 of 8
      * experts, 2 per rank. Rows 512; load factor over 4 ranks of 1024
      * tokens (each rank routes its 256); U = 524,288 B, X = 262,144 B,
-     * P = 2048 B: permute X + U + P, sort 2·lf·(U + P). */
+     * P = 2048 B: permute X + U + P, sort 2·lf·(U + P); streaming
+     * kernels at the streaming prior (eager_mem_eff, compute.c pass_s). */
     int32_t disp = op_named(g, "layers.0.block_sparse_moe.dispatch");
     double lf = loom_moe_max_load_factor(EXPERTS, TOPK, 4, 4.0 * SEQ);
     double bytes = 262144.0 + 526336.0 + 2 * lf * 526336.0;
     loom_op_time t;
     CHECK_INT_EQ(loom_cost_op_time_ep(cm, g, disp, NULL, 0, 4, &t, &e), LOOM_OK);
-    CHECK_NEAR_REL(t.fwd_s, loom_cost_memory_time_s(cm, bytes) + 4 * cal->kernel_overhead_s, 1e-12);
-    CHECK_NEAR_REL(t.bwd_s, loom_cost_memory_time_s(cm, bytes) + 2 * cal->kernel_overhead_s, 1e-12);
+    double stream_s = bytes / (c.gpu.hbm_bw_Bps * cal->eager_mem_eff);
+    CHECK_NEAR_REL(t.fwd_s, stream_s + 4 * cal->kernel_overhead_s, 1e-12);
+    CHECK_NEAR_REL(t.bwd_s, stream_s + 2 * cal->kernel_overhead_s, 1e-12);
 
     /* An expert GEMM under EP 4: the FLOPs of all 8 experts on the rank's
      * own 64 slots per expert (c = 256·2/8), as one grouped kernel of
