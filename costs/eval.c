@@ -400,24 +400,22 @@ static bool eager_rerun(const ctx *x, const loom_op *op)
     return op->kind == LOOM_OP_ELEMENTWISE || op->kind == LOOM_OP_NORM;
 }
 
+static const struct {
+    const char *key, *label;
+} work_names[] = {
+#define LOOM_X(n, key, label) {key, label},
+    LOOM_EVAL_WORK_LIST(LOOM_X)
+#undef LOOM_X
+};
+
 const char *loom_eval_work_key(loom_eval_work k)
 {
-    static const char *const keys[] = {
-#define LOOM_X(n, key, label) key,
-        LOOM_EVAL_WORK_LIST(LOOM_X)
-#undef LOOM_X
-    };
-    return (unsigned)k < LOOM_WORK_COUNT ? keys[k] : "?";
+    return (unsigned)k < LOOM_WORK_COUNT ? work_names[k].key : "?";
 }
 
 const char *loom_eval_work_label(loom_eval_work k)
 {
-    static const char *const labels[] = {
-#define LOOM_X(n, key, label) label,
-        LOOM_EVAL_WORK_LIST(LOOM_X)
-#undef LOOM_X
-    };
-    return (unsigned)k < LOOM_WORK_COUNT ? labels[k] : "?";
+    return (unsigned)k < LOOM_WORK_COUNT ? work_names[k].label : "?";
 }
 
 /* The kind of work op i is (eval.h). */
