@@ -207,6 +207,16 @@ if "$LOOM" eval --cluster dgx-a100-80g-x8 --json --from-megatron \
 elif grep -q "unknown module 'attn'" "$tmp/err" && [ ! -s "$tmp/o" ]; then ok
 else bad "Megatron module message: $(cat "$tmp/err")"; fi
 
+# A launch line of 64 GPUs on one GB200 NVL72 rack (72 GPUs) runs on its
+# power-of-two tile, as loom plan places a job there and exports it from;
+# a count neither all GPUs nor the tile is refused.
+L72="pretrain_gpt.py --num-layers 32 --hidden-size 4096 --num-attention-heads 32 --tensor-model-parallel-size 2 --micro-batch-size 1 --global-batch-size 64 --seq-length 4096 --bf16"
+if "$LOOM" eval llama-3-8b --cluster gb200-nvl72-x1 --from-megatron "torchrun --nnodes 1 --nproc-per-node 64 $L72" \
+    2>"$tmp/err" | grep -q "runs on the first 64 GPUs of each 72-GPU NVLink domain"; then ok
+else bad "launch line on the tile: $(cat "$tmp/err")"; fi
+expect_fail eval 1 llama-3-8b --cluster gb200-nvl72-x1 --from-megatron "torchrun --nnodes 1 --nproc-per-node 48 $L72" -- \
+    "the launch line starts 48 GPUs but the cluster has 72"
+
 # --ops: the bottleneck stage's time by kind of work. The kinds add up to
 # compute + exposed TP/EP comm (+ offload copies) of the breakdown; the EP
 # a2a overlap's saving is a negative row of its own. Full recompute reruns

@@ -258,6 +258,23 @@ static const char *configuration_option(const eval_args *a)
     return NULL;
 }
 
+/* The GPUs a launch line runs on: its own world size where the cluster can
+ * host it (all GPUs, or the power-of-two tile of every NVLink domain, where
+ * loom plan puts a GB200 NVL72 job and exports it from), else all of the
+ * cluster's, and the import says what does not match. */
+static int64_t launch_gpus(const char *arg, const loom_cluster *c)
+{
+    int64_t gpus = loom_cluster_gpus(c);
+    loom_megatron_launch *l = malloc(sizeof *l);
+    loom_error e;
+    loom_cluster view;
+    if (l && loom_megatron_read(arg, 0, l, &e) == LOOM_OK && l->world_from_line &&
+        loom_cluster_job_view(c, l->world_size, &view))
+        gpus = l->world_size;
+    free(l);
+    return gpus;
+}
+
 /* Parses argv into a; returns LOOM_CLI_RUN on success, else the exit code. */
 static int parse(int argc, char **argv, eval_args *a)
 {
@@ -639,8 +656,8 @@ int loom_cmd_eval(int argc, char **argv)
     if (a.from_megatron) {   /* the configuration (without MODEL also the model) from a launch line */
         loom_export_list notes = {0};
         if (!loom_megatron_eval_setup(a.from_megatron, a.model ? path : NULL,
-                                      loom_cluster_gpus(&cluster), &a.p, layout, &eo.n_chunks, &g,
-                                      &notes, &err))
+                                      launch_gpus(a.from_megatron, &cluster), &a.p, layout,
+                                      &eo.n_chunks, &g, &notes, &err))
             for (int i = 0; i < notes.n; i++) fprintf(stderr, "loom eval: note: %s\n", notes.item[i]);
     } else if (loom_model_load(path, &mo, &g, &err) == LOOM_OK) {
         /* the model's default sequence; a loom graph file fixes its own
