@@ -102,7 +102,8 @@ static const loom_cli_option eval_opts[] = {
      .given = F(recompute_given), .choices = recompute_choices, .metavar = "R", .help = "activation recomputation"},
     {.name = "--recompute-modules", .kind = LOOM_CLI_STR, .field = F(recompute_modules),
      .metavar = "LIST",
-     .help = "selective recompute of Megatron's modules (implies --recompute selective):\n"
+     .help = "selective recompute of Megatron's modules (implies --recompute selective;\n"
+             "refused beside --recompute none or full):\n"
              "comma-separated core_attn, layernorm, moe_act, mla_up_proj, mlp, moe,\n"
              "shared_experts (Megatron's --recompute-modules)", .def = "core_attn"},
     {.name = "--cpu-offload-layers", .kind = LOOM_CLI_INT, .field = F(p.cpu_offload_layers),
